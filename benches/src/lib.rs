@@ -1,0 +1,2 @@
+//! Criterion benchmarks live in `benches/benches/`; run them with
+//! `cargo bench -p dpmm-benches`.

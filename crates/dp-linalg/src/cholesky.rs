@@ -1,0 +1,114 @@
+//! Cholesky factorization `A = L Lᵀ` of a symmetric positive definite matrix.
+
+use faer::linalg::solvers::{DenseSolveCore, Llt, LltError, Solve};
+use faer::linalg::triangular_solve;
+use faer::prelude::Reborrow;
+use faer::{Mat, MatMut, MatRef, Side};
+
+use crate::{LinalgError, Result, require_finite, require_square};
+
+/// The Cholesky factor `L` (lower triangular, positive diagonal) of a
+/// symmetric positive definite matrix `A = L Lᵀ`.
+///
+/// Only the lower triangle of `A` is read. Failure to factor is the
+/// positive-definiteness test used by the optimizers (COA's Armijo search
+/// tests `X ≻ 0` this way), so it is a typed error, never a panic.
+#[derive(Debug, Clone)]
+pub struct Cholesky {
+    llt: Llt<f64>,
+}
+
+impl Cholesky {
+    /// Factors `a`. Fails with [`LinalgError::NotPositiveDefinite`] when a
+    /// pivot is not positive, and on non-square or non-finite input.
+    pub fn factor(a: MatRef<'_, f64>) -> Result<Self> {
+        require_square("matrix to factor", a)?;
+        require_finite("matrix to factor", a)?;
+        match a.llt(Side::Lower) {
+            Ok(llt) => Ok(Self { llt }),
+            Err(LltError::NonPositivePivot { index }) => {
+                Err(LinalgError::NotPositiveDefinite { pivot: index })
+            }
+        }
+    }
+
+    /// Order `n` of the factored matrix.
+    pub fn dim(&self) -> usize {
+        self.llt.L().nrows()
+    }
+
+    /// The lower-triangular factor `L`.
+    pub fn lower(&self) -> MatRef<'_, f64> {
+        self.llt.L()
+    }
+
+    /// `log det A = 2 Σ log Lᵢᵢ`.
+    pub fn log_det(&self) -> f64 {
+        let l = self.llt.L();
+        2.0 * (0..l.nrows()).map(|i| l[(i, i)].ln()).sum::<f64>()
+    }
+
+    /// Solves `A X = B`.
+    pub fn solve(&self, b: MatRef<'_, f64>) -> Result<Mat<f64>> {
+        self.check_rhs(b)?;
+        let mut x = b.to_owned();
+        self.llt.solve_in_place(x.as_mut());
+        Ok(x)
+    }
+
+    /// Solves `A X = B` in place (`b` is overwritten with `X`).
+    pub fn solve_in_place(&self, b: MatMut<'_, f64>) -> Result<()> {
+        self.check_rhs(b.rb())?;
+        self.llt.solve_in_place(b);
+        Ok(())
+    }
+
+    /// Overwrites `b` with `L⁻¹ b` (forward substitution).
+    pub fn solve_lower_in_place(&self, b: MatMut<'_, f64>) -> Result<()> {
+        self.check_rhs(b.rb())?;
+        triangular_solve::solve_lower_triangular_in_place(
+            self.llt.L(),
+            b,
+            faer::get_global_parallelism(),
+        );
+        Ok(())
+    }
+
+    /// Overwrites `b` with `L⁻ᵀ b` (back substitution).
+    pub fn solve_lower_transpose_in_place(&self, b: MatMut<'_, f64>) -> Result<()> {
+        self.check_rhs(b.rb())?;
+        triangular_solve::solve_upper_triangular_in_place(
+            self.llt.L().transpose(),
+            b,
+            faer::get_global_parallelism(),
+        );
+        Ok(())
+    }
+
+    /// The inverse `A⁻¹` (symmetric).
+    pub fn inverse(&self) -> Mat<f64> {
+        self.llt.inverse()
+    }
+
+    /// `tr(A⁻¹ B)` for square `B`, by solving `A Y = B` (no explicit inverse).
+    pub fn trace_inverse_times(&self, b: MatRef<'_, f64>) -> Result<f64> {
+        require_square("right operand", b)?;
+        self.check_rhs(b)?;
+        let mut y = b.to_owned();
+        self.solve_in_place(y.as_mut())?;
+        Ok((0..y.nrows()).map(|i| y[(i, i)]).sum())
+    }
+
+    fn check_rhs(&self, b: MatRef<'_, f64>) -> Result<()> {
+        if b.nrows() != self.dim() {
+            return Err(LinalgError::DimensionMismatch {
+                what: "Cholesky solve",
+                left_rows: self.dim(),
+                left_cols: self.dim(),
+                right_rows: b.nrows(),
+                right_cols: b.ncols(),
+            });
+        }
+        Ok(())
+    }
+}
