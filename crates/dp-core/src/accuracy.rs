@@ -1,0 +1,194 @@
+//! Error formulas of the matrix mechanism (matrix mechanism paper,
+//! Proposition 4 and Definition 7; DESIGN.md §1).
+//!
+//! With `x̂ = A⁺ y` and i.i.d. noise of variance `v` on each strategy row,
+//! the estimate of `W x` is unbiased when W's rows lie in A's row space and
+//!
+//! * per query: `E (wᵢ x̂ − wᵢ x)² = v · (W (AᵀA)⁺ Wᵀ)ᵢᵢ`,
+//! * total: `v · tr(WᵀW (AᵀA)⁺)`.
+//!
+//! Scale-free objectives: `l1_obj = Δ₁(A)² tr(WᵀW (AᵀA)⁺)` (ε-DP; the
+//! total error is `2 l1_obj / ε²`) and `l2_obj = Δ₂(A)² tr(WᵀW (AᵀA)⁺)`
+//! ((ε,δ)-DP; the total error is `c(ε,δ)² l2_obj`).
+
+use dp_linalg::{MatRef, SymmetricEigen, ThinSvd};
+
+use crate::calibration::NoiseCalibration;
+use crate::least_squares::StrategyFactors;
+use crate::mechanism::{DEFAULT_SUPPORT_TOLERANCE, SupportCheck, support_from_factors};
+use crate::sensitivity::{sensitivity_l1, sensitivity_l2};
+use crate::validate::{check_matrix, check_nonzero_matrix, check_same_domain, check_vector};
+use crate::{DpError, Result};
+
+/// Everything the error formulas need about one (workload, strategy) pair.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StrategyEvaluation {
+    /// `tr(WᵀW (AᵀA)⁺)`, computed as `‖Σ_r⁻¹ V_rᵀ Wᵀ‖²_F`. When the
+    /// strategy does not support the workload this is only the variance
+    /// part of the error: the estimate is then biased.
+    pub trace: f64,
+    /// `Δ₁(A)`.
+    pub sensitivity_l1: f64,
+    /// `Δ₂(A)`.
+    pub sensitivity_l2: f64,
+    /// The support test.
+    pub support: SupportCheck,
+}
+
+impl StrategyEvaluation {
+    /// `Δ₁(A)² tr(WᵀW (AᵀA)⁺)`.
+    pub fn l1_obj(&self) -> f64 {
+        self.sensitivity_l1 * self.sensitivity_l1 * self.trace
+    }
+
+    /// `Δ₂(A)² tr(WᵀW (AᵀA)⁺)`.
+    pub fn l2_obj(&self) -> f64 {
+        self.sensitivity_l2 * self.sensitivity_l2 * self.trace
+    }
+}
+
+/// Evaluates a pair without refusing unsupported workloads (the support
+/// test is part of the answer). Validates shapes and entries.
+pub fn evaluate_strategy(
+    workload: MatRef<'_, f64>,
+    strategy: MatRef<'_, f64>,
+) -> Result<StrategyEvaluation> {
+    check_nonzero_matrix("workload", workload)?;
+    check_nonzero_matrix("strategy", strategy)?;
+    check_same_domain(workload, strategy)?;
+    let factors = StrategyFactors::new(strategy)?;
+    let support = support_from_factors(&factors, workload, DEFAULT_SUPPORT_TOLERANCE);
+    let trace = factors
+        .whitened_workload_transpose(workload)
+        .norm_l2()
+        .powi(2);
+    Ok(StrategyEvaluation {
+        trace,
+        sensitivity_l1: sensitivity_l1(strategy)?,
+        sensitivity_l2: sensitivity_l2(strategy)?,
+        support,
+    })
+}
+
+fn supported_evaluation(
+    workload: MatRef<'_, f64>,
+    strategy: MatRef<'_, f64>,
+) -> Result<StrategyEvaluation> {
+    let eval = evaluate_strategy(workload, strategy)?;
+    if !eval.support.supported {
+        return Err(DpError::UnsupportedWorkload {
+            relative_residual: eval.support.relative_residual,
+            tolerance: eval.support.tolerance,
+        });
+    }
+    Ok(eval)
+}
+
+/// `tr(WᵀW (AᵀA)⁺)`; refuses a strategy that does not support W.
+pub fn trace_objective(workload: MatRef<'_, f64>, strategy: MatRef<'_, f64>) -> Result<f64> {
+    Ok(supported_evaluation(workload, strategy)?.trace)
+}
+
+/// `l1_obj(W, A) = Δ₁(A)² tr(WᵀW (AᵀA)⁺)`: the ε-DP objective. The
+/// expected total squared error under ε-DP is `2 l1_obj / ε²`.
+pub fn l1_obj(workload: MatRef<'_, f64>, strategy: MatRef<'_, f64>) -> Result<f64> {
+    Ok(supported_evaluation(workload, strategy)?.l1_obj())
+}
+
+/// `l2_obj(W, A) = Δ₂(A)² tr(WᵀW (AᵀA)⁺)`: the (ε,δ)-DP objective. The
+/// expected total squared error is `c(ε,δ)² l2_obj`.
+pub fn l2_obj(workload: MatRef<'_, f64>, strategy: MatRef<'_, f64>) -> Result<f64> {
+    Ok(supported_evaluation(workload, strategy)?.l2_obj())
+}
+
+/// Expected total squared error `Σᵢ E(wᵢ x̂ − wᵢ x)² = v · tr(WᵀW (AᵀA)⁺)`
+/// for noise of per-row variance `v` (`2b²` Laplace, `σ²` Gaussian). The
+/// calibration must be the one for this strategy (see
+/// [`NoiseCalibration::for_strategy`]).
+pub fn expected_total_squared_error(
+    workload: MatRef<'_, f64>,
+    strategy: MatRef<'_, f64>,
+    noise: &NoiseCalibration,
+) -> Result<f64> {
+    Ok(noise.variance() * trace_objective(workload, strategy)?)
+}
+
+/// Expected squared error of each query, `v · (W (AᵀA)⁺ Wᵀ)ᵢᵢ`.
+pub fn expected_per_query_squared_error(
+    workload: MatRef<'_, f64>,
+    strategy: MatRef<'_, f64>,
+    noise: &NoiseCalibration,
+) -> Result<Vec<f64>> {
+    supported_evaluation(workload, strategy)?;
+    let factors = StrategyFactors::new(strategy)?;
+    let x = factors.whitened_workload_transpose(workload);
+    let v = noise.variance();
+    Ok((0..x.ncols())
+        .map(|j| v * x.col(j).squared_norm_l2())
+        .collect())
+}
+
+/// The data-dependent structural error `‖(W − B L) x‖²` of a decomposition
+/// that only approximates `W` (LRM's relaxation, Theorem 3 of the LRM
+/// paper): the squared bias of answering `B L x` instead of `W x`.
+pub fn structural_squared_error(
+    workload: MatRef<'_, f64>,
+    b: MatRef<'_, f64>,
+    l: MatRef<'_, f64>,
+    x: &[f64],
+) -> Result<f64> {
+    check_matrix("workload", workload)?;
+    check_matrix("B", b)?;
+    check_matrix("L", l)?;
+    if b.nrows() != workload.nrows() || l.ncols() != workload.ncols() || b.ncols() != l.nrows() {
+        return Err(DpError::DimensionMismatch {
+            what: format!(
+                "W is {}x{}, B is {}x{}, L is {}x{}: need W = B L shapes",
+                workload.nrows(),
+                workload.ncols(),
+                b.nrows(),
+                b.ncols(),
+                l.nrows(),
+                l.ncols()
+            ),
+        });
+    }
+    check_vector("data vector x", x, workload.ncols())?;
+    let lx: Vec<f64> = (0..l.nrows())
+        .map(|i| (0..l.ncols()).map(|j| l[(i, j)] * x[j]).sum())
+        .collect();
+    Ok((0..workload.nrows())
+        .map(|i| {
+            let wx: f64 = (0..workload.ncols()).map(|j| workload[(i, j)] * x[j]).sum();
+            let blx: f64 = (0..b.ncols()).map(|k| b[(i, k)] * lx[k]).sum();
+            (wx - blx).powi(2)
+        })
+        .sum())
+}
+
+/// The singular value bound `(Σᵢ σᵢ(W))² / n` (matrix mechanism paper,
+/// Theorem 5.25; the COA paper's lower bound for `l2_obj`): no strategy
+/// has `l2_obj` below it.
+pub fn svd_lower_bound(workload: MatRef<'_, f64>) -> Result<f64> {
+    check_nonzero_matrix("workload", workload)?;
+    let s = ThinSvd::values_only(workload)?;
+    let sum: f64 = s.iter().sum();
+    Ok(sum * sum / workload.ncols() as f64)
+}
+
+/// The singular value bound from the Gram matrix `WᵀW`: `σᵢ(W) = √λᵢ(WᵀW)`.
+pub fn svd_lower_bound_from_gram(gram: MatRef<'_, f64>) -> Result<f64> {
+    check_nonzero_matrix("workload Gram matrix", gram)?;
+    if gram.nrows() != gram.ncols() {
+        return Err(DpError::DimensionMismatch {
+            what: format!(
+                "Gram matrix must be square, got {}x{}",
+                gram.nrows(),
+                gram.ncols()
+            ),
+        });
+    }
+    let eig = SymmetricEigen::values_only(gram)?;
+    let sum: f64 = eig.iter().map(|l| l.max(0.0).sqrt()).sum();
+    Ok(sum * sum / gram.nrows() as f64)
+}

@@ -1,0 +1,93 @@
+//! The error type shared by every dpmm crate.
+
+use dp_linalg::LinalgError;
+
+/// Everything that can be wrong with an input or a computation in dpmm.
+/// Each variant names the problem precisely enough for a one-line message.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum DpError {
+    /// ε must be finite and strictly positive.
+    #[error("invalid epsilon {0}: epsilon must be finite and > 0")]
+    InvalidEpsilon(f64),
+    /// δ must lie strictly between 0 and 1.
+    #[error("invalid delta {0}: delta must be finite and in (0, 1)")]
+    InvalidDelta(f64),
+    /// A matrix or vector with no entries.
+    #[error("{what} is empty ({rows}x{cols})")]
+    Empty {
+        /// Which argument.
+        what: String,
+        /// Rows given.
+        rows: usize,
+        /// Columns given.
+        cols: usize,
+    },
+    /// A NaN or infinite entry.
+    #[error("{what} has a non-finite entry ({value}) at ({row}, {col})")]
+    NonFinite {
+        /// Which argument.
+        what: String,
+        /// Row of the first bad entry.
+        row: usize,
+        /// Column of the first bad entry.
+        col: usize,
+        /// The value found.
+        value: f64,
+    },
+    /// A matrix that is identically zero where that makes the problem void.
+    #[error("{what} is identically zero")]
+    ZeroMatrix {
+        /// Which argument.
+        what: String,
+    },
+    /// Two arguments with incompatible shapes.
+    #[error("dimension mismatch: {what}")]
+    DimensionMismatch {
+        /// What was expected and what was found.
+        what: String,
+    },
+    /// The workload has rows outside the strategy's row space, so least
+    /// squares cannot answer it without bias.
+    #[error(
+        "the strategy does not support the workload: relative residual {relative_residual:.3e} of W outside A's row space exceeds {tolerance:.1e}"
+    )]
+    UnsupportedWorkload {
+        /// `‖W − W P_A‖_F / ‖W‖_F` with `P_A` the projector on A's row space.
+        relative_residual: f64,
+        /// The tolerance it was compared with.
+        tolerance: f64,
+    },
+    /// A parameter outside its valid range.
+    #[error("invalid {name}: {reason}")]
+    InvalidParameter {
+        /// The parameter.
+        name: &'static str,
+        /// Why it is invalid.
+        reason: String,
+    },
+    /// A calibration used outside the range where its privacy proof holds.
+    #[error("{calibration} calibration is not valid here: {reason}")]
+    CalibrationOutOfRange {
+        /// Which calibration.
+        calibration: &'static str,
+        /// Why.
+        reason: String,
+    },
+    /// A numerical routine failed.
+    #[error("linear algebra: {0}")]
+    Linalg(#[from] LinalgError),
+    /// An input file is missing, unreadable or malformed.
+    #[error("{0}")]
+    Io(String),
+    /// An iterative solver stopped without meeting its tolerance.
+    #[error("{solver} did not converge: {reason}")]
+    NotConverged {
+        /// The solver.
+        solver: &'static str,
+        /// Why it stopped.
+        reason: String,
+    },
+}
+
+/// Result alias used throughout dpmm.
+pub type Result<T> = std::result::Result<T, DpError>;

@@ -1,0 +1,84 @@
+//! Input validation shared by every public entry point (DESIGN.md §5).
+
+use dp_linalg::MatRef;
+
+use crate::{DpError, Result};
+
+/// A matrix argument must have at least one row and column and only finite
+/// entries.
+pub fn check_matrix(what: &str, a: MatRef<'_, f64>) -> Result<()> {
+    if a.nrows() == 0 || a.ncols() == 0 {
+        return Err(DpError::Empty {
+            what: what.to_string(),
+            rows: a.nrows(),
+            cols: a.ncols(),
+        });
+    }
+    for j in 0..a.ncols() {
+        for i in 0..a.nrows() {
+            let v = a[(i, j)];
+            if !v.is_finite() {
+                return Err(DpError::NonFinite {
+                    what: what.to_string(),
+                    row: i,
+                    col: j,
+                    value: v,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A matrix that must also not be identically zero (a zero workload asks
+/// nothing; a zero strategy measures nothing).
+pub fn check_nonzero_matrix(what: &str, a: MatRef<'_, f64>) -> Result<()> {
+    check_matrix(what, a)?;
+    if a.norm_max() == 0.0 {
+        return Err(DpError::ZeroMatrix {
+            what: what.to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// A vector argument: non-empty, finite, and of the expected length.
+pub fn check_vector(what: &str, v: &[f64], expected_len: usize) -> Result<()> {
+    if v.len() != expected_len {
+        return Err(DpError::DimensionMismatch {
+            what: format!("{what} has length {}, expected {expected_len}", v.len()),
+        });
+    }
+    if v.is_empty() {
+        return Err(DpError::Empty {
+            what: what.to_string(),
+            rows: 0,
+            cols: 1,
+        });
+    }
+    if let Some((i, &value)) = v.iter().enumerate().find(|(_, x)| !x.is_finite()) {
+        return Err(DpError::NonFinite {
+            what: what.to_string(),
+            row: i,
+            col: 0,
+            value,
+        });
+    }
+    Ok(())
+}
+
+/// Workload and strategy must act on the same domain (same column count).
+pub fn check_same_domain(workload: MatRef<'_, f64>, strategy: MatRef<'_, f64>) -> Result<()> {
+    if workload.ncols() != strategy.ncols() {
+        return Err(DpError::DimensionMismatch {
+            what: format!(
+                "workload is {}x{} but strategy is {}x{}: both need the same number of columns (domain size n)",
+                workload.nrows(),
+                workload.ncols(),
+                strategy.nrows(),
+                strategy.ncols()
+            ),
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,267 @@
+//! The matrix mechanism's error formulas against the papers' closed forms.
+
+use dp_core::*;
+use dp_linalg::{Mat, MatRef};
+
+fn mat(rows: &[&[f64]]) -> Mat<f64> {
+    Mat::from_fn(rows.len(), rows[0].len(), |i, j| rows[i][j])
+}
+
+/// H_4 of the matrix mechanism paper, Figure 1 (binary hierarchy).
+fn h4() -> Mat<f64> {
+    mat(&[
+        &[1., 1., 1., 1.],
+        &[1., 1., 0., 0.],
+        &[0., 0., 1., 1.],
+        &[1., 0., 0., 0.],
+        &[0., 1., 0., 0.],
+        &[0., 0., 1., 0.],
+        &[0., 0., 0., 1.],
+    ])
+}
+
+/// Y_4, the Haar wavelet strategy of Figure 1.
+fn y4() -> Mat<f64> {
+    mat(&[
+        &[1., 1., 1., 1.],
+        &[1., 1., -1., -1.],
+        &[1., -1., 0., 0.],
+        &[0., 0., 1., -1.],
+    ])
+}
+
+fn unit(n: usize, i: usize) -> Mat<f64> {
+    Mat::from_fn(1, n, |_, j| if i == j { 1.0 } else { 0.0 })
+}
+
+/// `(AᵀA)⁻¹` read off the error formula: entry (i, j) of the profile is
+/// `(tr((eᵢ+eⱼ)ᵀ(eᵢ+eⱼ) M) − Mᵢᵢ − Mⱼⱼ)/2`, using only `trace_objective`.
+fn profile_via_trace(a: MatRef<'_, f64>) -> Mat<f64> {
+    let n = a.ncols();
+    let diag: Vec<f64> = (0..n)
+        .map(|i| trace_objective(unit(n, i).as_ref(), a).unwrap())
+        .collect();
+    Mat::from_fn(n, n, |i, j| {
+        if i == j {
+            diag[i]
+        } else {
+            let w = Mat::from_fn(1, n, |_, k| if k == i || k == j { 1.0 } else { 0.0 });
+            (trace_objective(w.as_ref(), a).unwrap() - diag[i] - diag[j]) / 2.0
+        }
+    })
+}
+
+#[test]
+fn error_profile_of_h4_matches_figure_3b() {
+    let expected = [
+        [13., -8., -1., -1.],
+        [-8., 13., -1., -1.],
+        [-1., -1., 13., -8.],
+        [-1., -1., -8., 13.],
+    ];
+    let got = profile_via_trace(h4().as_ref());
+    for i in 0..4 {
+        for j in 0..4 {
+            assert!(
+                (got[(i, j)] - expected[i][j] / 21.0).abs() < 1e-12,
+                "({i},{j}): {} vs {}/21",
+                got[(i, j)],
+                expected[i][j]
+            );
+        }
+    }
+}
+
+#[test]
+fn error_profile_of_y4_matches_figure_3c() {
+    let expected = [
+        [3., -1., 0., 0.],
+        [-1., 3., 0., 0.],
+        [0., 0., 3., -1.],
+        [0., 0., -1., 3.],
+    ];
+    let got = profile_via_trace(y4().as_ref());
+    for i in 0..4 {
+        for j in 0..4 {
+            assert!((got[(i, j)] - expected[i][j] / 8.0).abs() < 1e-12);
+        }
+    }
+}
+
+#[test]
+fn sensitivities_of_h4_and_y4_are_three() {
+    assert_eq!(sensitivity_l1(h4().as_ref()).unwrap(), 3.0);
+    assert_eq!(sensitivity_l1(y4().as_ref()).unwrap(), 3.0);
+    assert!((sensitivity_l2(h4().as_ref()).unwrap() - 3f64.sqrt()).abs() < 1e-15);
+    // Y_4 column 0 is (1, 1, 1, 0): L2 norm √3.
+    assert!((sensitivity_l2(y4().as_ref()).unwrap() - 3f64.sqrt()).abs() < 1e-15);
+    assert_eq!(
+        sensitivity_l1(Mat::<f64>::identity(5, 5).as_ref()).unwrap(),
+        1.0
+    );
+}
+
+/// The LRM paper's running example (§1): q1 = 2x₂+x₃+x₄, q2 = x₂+2x₄,
+/// q3 = x₁+2x₃+2x₄. Noise on the data (identity strategy) has total
+/// squared error 2 Σⱼ‖wⱼ‖²/ε² = 40/ε²; noise on the queries (NOQ, Δ₁(W) = 5)
+/// has 3·2·25/ε² = 150/ε².
+#[test]
+fn lrm_three_query_example_noise_on_data_is_40_over_eps_squared() {
+    let w = mat(&[&[0., 2., 1., 1.], &[0., 1., 0., 2.], &[1., 0., 2., 2.]]);
+    let identity = Mat::<f64>::identity(4, 4);
+    for eps in [0.1, 1.0, 2.5] {
+        let noise = NoiseCalibration::for_strategy(
+            identity.as_ref(),
+            PrivacyBudget::pure(eps).unwrap(),
+            GaussianCalibration::Analytic,
+        )
+        .unwrap();
+        let total = expected_total_squared_error(w.as_ref(), identity.as_ref(), &noise).unwrap();
+        assert!((total - 40.0 / (eps * eps)).abs() < 1e-10 / (eps * eps));
+        let per_query =
+            expected_per_query_squared_error(w.as_ref(), identity.as_ref(), &noise).unwrap();
+        // Each query's error is 2‖wᵢ‖²/ε²: 12, 10, 18.
+        for (got, norm2) in per_query.iter().zip([6.0, 5.0, 9.0]) {
+            assert!((got - 2.0 * norm2 / (eps * eps)).abs() < 1e-10 / (eps * eps));
+        }
+        let noq = NoiseCalibration::for_strategy(
+            w.as_ref(),
+            PrivacyBudget::pure(eps).unwrap(),
+            GaussianCalibration::Analytic,
+        )
+        .unwrap();
+        let total_noq = expected_total_squared_error(w.as_ref(), w.as_ref(), &noq).unwrap();
+        assert!((total_noq - 150.0 / (eps * eps)).abs() < 1e-9 / (eps * eps));
+    }
+    assert!((l1_obj(w.as_ref(), identity.as_ref()).unwrap() - 20.0).abs() < 1e-12);
+}
+
+#[test]
+fn l2_objective_and_svd_bound() {
+    // For the identity workload every strategy has l2_obj >= n (SVD bound
+    // (Σσ)²/n = n²/n), and I_n attains it.
+    let n = 6;
+    let id = Mat::<f64>::identity(n, n);
+    assert!((svd_lower_bound(id.as_ref()).unwrap() - n as f64).abs() < 1e-12);
+    assert!((l2_obj(id.as_ref(), id.as_ref()).unwrap() - n as f64).abs() < 1e-12);
+    // Prefix workload over 4 cells, strategy H_4: bound <= l2_obj.
+    let prefix = Mat::from_fn(4, 4, |i, j| if j <= i { 1.0 } else { 0.0 });
+    let bound = svd_lower_bound(prefix.as_ref()).unwrap();
+    let gram = dp_linalg::gram(prefix.as_ref());
+    assert!((svd_lower_bound_from_gram(gram.as_ref()).unwrap() - bound).abs() < 1e-10);
+    let l2 = l2_obj(prefix.as_ref(), h4().as_ref()).unwrap();
+    assert!(bound <= l2 + 1e-12, "{bound} > {l2}");
+    // l2_obj of H_4 on prefix: Δ₂² = 3, times the trace with the Figure 3 profile.
+    let mut tr = 0.0;
+    let p = [
+        [13., -8., -1., -1.],
+        [-8., 13., -1., -1.],
+        [-1., -1., 13., -8.],
+        [-1., -1., -8., 13.],
+    ];
+    for row in 0..4 {
+        for i in 0..=row {
+            for j in 0..=row {
+                tr += p[i][j] / 21.0;
+            }
+        }
+    }
+    assert!((l2 - 3.0 * tr).abs() < 1e-12);
+}
+
+#[test]
+fn rank_deficient_strategies_support_or_refuse() {
+    // A rank-2 strategy on 4 cells: rows (1,1,0,0) and (0,0,1,1), duplicated.
+    let a = mat(&[&[1., 1., 0., 0.], &[0., 0., 1., 1.], &[2., 2., 0., 0.]]);
+    // The total query and pair sums are supported.
+    let supported = mat(&[&[1., 1., 1., 1.], &[3., 3., -1., -1.]]);
+    let check = check_support(supported.as_ref(), a.as_ref(), 1e-8).unwrap();
+    assert!(check.supported && check.strategy_rank == 2);
+    // tr(WᵀW (AᵀA)⁺): AᵀA = 5·(e₁+e₂)(e₁+e₂)ᵀ + (e₃+e₄)(e₃+e₄)ᵀ, whose
+    // pseudo-inverse is (1/20)(e₁+e₂)(e₁+e₂)ᵀ + (1/4)(e₃+e₄)(e₃+e₄)ᵀ.
+    // Row (1,1,1,1): 4/20 + 4/4 = 1.2; row (3,3,-1,-1): 36/20 + 4/4 = 2.8.
+    let tr = trace_objective(supported.as_ref(), a.as_ref()).unwrap();
+    assert!((tr - 4.0).abs() < 1e-12, "{tr}");
+    // A single cell is not in the row space.
+    let cell = mat(&[&[1., 0., 0., 0.]]);
+    let check = check_support(cell.as_ref(), a.as_ref(), 1e-8).unwrap();
+    assert!(!check.supported);
+    // Residual of e₁ outside span{(1,1,0,0),(0,0,1,1)}/‖·‖ is 1/√2.
+    assert!((check.relative_residual - 0.5f64.sqrt()).abs() < 1e-12);
+    assert!(matches!(
+        l1_obj(cell.as_ref(), a.as_ref()),
+        Err(DpError::UnsupportedWorkload { .. })
+    ));
+    let eval = evaluate_strategy(cell.as_ref(), a.as_ref()).unwrap();
+    assert!(!eval.support.supported);
+}
+
+#[test]
+fn structural_error_of_an_inexact_decomposition() {
+    let w = mat(&[&[1., 1.], &[1., -1.]]);
+    let b = mat(&[&[1.], &[0.]]);
+    let l = mat(&[&[1., 1.]]);
+    // (W − BL) x = (0, x₁ − x₂): with x = (3, 1) the error is 4.
+    let e = structural_squared_error(w.as_ref(), b.as_ref(), l.as_ref(), &[3.0, 1.0]).unwrap();
+    assert!((e - 4.0).abs() < 1e-15);
+    assert!(structural_squared_error(w.as_ref(), l.as_ref(), b.as_ref(), &[1.0, 1.0]).is_err());
+}
+
+#[test]
+fn bad_inputs_are_typed_errors() {
+    let good = Mat::<f64>::identity(3, 3);
+    let mut nan = good.clone();
+    nan[(1, 2)] = f64::NAN;
+    assert!(matches!(
+        l1_obj(nan.as_ref(), good.as_ref()),
+        Err(DpError::NonFinite { row: 1, col: 2, .. })
+    ));
+    let mut inf = good.clone();
+    inf[(0, 0)] = f64::NEG_INFINITY;
+    assert!(matches!(
+        l2_obj(good.as_ref(), inf.as_ref()),
+        Err(DpError::NonFinite { .. })
+    ));
+    let empty = Mat::<f64>::zeros(0, 3);
+    assert!(matches!(
+        l1_obj(empty.as_ref(), good.as_ref()),
+        Err(DpError::Empty { .. })
+    ));
+    let zero = Mat::<f64>::zeros(2, 3);
+    assert!(matches!(
+        l1_obj(zero.as_ref(), good.as_ref()),
+        Err(DpError::ZeroMatrix { .. })
+    ));
+    assert!(matches!(
+        l1_obj(good.as_ref(), zero.as_ref()),
+        Err(DpError::ZeroMatrix { .. })
+    ));
+    let wrong = Mat::<f64>::identity(4, 4);
+    assert!(matches!(
+        l1_obj(good.as_ref(), wrong.as_ref()),
+        Err(DpError::DimensionMismatch { .. })
+    ));
+    for eps in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+        assert!(matches!(
+            PrivacyBudget::pure(eps),
+            Err(DpError::InvalidEpsilon(_))
+        ));
+    }
+    for delta in [0.0, 1.0, -0.1, 1.5, f64::NAN] {
+        assert!(matches!(
+            PrivacyBudget::approx(1.0, delta),
+            Err(DpError::InvalidDelta(_))
+        ));
+    }
+    let mech = MatrixMechanism::new(good.as_ref(), PrivacyBudget::pure(1.0).unwrap()).unwrap();
+    let mut rng = NoiseSource::seeded(1);
+    assert!(mech.measure(&[1.0, 2.0], &mut rng).is_err());
+    assert!(mech.measure(&[1.0, f64::NAN, 2.0], &mut rng).is_err());
+    let unsupported = mat(&[&[1., 0., 0.]]);
+    let rank1 = mat(&[&[1., 1., 1.]]);
+    let mech = MatrixMechanism::new(rank1.as_ref(), PrivacyBudget::pure(1.0).unwrap()).unwrap();
+    assert!(matches!(
+        mech.release(unsupported.as_ref(), &[1.0, 2.0, 3.0], &mut rng),
+        Err(DpError::UnsupportedWorkload { .. })
+    ));
+}
