@@ -1,1 +1,48 @@
-fn main() {}
+//! `cargo xtask`: the dpmm command line (DESIGN.md §4).
+//!
+//! Every command prints its result as one JSON object on stdout; on bad
+//! input it prints one line `error: …` on stderr and exits with status 2.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod error_cmd;
+mod output;
+
+#[derive(Parser)]
+#[command(
+    name = "xtask",
+    about = "dpmm: optimized batch linear queries under differential privacy"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Evaluate a strategy for a workload: l1_obj or l2_obj, expected total
+    /// squared error, and whether the strategy supports the workload.
+    Error(error_cmd::ErrorArgs),
+}
+
+fn main() -> ExitCode {
+    // A panic is a bug; still, the user gets one line and a distinct code
+    // instead of a backtrace and 101.
+    std::panic::set_hook(Box::new(|info| {
+        eprintln!("error: internal error (please report): {info}");
+        std::process::exit(70);
+    }));
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Error(args) => error_cmd::run(&args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

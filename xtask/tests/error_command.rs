@@ -1,0 +1,285 @@
+//! `cargo xtask error` end to end: hand-written `.npy` files (int64,
+//! float64, C and Fortran order), objectives against closed forms, and the
+//! refusal of bad input with one line and exit status 2 (never a panic).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Writes a `.npy` file byte by byte (format 1.0), independently of the
+/// crate under test.
+fn write_npy(path: &Path, descr: &str, fortran: bool, shape: &[usize], payload: &[u8]) {
+    let shape_txt = match shape.len() {
+        1 => format!("({},)", shape[0]),
+        _ => format!(
+            "({})",
+            shape
+                .iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    let mut header = format!(
+        "{{'descr': '{descr}', 'fortran_order': {}, 'shape': {shape_txt}, }}",
+        if fortran { "True" } else { "False" }
+    );
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    bytes.extend_from_slice(header.as_bytes());
+    bytes.extend_from_slice(payload);
+    std::fs::write(path, bytes).unwrap();
+}
+
+fn f64_matrix(path: &Path, rows: &[&[f64]], fortran: bool) {
+    let (m, n) = (rows.len(), rows[0].len());
+    let mut payload = Vec::new();
+    if fortran {
+        for j in 0..n {
+            for row in rows {
+                payload.extend_from_slice(&row[j].to_le_bytes());
+            }
+        }
+    } else {
+        for row in rows {
+            for v in *row {
+                payload.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+    }
+    write_npy(path, "<f8", fortran, &[m, n], &payload);
+}
+
+fn i64_matrix(path: &Path, rows: &[&[i64]]) {
+    let mut payload = Vec::new();
+    for row in rows {
+        for v in *row {
+            payload.extend_from_slice(&v.to_le_bytes());
+        }
+    }
+    write_npy(path, "<i8", false, &[rows.len(), rows[0].len()], &payload);
+}
+
+fn tmpdir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("dpmm-xtask-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn run(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn json(stdout: &str) -> serde_json::Value {
+    serde_json::from_str(stdout).unwrap()
+}
+
+const H4: [&[f64]; 7] = [
+    &[1., 1., 1., 1.],
+    &[1., 1., 0., 0.],
+    &[0., 0., 1., 1.],
+    &[1., 0., 0., 0.],
+    &[0., 1., 0., 0.],
+    &[0., 0., 1., 0.],
+    &[0., 0., 0., 1.],
+];
+
+#[test]
+fn objectives_of_h4_and_the_lrm_example() {
+    let dir = tmpdir("obj");
+    let h4 = dir.join("h4.npy");
+    let h4f = dir.join("h4f.npy");
+    f64_matrix(&h4, &H4, false);
+    f64_matrix(&h4f, &H4, true);
+    // Workload e₁ (int64): its error profile entry is 13/21, Δ₁(H₄)² = 9.
+    let e1 = dir.join("e1.npy");
+    i64_matrix(&e1, &[&[1, 0, 0, 0]]);
+    for strategy in [&h4, &h4f] {
+        let (code, out, err) = run(&[
+            "error",
+            "--workload",
+            e1.to_str().unwrap(),
+            "--strategy",
+            strategy.to_str().unwrap(),
+            "--privacy",
+            "pure",
+            "--epsilon",
+            "0.5",
+        ]);
+        assert_eq!(code, 0, "{err}");
+        let v = json(&out);
+        let l1 = v["l1_obj"].as_f64().unwrap();
+        assert!((l1 / (9.0 * 13.0 / 21.0) - 1.0).abs() < 1e-12, "{l1}");
+        assert_eq!(v["supported"], true);
+        // Total error = 2 l1_obj / ε².
+        let tot = v["expected_total_squared_error"].as_f64().unwrap();
+        assert!((tot / (2.0 * l1 / 0.25) - 1.0).abs() < 1e-12);
+    }
+    // LRM example with the identity strategy: l1_obj = ‖W‖²_F = 20.
+    let w = dir.join("w.npy");
+    i64_matrix(&w, &[&[0, 2, 1, 1], &[0, 1, 0, 2], &[1, 0, 2, 2]]);
+    let id = dir.join("id.npy");
+    f64_matrix(
+        &id,
+        &[
+            &[1., 0., 0., 0.],
+            &[0., 1., 0., 0.],
+            &[0., 0., 1., 0.],
+            &[0., 0., 0., 1.],
+        ],
+        true,
+    );
+    let (code, out, _) = run(&[
+        "error",
+        "--workload",
+        w.to_str().unwrap(),
+        "--strategy",
+        id.to_str().unwrap(),
+        "--privacy",
+        "pure",
+    ]);
+    assert_eq!(code, 0);
+    let v = json(&out);
+    assert!((v["l1_obj"].as_f64().unwrap() - 20.0).abs() < 1e-12);
+    assert!((v["expected_total_squared_error"].as_f64().unwrap() - 40.0).abs() < 1e-11);
+    // approx: l2_obj = Δ₂(I)² · 20 = 20.
+    let (code, out, _) = run(&[
+        "error",
+        "--workload",
+        w.to_str().unwrap(),
+        "--strategy",
+        id.to_str().unwrap(),
+        "--privacy",
+        "approx",
+        "--epsilon",
+        "0.5",
+        "--delta",
+        "1e-5",
+    ]);
+    assert_eq!(code, 0);
+    assert!((json(&out)["l2_obj"].as_f64().unwrap() - 20.0).abs() < 1e-12);
+}
+
+#[test]
+fn rank_deficient_strategies_report_support() {
+    let dir = tmpdir("rank");
+    let a = dir.join("a.npy");
+    f64_matrix(
+        &a,
+        &[&[1., 1., 0., 0.], &[0., 0., 1., 1.], &[2., 2., 0., 0.]],
+        false,
+    );
+    let ok = dir.join("ok.npy");
+    f64_matrix(&ok, &[&[1., 1., 1., 1.], &[3., 3., -1., -1.]], false);
+    let bad = dir.join("bad.npy");
+    f64_matrix(&bad, &[&[1., 0., 0., 0.]], false);
+    let (code, out, _) = run(&[
+        "error",
+        "--workload",
+        ok.to_str().unwrap(),
+        "--strategy",
+        a.to_str().unwrap(),
+        "--privacy",
+        "pure",
+    ]);
+    assert_eq!(code, 0);
+    let v = json(&out);
+    assert_eq!(v["supported"], true);
+    // tr = 4 (see dp-core's closed-form test), Δ₁ = 3 → l1_obj = 36.
+    assert!((v["l1_obj"].as_f64().unwrap() - 36.0).abs() < 1e-11);
+    let (code, out, _) = run(&[
+        "error",
+        "--workload",
+        bad.to_str().unwrap(),
+        "--strategy",
+        a.to_str().unwrap(),
+        "--privacy",
+        "approx",
+    ]);
+    assert_eq!(code, 0);
+    let v = json(&out);
+    assert_eq!(v["supported"], false);
+    assert!(v["expected_total_squared_error"].is_null());
+}
+
+#[test]
+fn bad_input_is_one_line_and_exit_2() {
+    let dir = tmpdir("bad");
+    let good = dir.join("good.npy");
+    f64_matrix(&good, &[&[1., 0.], &[0., 1.]], false);
+    let nan = dir.join("nan.npy");
+    f64_matrix(&nan, &[&[1., f64::NAN], &[0., 1.]], false);
+    let inf = dir.join("inf.npy");
+    f64_matrix(&inf, &[&[1., f64::INFINITY], &[0., 1.]], false);
+    let one_d = dir.join("oned.npy");
+    write_npy(&one_d, "<f8", false, &[2], &[0u8; 16]);
+    let empty = dir.join("empty.npy");
+    write_npy(&empty, "<f8", false, &[0, 2], &[]);
+    let complex = dir.join("complex.npy");
+    write_npy(&complex, "<c16", false, &[1, 1], &[0u8; 16]);
+    let truncated = dir.join("trunc.npy");
+    write_npy(&truncated, "<f8", false, &[2, 2], &[0u8; 20]);
+    let text = dir.join("text.npy");
+    std::fs::write(&text, "not numpy").unwrap();
+    let zero = dir.join("zero.npy");
+    f64_matrix(&zero, &[&[0., 0.]], false);
+    let wide = dir.join("wide.npy");
+    f64_matrix(&wide, &[&[1., 0., 0.]], false);
+    let missing = dir.join("missing.npy");
+    let cases: Vec<(&Path, &Path, Vec<&str>, &str)> = vec![
+        (&nan, &good, vec![], "non-finite"),
+        (&good, &inf, vec![], "non-finite"),
+        (&one_d, &good, vec![], "2-d"),
+        (&empty, &good, vec![], "empty"),
+        (&complex, &good, vec![], "dtype"),
+        (&truncated, &good, vec![], "truncated"),
+        (&text, &good, vec![], "not a valid .npy"),
+        (&zero, &good, vec![], "zero"),
+        (&wide, &good, vec![], "mismatch"),
+        (&missing, &good, vec![], "cannot open"),
+        (&good, &good, vec!["--epsilon", "0"], "epsilon"),
+        (&good, &good, vec!["--epsilon", "-2"], "epsilon"),
+        (
+            &good,
+            &good,
+            vec!["--privacy", "approx", "--delta", "1.5"],
+            "delta",
+        ),
+        (
+            &good,
+            &good,
+            vec!["--privacy", "approx", "--delta", "0"],
+            "delta",
+        ),
+    ];
+    for (w, a, extra, needle) in cases {
+        let mut args = vec![
+            "error",
+            "--workload",
+            w.to_str().unwrap(),
+            "--strategy",
+            a.to_str().unwrap(),
+        ];
+        if !extra.contains(&"--privacy") {
+            args.extend(["--privacy", "pure"]);
+        }
+        args.extend(extra.iter().copied());
+        let (code, out, err) = run(&args);
+        assert_eq!(code, 2, "{args:?}: stdout {out} stderr {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.starts_with("error: "), "{err}");
+        assert!(err.to_lowercase().contains(needle), "{args:?}: {err}");
+        assert!(!out.contains("NaN"));
+    }
+}
