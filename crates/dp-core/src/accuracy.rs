@@ -192,3 +192,85 @@ pub fn svd_lower_bound_from_gram(gram: MatRef<'_, f64>) -> Result<f64> {
     let sum: f64 = eig.iter().map(|l| l.max(0.0).sqrt()).sum();
     Ok(sum * sum / gram.nrows() as f64)
 }
+
+/// A factor `R` (r×n) with `RᵀR = G` for a symmetric positive
+/// semidefinite Gram matrix `G = WᵀW`, from its eigendecomposition
+/// (`R = Λ_r^{1/2} U_rᵀ`, eigenvalues at or below `n·ε·λ_max` dropped).
+/// Every total-error quantity of `W` is a function of `G` alone, so `R`
+/// stands in for a workload whose rows are too many to build.
+pub fn gram_root(gram: MatRef<'_, f64>) -> Result<dp_linalg::Mat<f64>> {
+    check_nonzero_matrix("workload Gram matrix", gram)?;
+    if gram.nrows() != gram.ncols() {
+        return Err(DpError::DimensionMismatch {
+            what: format!(
+                "Gram matrix must be square, got {}x{}",
+                gram.nrows(),
+                gram.ncols()
+            ),
+        });
+    }
+    let n = gram.nrows();
+    let eig = SymmetricEigen::new(gram)?;
+    let lmax = eig.values.iter().copied().fold(0.0, f64::max);
+    let tol = n as f64 * f64::EPSILON * lmax;
+    if let Some(&bad) = eig.values.iter().find(|&&l| l < -1e3 * tol) {
+        return Err(DpError::InvalidParameter {
+            name: "workload Gram matrix",
+            reason: format!("not positive semidefinite (eigenvalue {bad:.3e})"),
+        });
+    }
+    let keep: Vec<usize> = (0..n).filter(|&k| eig.values[k] > tol).collect();
+    Ok(dp_linalg::Mat::from_fn(keep.len(), n, |i, j| {
+        let k = keep[i];
+        eig.values[k].sqrt() * eig.vectors[(j, k)]
+    }))
+}
+
+/// [`evaluate_strategy`] for a workload given by its Gram matrix `WᵀW`.
+///
+/// Full-column-rank strategies (the common case: I_n, H_n, Y_n, COA's
+/// Cholesky factor) take a fast path: `tr(G (AᵀA)⁻¹)` through a Cholesky
+/// solve, with support automatic. Otherwise the workload is replaced by
+/// its Gram root (same Gram matrix, so the same total error and support).
+pub fn evaluate_strategy_gram(
+    gram: MatRef<'_, f64>,
+    strategy: MatRef<'_, f64>,
+) -> Result<StrategyEvaluation> {
+    check_nonzero_matrix("workload Gram matrix", gram)?;
+    check_nonzero_matrix("strategy", strategy)?;
+    if gram.nrows() != gram.ncols() || gram.ncols() != strategy.ncols() {
+        return Err(DpError::DimensionMismatch {
+            what: format!(
+                "Gram matrix is {}x{} but the strategy has {} columns",
+                gram.nrows(),
+                gram.ncols(),
+                strategy.ncols()
+            ),
+        });
+    }
+    let ata = dp_linalg::gram(strategy);
+    if let Ok(chol) = dp_linalg::Cholesky::factor(ata.as_ref()) {
+        // Accept the fast path only when AᵀA is comfortably nonsingular
+        // (its Cholesky pivots bound the conditioning from below).
+        let l = chol.lower();
+        let diag: Vec<f64> = (0..l.nrows()).map(|i| l[(i, i)]).collect();
+        let (dmin, dmax) = diag.iter().fold((f64::INFINITY, 0.0_f64), |(lo, hi), &d| {
+            (lo.min(d), hi.max(d))
+        });
+        if dmin > 1e-5 * dmax {
+            let trace = chol.trace_inverse_times(gram)?;
+            return Ok(StrategyEvaluation {
+                trace,
+                sensitivity_l1: sensitivity_l1(strategy)?,
+                sensitivity_l2: sensitivity_l2(strategy)?,
+                support: SupportCheck {
+                    supported: true,
+                    relative_residual: 0.0,
+                    tolerance: DEFAULT_SUPPORT_TOLERANCE,
+                    strategy_rank: strategy.ncols(),
+                },
+            });
+        }
+    }
+    evaluate_strategy(gram_root(gram)?.as_ref(), strategy)
+}

@@ -15,6 +15,25 @@ use crate::sampling::{NoiseSource, gaussian, laplace};
 use crate::validate::{check_nonzero_matrix, check_same_domain, check_vector};
 use crate::{DpError, Result};
 
+/// Adds i.i.d. noise to exact answers: the direct mechanisms (Laplace on
+/// every query, NOQ; Gaussian on every query, GM). The caller computed
+/// `exact = W x` for the query set whose sensitivity `noise` was
+/// calibrated to; this function is the only place that perturbs them.
+pub fn add_noise(
+    mut exact: Vec<f64>,
+    noise: &NoiseCalibration,
+    rng: &mut NoiseSource,
+) -> Result<Vec<f64>> {
+    check_vector("exact answers", &exact, exact.len())?;
+    for v in &mut exact {
+        *v += match noise.distribution {
+            NoiseDistribution::Laplace => laplace(rng, noise.scale),
+            NoiseDistribution::Gaussian => gaussian(rng, noise.scale),
+        };
+    }
+    Ok(exact)
+}
+
 /// Default tolerance of the support test: the workload's rows may leave
 /// the strategy's row space by at most this fraction of `‖W‖_F`.
 pub const DEFAULT_SUPPORT_TOLERANCE: f64 = 1e-8;
@@ -125,13 +144,7 @@ impl MatrixMechanism {
                 *yi += col[i] * xj;
             }
         }
-        for yi in &mut y {
-            *yi += match self.noise.distribution {
-                NoiseDistribution::Laplace => laplace(rng, self.noise.scale),
-                NoiseDistribution::Gaussian => gaussian(rng, self.noise.scale),
-            };
-        }
-        Ok(y)
+        add_noise(y, &self.noise, rng)
     }
 
     /// Least-squares estimate `x̂ = A⁺ y` (minimum-norm when A is rank

@@ -213,6 +213,9 @@ pub fn load(name: &str, explicit_dir: Option<&Path>) -> Result<Histogram> {
 pub fn load_verified(info: &DatasetInfo, path: &Path) -> Result<Histogram> {
     let bytes = std::fs::read(path)
         .map_err(|e| DpError::Io(format!("{}: cannot read: {e}", path.display())))?;
+    // Parse first, so a truncated file is reported as truncated rather than
+    // as a checksum mismatch; then verify the checksum of what was read.
+    let arr = crate::npy::read_array_from(bytes.as_slice(), path)?;
     let digest = Sha256::digest(&bytes);
     let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
     if hex != info.sha256 {
@@ -224,7 +227,6 @@ pub fn load_verified(info: &DatasetInfo, path: &Path) -> Result<Histogram> {
             info.sha256
         )));
     }
-    let arr = crate::npy::read_array_from(bytes.as_slice(), path)?;
     if arr.shape != info.shape {
         return Err(DpError::Io(format!(
             "{}: shape {:?}, manifest says {:?}",

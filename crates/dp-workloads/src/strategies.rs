@@ -1,0 +1,141 @@
+//! Classic strategies of the matrix mechanism paper (§6): the identity
+//! I_n, the hierarchical H_n (Hay et al.) with any branching factor, the
+//! Haar wavelet Y_n (Xiao et al.), and the singular value bound strategy
+//! (Theorem 5.25).
+
+use dp_core::validate::check_nonzero_matrix;
+use dp_core::{DpError, Result};
+use dp_linalg::{Mat, MatRef, SymmetricEigen};
+
+fn check_n(n: usize) -> Result<()> {
+    if n == 0 {
+        return Err(DpError::InvalidParameter {
+            name: "domain size",
+            reason: "must be >= 1".into(),
+        });
+    }
+    Ok(())
+}
+
+/// `I_n`: noise on the data (Laplace mechanism, LM). Δ₁ = Δ₂ = 1.
+pub fn identity(n: usize) -> Result<Mat<f64>> {
+    check_n(n)?;
+    Ok(Mat::identity(n, n))
+}
+
+/// The intervals of the hierarchy: the root `[0, n)`, then each interval
+/// split into `b` contiguous children of sizes differing by at most one,
+/// down to single cells; listed top-down, level by level, left to right.
+pub fn hierarchy_intervals(n: usize, branching: usize) -> Result<Vec<(usize, usize)>> {
+    check_n(n)?;
+    if branching < 2 {
+        return Err(DpError::InvalidParameter {
+            name: "branching factor",
+            reason: format!("must be >= 2, got {branching}"),
+        });
+    }
+    let mut out = vec![(0, n)];
+    let mut level = vec![(0, n)];
+    while !level.is_empty() {
+        let mut next = Vec::new();
+        for &(lo, hi) in &level {
+            let len = hi - lo;
+            if len <= 1 {
+                continue;
+            }
+            let parts = branching.min(len);
+            let (base, extra) = (len / parts, len % parts);
+            let mut start = lo;
+            for p in 0..parts {
+                let size = base + usize::from(p < extra);
+                next.push((start, start + size));
+                start += size;
+            }
+        }
+        out.extend_from_slice(&next);
+        level = next;
+    }
+    Ok(out)
+}
+
+/// `H_n` with branching factor `b` (Hay et al.; matrix mechanism paper
+/// §6): one row per interval of [`hierarchy_intervals`]. For n = bᵏ it has
+/// (bn − 1)/(b − 1) rows and Δ₁ = k + 1 (each cell lies in one interval per
+/// level); for other n the leaves sit at depths differing by at most one
+/// and Δ₁ is the number of levels on the deepest path.
+pub fn hierarchical(n: usize, branching: usize) -> Result<Mat<f64>> {
+    let intervals = hierarchy_intervals(n, branching)?;
+    let mut h = Mat::zeros(intervals.len(), n);
+    for (r, &(lo, hi)) in intervals.iter().enumerate() {
+        for j in lo..hi {
+            h[(r, j)] = 1.0;
+        }
+    }
+    Ok(h)
+}
+
+/// `Y_n`, the (unnormalized) Haar wavelet strategy of the matrix mechanism
+/// paper §6: the total, then for every dyadic block the difference
+/// between its left and right halves. For n = 2ᵏ it is n×n with
+/// Δ₁ = k + 1.
+///
+/// Any other n: build `Y_N` for N = 2^⌈log₂ n⌉ on a domain padded with
+/// empty cells, keep its first n columns and drop the rows that become
+/// zero. The kept columns are linearly independent (columns of an
+/// invertible matrix), so the result has full column rank and answers
+/// every workload; Δ₁ ≤ ⌈log₂ n⌉ + 1.
+pub fn wavelet(n: usize) -> Result<Mat<f64>> {
+    check_n(n)?;
+    let big = n.next_power_of_two();
+    let mut rows: Vec<Vec<f64>> = vec![vec![1.0; n]];
+    let mut block = big;
+    while block >= 2 {
+        for start in (0..big).step_by(block) {
+            let mid = start + block / 2;
+            let mut row = vec![0.0; n];
+            for (j, v) in row.iter_mut().enumerate() {
+                if j >= start && j < mid {
+                    *v = 1.0;
+                } else if j >= mid && j < start + block {
+                    *v = -1.0;
+                }
+            }
+            if row.iter().any(|&v| v != 0.0) {
+                rows.push(row);
+            }
+        }
+        block /= 2;
+    }
+    Ok(Mat::from_fn(rows.len(), n, |i, j| rows[i][j]))
+}
+
+/// The singular value bound strategy (matrix mechanism paper, Problem 5.24
+/// and Theorem 5.25): with `W = Q D Pᵀ`, `A = diag(√σᵢ) Pᵀ` over the
+/// non-zero singular values σᵢ of W. It minimizes
+/// `‖A‖²_F · tr(WᵀW (AᵀA)⁺)`, whose minimum is `(Σσᵢ)²`; since
+/// `Δ₂(A)² ≥ ‖A‖²_F / n`, its `l2_obj` is within a factor n of optimal
+/// (Theorem 5.26) and equals the SVD bound `(Σσᵢ)²/n` exactly when its
+/// columns have equal norms. Built from the Gram matrix (`σᵢ = √λᵢ(WᵀW)`,
+/// so `A = diag(λᵢ^{1/4}) Uᵀ`), so it works for implicit workloads.
+pub fn svd_bound(workload_gram: MatRef<'_, f64>) -> Result<Mat<f64>> {
+    check_nonzero_matrix("workload Gram matrix", workload_gram)?;
+    let n = workload_gram.nrows();
+    if workload_gram.ncols() != n {
+        return Err(DpError::DimensionMismatch {
+            what: format!(
+                "Gram matrix must be square, got {n}x{}",
+                workload_gram.ncols()
+            ),
+        });
+    }
+    let eig = SymmetricEigen::new(workload_gram)?;
+    let lmax = eig.values.iter().copied().fold(0.0, f64::max);
+    // Same rank rule as dp_core::accuracy::gram_root.
+    let tol = n as f64 * f64::EPSILON * lmax;
+    let rank = eig.values.iter().filter(|&&l| l > tol).count();
+    // Eigenvalues ascend: the top `rank` are the last ones.
+    Ok(Mat::from_fn(rank, n, |i, j| {
+        let k = n - 1 - i;
+        eig.values[k].powf(0.25) * eig.vectors[(j, k)]
+    }))
+}
