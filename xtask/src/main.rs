@@ -8,6 +8,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod error_cmd;
+mod experiment_cmd;
+mod optimize_cmd;
 mod output;
 
 #[derive(Parser)]
@@ -25,6 +27,10 @@ enum Command {
     /// Evaluate a strategy for a workload: l1_obj or l2_obj, expected total
     /// squared error, and whether the strategy supports the workload.
     Error(error_cmd::ErrorArgs),
+    /// Optimize a strategy for a workload and report its objective.
+    Optimize(optimize_cmd::OptimizeArgs),
+    /// Reproduce a paper's figure or table: `list`, `all` or a name.
+    Experiment(experiment_cmd::ExperimentArgs),
 }
 
 fn main() -> ExitCode {
@@ -37,6 +43,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Error(args) => error_cmd::run(&args),
+        Command::Optimize(args) => optimize_cmd::run(&args),
+        Command::Experiment(args) => experiment_cmd::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

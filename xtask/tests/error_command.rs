@@ -2,6 +2,8 @@
 //! float64, C and Fortran order), objectives against closed forms, and the
 //! refusal of bad input with one line and exit status 2 (never a panic).
 
+#![allow(clippy::unwrap_used, clippy::needless_range_loop)] // tests: a failed unwrap is a failed test; index loops mirror the formulas
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

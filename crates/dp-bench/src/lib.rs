@@ -1,6 +1,124 @@
-//! Experiment definitions for `cargo xtask experiment`.
+//! Experiment reproductions for `cargo xtask experiment`.
 //!
-//! This crate will own the reproductions of the papers' figures
-//! (workload × mechanism × dataset × parameter grids), their runners, the
-//! CSV/SVG/markdown outputs and the regression gates. It is filled by the
-//! experiments issue; nothing here is usable yet.
+//! Each [`Experiment`] reproduces one figure or table of a paper in
+//! `../shared/papers`: it measures points (a CSV row each, with the seed,
+//! repetitions, mean squared error and a 95% confidence interval, and the
+//! closed-form expectation where one exists), draws them as an SVG in the
+//! paper's layout, and writes a `SUMMARY.md` that puts the paper's claim
+//! beside what was measured.
+//!
+//! ```no_run
+//! use dp_bench::{RunConfig, registry, run_experiment};
+//! let exp = registry().into_iter().find(|e| e.name() == "mm-range-error").unwrap();
+//! let cfg = RunConfig::new("results".into());
+//! let written = run_experiment(exp.as_ref(), &cfg, &mut ()).unwrap();
+//! println!("outputs in {}", written.dir.display());
+//! ```
+
+pub mod experiments;
+pub mod output;
+pub mod stats;
+
+use std::path::PathBuf;
+
+use dp_core::Result;
+
+pub use output::{Plot, Point, Series, SeriesPoint, write_outputs};
+
+/// How an experiment is run.
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    /// The paper's full scale instead of the default (minutes on 2 cores).
+    pub full: bool,
+    /// Root of the outputs; each experiment writes into `out/NAME/`.
+    pub out: PathBuf,
+    /// Seed of every random draw (workload generators and noise).
+    pub seed: u64,
+    /// Explicit dataset directory (`--datasets`), searched first.
+    pub datasets: Option<PathBuf>,
+    /// Override of the number of repetitions per point (tests use few).
+    pub repetitions: Option<usize>,
+}
+
+impl RunConfig {
+    /// Default scale, seed 2024, outputs under `out`.
+    pub fn new(out: PathBuf) -> Self {
+        Self {
+            full: false,
+            out,
+            seed: 2024,
+            datasets: None,
+            repetitions: None,
+        }
+    }
+}
+
+/// Receives progress lines from a running experiment (the command line
+/// shows a progress bar on a terminal, plain lines otherwise).
+pub trait Progress {
+    /// Total number of steps, when known.
+    fn start(&mut self, _total: u64) {}
+    /// One step done, with a short description.
+    fn step(&mut self, _message: &str) {}
+    /// A free-form line (which dataset was used, a stand-in, …).
+    fn note(&mut self, _message: &str) {}
+}
+
+impl Progress for () {}
+
+/// What an experiment produced.
+#[derive(Debug, Clone)]
+pub struct ExperimentResult {
+    /// Every measured point.
+    pub points: Vec<Point>,
+    /// The plots to draw (one SVG each).
+    pub plots: Vec<Plot>,
+    /// Markdown body of SUMMARY.md (the runner adds the header).
+    pub summary: String,
+}
+
+/// One reproduction of a paper's figure or table.
+pub trait Experiment {
+    /// Command-line name, e.g. `lrm-fig5`.
+    fn name(&self) -> &'static str;
+    /// What it reproduces, e.g. "LRM paper, Figure 5: vary n on WRange".
+    fn reproduces(&self) -> &'static str;
+    /// Why it cannot run yet (a mechanism that is not implemented), or
+    /// `None` when it runs.
+    fn pending(&self) -> Option<&'static str> {
+        None
+    }
+    /// Runs it.
+    fn run(&self, cfg: &RunConfig, progress: &mut dyn Progress) -> Result<ExperimentResult>;
+}
+
+/// Every experiment, in `experiment list` order.
+pub fn registry() -> Vec<Box<dyn Experiment>> {
+    experiments::all()
+}
+
+/// Where a run's outputs went.
+#[derive(Debug, Clone)]
+pub struct Written {
+    /// The experiment's output directory.
+    pub dir: PathBuf,
+    /// The files written.
+    pub files: Vec<PathBuf>,
+}
+
+/// Runs `experiment` and writes its CSV, SVG(s) and SUMMARY.md.
+pub fn run_experiment(
+    experiment: &dyn Experiment,
+    cfg: &RunConfig,
+    progress: &mut dyn Progress,
+) -> Result<Written> {
+    if let Some(why) = experiment.pending() {
+        return Err(dp_core::DpError::InvalidParameter {
+            name: "experiment",
+            reason: format!("{} is pending: {why}", experiment.name()),
+        });
+    }
+    let start = std::time::Instant::now();
+    let result = experiment.run(cfg, progress)?;
+    write_outputs(experiment, cfg, &result, start.elapsed().as_secs_f64())
+}

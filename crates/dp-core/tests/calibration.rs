@@ -1,6 +1,8 @@
 //! Noise calibrations: the analytic Gaussian against its defining equation,
 //! the published rules against the exact one, and the Laplace scale.
 
+#![allow(clippy::unwrap_used, clippy::needless_range_loop)] // tests: a failed unwrap is a failed test; index loops mirror the formulas
+
 use dp_core::calibration::{analytic_gaussian_sigma, gaussian_delta_for_sigma, normal_cdf};
 use dp_core::*;
 use dp_linalg::Mat;

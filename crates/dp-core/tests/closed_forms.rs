@@ -1,5 +1,7 @@
 //! The matrix mechanism's error formulas against the papers' closed forms.
 
+#![allow(clippy::unwrap_used, clippy::needless_range_loop)] // tests: a failed unwrap is a failed test; index loops mirror the formulas
+
 use dp_core::*;
 use dp_linalg::{Mat, MatRef};
 

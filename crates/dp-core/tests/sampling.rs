@@ -3,6 +3,8 @@
 //! (5 standard errors, so a correct sampler fails with probability < 1e-6
 //! per check, and the seeds make every run identical).
 
+#![allow(clippy::unwrap_used, clippy::needless_range_loop)] // tests: a failed unwrap is a failed test; index loops mirror the formulas
+
 use dp_core::calibration::normal_cdf;
 use dp_core::sampling::{MultivariateGaussian, gaussian, laplace};
 use dp_core::*;

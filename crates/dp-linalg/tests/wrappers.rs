@@ -2,6 +2,8 @@
 //! error, orthogonality, hand-computed inverses and determinants, and
 //! rank-deficient / ill-conditioned inputs.
 
+#![allow(clippy::unwrap_used, clippy::needless_range_loop)] // tests: a failed unwrap is a failed test; index loops mirror the formulas
+
 use dp_linalg::*;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;

@@ -1,8 +1,61 @@
-//! Strategy optimizers for the matrix mechanism.
+//! Strategy optimizers for the matrix mechanism, behind one trait.
 //!
-//! This crate will own one `StrategyOptimizer` trait and its
-//! implementations — COA, LRM, ESM/AMM, AM, p-Identity, the singular value
-//! bound approximation and the projection mechanism's covariance — each
-//! returning the strategy plus a report (objective history, iterations,
-//! termination reason, seconds, convergence flag). It is filled by the
-//! optimizer issues; nothing here is usable yet.
+//! An optimizer takes a [`Problem`] — the workload through its Gram matrix
+//! `WᵀW` and the privacy model whose objective it minimizes (`l1_obj` for
+//! ε-DP, `l2_obj` for (ε,δ)-DP) — and returns the strategy with an
+//! [`OptimizeReport`]: objective per iteration, iterations, why it stopped,
+//! seconds, a convergence flag and, when the method has one, a certificate
+//! of optimality. Progress goes to an [`Observer`]; the library never
+//! prints (the shape of argmin, without its generic depth).
+//!
+//! ```
+//! use dp_opt::{Problem, PrivacyModel, StrategyOptimizer, classic::Hierarchical};
+//! use dp_workloads::workload::{AllRange, Workload};
+//!
+//! let w = AllRange::new(64).unwrap();
+//! let problem = Problem::from_gram(w.gram(), PrivacyModel::Pure).unwrap();
+//! let result = Hierarchical { branching: 2 }.optimize(&problem, &mut ()).unwrap();
+//! assert!(result.report.converged);
+//! assert_eq!(result.strategy.nrows(), 127);
+//! ```
+
+pub mod classic;
+mod problem;
+mod report;
+
+pub use problem::{PrivacyModel, Problem};
+pub use report::{Certificate, Observer, OptimizeReport, Optimized, Recorder, TerminationReason};
+
+use dp_core::Result;
+
+/// A strategy optimizer: given the workload's Gram matrix and a privacy
+/// model, find a strategy `A` (p×n) with small `l1_obj` or `l2_obj`.
+pub trait StrategyOptimizer {
+    /// Name used on the command line and in reports.
+    fn name(&self) -> &'static str;
+
+    /// Runs the optimizer. A run that stops without meeting its tolerance
+    /// is not an error: it returns its best iterate with
+    /// `report.converged == false` and the reason.
+    fn optimize(&self, problem: &Problem, observer: &mut dyn Observer) -> Result<Optimized>;
+}
+
+/// Names accepted by [`by_name`].
+pub const OPTIMIZER_NAMES: &[&str] = &["identity", "hierarchical", "wavelet", "svdb"];
+
+/// The optimizer called `name` with its default options.
+pub fn by_name(name: &str) -> Result<Box<dyn StrategyOptimizer>> {
+    match name {
+        "identity" => Ok(Box::new(classic::Identity)),
+        "hierarchical" => Ok(Box::new(classic::Hierarchical::default())),
+        "wavelet" => Ok(Box::new(classic::Wavelet)),
+        "svdb" => Ok(Box::new(classic::SvdBound)),
+        other => Err(dp_core::DpError::InvalidParameter {
+            name: "optimizer",
+            reason: format!(
+                "unknown optimizer '{other}' (available: {})",
+                OPTIMIZER_NAMES.join(", ")
+            ),
+        }),
+    }
+}

@@ -153,7 +153,7 @@ impl Histogram {
     /// current domain size.
     pub fn merged(&self, n: usize) -> Result<Histogram> {
         let len = self.counts.len();
-        if n == 0 || n > len || len % n != 0 {
+        if n == 0 || n > len || !len.is_multiple_of(n) {
             return Err(DpError::InvalidParameter {
                 name: "domain size",
                 reason: format!(
@@ -193,7 +193,7 @@ impl Histogram {
     /// refining evenly when `n` is a multiple of it.
     pub fn at_domain_size(&self, n: usize) -> Result<Histogram> {
         let len = self.counts.len();
-        if n > len && n % len == 0 {
+        if n > len && n.is_multiple_of(len) {
             self.refined(n / len)
         } else {
             self.merged(n)

@@ -227,7 +227,18 @@ impl Workload for Prefix {
     }
     fn gram(&self) -> Mat<f64> {
         let n = self.n;
-        Mat::from_fn(n, n, |j, k| (n - j.max(k)) as f64)
+        let mut g = Mat::zeros(n, n);
+        for k in 0..n {
+            let col = g.col_as_slice_mut(k);
+            let below = (n - k) as f64;
+            for v in &mut col[..k] {
+                *v = below;
+            }
+            for (j, v) in col[k..].iter_mut().enumerate() {
+                *v = (n - k - j) as f64;
+            }
+        }
+        g
     }
     fn column_l1_norms(&self) -> Vec<f64> {
         (0..self.n).map(|j| (self.n - j) as f64).collect()
@@ -282,7 +293,21 @@ impl Workload for AllRange {
     }
     fn gram(&self) -> Mat<f64> {
         let n = self.n;
-        Mat::from_fn(n, n, |j, k| ((j.min(k) + 1) * (n - j.max(k))) as f64)
+        let mut g = Mat::zeros(n, n);
+        for k in 0..n {
+            // Column k: (j + 1)(n − k) above the diagonal, (k + 1)(n − j)
+            // from it down — two affine runs the compiler vectorizes.
+            let col = g.col_as_slice_mut(k);
+            let right = (n - k) as f64;
+            for (j, v) in col[..k].iter_mut().enumerate() {
+                *v = (j + 1) as f64 * right;
+            }
+            let left = (k + 1) as f64;
+            for (j, v) in col[k..].iter_mut().enumerate() {
+                *v = left * (n - k - j) as f64;
+            }
+        }
+        g
     }
     fn column_l1_norms(&self) -> Vec<f64> {
         (0..self.n)

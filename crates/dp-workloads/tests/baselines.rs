@@ -1,5 +1,7 @@
 //! Baseline mechanisms: closed forms and a Monte Carlo check of release.
 
+#![allow(clippy::unwrap_used, clippy::needless_range_loop)] // tests: a failed unwrap is a failed test; index loops mirror the formulas
+
 use dp_core::{GaussianCalibration, NoiseSource, PrivacyBudget};
 use dp_workloads::baselines::Baseline;
 use dp_workloads::workload::{AllRange, Identity, Prefix, Workload};

@@ -6,6 +6,8 @@
 //! pass, unless DPMM_REQUIRE_DATASETS=1 (set by .ci/run, where they are
 //! always present).
 
+#![allow(clippy::unwrap_used, clippy::needless_range_loop)] // tests: a failed unwrap is a failed test; index loops mirror the formulas
+
 use std::path::PathBuf;
 
 use dp_workloads::datasets::{self, DatasetInfo};

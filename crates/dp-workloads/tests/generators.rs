@@ -1,5 +1,7 @@
 //! The papers' generators reproduce the statistics the papers state.
 
+#![allow(clippy::unwrap_used, clippy::needless_range_loop)] // tests: a failed unwrap is a failed test; index loops mirror the formulas
+
 use dp_linalg::ThinSvd;
 use dp_workloads::generators::*;
 use dp_workloads::workload::Workload;

@@ -1,6 +1,8 @@
 //! Closed-form Gram matrices, answers and column norms of every implicit
 //! workload against the explicit rows, exactly (integer arithmetic in f64).
 
+#![allow(clippy::unwrap_used, clippy::needless_range_loop)] // tests: a failed unwrap is a failed test; index loops mirror the formulas
+
 use std::sync::Arc;
 
 use dp_linalg::{Mat, gram};

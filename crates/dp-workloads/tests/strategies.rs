@@ -1,6 +1,8 @@
 //! Classic strategies against the matrix mechanism paper (§6, Theorems
 //! 6.29 and 6.30) and the singular value bound (Theorem 5.25).
 
+#![allow(clippy::unwrap_used, clippy::needless_range_loop)] // tests: a failed unwrap is a failed test; index loops mirror the formulas
+
 use dp_core::{evaluate_strategy, evaluate_strategy_gram, sensitivity_l1, svd_lower_bound};
 use dp_linalg::{Mat, MatRef, ThinSvd, gram};
 use dp_workloads::strategies::*;

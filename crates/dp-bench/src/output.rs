@@ -1,0 +1,271 @@
+//! CSV, SVG and SUMMARY.md outputs of an experiment run.
+
+use std::path::{Path, PathBuf};
+
+use dp_core::{DpError, Result};
+use plotters::prelude::*;
+use serde::Serialize;
+
+use crate::{Experiment, ExperimentResult, RunConfig, Written};
+
+/// One measured point: a CSV row.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Point {
+    /// Mechanism (LM, WM, HM, COA, …) or strategy.
+    pub mechanism: String,
+    /// Workload description.
+    pub workload: String,
+    /// Dataset the measured error was taken on (`-` when none).
+    pub dataset: String,
+    /// Name of the varied parameter (n, m, s, r, gamma, iteration, …).
+    pub parameter: String,
+    /// Its value.
+    pub value: f64,
+    /// ε.
+    pub epsilon: f64,
+    /// δ (empty for ε-DP).
+    pub delta: Option<f64>,
+    /// Seed of the run.
+    pub seed: u64,
+    /// Repetitions behind the mean (0 when only a closed form is given).
+    pub repetitions: usize,
+    /// Mean measured squared error (normalization in `metric`).
+    pub mean_squared_error: Option<f64>,
+    /// Lower end of its 95% confidence interval.
+    pub ci95_low: Option<f64>,
+    /// Upper end of its 95% confidence interval.
+    pub ci95_high: Option<f64>,
+    /// The same quantity in closed form, when it has one.
+    pub expected_squared_error: Option<f64>,
+    /// What the error numbers are (e.g. "average squared error per query").
+    pub metric: String,
+    /// Seconds spent (strategy optimization plus measurement).
+    pub seconds: f64,
+}
+
+/// `(x, y, optional error bar (low, high))`.
+pub type SeriesPoint = (f64, f64, Option<(f64, f64)>);
+
+/// A line (with optional error bars) in a plot.
+#[derive(Debug, Clone)]
+pub struct Series {
+    /// Legend label.
+    pub name: String,
+    /// `(x, y, optional (low, high))`.
+    pub points: Vec<SeriesPoint>,
+    /// Markers only (measured points), no connecting line.
+    pub markers_only: bool,
+    /// Palette index (measured and closed-form series of one mechanism
+    /// share it).
+    pub color: usize,
+}
+
+/// A plot in the paper's layout.
+#[derive(Debug, Clone)]
+pub struct Plot {
+    /// File stem of the SVG.
+    pub file_stem: String,
+    /// Caption.
+    pub title: String,
+    /// X axis label.
+    pub x_label: String,
+    /// Y axis label.
+    pub y_label: String,
+    /// Logarithmic x axis.
+    pub log_x: bool,
+    /// Logarithmic y axis.
+    pub log_y: bool,
+    /// The series.
+    pub series: Vec<Series>,
+}
+
+fn io(path: &Path, e: impl std::fmt::Display) -> DpError {
+    DpError::Io(format!("{}: {e}", path.display()))
+}
+
+/// Writes every point as one CSV row.
+pub fn write_csv(path: &Path, points: &[Point]) -> Result<()> {
+    let mut w = csv::Writer::from_path(path).map_err(|e| io(path, e))?;
+    for p in points {
+        w.serialize(p).map_err(|e| io(path, e))?;
+    }
+    w.flush().map_err(|e| io(path, e))
+}
+
+fn bounds(values: impl Iterator<Item = f64>, log: bool) -> (f64, f64) {
+    let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+    for v in values.filter(|v| v.is_finite() && (!log || *v > 0.0)) {
+        lo = lo.min(v);
+        hi = hi.max(v);
+    }
+    if !lo.is_finite() {
+        return (1.0, 10.0);
+    }
+    if log {
+        (lo / 1.5, hi * 1.5)
+    } else {
+        let pad = ((hi - lo) * 0.05).max(1e-12);
+        (lo - pad, hi + pad)
+    }
+}
+
+const PALETTE: [RGBColor; 8] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+];
+
+/// Draws a plot as SVG (plotters).
+pub fn write_svg(path: &Path, plot: &Plot) -> Result<()> {
+    let xs = plot
+        .series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.0));
+    let ys = plot.series.iter().flat_map(|s| {
+        s.points
+            .iter()
+            .flat_map(|p| [Some(p.1), p.2.map(|b| b.0), p.2.map(|b| b.1)])
+            .flatten()
+    });
+    let (x0, x1) = bounds(xs, plot.log_x);
+    let (y0, y1) = bounds(ys, plot.log_y);
+    let root = SVGBackend::new(path, (800, 560)).into_drawing_area();
+    let err = |e: &dyn std::fmt::Display| io(path, e.to_string());
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let mut builder = ChartBuilder::on(&root);
+    builder
+        .caption(&plot.title, ("sans-serif", 18))
+        .margin(15)
+        .x_label_area_size(45)
+        .y_label_area_size(80);
+    macro_rules! draw {
+        ($chart:expr) => {{
+            let mut chart = $chart;
+            chart
+                .configure_mesh()
+                .x_desc(plot.x_label.as_str())
+                .y_desc(plot.y_label.as_str())
+                .draw()
+                .map_err(|e| err(&e))?;
+            for s in &plot.series {
+                let color = PALETTE[s.color % PALETTE.len()];
+                let pts: Vec<(f64, f64)> = s
+                    .points
+                    .iter()
+                    .filter(|p| p.1.is_finite() && (!plot.log_y || p.1 > 0.0))
+                    .map(|p| (p.0, p.1))
+                    .collect();
+                if s.markers_only {
+                    chart
+                        .draw_series(pts.iter().map(|&p| Cross::new(p, 5, color.stroke_width(2))))
+                        .map_err(|e| err(&e))?
+                        .label(s.name.as_str())
+                        .legend(move |(x, y)| Cross::new((x + 10, y), 5, color.stroke_width(2)));
+                } else {
+                    chart
+                        .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
+                        .map_err(|e| err(&e))?
+                        .label(s.name.as_str())
+                        .legend(move |(x, y)| {
+                            PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+                        });
+                    chart
+                        .draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))
+                        .map_err(|e| err(&e))?;
+                }
+                let bars: Vec<_> = s
+                    .points
+                    .iter()
+                    .filter_map(|p| p.2.map(|(lo, hi)| (p.0, lo, p.1, hi)))
+                    .filter(|&(_, lo, y, hi)| {
+                        lo.is_finite() && hi.is_finite() && (!plot.log_y || lo > 0.0 && y > 0.0)
+                    })
+                    .map(|(x, lo, y, hi)| ErrorBar::new_vertical(x, lo, y, hi, color, 6))
+                    .collect();
+                chart.draw_series(bars).map_err(|e| err(&e))?;
+            }
+            chart
+                .configure_series_labels()
+                .background_style(WHITE.mix(0.8))
+                .border_style(BLACK)
+                .draw()
+                .map_err(|e| err(&e))?;
+        }};
+    }
+    match (plot.log_x, plot.log_y) {
+        (true, true) => draw!(
+            builder
+                .build_cartesian_2d((x0..x1).log_scale(), (y0..y1).log_scale())
+                .map_err(|e| err(&e))?
+        ),
+        (true, false) => draw!(
+            builder
+                .build_cartesian_2d((x0..x1).log_scale(), y0..y1)
+                .map_err(|e| err(&e))?
+        ),
+        (false, true) => draw!(
+            builder
+                .build_cartesian_2d(x0..x1, (y0..y1).log_scale())
+                .map_err(|e| err(&e))?
+        ),
+        (false, false) => {
+            draw!(
+                builder
+                    .build_cartesian_2d(x0..x1, y0..y1)
+                    .map_err(|e| err(&e))?
+            )
+        }
+    }
+    root.present().map_err(|e| err(&e))?;
+    Ok(())
+}
+
+/// Writes `points.csv`, one SVG per plot and `SUMMARY.md` into
+/// `cfg.out/NAME/`.
+pub fn write_outputs(
+    experiment: &dyn Experiment,
+    cfg: &RunConfig,
+    result: &ExperimentResult,
+    seconds: f64,
+) -> Result<Written> {
+    let dir = cfg.out.join(experiment.name());
+    std::fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
+    let mut files: Vec<PathBuf> = Vec::new();
+    let csv_path = dir.join("points.csv");
+    write_csv(&csv_path, &result.points)?;
+    files.push(csv_path);
+    for plot in &result.plots {
+        let p = dir.join(format!("{}.svg", plot.file_stem));
+        write_svg(&p, plot)?;
+        files.push(p);
+    }
+    let summary_path = dir.join("SUMMARY.md");
+    let header = format!(
+        "# {}\n\nReproduces: {}\n\nScale: {} · seed {} · {:.1} s · command: `cargo xtask experiment {}{} --seed {}`\n\nFiles: {}\n\n",
+        experiment.name(),
+        experiment.reproduces(),
+        if cfg.full {
+            "full (paper)"
+        } else {
+            "default (reduced)"
+        },
+        cfg.seed,
+        seconds,
+        experiment.name(),
+        if cfg.full { " --full" } else { "" },
+        cfg.seed,
+        files
+            .iter()
+            .filter_map(|f| f.file_name().map(|n| format!("`{}`", n.to_string_lossy())))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    std::fs::write(&summary_path, header + &result.summary).map_err(|e| io(&summary_path, e))?;
+    files.push(summary_path);
+    Ok(Written { dir, files })
+}

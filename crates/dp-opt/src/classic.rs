@@ -1,0 +1,97 @@
+//! Closed-form strategies behind the optimizer trait, so they can be
+//! compared with the iterative optimizers on equal terms: I_n, H_n, Y_n
+//! and the singular value bound strategy (matrix mechanism paper §6 and
+//! Theorem 5.25).
+
+use std::time::Instant;
+
+use dp_core::Result;
+use dp_linalg::Mat;
+use dp_workloads::strategies;
+
+use crate::{Observer, OptimizeReport, Optimized, Problem, StrategyOptimizer, TerminationReason};
+
+fn closed_form(problem: &Problem, start: Instant, strategy: Mat<f64>) -> Result<Optimized> {
+    let objective = problem.objective(strategy.as_ref())?;
+    Ok(Optimized {
+        strategy,
+        report: OptimizeReport {
+            objective_history: vec![objective],
+            iterations: 0,
+            termination: TerminationReason::ClosedForm,
+            seconds: start.elapsed().as_secs_f64(),
+            converged: true,
+            objective,
+            certificate: None,
+        },
+    })
+}
+
+/// The identity strategy I_n (noise on the data).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Identity;
+
+impl StrategyOptimizer for Identity {
+    fn name(&self) -> &'static str {
+        "identity"
+    }
+    fn optimize(&self, problem: &Problem, _observer: &mut dyn Observer) -> Result<Optimized> {
+        let start = Instant::now();
+        closed_form(problem, start, strategies::identity(problem.domain_size())?)
+    }
+}
+
+/// The hierarchical strategy H_n.
+#[derive(Debug, Clone, Copy)]
+pub struct Hierarchical {
+    /// Branching factor (2 in the papers).
+    pub branching: usize,
+}
+
+impl Default for Hierarchical {
+    fn default() -> Self {
+        Self { branching: 2 }
+    }
+}
+
+impl StrategyOptimizer for Hierarchical {
+    fn name(&self) -> &'static str {
+        "hierarchical"
+    }
+    fn optimize(&self, problem: &Problem, _observer: &mut dyn Observer) -> Result<Optimized> {
+        let start = Instant::now();
+        closed_form(
+            problem,
+            start,
+            strategies::hierarchical(problem.domain_size(), self.branching)?,
+        )
+    }
+}
+
+/// The Haar wavelet strategy Y_n.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Wavelet;
+
+impl StrategyOptimizer for Wavelet {
+    fn name(&self) -> &'static str {
+        "wavelet"
+    }
+    fn optimize(&self, problem: &Problem, _observer: &mut dyn Observer) -> Result<Optimized> {
+        let start = Instant::now();
+        closed_form(problem, start, strategies::wavelet(problem.domain_size())?)
+    }
+}
+
+/// The singular value bound strategy `diag(√σ) Pᵀ` (Theorem 5.25).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SvdBound;
+
+impl StrategyOptimizer for SvdBound {
+    fn name(&self) -> &'static str {
+        "svdb"
+    }
+    fn optimize(&self, problem: &Problem, _observer: &mut dyn Observer) -> Result<Optimized> {
+        let start = Instant::now();
+        closed_form(problem, start, strategies::svd_bound(problem.gram())?)
+    }
+}

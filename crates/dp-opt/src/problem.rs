@@ -1,0 +1,115 @@
+//! What an optimizer is asked to solve.
+
+use dp_core::validate::check_nonzero_matrix;
+use dp_core::{
+    DpError, Result, StrategyEvaluation, evaluate_strategy_gram, svd_lower_bound_from_gram,
+};
+use dp_linalg::{Mat, MatRef};
+use serde::Serialize;
+
+/// Which objective to minimize.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum PrivacyModel {
+    /// ε-DP: `l1_obj = Δ₁(A)² tr(WᵀW (AᵀA)⁺)`.
+    Pure,
+    /// (ε,δ)-DP: `l2_obj = Δ₂(A)² tr(WᵀW (AᵀA)⁺)`.
+    Approx,
+}
+
+impl PrivacyModel {
+    /// `"pure"` or `"approx"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Pure => "pure",
+            Self::Approx => "approx",
+        }
+    }
+
+    /// The objective of an evaluated strategy under this model.
+    pub fn objective(self, eval: &StrategyEvaluation) -> f64 {
+        match self {
+            Self::Pure => eval.l1_obj(),
+            Self::Approx => eval.l2_obj(),
+        }
+    }
+}
+
+/// A workload (through `G = WᵀW`) and a privacy model.
+#[derive(Debug, Clone)]
+pub struct Problem {
+    gram: Mat<f64>,
+    privacy: PrivacyModel,
+}
+
+impl Problem {
+    /// Validates `G`: square, finite, not zero, symmetric to rounding.
+    pub fn from_gram(gram: Mat<f64>, privacy: PrivacyModel) -> Result<Self> {
+        check_nonzero_matrix("workload Gram matrix", gram.as_ref())?;
+        let n = gram.nrows();
+        if gram.ncols() != n {
+            return Err(DpError::DimensionMismatch {
+                what: format!("Gram matrix must be square, got {n}x{}", gram.ncols()),
+            });
+        }
+        let scale = gram.norm_max();
+        for j in 0..n {
+            for i in 0..j {
+                if (gram[(i, j)] - gram[(j, i)]).abs() > 1e-10 * scale {
+                    return Err(DpError::InvalidParameter {
+                        name: "workload Gram matrix",
+                        reason: format!("not symmetric at ({i}, {j})"),
+                    });
+                }
+            }
+        }
+        let mut gram = gram;
+        dp_linalg::symmetrize(&mut gram);
+        Ok(Self { gram, privacy })
+    }
+
+    /// From explicit workload rows (validated).
+    pub fn from_workload(workload: MatRef<'_, f64>, privacy: PrivacyModel) -> Result<Self> {
+        check_nonzero_matrix("workload", workload)?;
+        let gram = dp_linalg::gram(workload);
+        if !dp_linalg::all_finite(gram.as_ref()) {
+            return Err(DpError::InvalidParameter {
+                name: "workload",
+                reason: "entries too large: WᵀW overflows".into(),
+            });
+        }
+        Self::from_gram(gram, privacy)
+    }
+
+    /// `WᵀW`.
+    pub fn gram(&self) -> MatRef<'_, f64> {
+        self.gram.as_ref()
+    }
+
+    /// Domain size n.
+    pub fn domain_size(&self) -> usize {
+        self.gram.nrows()
+    }
+
+    /// The privacy model.
+    pub fn privacy(&self) -> PrivacyModel {
+        self.privacy
+    }
+
+    /// The objective of `strategy` recomputed from scratch (never taken
+    /// from a solver's bookkeeping).
+    pub fn objective(&self, strategy: MatRef<'_, f64>) -> Result<f64> {
+        let eval = evaluate_strategy_gram(self.gram.as_ref(), strategy)?;
+        if !eval.support.supported {
+            return Err(DpError::UnsupportedWorkload {
+                relative_residual: eval.support.relative_residual,
+                tolerance: eval.support.tolerance,
+            });
+        }
+        Ok(self.privacy.objective(&eval))
+    }
+
+    /// The SVD lower bound `(Σσᵢ(W))²/n` on `l2_obj`.
+    pub fn svd_bound(&self) -> Result<f64> {
+        svd_lower_bound_from_gram(self.gram.as_ref())
+    }
+}

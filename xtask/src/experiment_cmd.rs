@@ -1,0 +1,128 @@
+//! `cargo xtask experiment list | all | NAME`.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+use clap::Args;
+use dp_bench::{Progress, RunConfig, registry, run_experiment};
+use dp_core::{DpError, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+
+#[derive(Debug, Args)]
+pub struct ExperimentArgs {
+    /// `list`, `all`, or an experiment name.
+    name: String,
+    /// Run at the paper's full scale (default: reduced, minutes on 2 cores).
+    #[arg(long)]
+    full: bool,
+    /// Output root; each experiment writes into OUT/NAME/.
+    #[arg(long, default_value = "results")]
+    out: PathBuf,
+    /// Seed of every random draw.
+    #[arg(long, default_value_t = 2024)]
+    seed: u64,
+    /// Directory with the datasets (searched before $DP_DATASETS, datasets/, ../shared/datasets).
+    #[arg(long)]
+    datasets: Option<PathBuf>,
+    /// Repetitions per point (default: the experiment's own).
+    #[arg(long)]
+    repetitions: Option<usize>,
+}
+
+/// A progress bar on a terminal, plain lines on stderr otherwise.
+struct CliProgress {
+    bar: Option<ProgressBar>,
+    name: String,
+}
+
+impl Progress for CliProgress {
+    fn start(&mut self, total: u64) {
+        if std::io::stderr().is_terminal() {
+            let bar = ProgressBar::new(total);
+            if let Ok(style) = ProgressStyle::with_template(
+                "{prefix} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}",
+            ) {
+                bar.set_style(style);
+            }
+            bar.set_prefix(self.name.clone());
+            self.bar = Some(bar);
+        }
+    }
+    fn step(&mut self, message: &str) {
+        match &self.bar {
+            Some(bar) => {
+                bar.set_message(message.to_string());
+                bar.inc(1);
+            }
+            None => eprintln!("[{}] {message}", self.name),
+        }
+    }
+    fn note(&mut self, message: &str) {
+        match &self.bar {
+            Some(bar) => bar.println(message),
+            None => eprintln!("[{}] {message}", self.name),
+        }
+    }
+}
+
+pub fn run(args: &ExperimentArgs) -> Result<()> {
+    let experiments = registry();
+    if args.name == "list" {
+        for e in &experiments {
+            match e.pending() {
+                None => println!("{:<24} {}", e.name(), e.reproduces()),
+                Some(why) => println!("{:<24} {} [PENDING: {why}]", e.name(), e.reproduces()),
+            }
+        }
+        return Ok(());
+    }
+    let cfg = RunConfig {
+        full: args.full,
+        out: args.out.clone(),
+        seed: args.seed,
+        datasets: args.datasets.clone(),
+        repetitions: args.repetitions,
+    };
+    let chosen: Vec<_> = if args.name == "all" {
+        experiments
+            .iter()
+            .filter(|e| e.pending().is_none())
+            .collect()
+    } else {
+        let found: Vec<_> = experiments
+            .iter()
+            .filter(|e| e.name() == args.name)
+            .collect();
+        if found.is_empty() {
+            return Err(DpError::InvalidParameter {
+                name: "experiment",
+                reason: format!(
+                    "unknown experiment '{}' (see `cargo xtask experiment list`)",
+                    args.name
+                ),
+            });
+        }
+        found
+    };
+    for e in chosen {
+        eprintln!(
+            "running {} (seed {}): {}",
+            e.name(),
+            cfg.seed,
+            e.reproduces()
+        );
+        let mut progress = CliProgress {
+            bar: None,
+            name: e.name().to_string(),
+        };
+        let written = run_experiment(e.as_ref(), &cfg, &mut progress)?;
+        if let Some(bar) = &progress.bar {
+            bar.finish_and_clear();
+        }
+        println!("{}: outputs in {}", e.name(), written.dir.display());
+        for f in &written.files {
+            println!("  {}", f.display());
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,136 @@
+//! `cargo xtask optimize` for the closed-form strategies: objectives
+//! against closed forms and an independent pseudo-inverse computation.
+
+#![allow(clippy::unwrap_used, clippy::needless_range_loop)] // tests: a failed unwrap is a failed test; index loops mirror the formulas
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use dp_linalg::{Mat, gram, pseudo_inverse_symmetric, trace_of_product};
+use dp_workloads::npy::{read_matrix, write_matrix};
+
+fn tmpdir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("dpmm-opt-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn optimize(w: &Path, optimizer: &str, privacy: &str, out: &Path) -> serde_json::Value {
+    let o = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args([
+            "optimize",
+            "--workload",
+            w.to_str().unwrap(),
+            "--optimizer",
+            optimizer,
+            "--privacy",
+            privacy,
+            "--out",
+            out.to_str().unwrap(),
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// Δ² · tr(WᵀW (AᵀA)⁺) with the pseudo-inverse of the Gram matrix (a
+/// different route from the library's SVD of A).
+fn reference(w: &Mat<f64>, a: &Mat<f64>, pure: bool) -> f64 {
+    let pinv = pseudo_inverse_symmetric(gram(a.as_ref()).as_ref(), None).unwrap();
+    let t = trace_of_product(gram(w.as_ref()).as_ref(), pinv.as_ref()).unwrap();
+    let delta = (0..a.ncols())
+        .map(|j| {
+            if pure {
+                a.col(j).iter().map(|v| v.abs()).sum::<f64>()
+            } else {
+                a.col(j).iter().map(|v| v * v).sum::<f64>().sqrt()
+            }
+        })
+        .fold(0.0, f64::max);
+    delta * delta * t
+}
+
+#[test]
+fn closed_form_strategies_report_recomputed_objectives() {
+    let dir = tmpdir("closed");
+    // Ranges over 13 cells (not a power of two) and a rank-2 workload.
+    let ranges = Mat::from_fn(20, 13, |i, j| {
+        let a = (i * 5) % 13;
+        let b = (a + i % 7).min(12);
+        if (a..=b).contains(&j) { 1.0 } else { 0.0 }
+    });
+    let low_rank = Mat::from_fn(6, 13, |i, j| {
+        ((i % 2 + 1) * (j % 3)) as f64 + (i / 2) as f64
+    });
+    for (tag, w) in [("ranges", ranges), ("lowrank", low_rank)] {
+        let wp = dir.join(format!("{tag}.npy"));
+        write_matrix(&wp, w.as_ref()).unwrap();
+        let fro2: f64 = (0..w.ncols()).map(|j| w.col(j).squared_norm_l2()).sum();
+        let sigma = dp_linalg::ThinSvd::values_only(w.as_ref()).unwrap();
+        let bound = sigma.iter().sum::<f64>().powi(2) / 13.0;
+        for optimizer in ["identity", "hierarchical", "wavelet", "svdb"] {
+            for privacy in ["pure", "approx"] {
+                if tag == "lowrank" && optimizer != "svdb" && optimizer != "identity" {
+                    continue;
+                }
+                let out = dir.join(format!("{tag}-{optimizer}-{privacy}.npy"));
+                let v = optimize(&wp, optimizer, privacy, &out);
+                let a = read_matrix(&out).unwrap();
+                let obj = v["objective"].as_f64().unwrap();
+                let r = reference(&w, &a, privacy == "pure");
+                assert!(
+                    (obj - r).abs() <= 1e-9 * r,
+                    "{tag} {optimizer} {privacy}: {obj} vs {r}"
+                );
+                assert!((v["svd_bound"].as_f64().unwrap() - bound).abs() <= 1e-9 * bound);
+                assert_eq!(v["converged"], true);
+                assert_eq!(v["n"], 13);
+                assert_eq!(v["m"], w.nrows());
+                if optimizer == "identity" {
+                    assert!((obj - fro2).abs() <= 1e-9 * fro2);
+                }
+                if privacy == "approx" {
+                    assert!(obj >= bound * (1.0 - 1e-12));
+                }
+                if optimizer == "svdb" {
+                    // tr(WᵀW (AᵀA)⁺) = Σσ for the SVD-bound strategy.
+                    let t = obj
+                        / if privacy == "pure" {
+                            dp_core::sensitivity_l1(a.as_ref()).unwrap().powi(2)
+                        } else {
+                            dp_core::sensitivity_l2(a.as_ref()).unwrap().powi(2)
+                        };
+                    assert!((t - sigma.iter().sum::<f64>()).abs() < 1e-9 * t);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn unknown_optimizer_and_bad_workload_are_refused() {
+    let dir = tmpdir("bad");
+    let wp = dir.join("w.npy");
+    write_matrix(&wp, Mat::<f64>::identity(3, 3).as_ref()).unwrap();
+    let zero = dir.join("z.npy");
+    write_matrix(&zero, Mat::<f64>::zeros(3, 3).as_ref()).unwrap();
+    for (w, opt) in [(&wp, "nope"), (&zero, "identity")] {
+        let o = Command::new(env!("CARGO_BIN_EXE_xtask"))
+            .args([
+                "optimize",
+                "--workload",
+                w.to_str().unwrap(),
+                "--optimizer",
+                opt,
+                "--privacy",
+                "pure",
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+}
