@@ -20,6 +20,9 @@
 //! ```
 
 pub mod classic;
+pub mod coa;
+mod dense;
+pub mod dual;
 mod problem;
 mod report;
 
@@ -41,7 +44,7 @@ pub trait StrategyOptimizer {
 }
 
 /// Names accepted by [`by_name`].
-pub const OPTIMIZER_NAMES: &[&str] = &["identity", "hierarchical", "wavelet", "svdb"];
+pub const OPTIMIZER_NAMES: &[&str] = &["identity", "hierarchical", "wavelet", "svdb", "coa"];
 
 /// The optimizer called `name` with its default options.
 pub fn by_name(name: &str) -> Result<Box<dyn StrategyOptimizer>> {
@@ -50,6 +53,7 @@ pub fn by_name(name: &str) -> Result<Box<dyn StrategyOptimizer>> {
         "hierarchical" => Ok(Box::new(classic::Hierarchical::default())),
         "wavelet" => Ok(Box::new(classic::Wavelet)),
         "svdb" => Ok(Box::new(classic::SvdBound)),
+        "coa" => Ok(Box::new(coa::Coa::default())),
         other => Err(dp_core::DpError::InvalidParameter {
             name: "optimizer",
             reason: format!(

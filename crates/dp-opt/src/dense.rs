@@ -1,0 +1,40 @@
+//! Small dense helpers for the optimizers: products with an explicit
+//! parallelism, Frobenius inner products, symmetric clean-up.
+
+use dp_linalg::{Mat, MatRef, Par};
+use faer::Accum;
+use faer::linalg::matmul::matmul;
+
+/// `dst ← A B`.
+pub fn gemm_into(dst: &mut Mat<f64>, a: MatRef<'_, f64>, b: MatRef<'_, f64>, par: Par) {
+    matmul(dst.as_mut(), Accum::Replace, a, b, 1.0, par);
+}
+
+/// `A B` into a new matrix.
+pub fn gemm(a: MatRef<'_, f64>, b: MatRef<'_, f64>, par: Par) -> Mat<f64> {
+    let mut out = Mat::zeros(a.nrows(), b.ncols());
+    gemm_into(&mut out, a, b, par);
+    out
+}
+
+/// `⟨A, B⟩ = Σᵢⱼ Aᵢⱼ Bᵢⱼ`.
+pub fn inner(a: &Mat<f64>, b: &Mat<f64>) -> f64 {
+    let mut s = 0.0;
+    for j in 0..a.ncols() {
+        let (ca, cb) = (a.col_as_slice(j), b.col_as_slice(j));
+        s += ca.iter().zip(cb).map(|(x, y)| x * y).sum::<f64>();
+    }
+    s
+}
+
+/// `M ← (M + Mᵀ)/2`.
+pub fn symmetrize(m: &mut Mat<f64>) {
+    dp_linalg::symmetrize(m);
+}
+
+/// Zeroes the diagonal.
+pub fn zero_diagonal(m: &mut Mat<f64>) {
+    for i in 0..m.nrows().min(m.ncols()) {
+        m[(i, i)] = 0.0;
+    }
+}
