@@ -17,7 +17,9 @@ use crate::calibration::NoiseCalibration;
 use crate::least_squares::StrategyFactors;
 use crate::mechanism::{DEFAULT_SUPPORT_TOLERANCE, SupportCheck, support_from_factors};
 use crate::sensitivity::{sensitivity_l1, sensitivity_l2};
-use crate::validate::{check_matrix, check_nonzero_matrix, check_same_domain, check_vector};
+use crate::validate::{
+    check_gram, check_matrix, check_nonzero_matrix, check_same_domain, check_vector,
+};
 use crate::{DpError, Result};
 
 /// Everything the error formulas need about one (workload, strategy) pair.
@@ -178,16 +180,7 @@ pub fn svd_lower_bound(workload: MatRef<'_, f64>) -> Result<f64> {
 
 /// The singular value bound from the Gram matrix `WᵀW`: `σᵢ(W) = √λᵢ(WᵀW)`.
 pub fn svd_lower_bound_from_gram(gram: MatRef<'_, f64>) -> Result<f64> {
-    check_nonzero_matrix("workload Gram matrix", gram)?;
-    if gram.nrows() != gram.ncols() {
-        return Err(DpError::DimensionMismatch {
-            what: format!(
-                "Gram matrix must be square, got {}x{}",
-                gram.nrows(),
-                gram.ncols()
-            ),
-        });
-    }
+    check_gram(gram)?;
     let eig = SymmetricEigen::values_only(gram)?;
     let sum: f64 = eig.iter().map(|l| l.max(0.0).sqrt()).sum();
     Ok(sum * sum / gram.nrows() as f64)
@@ -199,16 +192,7 @@ pub fn svd_lower_bound_from_gram(gram: MatRef<'_, f64>) -> Result<f64> {
 /// Every total-error quantity of `W` is a function of `G` alone, so `R`
 /// stands in for a workload whose rows are too many to build.
 pub fn gram_root(gram: MatRef<'_, f64>) -> Result<dp_linalg::Mat<f64>> {
-    check_nonzero_matrix("workload Gram matrix", gram)?;
-    if gram.nrows() != gram.ncols() {
-        return Err(DpError::DimensionMismatch {
-            what: format!(
-                "Gram matrix must be square, got {}x{}",
-                gram.nrows(),
-                gram.ncols()
-            ),
-        });
-    }
+    check_gram(gram)?;
     let n = gram.nrows();
     let eig = SymmetricEigen::new(gram)?;
     let lmax = eig.values.iter().copied().fold(0.0, f64::max);
@@ -236,9 +220,9 @@ pub fn evaluate_strategy_gram(
     gram: MatRef<'_, f64>,
     strategy: MatRef<'_, f64>,
 ) -> Result<StrategyEvaluation> {
-    check_nonzero_matrix("workload Gram matrix", gram)?;
+    check_gram(gram)?;
     check_nonzero_matrix("strategy", strategy)?;
-    if gram.nrows() != gram.ncols() || gram.ncols() != strategy.ncols() {
+    if gram.ncols() != strategy.ncols() {
         return Err(DpError::DimensionMismatch {
             what: format!(
                 "Gram matrix is {}x{} but the strategy has {} columns",

@@ -42,6 +42,37 @@ pub fn check_nonzero_matrix(what: &str, a: MatRef<'_, f64>) -> Result<()> {
     Ok(())
 }
 
+/// A symmetric matrix argument (Gram or covariance): non-empty, finite,
+/// square, and symmetric to `1e-10 · max|entry|`.
+pub fn check_symmetric(what: &str, a: MatRef<'_, f64>) -> Result<()> {
+    check_matrix(what, a)?;
+    let n = a.nrows();
+    if a.ncols() != n {
+        return Err(DpError::DimensionMismatch {
+            what: format!("{what} must be square, got {n}x{}", a.ncols()),
+        });
+    }
+    let scale = a.norm_max();
+    for j in 0..n {
+        for i in 0..j {
+            if (a[(i, j)] - a[(j, i)]).abs() > 1e-10 * scale {
+                return Err(DpError::InvalidParameter {
+                    name: "symmetric matrix",
+                    reason: format!("{what} is not symmetric at ({i}, {j})"),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A workload's Gram matrix `WᵀW`: symmetric (see [`check_symmetric`]) and
+/// not identically zero.
+pub fn check_gram(a: MatRef<'_, f64>) -> Result<()> {
+    check_symmetric("workload Gram matrix", a)?;
+    check_nonzero_matrix("workload Gram matrix", a)
+}
+
 /// A vector argument: non-empty, finite, and of the expected length.
 pub fn check_vector(what: &str, v: &[f64], expected_len: usize) -> Result<()> {
     if v.len() != expected_len {

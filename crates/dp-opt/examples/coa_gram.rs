@@ -1,63 +1,69 @@
-//! Times COA on implicit workloads: `coa_gram allrange|prefix|wrange N [M]`.
-#![allow(clippy::unwrap_used)]
-use dp_opt::{PrivacyModel, Problem, StrategyOptimizer, coa::Coa};
+//! Times COA on an implicit workload and prints its homotopy stages:
+//! `cargo run --release -p dp-opt --example coa_gram -- allrange|prefix|wrange N [M]`.
+
+use dp_core::{DpError, Result};
+use dp_opt::{PrivacyModel, Problem, Recorder, StrategyOptimizer, coa::Coa};
 use dp_workloads::Workload;
-fn main() {
+
+fn arg<T: std::str::FromStr>(args: &[String], i: usize, name: &'static str) -> Result<Option<T>> {
+    args.get(i)
+        .map(|s| {
+            s.parse().map_err(|_| DpError::InvalidParameter {
+                name,
+                reason: format!("cannot parse '{s}'"),
+            })
+        })
+        .transpose()
+}
+
+fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().collect();
-    let n: usize = args[2].parse().unwrap();
-    let gram = match args[1].as_str() {
-        "allrange" => dp_workloads::workload::AllRange::new(n).unwrap().gram(),
-        "prefix" => dp_workloads::workload::Prefix::new(n).unwrap().gram(),
-        _ => {
-            let m: usize = args.get(3).map(|s| s.parse().unwrap()).unwrap_or(n);
-            dp_workloads::generators::wrange(m, n, 7).unwrap().gram()
+    let kind = args.get(1).map(String::as_str).unwrap_or("allrange");
+    let n: usize = arg(&args, 2, "n")?.unwrap_or(256);
+    let gram = match kind {
+        "allrange" => dp_workloads::workload::AllRange::new(n)?.gram(),
+        "prefix" => dp_workloads::workload::Prefix::new(n)?.gram(),
+        "wrange" => {
+            let m: usize = arg(&args, 3, "m")?.unwrap_or(n);
+            dp_workloads::generators::wrange(m, n, 7)?.gram()
+        }
+        other => {
+            return Err(DpError::InvalidParameter {
+                name: "workload",
+                reason: format!("'{other}' (expected allrange, prefix or wrange)"),
+            });
         }
     };
-    let p = Problem::from_gram(gram, PrivacyModel::Approx).unwrap();
-    let mut rec = dp_opt::Recorder::default();
-    let mut coa = Coa::default();
-    if let Ok(t) = std::env::var("COA_THETA_MIN") {
-        coa.options.theta_min = t.parse().unwrap();
-    }
-    if let Ok(t) = std::env::var("COA_CG") {
-        coa.options.cg_iterations = t.parse().unwrap();
-    }
-    if let Ok(t) = std::env::var("COA_STAGE_TOL") {
-        coa.options.stage_tolerance = t.parse().unwrap();
-    }
-    let r = coa.optimize(&p, &mut rec).unwrap();
+    let problem = Problem::from_gram(gram, PrivacyModel::Approx)?;
+    let mut rec = Recorder::default();
+    let r = Coa::default().optimize(&problem, &mut rec)?;
+    // (theta, Newton steps, CG iterations) per homotopy stage.
     let mut stages: Vec<(f64, usize, f64)> = Vec::new();
-    let mut theta;
-    for (_, k, v) in &rec.records {
-        match *k {
-            "theta" => {
-                theta = *v;
-                if stages.last().is_none_or(|s| s.0 != theta) {
-                    stages.push((theta, 0, 0.0));
-                }
-                if let Some(s) = stages.last_mut() {
-                    s.1 += 1;
-                }
-            }
+    for &(_, key, value) in &rec.records {
+        match key {
+            "theta" => match stages.last_mut() {
+                Some(s) if s.0 == value => s.1 += 1,
+                _ => stages.push((value, 1, 0.0)),
+            },
             "cg_iterations" => {
                 if let Some(s) = stages.last_mut() {
-                    s.2 += v;
+                    s.2 += value;
                 }
             }
             _ => {}
         }
     }
-    for s in &stages {
-        println!("theta {:.0e}: newton {} cg {}", s.0, s.1, s.2);
+    for (theta, newton, cg) in &stages {
+        println!("theta {theta:.0e}: newton {newton} cg {cg}");
     }
+    let gap = r.report.certificate.map_or(f64::NAN, |c| c.relative_gap);
     println!(
-        "{} n={n}: objective {:.10e} gap {:.2e} converged {} iterations {} seconds {:.2} svd_bound {:.6e}",
-        args[1],
+        "{kind} n={n}: objective {:.10e} gap {gap:.2e} converged {} iterations {} seconds {:.2} svd_bound {:.6e}",
         r.report.objective,
-        r.report.certificate.unwrap().relative_gap,
         r.report.converged,
         r.report.iterations,
         r.report.seconds,
-        p.svd_bound().unwrap()
+        problem.svd_bound()?
     );
+    Ok(())
 }

@@ -26,12 +26,13 @@ use dp_core::accuracy::gram_root;
 use dp_core::{DpError, Result};
 use dp_linalg::{Cholesky, Mat, MatRef, Par};
 
-use crate::dense::{gemm, gemm_into, inner, symmetrize, zero_diagonal};
+use crate::dense::{gemm, gemm_into, inner, zero_diagonal};
 use crate::dual::{dual_point, refine};
 use crate::{
     Certificate, Observer, OptimizeReport, Optimized, PrivacyModel, Problem, StrategyOptimizer,
     TerminationReason,
 };
+use dp_linalg::symmetrize;
 
 /// Options of COA. Defaults follow the paper where it states a value.
 #[derive(Debug, Clone, Copy)]

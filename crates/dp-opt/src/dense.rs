@@ -27,11 +27,6 @@ pub fn inner(a: &Mat<f64>, b: &Mat<f64>) -> f64 {
     s
 }
 
-/// `M ← (M + Mᵀ)/2`.
-pub fn symmetrize(m: &mut Mat<f64>) {
-    dp_linalg::symmetrize(m);
-}
-
 /// Zeroes the diagonal.
 pub fn zero_diagonal(m: &mut Mat<f64>) {
     for i in 0..m.nrows().min(m.ncols()) {

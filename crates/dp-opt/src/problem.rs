@@ -1,6 +1,6 @@
 //! What an optimizer is asked to solve.
 
-use dp_core::validate::check_nonzero_matrix;
+use dp_core::validate::{check_gram, check_nonzero_matrix};
 use dp_core::{
     DpError, Result, StrategyEvaluation, evaluate_strategy_gram, svd_lower_bound_from_gram,
 };
@@ -44,24 +44,7 @@ pub struct Problem {
 impl Problem {
     /// Validates `G`: square, finite, not zero, symmetric to rounding.
     pub fn from_gram(gram: Mat<f64>, privacy: PrivacyModel) -> Result<Self> {
-        check_nonzero_matrix("workload Gram matrix", gram.as_ref())?;
-        let n = gram.nrows();
-        if gram.ncols() != n {
-            return Err(DpError::DimensionMismatch {
-                what: format!("Gram matrix must be square, got {n}x{}", gram.ncols()),
-            });
-        }
-        let scale = gram.norm_max();
-        for j in 0..n {
-            for i in 0..j {
-                if (gram[(i, j)] - gram[(j, i)]).abs() > 1e-10 * scale {
-                    return Err(DpError::InvalidParameter {
-                        name: "workload Gram matrix",
-                        reason: format!("not symmetric at ({i}, {j})"),
-                    });
-                }
-            }
-        }
+        check_gram(gram.as_ref())?;
         let mut gram = gram;
         dp_linalg::symmetrize(&mut gram);
         Ok(Self { gram, privacy })

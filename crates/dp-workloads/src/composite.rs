@@ -7,7 +7,7 @@ use std::sync::Arc;
 use dp_core::{DpError, Result};
 use dp_linalg::Mat;
 
-use crate::workload::{EXPLICIT_ENTRY_LIMIT, Identity, Total, Workload, check_x};
+use crate::workload::{Identity, Total, Workload, check_x, fits};
 
 /// `W₁ ⊗ W₂ ⊗ … ⊗ W_d` on a domain of shape `(n₁, …, n_d)` flattened in C
 /// order (the first factor's index varies slowest). A query picks one
@@ -114,11 +114,7 @@ impl Workload for Kronecker {
         Ok(t)
     }
     fn explicit(&self) -> Option<Mat<f64>> {
-        if self
-            .num_queries()
-            .checked_mul(self.domain_size())
-            .is_none_or(|e| e > EXPLICIT_ENTRY_LIMIT)
-        {
+        if !fits(self.num_queries(), self.domain_size()) {
             return None;
         }
         let mut w = self.factors[0].explicit()?;
@@ -201,11 +197,7 @@ impl Workload for Union {
         Ok(out)
     }
     fn explicit(&self) -> Option<Mat<f64>> {
-        if self
-            .num_queries()
-            .checked_mul(self.domain_size())
-            .is_none_or(|e| e > EXPLICIT_ENTRY_LIMIT)
-        {
+        if !fits(self.num_queries(), self.domain_size()) {
             return None;
         }
         let mut w = Mat::zeros(self.num_queries(), self.domain_size());

@@ -3,9 +3,9 @@
 //! Haar wavelet Y_n (Xiao et al.), and the singular value bound strategy
 //! (Theorem 5.25).
 
-use dp_core::validate::check_nonzero_matrix;
+use dp_core::accuracy::gram_root;
 use dp_core::{DpError, Result};
-use dp_linalg::{Mat, MatRef, SymmetricEigen};
+use dp_linalg::{Mat, MatRef};
 
 fn check_n(n: usize) -> Result<()> {
     if n == 0 {
@@ -118,24 +118,15 @@ pub fn wavelet(n: usize) -> Result<Mat<f64>> {
 /// columns have equal norms. Built from the Gram matrix (`σᵢ = √λᵢ(WᵀW)`,
 /// so `A = diag(λᵢ^{1/4}) Uᵀ`), so it works for implicit workloads.
 pub fn svd_bound(workload_gram: MatRef<'_, f64>) -> Result<Mat<f64>> {
-    check_nonzero_matrix("workload Gram matrix", workload_gram)?;
-    let n = workload_gram.nrows();
-    if workload_gram.ncols() != n {
-        return Err(DpError::DimensionMismatch {
-            what: format!(
-                "Gram matrix must be square, got {n}x{}",
-                workload_gram.ncols()
-            ),
-        });
+    // Rows of the Gram root R = Λ^{1/2} Uᵀ have norms √λᵢ = σᵢ; scaling
+    // each by σᵢ^{-1/2} gives diag(√σᵢ) Uᵀ (same rank rule as gram_root).
+    let mut a = gram_root(workload_gram)?;
+    for i in 0..a.nrows() {
+        let norm = a.row(i).norm_l2();
+        let scale = 1.0 / norm.sqrt();
+        for j in 0..a.ncols() {
+            a[(i, j)] *= scale;
+        }
     }
-    let eig = SymmetricEigen::new(workload_gram)?;
-    let lmax = eig.values.iter().copied().fold(0.0, f64::max);
-    // Same rank rule as dp_core::accuracy::gram_root.
-    let tol = n as f64 * f64::EPSILON * lmax;
-    let rank = eig.values.iter().filter(|&&l| l > tol).count();
-    // Eigenvalues ascend: the top `rank` are the last ones.
-    Ok(Mat::from_fn(rank, n, |i, j| {
-        let k = n - 1 - i;
-        eig.values[k].powf(0.25) * eig.vectors[(j, k)]
-    }))
+    Ok(a)
 }

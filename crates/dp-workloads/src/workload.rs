@@ -49,7 +49,8 @@ pub(crate) fn check_x(w: &dyn Workload, x: &[f64]) -> Result<()> {
     check_vector("data vector x", x, w.domain_size())
 }
 
-fn fits(m: usize, n: usize) -> bool {
+/// Whether an m×n explicit matrix stays within [`EXPLICIT_ENTRY_LIMIT`].
+pub(crate) fn fits(m: usize, n: usize) -> bool {
     m.checked_mul(n).is_some_and(|e| e <= EXPLICIT_ENTRY_LIMIT)
 }
 
