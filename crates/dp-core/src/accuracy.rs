@@ -192,6 +192,12 @@ pub fn svd_lower_bound_from_gram(gram: MatRef<'_, f64>) -> Result<f64> {
 /// Every total-error quantity of `W` is a function of `G` alone, so `R`
 /// stands in for a workload whose rows are too many to build.
 pub fn gram_root(gram: MatRef<'_, f64>) -> Result<dp_linalg::Mat<f64>> {
+    Ok(gram_root_and_spectrum(gram)?.0)
+}
+
+/// [`gram_root`] together with the eigenvalues of `G` (ascending, clamped
+/// at zero), for callers that also need its conditioning.
+pub fn gram_root_and_spectrum(gram: MatRef<'_, f64>) -> Result<(dp_linalg::Mat<f64>, Vec<f64>)> {
     check_gram(gram)?;
     let n = gram.nrows();
     let eig = SymmetricEigen::new(gram)?;
@@ -204,10 +210,13 @@ pub fn gram_root(gram: MatRef<'_, f64>) -> Result<dp_linalg::Mat<f64>> {
         });
     }
     let keep: Vec<usize> = (0..n).filter(|&k| eig.values[k] > tol).collect();
-    Ok(dp_linalg::Mat::from_fn(keep.len(), n, |i, j| {
+    let root = dp_linalg::Mat::from_fn(keep.len(), n, |i, j| {
         let k = keep[i];
         eig.values[k].sqrt() * eig.vectors[(j, k)]
-    }))
+    });
+    let mut values: Vec<f64> = eig.values.iter().map(|l| l.max(0.0)).collect();
+    values.sort_by(f64::total_cmp);
+    Ok((root, values))
 }
 
 /// [`evaluate_strategy`] for a workload given by its Gram matrix `WᵀW`.

@@ -19,13 +19,22 @@ fn arg<T: std::str::FromStr>(args: &[String], i: usize, name: &'static str) -> R
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let kind = args.get(1).map(String::as_str).unwrap_or("allrange");
-    let n: usize = arg(&args, 2, "n")?.unwrap_or(256);
+    let n: usize = if kind == "npy" {
+        0
+    } else {
+        arg(&args, 2, "n")?.unwrap_or(256)
+    };
     let gram = match kind {
         "allrange" => dp_workloads::workload::AllRange::new(n)?.gram(),
         "prefix" => dp_workloads::workload::Prefix::new(n)?.gram(),
         "wrange" => {
             let m: usize = arg(&args, 3, "m")?.unwrap_or(n);
             dp_workloads::generators::wrange(m, n, 7)?.gram()
+        }
+        "npy" => {
+            let path = args.get(2).cloned().unwrap_or_default();
+            let w = dp_workloads::npy::read_matrix(std::path::Path::new(&path))?;
+            dp_linalg::gram(w.as_ref())
         }
         other => {
             return Err(DpError::InvalidParameter {
@@ -36,7 +45,20 @@ fn main() -> Result<()> {
     };
     let problem = Problem::from_gram(gram, PrivacyModel::Approx)?;
     let mut rec = Recorder::default();
-    let r = Coa::default().optimize(&problem, &mut rec)?;
+    let mut coa = Coa::default();
+    if std::env::var("COA_PAPER").is_ok() {
+        coa.options = dp_opt::coa::CoaOptions::paper();
+    }
+    if let Some(d) = std::env::var("COA_DECAY").ok().and_then(|s| s.parse().ok()) {
+        coa.options.theta_decay = d;
+    }
+    if let Some(d) = std::env::var("COA_THETA0")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
+        coa.options.theta_initial = d;
+    }
+    let r = coa.optimize(&problem, &mut rec)?;
     // (theta, Newton steps, CG iterations) per homotopy stage.
     let mut stages: Vec<(f64, usize, f64)> = Vec::new();
     for &(_, key, value) in &rec.records {
@@ -52,6 +74,19 @@ fn main() -> Result<()> {
             }
             _ => {}
         }
+    }
+    if std::env::var("COA_TRACE").is_ok() {
+        let mut line = String::new();
+        let mut last = usize::MAX;
+        for &(it, key, value) in &rec.records {
+            if it != last && !line.is_empty() {
+                println!("{line}");
+                line.clear();
+            }
+            last = it;
+            line += &format!("{it} {key}={value:.4e} ");
+        }
+        println!("{line}");
     }
     for (theta, newton, cg) in &stages {
         println!("theta {theta:.0e}: newton {newton} cg {cg}");

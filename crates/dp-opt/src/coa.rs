@@ -22,12 +22,12 @@
 
 use std::time::Instant;
 
-use dp_core::accuracy::gram_root;
+use dp_core::accuracy::gram_root_and_spectrum;
 use dp_core::{DpError, Result};
 use dp_linalg::{Cholesky, Mat, MatRef, Par};
 
 use crate::dense::{gemm, gemm_into, inner, zero_diagonal};
-use crate::dual::{dual_point, refine};
+use crate::dual::{DualPoint, dual_point, maximize};
 use crate::{
     Certificate, Observer, OptimizeReport, Optimized, PrivacyModel, Problem, StrategyOptimizer,
     TerminationReason,
@@ -72,6 +72,17 @@ pub struct CoaOptions {
     /// per Newton step; see `Preconditioner::Lyapunov`). The intermediate
     /// stages keep the paper's plain T = 5 (Jacobi-scaled) iterations.
     pub lyapunov_preconditioner: bool,
+    /// `WᵀW` (normalized to mean eigenvalue 1) counts as positive definite
+    /// when its smallest eigenvalue exceeds this; the homotopy then ends
+    /// with a stage at θ = 0 instead of handing over to the dual.
+    pub full_rank_threshold: f64,
+    /// Spectral truncations `τ` of the dual homotopy (rank-deficient or
+    /// loosely certified problems): the dual is solved on the Gram root
+    /// restricted to `λₖ ≥ τ λ_max`, for each τ in turn and finally the
+    /// whole root, stopping once the gap is met.
+    pub dual_truncations: [f64; 3],
+    /// Starting point of the homotopy.
+    pub start: CoaStart,
     /// Parallelism of the matrix products.
     pub parallelism: Par,
 }
@@ -92,9 +103,104 @@ impl Default for CoaOptions {
             gap_tolerance: 1e-6,
             dual_iterations: 2000,
             lyapunov_preconditioner: true,
+            full_rank_threshold: 1e-8,
+            dual_truncations: [1e-6, 1e-8, 1e-10],
+            start: CoaStart::SvdBound,
             parallelism: Par::rayon(0),
         }
     }
+}
+
+impl CoaOptions {
+    /// The paper's Algorithm 3 as stated: `X = I`, the full homotopy over
+    /// θ = 1, 0.1, …, 1e-10 (then θ = 0 for full-rank `WᵀW`), T = 5
+    /// conjugate-gradient steps in the intermediate stages. Slower than
+    /// the default, kept to reproduce the paper and as a cross-check.
+    pub fn paper() -> Self {
+        Self {
+            start: CoaStart::Identity,
+            ..Self::default()
+        }
+    }
+
+    /// Rejects option values outside their meaningful ranges.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |name: &'static str, reason: &str| {
+            Err(DpError::InvalidParameter {
+                name,
+                reason: reason.into(),
+            })
+        };
+        let unit_open = |v: f64| v > 0.0 && v < 1.0;
+        if !(self.theta_initial.is_finite() && self.theta_initial > 0.0) {
+            return bad("theta_initial", "must be finite and > 0");
+        }
+        if !unit_open(self.theta_decay) {
+            return bad("theta_decay", "must lie in (0, 1)");
+        }
+        if !(self.theta_min > 0.0 && self.theta_min <= self.theta_initial) {
+            return bad("theta_min", "must lie in (0, theta_initial]");
+        }
+        if !(self.theta_handoff > 0.0 && self.theta_handoff.is_finite()) {
+            return bad("theta_handoff", "must be finite and > 0");
+        }
+        if !unit_open(self.armijo_beta) || !unit_open(self.armijo_sigma) {
+            return bad("armijo_beta / armijo_sigma", "must lie in (0, 1)");
+        }
+        if self.cg_iterations == 0 || self.cg_iterations_final == 0 || self.max_newton_steps == 0 {
+            return bad("iteration limits", "must be at least 1");
+        }
+        if !unit_open(self.stage_tolerance) || !unit_open(self.gap_tolerance) {
+            return bad("stage_tolerance / gap_tolerance", "must lie in (0, 1)");
+        }
+        if !(self.full_rank_threshold >= 0.0 && self.full_rank_threshold.is_finite()) {
+            return bad("full_rank_threshold", "must be finite and >= 0");
+        }
+        Ok(())
+    }
+}
+
+/// Where COA's first homotopy stage starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CoaStart {
+    /// `X = I` (the paper's Algorithm 3).
+    Identity,
+    /// `X = (V₀ + θ₀I)^{1/2}` scaled to unit diagonal: the Lagrangian
+    /// minimizer at constant multipliers, i.e. the strategy behind the SVD
+    /// bound (its objective is within the SVD bound's gap of the optimum,
+    /// usually a few percent), which saves most of the first stage's steps.
+    SvdBound,
+}
+
+/// `(V + θI)^{1/2}` scaled to unit diagonal, from `V = RᵀR` with `R` the
+/// eigen-root (rows `√λₖ uₖᵀ`): `Rᵀ diag((√(λₖ+θ) − √θ)/λₖ) R + √θ I`.
+fn svd_bound_start(root: &Mat<f64>, theta: f64, par: Par) -> Mat<f64> {
+    let n = root.ncols();
+    let sqrt_theta = theta.max(0.0).sqrt();
+    let weights: Vec<f64> = (0..root.nrows())
+        .map(|k| {
+            let lambda = root.row(k).squared_norm_l2();
+            if lambda > 0.0 {
+                ((lambda + theta).sqrt() - sqrt_theta) / lambda
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    let scaled = Mat::from_fn(root.nrows(), n, |k, j| root[(k, j)] * weights[k]);
+    let mut s = gemm(root.transpose(), scaled.as_ref(), par);
+    for i in 0..n {
+        s[(i, i)] += sqrt_theta;
+    }
+    let d: Vec<f64> = (0..n)
+        .map(|i| 1.0 / s[(i, i)].max(f64::MIN_POSITIVE).sqrt())
+        .collect();
+    let mut x = Mat::from_fn(n, n, |i, j| s[(i, j)] * d[i] * d[j]);
+    symmetrize(&mut x);
+    for i in 0..n {
+        x[(i, i)] = 1.0;
+    }
+    x
 }
 
 /// COA behind the optimizer trait ((ε,δ)-DP only).
@@ -275,6 +381,295 @@ fn active_cells(gram: MatRef<'_, f64>) -> Vec<usize> {
         .collect()
 }
 
+/// Counters and history shared by the stages of one run.
+struct Trace {
+    start: Instant,
+    scale: f64,
+    history: Vec<f64>,
+    iterations: usize,
+}
+
+/// How one primal stage ended.
+enum StageEnd {
+    /// The relative Newton decrement fell below the tolerance.
+    Converged,
+    /// Out of Newton steps.
+    MaxSteps,
+    /// The line search found no acceptable step.
+    Stalled(String),
+}
+
+impl Coa {
+    /// Algorithm 1 at one θ: Newton steps on Program (10) for
+    /// `V = V₀ + θI` from `x` until the relative Newton decrement
+    /// `−⟨G, D⟩ / F` is at most `tolerance`.
+    #[allow(clippy::too_many_arguments)]
+    fn newton_stage(
+        &self,
+        v0: &Mat<f64>,
+        x: &mut Mat<f64>,
+        theta: f64,
+        cg_max: usize,
+        tolerance: f64,
+        trace: &mut Trace,
+        observer: &mut dyn Observer,
+    ) -> Result<StageEnd> {
+        let o = self.options;
+        let par = o.parallelism;
+        let n = v0.nrows();
+        let mut v = v0.clone();
+        for i in 0..n {
+            v[(i, i)] += theta;
+        }
+        let Some(mut it) = iterate(x.clone(), &v) else {
+            return Ok(StageEnd::Stalled(format!(
+                "iterate not positive definite at theta = {theta:e}"
+            )));
+        };
+        let (mut last_step, mut last_trials) = (0.0, 0usize);
+        for _ in 0..o.max_newton_steps {
+            // G = −Z V Z; Y = −G.
+            let zv = gemm(it.z.as_ref(), v.as_ref(), par);
+            let mut y = gemm(zv.as_ref(), it.z.as_ref(), par);
+            symmetrize(&mut y);
+            let precond = if o.lyapunov_preconditioner {
+                Preconditioner::lyapunov(&y, &it.z)
+                    .unwrap_or_else(|| Preconditioner::jacobi(&y, &it.z))
+            } else {
+                Preconditioner::jacobi(&y, &it.z)
+            };
+            let (d, cg_iters) = newton_direction(&y, &it.z, cg_max, &precond, par);
+            // ⟨G, D⟩ = −⟨Y, D⟩ (D has zero diagonal).
+            let slope = -inner(&y, &d);
+            trace.iterations += 1;
+            trace.history.push(it.f * trace.scale);
+            observer.observe(
+                trace.iterations,
+                &[
+                    ("theta", theta),
+                    ("objective", it.f * trace.scale),
+                    ("newton_decrement", -slope / it.f),
+                    ("cg_iterations", cg_iters as f64),
+                    ("last_step", last_step),
+                    ("last_trials", last_trials as f64),
+                    ("seconds", trace.start.elapsed().as_secs_f64()),
+                ],
+            );
+            if -slope <= tolerance * it.f || slope >= 0.0 {
+                *x = it.x;
+                return Ok(StageEnd::Converged);
+            }
+            // Armijo (16) with Cholesky as the positive-definiteness test;
+            // the accepted factor gives the next X⁻¹.
+            let mut alpha = 1.0;
+            let mut accepted = None;
+            last_trials = 0;
+            for _ in 0..40 {
+                last_trials += 1;
+                let trial = &it.x + &d * alpha;
+                if let Some(next) = iterate(trial, &v)
+                    && next.f <= it.f + o.armijo_sigma * alpha * slope
+                {
+                    accepted = Some(next);
+                    break;
+                }
+                alpha *= o.armijo_beta;
+            }
+            let Some(next) = accepted else {
+                *x = it.x;
+                return Ok(StageEnd::Stalled(format!(
+                    "line search failed at theta = {theta:e}"
+                )));
+            };
+            last_step = alpha;
+            it = next;
+            // diag(X) = 1 holds in exact arithmetic; reset rounding drift.
+            for i in 0..n {
+                it.x[(i, i)] = 1.0;
+            }
+        }
+        *x = it.x;
+        Ok(StageEnd::MaxSteps)
+    }
+
+    /// Algorithm 3: stages at θ₀, θ₀·decay, … down to `last` (exclusive of
+    /// the final stage, which the caller runs). For full-rank `V₀` the
+    /// schedule jumps to the final stage once θ < λ_min(V₀)/100, where the
+    /// remaining stages would each end after one step.
+    fn homotopy(
+        &self,
+        v0: &Mat<f64>,
+        x: &mut Mat<f64>,
+        last: f64,
+        lambda_min: f64,
+        trace: &mut Trace,
+        observer: &mut dyn Observer,
+    ) -> Result<Option<String>> {
+        let o = self.options;
+        let mut theta = o.theta_initial;
+        while theta > last * 1.000001 && theta >= o.theta_min * 0.999999 {
+            if last == 0.0 && theta < 0.01 * lambda_min {
+                break;
+            }
+            let end = self.newton_stage(
+                v0,
+                x,
+                theta,
+                o.cg_iterations,
+                o.stage_tolerance,
+                trace,
+                observer,
+            )?;
+            if let StageEnd::Stalled(reason) = end {
+                return Ok(Some(reason));
+            }
+            theta *= o.theta_decay;
+        }
+        Ok(None)
+    }
+
+    /// The final stage at θ = 0 (full-rank `V₀`), tightened until the
+    /// certificate at the primal multipliers meets the gap tolerance.
+    fn final_stage(
+        &self,
+        v0: &Mat<f64>,
+        root: &Mat<f64>,
+        x: &mut Mat<f64>,
+        trace: &mut Trace,
+        observer: &mut dyn Observer,
+    ) -> Result<(Option<String>, Option<DualPoint>)> {
+        let o = self.options;
+        let mut tolerance = 0.01 * o.gap_tolerance;
+        loop {
+            let end = self.newton_stage(
+                v0,
+                x,
+                0.0,
+                o.cg_iterations_final,
+                tolerance,
+                trace,
+                observer,
+            )?;
+            let point = primal_certificate(x, v0, root, o.parallelism).ok();
+            let gap = point.as_ref().map_or(f64::INFINITY, |p| p.1);
+            let stalled = match end {
+                StageEnd::Stalled(reason) => Some(reason),
+                StageEnd::MaxSteps => Some("Newton step limit in the final stage".into()),
+                StageEnd::Converged => None,
+            };
+            if gap <= o.gap_tolerance || stalled.is_some() || tolerance < 1e-15 {
+                return Ok((stalled, point.map(|p| p.0)));
+            }
+            tolerance *= 0.01;
+        }
+    }
+}
+
+/// The dual point at the primal multipliers `yᵢ = (X⁻¹V₀X⁻¹)ᵢᵢ` and the
+/// relative gap between `F(X)` (θ = 0) and its bound.
+fn primal_certificate(
+    x: &Mat<f64>,
+    v0: &Mat<f64>,
+    root: &Mat<f64>,
+    par: Par,
+) -> Result<(DualPoint, f64)> {
+    let it = iterate(x.clone(), v0).ok_or_else(|| DpError::NotConverged {
+        solver: "COA",
+        reason: "iterate is not positive definite".into(),
+    })?;
+    let zv = gemm(it.z.as_ref(), v0.as_ref(), par);
+    let n = x.nrows();
+    let y: Vec<f64> = (0..n)
+        .map(|i| {
+            let s: f64 = (0..n).map(|k| zv[(i, k)] * it.z[(k, i)]).sum();
+            s.max(1e-300)
+        })
+        .collect();
+    let point = dual_point(root.as_ref(), &y, par)?;
+    let gap = ((it.f - point.lower_bound) / it.f).max(0.0);
+    Ok((point, gap))
+}
+
+/// Makes a strategy support every direction the workload has, and returns
+/// it with its objective `l2_obj` against `V₀`.
+///
+/// The dual works with a (possibly truncated) Gram root, so its strategy
+/// misses the directions dropped there; a workload whose rows are scaled
+/// over many orders of magnitude still has small components in them. With
+/// `P` an orthonormal basis of the complement of A's row space and
+/// `t = tr(PᵀV₀P)` the workload energy there, appending `η·Pᵀ` and
+/// rescaling to `Δ₂ = 1` costs about `(1 + η²)·F_A + t/η²`, least at
+/// `η² = √(t / F_A)`. Complements that carry no energy above the Gram's
+/// rounding level are left alone (a genuinely low-rank W keeps its
+/// low-rank strategy).
+///
+/// `force` (used when the support test of the final strategy failed)
+/// counts directions of A with eigenvalue of `AᵀA` below `1e-12·max` as
+/// missing and completes them whatever their energy.
+fn complete_support(strategy: Mat<f64>, v0: &Mat<f64>, force: bool) -> Result<(Mat<f64>, f64)> {
+    let objective_of = |a: &Mat<f64>| -> Result<f64> {
+        Ok(dp_core::accuracy::evaluate_strategy_gram(v0.as_ref(), a.as_ref())?.l2_obj())
+    };
+    let n = strategy.ncols();
+    let gram = dp_linalg::gram(strategy.as_ref());
+    let eig = dp_linalg::SymmetricEigen::new(gram.as_ref())?;
+    let amax = eig.values.iter().copied().fold(0.0, f64::max);
+    let level = if force {
+        1e-12
+    } else {
+        n as f64 * f64::EPSILON
+    };
+    let complement: Vec<usize> = (0..n).filter(|&k| eig.values[k] <= level * amax).collect();
+    let p = Mat::from_fn(n, complement.len(), |i, c| eig.vectors[(i, complement[c])]);
+    let vp = gemm(v0.as_ref(), p.as_ref(), Par::Seq);
+    let t = inner(&p, &vp);
+    let vmax = (0..n).map(|i| v0[(i, i)]).sum::<f64>();
+    let rounding = 100.0 * complement.len() as f64 * n as f64 * f64::EPSILON * vmax;
+    if complement.is_empty() || (t <= rounding && !force) {
+        let f = objective_of(&strategy)?;
+        return Ok((strategy, f));
+    }
+    // F_A on the part A supports: the objective against V₀ minus its
+    // complement (projected out).
+    let f_a = {
+        let proj = gemm(p.as_ref(), p.transpose(), Par::Seq);
+        let mut q = Mat::<f64>::identity(n, n) - proj;
+        symmetrize(&mut q);
+        let vq = gemm(
+            gemm(q.as_ref(), v0.as_ref(), Par::Seq).as_ref(),
+            q.as_ref(),
+            Par::Seq,
+        );
+        dp_core::accuracy::evaluate_strategy_gram(vq.as_ref(), strategy.as_ref())?.l2_obj()
+    };
+    let eta = (t / f_a.max(f64::MIN_POSITIVE)).sqrt().sqrt();
+    let k = strategy.nrows();
+    let mut out = Mat::from_fn(k + complement.len(), n, |i, j| {
+        if i < k {
+            strategy[(i, j)]
+        } else {
+            eta * p[(j, i - k)]
+        }
+    });
+    let delta = (0..n)
+        .map(|j| out.col(j).squared_norm_l2())
+        .fold(0.0, f64::max)
+        .sqrt();
+    out *= faer::Scale(1.0 / delta);
+    let f = objective_of(&out)?;
+    Ok((out, f))
+}
+
+/// Columns `active[k]` of an `r × full_n` matrix from column k of `m`; the
+/// rest zero.
+fn embed(m: &Mat<f64>, active: &[usize], full_n: usize) -> Mat<f64> {
+    let mut out = Mat::zeros(m.nrows(), full_n);
+    for (k, &j) in active.iter().enumerate() {
+        out.col_mut(j).copy_from(m.col(k));
+    }
+    out
+}
+
 impl StrategyOptimizer for Coa {
     fn name(&self) -> &'static str {
         "coa"
@@ -290,190 +685,168 @@ impl StrategyOptimizer for Coa {
             });
         }
         let o = self.options;
+        o.validate()?;
         let par = o.parallelism;
         let full_n = problem.domain_size();
         let active = active_cells(problem.gram());
         let n = active.len();
+        if n == 0 {
+            return Err(DpError::ZeroMatrix {
+                what: "workload".into(),
+            });
+        }
         // Normalize V to mean eigenvalue 1: F scales linearly, X* is unchanged.
         let scale = active.iter().map(|&i| problem.gram()[(i, i)]).sum::<f64>() / n as f64;
         let v0 = Mat::from_fn(n, n, |i, j| problem.gram()[(active[i], active[j])] / scale);
-        let root = gram_root(v0.as_ref())?;
-        let full_rank = root.nrows() == n
-            && Cholesky::factor(v0.as_ref())
-                .map(|c| {
-                    let l = c.lower();
-                    let (lo, hi) = (0..n).fold((f64::INFINITY, 0.0_f64), |(lo, hi), i| {
-                        (lo.min(l[(i, i)]), hi.max(l[(i, i)]))
-                    });
-                    lo * lo > 1e-8 * hi * hi
-                })
-                .unwrap_or(false);
+        let (root, spectrum) = gram_root_and_spectrum(v0.as_ref())?;
+        // Mean eigenvalue is 1 after normalization, so λ_min is relative.
+        let lambda_min = spectrum.first().copied().unwrap_or(0.0);
+        let full_rank = root.nrows() == n && lambda_min > o.full_rank_threshold;
+        let mut trace = Trace {
+            start,
+            scale,
+            history: Vec::new(),
+            iterations: 0,
+        };
 
-        let mut history = Vec::new();
-        let mut iterations = 0usize;
-        let mut x = Mat::<f64>::identity(n, n);
-        let mut theta = o.theta_initial;
+        // Candidates: (strategy over the active cells, its objective).
+        let mut candidates: Vec<(Mat<f64>, f64)> = Vec::new();
+        let mut bound: Option<DualPoint> = None;
         let mut stalled: Option<String> = None;
-        loop {
-            let last_theta = if full_rank {
-                0.0
-            } else {
-                o.theta_handoff.max(o.theta_min)
+        let mut dual_start: Vec<f64> = vec![1.0; n];
+        let mut need_dual = !full_rank;
+
+        if full_rank {
+            let mut x = match o.start {
+                CoaStart::Identity => Mat::<f64>::identity(n, n),
+                CoaStart::SvdBound => svd_bound_start(&root, 0.0, par),
             };
-            let final_stage = if full_rank {
-                theta == 0.0
-            } else {
-                theta <= last_theta * 1.000001
-            };
-            let mut v = v0.clone();
-            for i in 0..n {
-                v[(i, i)] += theta;
+            if o.start == CoaStart::Identity {
+                stalled = self.homotopy(&v0, &mut x, 0.0, lambda_min, &mut trace, observer)?;
             }
-            let Some(mut it) = iterate(x.clone(), &v) else {
-                return Err(DpError::NotConverged {
-                    solver: "COA",
-                    reason: "lost positive definiteness between homotopy stages".into(),
-                });
-            };
-            let cg_max = if final_stage {
-                o.cg_iterations_final
-            } else {
-                o.cg_iterations
-            };
-            let stage_tol = if final_stage && full_rank {
-                1e-15
-            } else {
-                o.stage_tolerance
-            };
-            for _ in 0..o.max_newton_steps {
-                // G = −Z V Z; Y = −G.
-                let zv = gemm(it.z.as_ref(), v.as_ref(), par);
-                let mut y = gemm(zv.as_ref(), it.z.as_ref(), par);
-                symmetrize(&mut y);
-                let precond = if o.lyapunov_preconditioner {
-                    Preconditioner::lyapunov(&y, &it.z)
-                        .unwrap_or_else(|| Preconditioner::jacobi(&y, &it.z))
-                } else {
-                    Preconditioner::jacobi(&y, &it.z)
-                };
-                let (d, cg_iters) = newton_direction(&y, &it.z, cg_max, &precond, par);
-                // ⟨G, D⟩ = −⟨Y, D⟩ (D has zero diagonal).
-                let slope = -inner(&y, &d);
-                iterations += 1;
+            let (mut s, mut point) = self.final_stage(&v0, &root, &mut x, &mut trace, observer)?;
+            if s.is_some() && o.start == CoaStart::SvdBound {
+                // The direct stage failed: fall back to the paper's homotopy.
+                x = svd_bound_start(&root, o.theta_initial, par);
+                stalled = self.homotopy(&v0, &mut x, 0.0, lambda_min, &mut trace, observer)?;
+                (s, point) = self.final_stage(&v0, &root, &mut x, &mut trace, observer)?;
+            }
+            stalled = stalled.or(s);
+            if let Some(it) = iterate(x.clone(), &v0) {
+                let strategy = it.chol.lower().transpose().to_owned();
+                candidates.push((strategy, it.f)); // Δ₂ = 1 since diag X = 1
+            }
+            if let Some(p) = point {
                 observer.observe(
-                    iterations,
+                    trace.iterations,
+                    &[("primal_multiplier_bound", p.lower_bound * scale)],
+                );
+                let gap = candidates
+                    .last()
+                    .map_or(f64::INFINITY, |c| (c.1 - p.lower_bound) / c.1);
+                if gap > o.gap_tolerance {
+                    need_dual = true;
+                    dual_start.clone_from(&p.y);
+                }
+                bound = Some(p);
+            } else {
+                need_dual = true;
+            }
+        } else if o.start == CoaStart::Identity {
+            // Paper mode: primal homotopy down to θ_handoff, then the dual
+            // from the multipliers it suggests.
+            let mut x = Mat::<f64>::identity(n, n);
+            let last = o.theta_handoff.max(o.theta_min);
+            stalled = self.homotopy(&v0, &mut x, last, lambda_min, &mut trace, observer)?;
+            if let Ok((p, _)) = primal_certificate(&x, &v0, &root, par) {
+                dual_start.clone_from(&p.y);
+            }
+        }
+
+        if need_dual {
+            // Dual homotopy over the spectral truncation of the root: the
+            // dual's Hessian carries 1/(sₖ sₗ (sₖ + sₗ)), so directions with
+            // tiny singular values make Newton ill-conditioned. Solve with
+            // `λₖ ≥ τ λ_max` first, warm-start the next τ, and complete the
+            // support of each candidate (see `complete_support`). Every
+            // truncated root gives a valid bound (`V_τ ⪯ V`).
+            let lmax = spectrum.last().copied().unwrap_or(0.0);
+            let mut y = dual_start.clone();
+            // The whole root first (enough unless its spectrum is very
+            // wide), then the truncation homotopy.
+            let schedule = std::iter::once(&0.0).chain(o.dual_truncations.iter().chain(&[0.0]));
+            for (stage, tau) in schedule.enumerate() {
+                let keep: Vec<usize> = (0..root.nrows())
+                    .filter(|&k| root.row(k).squared_norm_l2() >= tau * lmax)
+                    .collect();
+                let truncated = Mat::from_fn(keep.len(), n, |k, j| root[(keep[k], j)]);
+                let Ok(solved) = maximize(
+                    truncated.as_ref(),
+                    &y,
+                    o.gap_tolerance * 0.5,
+                    o.dual_iterations,
+                    par,
+                ) else {
+                    continue;
+                };
+                trace.iterations += solved.iterations;
+                let (strategy, _) = solved.point.strategy(truncated.as_ref(), par);
+                let (strategy, objective) = complete_support(strategy, &v0, false)?;
+                observer.observe(
+                    trace.iterations,
                     &[
-                        ("theta", theta),
-                        ("objective", it.f * scale),
-                        ("newton_decrement", -slope / it.f),
-                        ("cg_iterations", cg_iters as f64),
+                        ("dual_stage", stage as f64),
+                        ("dual_truncation", *tau),
+                        ("dual_bound", solved.point.lower_bound * scale),
+                        ("dual_strategy_objective", objective * scale),
+                        ("dual_newton_iterations", solved.iterations as f64),
+                        ("dual_cg_iterations", solved.cg_iterations as f64),
+                        ("seconds", start.elapsed().as_secs_f64()),
                     ],
                 );
-                history.push(it.f * scale);
-                if -slope <= stage_tol * it.f || slope >= 0.0 {
+                trace.history.push(objective * scale);
+                candidates.push((strategy, objective));
+                // Cells idle in the truncated problem (yᵢ = 0) may be
+                // needed by the next: restart them off the boundary.
+                let mean = solved.point.y.iter().sum::<f64>() / n as f64;
+                y = solved.point.y.iter().map(|v| v.max(1e-2 * mean)).collect();
+                if bound
+                    .as_ref()
+                    .is_none_or(|b| solved.point.lower_bound > b.lower_bound)
+                {
+                    bound = Some(solved.point);
+                }
+                let best = candidates.iter().map(|c| c.1).fold(f64::INFINITY, f64::min);
+                let lower = bound.as_ref().map_or(0.0, |b| b.lower_bound);
+                if (best - lower) / best <= o.gap_tolerance {
                     break;
                 }
-                // Armijo (16) with Cholesky as the positive-definiteness test.
-                let mut alpha = 1.0;
-                let mut accepted = None;
-                for _ in 0..40 {
-                    let trial = &it.x + &d * alpha;
-                    if let Some(next) = iterate(trial, &v)
-                        && next.f <= it.f + o.armijo_sigma * alpha * slope
-                    {
-                        accepted = Some(next);
-                        break;
-                    }
-                    alpha *= o.armijo_beta;
-                }
-                match accepted {
-                    Some(next) => {
-                        // diag(X) = 1 holds exactly in exact arithmetic;
-                        // reset rounding drift.
-                        it = next;
-                        for i in 0..n {
-                            it.x[(i, i)] = 1.0;
-                        }
-                    }
-                    None => {
-                        stalled = Some(format!("line search failed at theta = {theta:e}"));
-                        break;
-                    }
-                }
-            }
-            x = it.x.clone();
-            let _ = &it.chol;
-            if final_stage || stalled.is_some() {
-                break;
-            }
-            theta *= o.theta_decay;
-            if full_rank && theta < o.theta_min * 0.999999 {
-                theta = 0.0;
-            } else if !full_rank && theta < last_theta * 1.000001 {
-                theta = last_theta;
             }
         }
 
-        // Certificate against θ = 0: multipliers yᵢ = (X⁻¹ V₀ X⁻¹)ᵢᵢ.
-        let final_it = iterate(x.clone(), &v0).ok_or_else(|| DpError::NotConverged {
-            solver: "COA",
-            reason: "final iterate is not positive definite".into(),
-        })?;
-        let zv = gemm(final_it.z.as_ref(), v0.as_ref(), par);
-        let y_primal: Vec<f64> = (0..n)
-            .map(|i| {
-                let s: f64 = (0..n).map(|k| zv[(i, k)] * final_it.z[(k, i)]).sum();
-                s.max(1e-300)
-            })
-            .collect();
-        let primal_objective = final_it.f; // Δ₂ = 1 since diag X = 1
-        let primal_strategy = final_it.chol.lower().transpose().to_owned();
-        let mut dual = dual_point(root.as_ref(), &y_primal)?;
-        let mut best_strategy = primal_strategy;
-        let mut best_objective = primal_objective;
-        let gap = |upper: f64, lower: f64| ((upper - lower) / upper).max(0.0);
-        let mut dual_iterations = 0;
-        observer.observe(
-            iterations,
-            &[
-                ("primal_objective", primal_objective * scale),
-                ("primal_multiplier_bound", dual.lower_bound * scale),
-            ],
-        );
-        if gap(best_objective, dual.lower_bound) > o.gap_tolerance {
-            let (refined, its) = refine(
-                root.as_ref(),
-                &dual.y,
-                o.gap_tolerance * 0.5,
-                o.dual_iterations,
-            )?;
-            dual_iterations = its;
-            dual = refined;
-            let dual_objective = objective_of(&root, &dual.strategy, par)?;
-            observer.observe(
-                iterations + its,
-                &[
-                    ("refined_bound", dual.lower_bound * scale),
-                    ("dual_strategy_objective", dual_objective * scale),
-                ],
-            );
-            if dual_objective < best_objective {
-                best_objective = dual_objective;
-                best_strategy = dual.strategy.clone();
-            }
-        }
-        iterations += dual_iterations;
-        let relative_gap = gap(best_objective, dual.lower_bound);
-        let converged = relative_gap <= o.gap_tolerance;
+        let (best_strategy, _) = candidates
+            .into_iter()
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .ok_or_else(|| DpError::NotConverged {
+                solver: "COA",
+                reason: stalled
+                    .clone()
+                    .unwrap_or_else(|| "no strategy produced".into()),
+            })?;
         // Embed back into the full domain (zero columns for idle cells).
-        let strategy = Mat::from_fn(best_strategy.nrows(), full_n, |i, j| {
-            active
-                .iter()
-                .position(|&a| a == j)
-                .map_or(0.0, |k| best_strategy[(i, k)])
-        });
-        let objective = problem.objective(strategy.as_ref())?;
-        let lower_bound = dual.lower_bound * scale;
+        let strategy = embed(&best_strategy, &active, full_n);
+        let (strategy, objective) = match problem.objective(strategy.as_ref()) {
+            Err(DpError::UnsupportedWorkload { .. }) => {
+                let (active_strategy, _) = complete_support(best_strategy, &v0, true)?;
+                let full = embed(&active_strategy, &active, full_n);
+                let objective = problem.objective(full.as_ref())?;
+                (full, objective)
+            }
+            other => (strategy, other?),
+        };
+        let lower_bound = bound.map_or(0.0, |b| b.lower_bound * scale);
+        let relative_gap = ((objective - lower_bound) / objective).max(0.0);
+        let converged = relative_gap <= o.gap_tolerance;
         let termination = if converged {
             TerminationReason::Converged {
                 criterion: format!(
@@ -489,35 +862,19 @@ impl StrategyOptimizer for Coa {
         Ok(Optimized {
             strategy,
             report: OptimizeReport {
-                objective_history: history,
-                iterations,
+                objective_history: trace.history,
+                iterations: trace.iterations,
                 termination,
                 seconds: start.elapsed().as_secs_f64(),
                 converged,
                 objective,
                 certificate: Some(Certificate {
                     lower_bound,
-                    relative_gap: ((objective - lower_bound) / objective).max(0.0),
+                    relative_gap,
                 }),
             },
         })
     }
-}
-
-/// `tr(V (BᵀB)⁺) · max diag(BᵀB)` for `V = CᵀC`, B of full row rank:
-/// `‖C B⁺‖²_F` with `B⁺ = Bᵀ(BBᵀ)⁻¹`.
-fn objective_of(root: &Mat<f64>, b: &Mat<f64>, par: Par) -> Result<f64> {
-    let bbt = gemm(b.as_ref(), b.transpose(), par);
-    let chol = Cholesky::factor(bbt.as_ref())?;
-    let cbt = gemm(root.as_ref(), b.transpose(), par); // r × k
-    // ‖C Bᵀ (BBᵀ)⁻¹‖²_F = tr((BBᵀ)⁻¹ (CBᵀ)ᵀ(CBᵀ) (BBᵀ)⁻¹)
-    let mut t = cbt.transpose().to_owned(); // k × r
-    chol.solve_in_place(t.as_mut())?;
-    let fro2 = inner(&t, &t);
-    let delta2 = (0..b.ncols())
-        .map(|j| b.col(j).squared_norm_l2())
-        .fold(0.0, f64::max);
-    Ok(fro2 * delta2)
 }
 
 #[cfg(test)]

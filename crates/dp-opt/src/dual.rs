@@ -1,184 +1,393 @@
-//! The Lagrange dual of COA's Program (9) and (10), used as a certificate
-//! of optimality and to finish rank-deficient problems.
+//! The Lagrange dual of COA's Program (9)–(10), used as a certificate of
+//! optimality and, by Newton's method, as a solver in its own right for
+//! rank-deficient workloads (whose primal optimum lies on the boundary).
 //!
 //! For multipliers `y > 0`, `D = diag(y)`, the Lagrangian
 //! `tr(X⁻¹V) + Σ yᵢ(Xᵢᵢ − 1)` is minimized over `X ≻ 0` by
 //! `X = D^{-1/2} S D^{-1/2}` with `S = (D^{1/2} V D^{1/2})^{1/2}`, giving the
-//! dual function `g(y) = 2 tr(S) − Σ yᵢ ≤ F(X)` for every feasible `X`.
+//! concave dual function `g(y) = 2 tr(S) − Σ yᵢ ≤ F(X)` for every feasible
+//! `X`.
+//!
+//! **Reduction to the row space of W.** With `V = CᵀC` for a full-row-rank
+//! `C` (r×n, the Gram root), the nonzero spectrum of `D^{1/2}VD^{1/2}` is
+//! that of the r×r matrix `M(y) = C D Cᵀ = Σᵢ yᵢ cᵢcᵢᵀ`, so
+//! `f(y) = tr S = tr M^{1/2}` and, with `M = QΛQᵀ`, `sₖ = √λₖ`, `Ĉ = CᵀQ`:
+//!
+//! - `∂f/∂yᵢ = ½ Σₖ Ĉᵢₖ² / sₖ`, and `Xᵢᵢ = Σₖ Ĉᵢₖ²/sₖ` is the diagonal of
+//!   the Lagrangian minimizer `X = CᵀM^{-1/2}C`;
+//! - `∂²f/∂yᵢ∂yⱼ = ½ Σₖₗ Γₖₗ ĈᵢₖĈᵢₗĈⱼₖĈⱼₗ` with the divided differences of
+//!   `λ^{-1/2}`: `Γₖₗ = −1 / (sₖ sₗ (sₖ + sₗ))` (Daleckii–Krein), so a
+//!   Hessian-vector product is `(∇²f v)ᵢ = ½ ĉᵢᵀ [Γ ∘ (Ĉᵀ diag(v) Ĉ)] ĉᵢ`:
+//!   two n×r×r products, never an n×n one.
+//!
 //! Maximizing over a scale `t y` gives the scale-free bound
-//!
-//! `ℓ(y) = (tr S)² / Σ yᵢ = ‖C D^{1/2}‖²_* / Σ yᵢ`
-//!
-//! for any `C` with `CᵀC = V` (the nuclear norm of `C D^{1/2}` equals
-//! `tr S`). At the optimum `Xᵢᵢ = Sᵢᵢ / yᵢ` is constant; for any `y` the
-//! rescaled `X / maxᵢ Xᵢᵢ` is feasible, so `y` yields both a strategy and a
-//! bound, and their ratio is `maxᵢ Xᵢᵢ / (Σ yᵢXᵢᵢ / Σ yᵢ)`.
+//! `ℓ(y) = f(y)² / Σ yᵢ ≥ g(y)`. The strategy `A = Λ^{-1/4} Qᵀ C` has
+//! `AᵀA = X` and objective `tr(V X⁺) · maxᵢ Xᵢᵢ = f(y) · maxᵢ Xᵢᵢ`, so one
+//! dual point yields a strategy and a bound whose ratio is
+//! `maxᵢ Xᵢᵢ / X̄` with `X̄ = Σ yᵢXᵢᵢ / Σ yᵢ = f / Σ yᵢ`; at the dual
+//! optimum `∇g = 0` says `Xᵢᵢ = 1` for every cell and the gap closes.
 
 use dp_core::{DpError, Result};
-use dp_linalg::{Mat, MatRef, ThinSvd};
+use dp_linalg::{Mat, MatRef, Par, SymmetricEigen};
+
+use crate::dense::gemm;
 
 /// What one dual point certifies.
 #[derive(Debug, Clone)]
 pub struct DualPoint {
-    /// The multipliers (normalized to sum to 1).
+    /// The multipliers (as given; not normalized).
     pub y: Vec<f64>,
-    /// `ℓ(y)`: a lower bound on the optimal `tr(X⁻¹V)` over `diag(X) ≤ 1`.
+    /// `ℓ(y) = f(y)² / Σ yᵢ`: a lower bound on the optimal `tr(X⁻¹V)` over
+    /// `diag(X) ≤ 1`.
     pub lower_bound: f64,
-    /// `Xᵢᵢ = Sᵢᵢ / yᵢ` of the Lagrangian minimizer.
+    /// `f(y) = tr M(y)^{1/2}`.
+    pub nuclear: f64,
+    /// `Xᵢᵢ = Σₖ Ĉᵢₖ²/sₖ`, the diagonal of the Lagrangian minimizer.
     pub x_diag: Vec<f64>,
-    /// Strategy `B = Σ^{1/2} Qᵀ D^{-1/2} / √(maxᵢ Xᵢᵢ)` (r×n, `Δ₂(B) = 1`).
-    pub strategy: Mat<f64>,
+    /// `Ĉ = CᵀQ` (n×r).
+    c_hat: Mat<f64>,
+    /// `sₖ = √λₖ(M)`.
+    s: Vec<f64>,
+    /// Eigenvectors `Q` of `M` (r×r).
+    q: Mat<f64>,
 }
 
-/// Evaluates the dual at `y` (entries > 0) for `V = CᵀC`, `root` = C (r×n).
-pub fn dual_point(root: MatRef<'_, f64>, y: &[f64]) -> Result<DualPoint> {
-    let n = root.ncols();
-    if y.len() != n || y.iter().any(|v| !(v.is_finite() && *v > 0.0)) {
+impl DualPoint {
+    /// `g(y) = 2 f(y) − Σ yᵢ`.
+    pub fn dual_value(&self) -> f64 {
+        2.0 * self.nuclear - self.y.iter().sum::<f64>()
+    }
+
+    /// Relative gap between the strategy this point yields and its bound:
+    /// `1 − X̄ / maxᵢ Xᵢᵢ`.
+    pub fn relative_gap(&self) -> f64 {
+        let total: f64 = self.y.iter().sum();
+        let xbar = self.nuclear / total;
+        let xmax = self.x_diag.iter().copied().fold(0.0, f64::max);
+        (1.0 - xbar / xmax).max(0.0)
+    }
+
+    /// The strategy `Λ^{-1/4} Qᵀ C / √(maxᵢ Xᵢᵢ)` (r×n, `Δ₂ = 1`), its
+    /// objective `f(y) · maxᵢ Xᵢᵢ`.
+    pub fn strategy(&self, root: MatRef<'_, f64>, par: Par) -> (Mat<f64>, f64) {
+        let xmax = self.x_diag.iter().copied().fold(0.0, f64::max);
+        let inv = 1.0 / xmax.sqrt();
+        let scaled_qt = Mat::from_fn(self.q.ncols(), self.q.nrows(), |k, i| {
+            self.q[(i, k)] / self.s[k].sqrt() * inv
+        });
+        (gemm(scaled_qt.as_ref(), root, par), self.nuclear * xmax)
+    }
+
+    /// `(−∇²g) v = −2 ∇²f v`, i.e. `−ĉᵢᵀ[Γ ∘ (Ĉᵀ diag(v) Ĉ)]ĉᵢ` (positive
+    /// semidefinite).
+    fn neg_hessian_times(&self, v: &[f64], par: Par) -> Vec<f64> {
+        let (n, r) = (self.c_hat.nrows(), self.c_hat.ncols());
+        let scaled = Mat::from_fn(n, r, |i, k| self.c_hat[(i, k)] * v[i]);
+        let mut t = gemm(self.c_hat.transpose(), scaled.as_ref(), par);
+        for l in 0..r {
+            for k in 0..r {
+                t[(k, l)] *= gamma_neg(self.s[k], self.s[l]);
+            }
+        }
+        let ct = gemm(self.c_hat.as_ref(), t.as_ref(), par);
+        row_dots(&ct, &self.c_hat)
+    }
+
+    /// Diagonal of `−∇²g`: `Σₖₗ (−Γₖₗ) Ĉᵢₖ² Ĉᵢₗ²`.
+    fn neg_hessian_diagonal(&self, par: Par) -> Vec<f64> {
+        let (n, r) = (self.c_hat.nrows(), self.c_hat.ncols());
+        let sq = Mat::from_fn(n, r, |i, k| self.c_hat[(i, k)] * self.c_hat[(i, k)]);
+        let g = Mat::from_fn(r, r, |k, l| gamma_neg(self.s[k], self.s[l]));
+        let t = gemm(sq.as_ref(), g.as_ref(), par);
+        row_dots(&t, &sq)
+    }
+}
+
+/// `−Γₖₗ = 1 / (sₖ sₗ (sₖ + sₗ))`.
+fn gamma_neg(sk: f64, sl: f64) -> f64 {
+    1.0 / (sk * sl * (sk + sl))
+}
+
+fn row_dots(a: &Mat<f64>, b: &Mat<f64>) -> Vec<f64> {
+    let mut out = vec![0.0; a.nrows()];
+    for k in 0..a.ncols() {
+        let (ca, cb) = (a.col_as_slice(k), b.col_as_slice(k));
+        for ((o, x), y) in out.iter_mut().zip(ca).zip(cb) {
+            *o += x * y;
+        }
+    }
+    out
+}
+
+/// Evaluates the dual at `y` (entries ≥ 0, `M(y)` nonsingular) for `V = CᵀC`, `root` = C (r×n,
+/// full row rank).
+pub fn dual_point(root: MatRef<'_, f64>, y: &[f64], par: Par) -> Result<DualPoint> {
+    let (r, n) = (root.nrows(), root.ncols());
+    if y.len() != n || y.iter().any(|v| !(v.is_finite() && *v >= 0.0)) {
         return Err(DpError::InvalidParameter {
             name: "dual multipliers",
-            reason: "need n finite positive entries".into(),
+            reason: "need n finite non-negative entries".into(),
         });
     }
-    let total: f64 = y.iter().sum();
-    let y: Vec<f64> = y.iter().map(|v| v / total).collect();
-    let sqrt_y: Vec<f64> = y.iter().map(|v| v.sqrt()).collect();
-    // P = C D^{1/2} (r×n); its thin SVD P = U Σ Qᵀ gives S = Q Σ Qᵀ.
-    let p = Mat::from_fn(root.nrows(), n, |i, j| root[(i, j)] * sqrt_y[j]);
-    let svd = ThinSvd::new(p.as_ref())?;
-    let sigma = &svd.singular_values;
-    let nuclear: f64 = sigma.iter().sum();
-    let q = &svd.v; // n × k
-    let k = sigma.len();
-    let s_diag: Vec<f64> = (0..n)
-        .map(|i| (0..k).map(|c| sigma[c] * q[(i, c)] * q[(i, c)]).sum())
-        .collect();
-    let x_diag: Vec<f64> = s_diag.iter().zip(&y).map(|(s, yi)| s / yi).collect();
-    let xmax = x_diag.iter().copied().fold(0.0, f64::max);
-    if !(xmax.is_finite() && xmax > 0.0) {
+    let cs = Mat::from_fn(r, n, |k, j| root[(k, j)] * y[j].sqrt());
+    let mut m = gemm(cs.as_ref(), cs.transpose(), par);
+    dp_linalg::symmetrize(&mut m);
+    let eig = SymmetricEigen::new(m.as_ref())?;
+    let lmax = eig.values.iter().copied().fold(0.0, f64::max);
+    if eig
+        .values
+        .iter()
+        .any(|&l| !(l.is_finite() && l > 1e-15 * lmax.max(f64::MIN_POSITIVE)))
+    {
         return Err(DpError::NotConverged {
             solver: "COA dual",
-            reason: "degenerate multipliers".into(),
+            reason: "M(y) = C D Cᵀ is numerically singular at these multipliers".into(),
         });
     }
-    // Keep the directions with non-negligible singular values.
-    let tol = sigma.first().copied().unwrap_or(0.0) * 1e-13 * (n as f64);
-    let keep: Vec<usize> = (0..k).filter(|&c| sigma[c] > tol).collect();
-    let inv_sqrt_xmax = 1.0 / xmax.sqrt();
-    let strategy = Mat::from_fn(keep.len(), n, |r, j| {
-        let c = keep[r];
-        sigma[c].sqrt() * q[(j, c)] / sqrt_y[j] * inv_sqrt_xmax
-    });
+    let s: Vec<f64> = eig.values.iter().map(|l| l.sqrt()).collect();
+    let nuclear: f64 = s.iter().sum();
+    let c_hat = gemm(root.transpose(), eig.vectors.as_ref(), par);
+    let inv_s: Vec<f64> = s.iter().map(|v| 1.0 / v).collect();
+    let weighted = Mat::from_fn(n, r, |i, k| c_hat[(i, k)] * inv_s[k]);
+    let x_diag = row_dots(&weighted, &c_hat);
+    let total: f64 = y.iter().sum();
     Ok(DualPoint {
-        lower_bound: nuclear * nuclear, // Σ y = 1 after normalization
-        y,
+        y: y.to_vec(),
+        lower_bound: nuclear * nuclear / total,
+        nuclear,
         x_diag,
-        strategy,
+        c_hat,
+        s,
+        q: eig.vectors,
     })
 }
 
-/// `−log ℓ(e^s)` and its gradient in `s = log y`:
-/// `∂/∂sᵢ log ℓ = Sᵢᵢ/‖P‖_* − yᵢ/Σy` (with Σy = 1 after normalization).
-fn neg_log_bound(root: MatRef<'_, f64>, s: &[f64]) -> Result<(f64, Vec<f64>, DualPoint)> {
-    let smax = s.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    let y: Vec<f64> = s.iter().map(|v| (v - smax).exp().max(1e-300)).collect();
-    let point = dual_point(root, &y)?;
-    let nuclear = point.lower_bound.sqrt();
-    let grad: Vec<f64> = point
-        .x_diag
-        .iter()
-        .zip(&point.y)
-        .map(|(x, y)| -(x * y / nuclear - y))
-        .collect();
-    Ok((-point.lower_bound.ln(), grad, point))
+/// Outcome of [`maximize`].
+#[derive(Debug, Clone)]
+pub struct DualSolve {
+    /// The best point (largest bound).
+    pub point: DualPoint,
+    /// Newton iterations taken.
+    pub iterations: usize,
+    /// Conjugate-gradient iterations over all Newton steps.
+    pub cg_iterations: usize,
 }
 
-/// Improves the dual bound from `y0` by L-BFGS (memory 10, Armijo
-/// backtracking) on `−log ℓ(e^s)` over `s = log y`, which is smooth and,
-/// in y, the negative log of a concave function. Stops when the implied
-/// primal-dual ratio `maxᵢ Xᵢᵢ / X̄ − 1` of the best point is below
-/// `tolerance`, or after `max_iterations`. Returns the best point and the
-/// iterations used.
-pub fn refine(
+/// Maximizes the concave dual `g(y)` over `y ≥ 0` by projected Newton
+/// (Bertsekas 1982) from `y0`.
+///
+/// Multipliers may vanish at the optimum: for rank-deficient `WᵀW` some
+/// cells need not be measured to full norm (`Xᵢᵢ < 1`), and their
+/// constraint is inactive. Each step splits the cells into an ε-active set
+/// `A = {i : yᵢ ≤ ε, ∂g/∂yᵢ < 0}` (ε the size of the projected gradient)
+/// and the free rest `F`; on `F` it solves `(−∇²g)_FF d = ∇g_F` by
+/// conjugate gradient with the Hessian's diagonal as preconditioner (exact
+/// Hessian-vector products, see the module notes) to a relative residual
+/// `min(0.1, √‖∇g‖)` (superlinear inexact Newton); on `A` it takes the
+/// diagonally scaled gradient step. The projected arc `max(0, y + αd)` is
+/// searched by Armijo backtracking (`c = 1e-4`, halving). After each step
+/// `y` is rescaled by `t = (f/Σy)²`, the maximizer of `g(ty)`. Stops when
+/// the primal-dual ratio [`DualPoint::relative_gap`] is at most
+/// `tolerance`, after `max_iterations`, or when no step improves `g`.
+pub fn maximize(
     root: MatRef<'_, f64>,
     y0: &[f64],
     tolerance: f64,
     max_iterations: usize,
-) -> Result<(DualPoint, usize)> {
-    let ratio = |p: &DualPoint| {
-        let xbar: f64 = p.x_diag.iter().zip(&p.y).map(|(x, y)| x * y).sum();
-        let xmax = p.x_diag.iter().copied().fold(0.0, f64::max);
-        xmax / xbar - 1.0
+    par: Par,
+) -> Result<DualSolve> {
+    let n = root.ncols();
+    let rescale = |p: &DualPoint| -> Vec<f64> {
+        let t = (p.nuclear / p.y.iter().sum::<f64>()).powi(2);
+        p.y.iter().map(|v| v * t).collect()
     };
-    let mut s: Vec<f64> = y0.iter().map(|v| v.max(1e-300).ln()).collect();
-    let (mut f, mut g, mut best) = neg_log_bound(root, &s)?;
-    let memory = 10;
-    let mut hist: std::collections::VecDeque<(Vec<f64>, Vec<f64>, f64)> = Default::default();
+    let first = dual_point(root, y0, par)?;
+    let mut point = dual_point(root, &rescale(&first), par)?;
+    let mut best = point.clone();
+    let mut iterations = 0;
+    let mut cg_total = 0;
     let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
-    let mut it = 0;
-    while it < max_iterations && ratio(&best) > tolerance {
-        it += 1;
-        // Two-loop recursion for the direction −H g.
-        let mut q = g.clone();
-        let mut alphas = Vec::with_capacity(hist.len());
-        for (sk, yk, rho) in hist.iter().rev() {
-            let a = rho * dot(sk, &q);
-            for (qi, yi) in q.iter_mut().zip(yk) {
-                *qi -= a * yi;
+    while iterations < max_iterations && best.relative_gap() > tolerance {
+        iterations += 1;
+        let y = point.y.clone();
+        let grad: Vec<f64> = point.x_diag.iter().map(|x| x - 1.0).collect();
+        let proj_grad = y
+            .iter()
+            .zip(&grad)
+            .map(|(yi, gi)| ((yi + gi).max(0.0) - yi).abs())
+            .fold(0.0, f64::max);
+        let eps = proj_grad.min(1e-3 * y.iter().copied().fold(0.0, f64::max));
+        let free: Vec<bool> = y
+            .iter()
+            .zip(&grad)
+            .map(|(yi, gi)| !(*yi <= eps && *gi < 0.0))
+            .collect();
+        let diag = point.neg_hessian_diagonal(par);
+        let precond: Vec<f64> = diag.iter().map(|d| 1.0 / d.max(1e-300)).collect();
+        let restrict = |v: &mut [f64]| {
+            for (vi, f) in v.iter_mut().zip(&free) {
+                if !f {
+                    *vi = 0.0;
+                }
             }
-            alphas.push(a);
+        };
+        // PCG on the free set for (−∇²g)_FF d_F = ∇g_F.
+        let mut b = grad.clone();
+        restrict(&mut b);
+        let b_norm = dot(&b, &b).sqrt();
+        let forcing = b_norm.sqrt().min(0.1);
+        let mut d = vec![0.0; n];
+        let mut res = b.clone();
+        let mut z: Vec<f64> = res.iter().zip(&precond).map(|(a, p)| a * p).collect();
+        let mut p = z.clone();
+        let mut rz = dot(&res, &z);
+        for _ in 0..(4 * n).max(50) {
+            if rz.is_nan() || rz <= 0.0 {
+                break;
+            }
+            cg_total += 1;
+            let mut hp = point.neg_hessian_times(&p, par);
+            restrict(&mut hp);
+            let php = dot(&p, &hp);
+            if !(php > 0.0 && php.is_finite()) {
+                break;
+            }
+            let alpha = rz / php;
+            for i in 0..n {
+                d[i] += alpha * p[i];
+                res[i] -= alpha * hp[i];
+            }
+            if dot(&res, &res).sqrt() <= forcing * b_norm {
+                break;
+            }
+            z = res.iter().zip(&precond).map(|(a, p)| a * p).collect();
+            let rz_new = dot(&res, &z);
+            for i in 0..n {
+                p[i] = z[i] + (rz_new / rz) * p[i];
+            }
+            rz = rz_new;
         }
-        let gamma = hist
-            .back()
-            .map(|(sk, yk, _)| dot(sk, yk) / dot(yk, yk))
-            .unwrap_or(1.0);
-        for qi in &mut q {
-            *qi *= gamma;
+        if dot(&b, &d).partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
+            d = b.iter().zip(&precond).map(|(a, p)| a * p).collect();
         }
-        for ((sk, yk, rho), a) in hist.iter().zip(alphas.iter().rev()) {
-            let b = rho * dot(yk, &q);
-            for (qi, si) in q.iter_mut().zip(sk) {
-                *qi += (a - b) * si;
+        for i in 0..n {
+            if !free[i] {
+                d[i] = grad[i] * precond[i];
             }
         }
-        let mut dir: Vec<f64> = q.iter().map(|v| -v).collect();
-        let mut slope = dot(&g, &dir);
-        if slope >= 0.0 {
-            hist.clear();
-            dir = g.iter().map(|v| -v).collect();
-            slope = dot(&g, &dir);
-        }
-        // Backtracking (Armijo, c = 1e-4), the first step capped in size.
-        let norm = dir.iter().map(|v| v.abs()).fold(0.0, f64::max);
-        let mut step = if norm > 1.0 { 1.0 / norm } else { 1.0 };
+        // Armijo search along the projected arc.
+        let g0 = point.dual_value();
+        let mut step = 1.0;
         let mut moved = false;
-        for _ in 0..40 {
-            let trial: Vec<f64> = s.iter().zip(&dir).map(|(a, d)| a + step * d).collect();
-            if let Ok((ft, gt, pt)) = neg_log_bound(root, &trial)
-                && ft <= f + 1e-4 * step * slope
-            {
-                let sk: Vec<f64> = trial.iter().zip(&s).map(|(a, b)| a - b).collect();
-                let yk: Vec<f64> = gt.iter().zip(&g).map(|(a, b)| a - b).collect();
-                let sy = dot(&sk, &yk);
-                if sy > 1e-16 * dot(&yk, &yk).sqrt() * dot(&sk, &sk).sqrt() {
-                    hist.push_back((sk, yk, 1.0 / sy));
-                    if hist.len() > memory {
-                        hist.pop_front();
+        for _ in 0..60 {
+            let trial: Vec<f64> = y
+                .iter()
+                .zip(&d)
+                .map(|(yi, di)| (yi + step * di).max(0.0))
+                .collect();
+            let predicted: f64 = (0..n)
+                .map(|i| {
+                    if free[i] {
+                        step * grad[i] * d[i]
+                    } else {
+                        grad[i] * (trial[i] - y[i])
                     }
-                }
-                s = trial;
-                f = ft;
-                g = gt;
-                if pt.lower_bound >= best.lower_bound {
-                    best = pt;
-                }
+                })
+                .sum();
+            if let Ok(next) = dual_point(root, &trial, par)
+                && next.dual_value() >= g0 + 1e-4 * predicted
+                && let Ok(next) = dual_point(root, &rescale(&next), par)
+            {
+                point = next;
                 moved = true;
                 break;
             }
             step *= 0.5;
         }
+        if point.lower_bound >= best.lower_bound || point.relative_gap() < best.relative_gap() {
+            best = point.clone();
+        }
         if !moved {
             break;
         }
     }
-    Ok((best, it))
+    Ok(DualSolve {
+        point: best,
+        iterations,
+        cg_iterations: cg_total,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn root(r: usize, n: usize) -> Mat<f64> {
+        Mat::from_fn(r, n, |i, j| {
+            (((i * 37 + j * 11 + 5) % 19) as f64 - 9.0) / 5.0 + if i == j { 2.0 } else { 0.0 }
+        })
+    }
+
+    /// The gradient `Xᵢᵢ − 1` and the Hessian-vector products of g against
+    /// central differences of g itself, at a rank-deficient C.
+    #[test]
+    fn gradient_and_hessian_match_finite_differences() {
+        let (r, n) = (4, 7);
+        let c = root(r, n);
+        let par = Par::Seq;
+        let y: Vec<f64> = (0..n).map(|i| 0.5 + 0.1 * i as f64).collect();
+        let p = dual_point(c.as_ref(), &y, par).unwrap();
+        let g = |y: &[f64]| dual_point(c.as_ref(), y, par).unwrap().dual_value();
+        let grad = |y: &[f64]| {
+            dual_point(c.as_ref(), y, par)
+                .unwrap()
+                .x_diag
+                .iter()
+                .map(|x| x - 1.0)
+                .collect::<Vec<_>>()
+        };
+        let h = 1e-6;
+        let v: Vec<f64> = (0..n).map(|i| ((i * 3) % 5) as f64 - 2.0).collect();
+        let plus: Vec<f64> = y.iter().zip(&v).map(|(a, b)| a + h * b).collect();
+        let minus: Vec<f64> = y.iter().zip(&v).map(|(a, b)| a - h * b).collect();
+        let fd = (g(&plus) - g(&minus)) / (2.0 * h);
+        let an: f64 = p.x_diag.iter().zip(&v).map(|(x, vi)| (x - 1.0) * vi).sum();
+        assert!((fd - an).abs() < 1e-7 * an.abs().max(1.0), "{fd} vs {an}");
+        let gp = grad(&plus);
+        let gm = grad(&minus);
+        let hv = p.neg_hessian_times(&v, par);
+        let diag = p.neg_hessian_diagonal(par);
+        for i in 0..n {
+            let fd_i = -(gp[i] - gm[i]) / (2.0 * h);
+            assert!((fd_i - hv[i]).abs() < 1e-6 * hv[i].abs().max(1.0), "{i}");
+            let mut e = vec![0.0; n];
+            e[i] = 1.0;
+            assert!((p.neg_hessian_times(&e, par)[i] - diag[i]).abs() < 1e-10 * diag[i]);
+        }
+    }
+
+    /// The strategy's objective `f · max Xᵢᵢ` is what the error formula
+    /// gives, and the bound never exceeds it.
+    #[test]
+    fn strategy_objective_matches_error_formula() {
+        let (r, n) = (3, 6);
+        let c = root(r, n);
+        let y: Vec<f64> = (0..n).map(|i| 1.0 + (i % 3) as f64).collect();
+        let p = dual_point(c.as_ref(), &y, Par::Seq).unwrap();
+        let (a, obj) = p.strategy(c.as_ref(), Par::Seq);
+        let gram = dp_linalg::gram(c.as_ref());
+        let eval = dp_core::accuracy::evaluate_strategy_gram(gram.as_ref(), a.as_ref()).unwrap();
+        assert!((eval.l2_obj() - obj).abs() < 1e-9 * obj);
+        assert!(p.lower_bound <= obj);
+        let solved = maximize(c.as_ref(), &y, 1e-10, 100, Par::Seq).unwrap();
+        assert!(
+            solved.point.relative_gap() <= 1e-10,
+            "{} {} {:?}",
+            solved.point.relative_gap(),
+            solved.iterations,
+            solved.point.x_diag
+        );
+        assert!(solved.point.lower_bound >= p.lower_bound);
+    }
 }

@@ -63,3 +63,28 @@ pub fn by_name(name: &str) -> Result<Box<dyn StrategyOptimizer>> {
         }),
     }
 }
+
+/// The matrix mechanism with an optimized strategy, end to end: optimizes
+/// the strategy for `workload` under the model `budget` implies (ε-DP:
+/// `l1_obj`, Laplace; (ε,δ)-DP: `l2_obj`, Gaussian with the analytic
+/// calibration of [`dp_core::calibration`]) and returns the mechanism
+/// (release answers with [`dp_core::MatrixMechanism::release`]) with the
+/// optimizer's report. For (ε,δ)-DP with COA the total expected squared
+/// error is `report.objective · c(ε,δ)²` with `c` the multiplier of the
+/// calibration (σ = c·Δ₂, Δ₂ = 1 for COA's strategy).
+pub fn optimized_mechanism(
+    optimizer: &dyn StrategyOptimizer,
+    workload: dp_linalg::MatRef<'_, f64>,
+    budget: dp_core::PrivacyBudget,
+    observer: &mut dyn Observer,
+) -> Result<(dp_core::MatrixMechanism, OptimizeReport)> {
+    let privacy = if budget.delta().is_some() {
+        PrivacyModel::Approx
+    } else {
+        PrivacyModel::Pure
+    };
+    let problem = Problem::from_workload(workload, privacy)?;
+    let optimized = optimizer.optimize(&problem, observer)?;
+    let mechanism = dp_core::MatrixMechanism::new(optimized.strategy.as_ref(), budget)?;
+    Ok((mechanism, optimized.report))
+}
