@@ -249,8 +249,8 @@ fn gaussian_mechanism_with_the_coa_strategy_end_to_end() {
         .collect();
     let mut rng = dp_core::NoiseSource::seeded(42);
     let reps = 4000;
-    let mut sq = vec![0.0; 20];
-    let mut bias = vec![0.0; 20];
+    let mut sq = [0.0; 20];
+    let mut bias = [0.0; 20];
     for _ in 0..reps {
         let a = mech.release(w.as_ref(), &x, &mut rng).unwrap();
         for i in 0..20 {
