@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod bench_cmd;
 mod error_cmd;
 mod experiment_cmd;
 mod optimize_cmd;
@@ -31,6 +32,9 @@ enum Command {
     Optimize(optimize_cmd::OptimizeArgs),
     /// Reproduce a paper's figure or table: `list`, `all` or a name.
     Experiment(experiment_cmd::ExperimentArgs),
+    /// Benchmark an optimizer: time, objective, certificate and peak
+    /// memory against n (`cargo xtask bench coa --sizes 256,512,1024`).
+    Bench(bench_cmd::BenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -45,6 +49,7 @@ fn main() -> ExitCode {
         Command::Error(args) => error_cmd::run(&args),
         Command::Optimize(args) => optimize_cmd::run(&args),
         Command::Experiment(args) => experiment_cmd::run(&args),
+        Command::Bench(args) => bench_cmd::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -134,3 +134,34 @@ fn unknown_optimizer_and_bad_workload_are_refused() {
         assert_eq!(err.lines().count(), 1, "{err}");
     }
 }
+
+/// `bench coa` runs each size in a child process and prints one row per
+/// size (converged, certified) and the fitted exponent.
+#[test]
+fn bench_coa_prints_time_objective_gap_and_memory() {
+    let o = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["bench", "coa", "--workload", "prefix", "--sizes", "16,32"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8(o.stdout).unwrap();
+    let rows: Vec<&str> = out
+        .lines()
+        .filter(|l| l.trim_start().starts_with(['1', '3']))
+        .collect();
+    assert_eq!(rows.len(), 2, "{out}");
+    for row in rows {
+        let cols: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(cols[6], "true", "{row}");
+        let gap: f64 = cols[5].parse().unwrap();
+        assert!(gap <= 1e-6, "{row}");
+        let objective: f64 = cols[4].parse().unwrap();
+        assert!(objective.is_finite() && objective > 0.0);
+    }
+    assert!(out.contains("fitted exponent"), "{out}");
+    let bad = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["bench", "coa", "--sizes", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+}

@@ -23,6 +23,7 @@ fn closed_form(problem: &Problem, start: Instant, strategy: Mat<f64>) -> Result<
             converged: true,
             objective,
             certificate: None,
+            diagnostics: Vec::new(),
         },
     })
 }

@@ -872,6 +872,7 @@ impl StrategyOptimizer for Coa {
                     lower_bound,
                     relative_gap,
                 }),
+                diagnostics: Vec::new(),
             },
         })
     }

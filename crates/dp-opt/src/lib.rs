@@ -23,6 +23,7 @@ pub mod classic;
 pub mod coa;
 mod dense;
 pub mod dual;
+pub mod lrm;
 mod problem;
 mod report;
 

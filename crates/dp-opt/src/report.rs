@@ -49,6 +49,8 @@ pub struct OptimizeReport {
     pub objective: f64,
     /// Optimality certificate, when the method provides one.
     pub certificate: Option<Certificate>,
+    /// Method-specific figures (LRM: `residual`, `rank`, `trace_btb`).
+    pub diagnostics: Vec<(&'static str, f64)>,
 }
 
 /// A strategy with its report.

@@ -1,0 +1,173 @@
+//! `cargo xtask bench coa`: COA's time, objective, certificate and peak
+//! memory against n (and m), side by side.
+//!
+//! Each (workload, n, m) runs in a child process of this binary so that
+//! its peak resident memory (`VmHWM` of `/proc/self/status`, Linux) is its
+//! own; the table reports it also in units of one n×n `f64` matrix. A
+//! dense n×n product is timed in the same child, so times can be compared
+//! across machines as ratios.
+
+use std::process::Command;
+use std::time::Instant;
+
+use clap::{Args, ValueEnum};
+use dp_core::{DpError, Result};
+use dp_linalg::{Mat, Par};
+use dp_opt::{PrivacyModel, Problem, StrategyOptimizer, coa::Coa};
+use dp_workloads::Workload;
+use serde_json::{Value, json};
+
+/// Workloads the benchmark knows.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum BenchWorkload {
+    /// All ranges (implicit Gram).
+    Allrange,
+    /// WRange: m random ranges (explicit, seeded).
+    Wrange,
+    /// Prefix sums (implicit Gram).
+    Prefix,
+}
+
+/// Arguments of `cargo xtask bench`.
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// What to benchmark (only `coa` for now).
+    #[arg(value_parser = ["coa"])]
+    target: String,
+    /// Workload family.
+    #[arg(long, value_enum, default_value = "allrange")]
+    workload: BenchWorkload,
+    /// Domain sizes, comma separated.
+    #[arg(long, value_delimiter = ',', default_value = "256,512,1024")]
+    sizes: Vec<usize>,
+    /// Number of queries for WRange (default: 1024).
+    #[arg(long, value_delimiter = ',', default_value = "1024")]
+    m: Vec<usize>,
+    /// Internal: run one size in this process and print its JSON.
+    #[arg(long, hide = true)]
+    child: bool,
+}
+
+fn gram(workload: BenchWorkload, n: usize, m: usize) -> Result<Mat<f64>> {
+    Ok(match workload {
+        BenchWorkload::Allrange => dp_workloads::workload::AllRange::new(n)?.gram(),
+        BenchWorkload::Prefix => dp_workloads::workload::Prefix::new(n)?.gram(),
+        BenchWorkload::Wrange => dp_workloads::generators::wrange(m, n, 2016)?.gram(),
+    })
+}
+
+fn peak_rss_bytes() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024.0)
+}
+
+fn run_child(args: &BenchArgs) -> Result<()> {
+    let (n, m) = (args.sizes[0], args.m[0]);
+    let g = gram(args.workload, n, m)?;
+    let problem = Problem::from_gram(g, PrivacyModel::Approx)?;
+    let svd_bound = problem.svd_bound()?;
+    // Reference product, timed in the same process.
+    let a = Mat::from_fn(n, n, |i, j| ((i * 7 + j * 3) % 11) as f64);
+    let mut c = Mat::zeros(n, n);
+    let t = Instant::now();
+    faer::linalg::matmul::matmul(
+        c.as_mut(),
+        faer::Accum::Replace,
+        a.as_ref(),
+        a.as_ref(),
+        1.0,
+        Par::rayon(0),
+    );
+    let gemm_seconds = t.elapsed().as_secs_f64();
+    drop((a, c));
+    let r = Coa::default().optimize(&problem, &mut ())?;
+    let gap = r.report.certificate.map(|c| c.relative_gap);
+    let peak = peak_rss_bytes();
+    let out = json!({
+        "n": n,
+        "m": m,
+        "seconds": r.report.seconds,
+        "objective": r.report.objective,
+        "svd_bound": svd_bound,
+        "duality_gap": gap,
+        "converged": r.report.converged,
+        "iterations": r.report.iterations,
+        "gemm_seconds": gemm_seconds,
+        "peak_rss_bytes": peak,
+        "peak_in_nxn_matrices": peak.map(|p| p / (8.0 * (n * n) as f64)),
+    });
+    println!("{out}");
+    Ok(())
+}
+
+/// Runs the benchmark.
+pub fn run(args: &BenchArgs) -> Result<()> {
+    if args.sizes.is_empty() || args.sizes.contains(&0) || args.m.contains(&0) {
+        return Err(DpError::InvalidParameter {
+            name: "sizes",
+            reason: "need positive n and m".into(),
+        });
+    }
+    if args.child {
+        return run_child(args);
+    }
+    let exe = std::env::current_exe().map_err(|e| DpError::Io(e.to_string()))?;
+    let ms: Vec<usize> = match args.workload {
+        BenchWorkload::Wrange => args.m.clone(),
+        _ => vec![0],
+    };
+    println!(
+        "{:>6} {:>6} {:>9} {:>10} {:>20} {:>10} {:>5} {:>8} {:>11}",
+        "n", "m", "seconds", "t/gemm", "objective", "gap", "conv", "peak MB", "peak/(n²·8)"
+    );
+    let mut rows: Vec<Value> = Vec::new();
+    for &n in &args.sizes {
+        for &m in &ms {
+            let workload = format!("{:?}", args.workload).to_lowercase();
+            let out = Command::new(&exe)
+                .args(["bench", "coa", "--child", "--workload", &workload])
+                .args(["--sizes", &n.to_string(), "--m", &m.max(1).to_string()])
+                .output()
+                .map_err(|e| DpError::Io(e.to_string()))?;
+            if !out.status.success() {
+                return Err(DpError::Io(format!(
+                    "child for n = {n} failed: {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                )));
+            }
+            let v: Value = serde_json::from_slice(&out.stdout)
+                .map_err(|e| DpError::Io(format!("child output: {e}")))?;
+            let f = |k: &str| v[k].as_f64().unwrap_or(f64::NAN);
+            println!(
+                "{:>6} {:>6} {:>9.2} {:>10.1} {:>20.10e} {:>10.2e} {:>5} {:>8.0} {:>11.1}",
+                n,
+                if m == 0 { "-".into() } else { m.to_string() },
+                f("seconds"),
+                f("seconds") / f("gemm_seconds"),
+                f("objective"),
+                f("duality_gap"),
+                v["converged"].as_bool().unwrap_or(false),
+                f("peak_rss_bytes") / 1e6,
+                f("peak_in_nxn_matrices"),
+            );
+            rows.push(v);
+        }
+    }
+    if args.sizes.len() >= 2 && ms.len() == 1 {
+        let xs: Vec<f64> = rows
+            .iter()
+            .map(|v| v["n"].as_f64().unwrap_or(0.0))
+            .collect();
+        let ys: Vec<f64> = rows
+            .iter()
+            .map(|v| v["seconds"].as_f64().unwrap_or(f64::NAN))
+            .collect();
+        println!(
+            "fitted exponent: time ~ n^{:.2}",
+            dp_bench::stats::fitted_exponent(&xs, &ys)
+        );
+    }
+    Ok(())
+}
