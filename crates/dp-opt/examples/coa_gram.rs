@@ -29,7 +29,11 @@ fn main() -> Result<()> {
         "prefix" => dp_workloads::workload::Prefix::new(n)?.gram(),
         "wrange" => {
             let m: usize = arg(&args, 3, "m")?.unwrap_or(n);
-            dp_workloads::generators::wrange(m, n, 7)?.gram()
+            let seed = std::env::var("SEED")
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(7);
+            dp_workloads::generators::wrange(m, n, seed)?.gram()
         }
         "npy" => {
             let path = args.get(2).cloned().unwrap_or_default();

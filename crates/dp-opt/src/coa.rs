@@ -783,7 +783,7 @@ impl StrategyOptimizer for Coa {
                 let Ok(solved) = maximize(
                     truncated.as_ref(),
                     &y,
-                    o.gap_tolerance * 0.5,
+                    o.gap_tolerance * 0.8,
                     o.dual_iterations,
                     par,
                 ) else {

@@ -53,6 +53,18 @@ pub struct DualPoint {
 }
 
 impl DualPoint {
+    /// The point at `t·y` without a new decomposition: `M(ty) = t M(y)`
+    /// keeps Q and Ĉ, scales `sₖ` by `√t`, `f` by `√t` and `Xᵢᵢ` by `1/√t`;
+    /// `ℓ` is scale-free.
+    fn scaled(mut self, t: f64) -> Self {
+        let rt = t.sqrt();
+        self.y.iter_mut().for_each(|v| *v *= t);
+        self.s.iter_mut().for_each(|v| *v *= rt);
+        self.x_diag.iter_mut().for_each(|v| *v /= rt);
+        self.nuclear *= rt;
+        self
+    }
+
     /// `g(y) = 2 f(y) − Σ yᵢ`.
     pub fn dual_value(&self) -> f64 {
         2.0 * self.nuclear - self.y.iter().sum::<f64>()
@@ -185,7 +197,8 @@ pub struct DualSolve {
 /// Hessian-vector products, see the module notes) to a relative residual
 /// `min(0.1, √‖∇g‖)` (superlinear inexact Newton); on `A` it takes the
 /// diagonally scaled gradient step. The projected arc `max(0, y + αd)` is
-/// searched by Armijo backtracking (`c = 1e-4`, halving). After each step
+/// searched by Armijo backtracking (`c = 1e-4`, at most thirty halvings;
+/// an accepted step below 1e-6 ends the run, g being at its rounding level). After each step
 /// `y` is rescaled by `t = (f/Σy)²`, the maximizer of `g(ty)`. Stops when
 /// the primal-dual ratio [`DualPoint::relative_gap`] is at most
 /// `tolerance`, after `max_iterations`, or when no step improves `g`.
@@ -197,12 +210,11 @@ pub fn maximize(
     par: Par,
 ) -> Result<DualSolve> {
     let n = root.ncols();
-    let rescale = |p: &DualPoint| -> Vec<f64> {
+    let rescale = |p: DualPoint| -> DualPoint {
         let t = (p.nuclear / p.y.iter().sum::<f64>()).powi(2);
-        p.y.iter().map(|v| v * t).collect()
+        p.scaled(t)
     };
-    let first = dual_point(root, y0, par)?;
-    let mut point = dual_point(root, &rescale(&first), par)?;
+    let mut point = rescale(dual_point(root, y0, par)?);
     let mut best = point.clone();
     let mut iterations = 0;
     let mut cg_total = 0;
@@ -275,35 +287,21 @@ pub fn maximize(
                 d[i] = grad[i] * precond[i];
             }
         }
-        // Armijo search along the projected arc.
+        // Armijo search along the projected arc. (A scaled-gradient
+        // fallback when it fails was measured: it creeps, taking minutes on
+        // badly scaled workloads for little gain, so a failed search ends
+        // the run with its best point.)
         let g0 = point.dual_value();
-        let mut step = 1.0;
-        let mut moved = false;
-        for _ in 0..60 {
-            let trial: Vec<f64> = y
-                .iter()
-                .zip(&d)
-                .map(|(yi, di)| (yi + step * di).max(0.0))
-                .collect();
-            let predicted: f64 = (0..n)
-                .map(|i| {
-                    if free[i] {
-                        step * grad[i] * d[i]
-                    } else {
-                        grad[i] * (trial[i] - y[i])
-                    }
-                })
-                .sum();
-            if let Ok(next) = dual_point(root, &trial, par)
-                && next.dual_value() >= g0 + 1e-4 * predicted
-                && let Ok(next) = dual_point(root, &rescale(&next), par)
-            {
-                point = next;
-                moved = true;
-                break;
+        // A step below 1e-6 means the direction has hit the rounding
+        // level of g (each trial costs an r×r eigendecomposition): keep it
+        // but stop after it.
+        let moved = match arc_search(root, &y, &d, &grad, &free, g0, par) {
+            Some((next, step)) => {
+                point = rescale(next);
+                step >= 1e-6
             }
-            step *= 0.5;
-        }
+            None => false,
+        };
         if point.lower_bound >= best.lower_bound || point.relative_gap() < best.relative_gap() {
             best = point.clone();
         }
@@ -316,6 +314,43 @@ pub fn maximize(
         iterations,
         cg_iterations: cg_total,
     })
+}
+
+/// Armijo backtracking along `max(0, y + step·d)`, at most thirty
+/// halvings; returns the point and the accepted step.
+fn arc_search(
+    root: MatRef<'_, f64>,
+    y: &[f64],
+    d: &[f64],
+    grad: &[f64],
+    free: &[bool],
+    g0: f64,
+    par: Par,
+) -> Option<(DualPoint, f64)> {
+    let mut step = 1.0;
+    for _ in 0..30 {
+        let trial: Vec<f64> = y
+            .iter()
+            .zip(d)
+            .map(|(yi, di)| (yi + step * di).max(0.0))
+            .collect();
+        let predicted: f64 = (0..y.len())
+            .map(|i| {
+                if free[i] {
+                    step * grad[i] * d[i]
+                } else {
+                    grad[i] * (trial[i] - y[i])
+                }
+            })
+            .sum();
+        if let Ok(next) = dual_point(root, &trial, par)
+            && next.dual_value() >= g0 + 1e-4 * predicted
+        {
+            return Some((next, step));
+        }
+        step *= 0.5;
+    }
+    None
 }
 
 #[cfg(test)]
