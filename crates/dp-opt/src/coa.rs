@@ -26,7 +26,7 @@ use dp_core::accuracy::gram_root_and_spectrum;
 use dp_core::{DpError, Result};
 use dp_linalg::{Cholesky, Mat, MatRef, Par};
 
-use crate::dense::{gemm, gemm_into, inner, zero_diagonal};
+use crate::dense::{append_rows, gemm, gemm_into, inner, row_space_complement, zero_diagonal};
 use crate::dual::{DualPoint, dual_point, maximize};
 use crate::{
     Certificate, Observer, OptimizeReport, Optimized, PrivacyModel, Problem, StrategyOptimizer,
@@ -611,21 +611,18 @@ fn complete_support(strategy: Mat<f64>, v0: &Mat<f64>, force: bool) -> Result<(M
         Ok(dp_core::accuracy::evaluate_strategy_gram(v0.as_ref(), a.as_ref())?.l2_obj())
     };
     let n = strategy.ncols();
-    let gram = dp_linalg::gram(strategy.as_ref());
-    let eig = dp_linalg::SymmetricEigen::new(gram.as_ref())?;
-    let amax = eig.values.iter().copied().fold(0.0, f64::max);
     let level = if force {
         1e-12
     } else {
         n as f64 * f64::EPSILON
     };
-    let complement: Vec<usize> = (0..n).filter(|&k| eig.values[k] <= level * amax).collect();
-    let p = Mat::from_fn(n, complement.len(), |i, c| eig.vectors[(i, complement[c])]);
+    let p = row_space_complement(&strategy, level)?;
+    let complement = p.ncols();
     let vp = gemm(v0.as_ref(), p.as_ref(), Par::Seq);
     let t = inner(&p, &vp);
     let vmax = (0..n).map(|i| v0[(i, i)]).sum::<f64>();
-    let rounding = 100.0 * complement.len() as f64 * n as f64 * f64::EPSILON * vmax;
-    if complement.is_empty() || (t <= rounding && !force) {
+    let rounding = 100.0 * complement as f64 * n as f64 * f64::EPSILON * vmax;
+    if complement == 0 || (t <= rounding && !force) {
         let f = objective_of(&strategy)?;
         return Ok((strategy, f));
     }
@@ -643,14 +640,7 @@ fn complete_support(strategy: Mat<f64>, v0: &Mat<f64>, force: bool) -> Result<(M
         dp_core::accuracy::evaluate_strategy_gram(vq.as_ref(), strategy.as_ref())?.l2_obj()
     };
     let eta = (t / f_a.max(f64::MIN_POSITIVE)).sqrt().sqrt();
-    let k = strategy.nrows();
-    let mut out = Mat::from_fn(k + complement.len(), n, |i, j| {
-        if i < k {
-            strategy[(i, j)]
-        } else {
-            eta * p[(j, i - k)]
-        }
-    });
+    let mut out = append_rows(&strategy, &p, eta);
     let delta = (0..n)
         .map(|j| out.col(j).squared_norm_l2())
         .fold(0.0, f64::max)

@@ -33,3 +33,29 @@ pub fn zero_diagonal(m: &mut Mat<f64>) {
         m[(i, i)] = 0.0;
     }
 }
+
+/// An orthonormal basis (n×c) of the complement of the row space of `a`:
+/// the eigenvectors of `AᵀA` with eigenvalue at most `level · λ_max`.
+pub fn row_space_complement(a: &Mat<f64>, level: f64) -> dp_core::Result<Mat<f64>> {
+    let n = a.ncols();
+    let gram = dp_linalg::gram(a.as_ref());
+    let eig = dp_linalg::SymmetricEigen::new(gram.as_ref())?;
+    let amax = eig.values.iter().copied().fold(0.0, f64::max);
+    let keep: Vec<usize> = (0..n).filter(|&k| eig.values[k] <= level * amax).collect();
+    Ok(Mat::from_fn(n, keep.len(), |i, c| {
+        eig.vectors[(i, keep[c])]
+    }))
+}
+
+/// `[A; η Pᵀ]`: the strategy with the directions `P` (n×c) appended at
+/// weight η (the caller rescales to its sensitivity).
+pub fn append_rows(a: &Mat<f64>, p: &Mat<f64>, eta: f64) -> Mat<f64> {
+    let k = a.nrows();
+    Mat::from_fn(k + p.ncols(), a.ncols(), |i, j| {
+        if i < k {
+            a[(i, j)]
+        } else {
+            eta * p[(j, i - k)]
+        }
+    })
+}

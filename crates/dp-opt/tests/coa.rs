@@ -186,9 +186,36 @@ fn battery_of_workload_families_is_certified() {
     }
 }
 
-/// No panic and no NaN: tiny, singular, huge-valued and idle-cell inputs.
+/// No panic and no NaN: tiny, singular, huge-valued and idle-cell inputs,
+/// each against a value known independently.
 #[test]
 fn robust_on_tiny_singular_and_huge_inputs() {
+    let solve = |gram: Mat<f64>| {
+        let p = Problem::from_gram(gram, PrivacyModel::Approx).unwrap();
+        Coa::default()
+            .optimize(&p, &mut ())
+            .unwrap()
+            .report
+            .objective
+    };
+    // W = [1 1]: measuring x₁ + x₂ once (Δ₂ = 1) is optimal, error 1.
+    assert!((solve(Mat::from_fn(2, 2, |_, _| 1.0)) - 1.0).abs() < 1e-9);
+    // An idle cell changes nothing: same optimum as the 2-cell problem.
+    let two = Mat::from_fn(2, 2, |i, j| [[2.0, 1.0], [1.0, 2.0]][i][j]);
+    let with_idle = Mat::from_fn(
+        3,
+        3,
+        |i, j| if i == 2 || j == 2 { 0.0 } else { two[(i, j)] },
+    );
+    let base = solve(two);
+    assert!((solve(with_idle) - base).abs() < 1e-9 * base);
+    // Scale invariance: F(cV) = c F(V), at c = 1e±150.
+    let v = Mat::from_fn(5, 5, |i, j| 1.0 + (i.min(j)) as f64);
+    let f = solve(v.clone());
+    for c in [1e150, 1e-150] {
+        let fc = solve(Mat::from_fn(5, 5, |i, j| c * v[(i, j)]));
+        assert!((fc / c - f).abs() < 1e-9 * f, "scale {c}");
+    }
     // n = 2 with a rank-1 Gram, and a Gram with an idle (zero) cell.
     for gram in [
         Mat::from_fn(2, 2, |_, _| 1.0),
