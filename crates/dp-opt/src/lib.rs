@@ -23,7 +23,9 @@ pub mod classic;
 pub mod coa;
 mod dense;
 pub mod dual;
+pub mod lbfgs;
 pub mod lrm;
+pub mod pidentity;
 mod problem;
 mod report;
 
@@ -45,7 +47,14 @@ pub trait StrategyOptimizer {
 }
 
 /// Names accepted by [`by_name`].
-pub const OPTIMIZER_NAMES: &[&str] = &["identity", "hierarchical", "wavelet", "svdb", "coa"];
+pub const OPTIMIZER_NAMES: &[&str] = &[
+    "identity",
+    "hierarchical",
+    "wavelet",
+    "svdb",
+    "coa",
+    "pidentity",
+];
 
 /// The optimizer called `name` with its default options.
 pub fn by_name(name: &str) -> Result<Box<dyn StrategyOptimizer>> {
@@ -55,6 +64,7 @@ pub fn by_name(name: &str) -> Result<Box<dyn StrategyOptimizer>> {
         "wavelet" => Ok(Box::new(classic::Wavelet)),
         "svdb" => Ok(Box::new(classic::SvdBound)),
         "coa" => Ok(Box::new(coa::Coa::default())),
+        "pidentity" => Ok(Box::new(pidentity::PIdentity::default())),
         other => Err(dp_core::DpError::InvalidParameter {
             name: "optimizer",
             reason: format!(
