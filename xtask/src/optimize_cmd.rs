@@ -79,6 +79,9 @@ pub fn run(args: &OptimizeArgs) -> Result<()> {
     ] {
         obj.insert(k.into(), v);
     }
+    for (k, v) in &report.diagnostics {
+        obj.insert((*k).into(), num(*v));
+    }
     if let Some(cert) = report.certificate {
         obj.insert("lower_bound".into(), num(cert.lower_bound));
         obj.insert("duality_gap".into(), num(cert.relative_gap));

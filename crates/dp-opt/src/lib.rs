@@ -19,15 +19,18 @@
 //! assert_eq!(result.strategy.nrows(), 127);
 //! ```
 
+pub mod am;
 pub mod classic;
 pub mod coa;
 mod dense;
 pub mod dual;
+pub mod esm;
 pub mod lbfgs;
 pub mod lrm;
 pub mod pidentity;
 mod problem;
 mod report;
+pub mod spg;
 
 pub use problem::{PrivacyModel, Problem};
 pub use report::{Certificate, Observer, OptimizeReport, Optimized, Recorder, TerminationReason};
@@ -54,6 +57,10 @@ pub const OPTIMIZER_NAMES: &[&str] = &[
     "svdb",
     "coa",
     "pidentity",
+    "am",
+    "esm",
+    "lrm",
+    "epsilon-default",
 ];
 
 /// The optimizer called `name` with its default options.
@@ -65,6 +72,10 @@ pub fn by_name(name: &str) -> Result<Box<dyn StrategyOptimizer>> {
         "svdb" => Ok(Box::new(classic::SvdBound)),
         "coa" => Ok(Box::new(coa::Coa::default())),
         "pidentity" => Ok(Box::new(pidentity::PIdentity::default())),
+        "am" => Ok(Box::new(am::Am::default())),
+        "esm" => Ok(Box::new(esm::Esm::default())),
+        "lrm" => Ok(Box::new(lrm::Lrm::default())),
+        "epsilon-default" => Ok(Box::new(EpsilonDefault::default())),
         other => Err(dp_core::DpError::InvalidParameter {
             name: "optimizer",
             reason: format!(
@@ -72,6 +83,67 @@ pub fn by_name(name: &str) -> Result<Box<dyn StrategyOptimizer>> {
                 OPTIMIZER_NAMES.join(", ")
             ),
         }),
+    }
+}
+
+/// The library's default ε-DP optimizer: the better (by recomputed
+/// `l1_obj`) of p-Identity and LRM. LRM runs with a wall-clock budget of
+/// `max(lrm_min_seconds, lrm_time_factor × p-Identity's time)`, since its
+/// augmented Lagrangian is far slower and, measured, rarely wins; a budget
+/// cut is reported as non-convergence of that candidate only.
+#[derive(Debug, Clone, Copy)]
+pub struct EpsilonDefault {
+    /// p-Identity's settings.
+    pub pidentity: pidentity::PIdentityOptions,
+    /// LRM's settings (its `max_seconds` is set from the budget below).
+    pub lrm: lrm::LrmOptions,
+    /// LRM's budget as a multiple of p-Identity's time …
+    pub lrm_time_factor: f64,
+    /// … but at least this many seconds.
+    pub lrm_min_seconds: f64,
+}
+
+impl Default for EpsilonDefault {
+    fn default() -> Self {
+        Self {
+            pidentity: pidentity::PIdentityOptions::default(),
+            lrm: lrm::LrmOptions::default(),
+            lrm_time_factor: 2.0,
+            lrm_min_seconds: 5.0,
+        }
+    }
+}
+
+impl StrategyOptimizer for EpsilonDefault {
+    fn name(&self) -> &'static str {
+        "epsilon-default"
+    }
+
+    fn optimize(&self, problem: &Problem, observer: &mut dyn Observer) -> Result<Optimized> {
+        if problem.privacy() != PrivacyModel::Pure {
+            return Err(dp_core::DpError::InvalidParameter {
+                name: "privacy",
+                reason: "the default ε-DP optimizer minimizes l1_obj (use --privacy pure)".into(),
+            });
+        }
+        let p = pidentity::PIdentity {
+            options: self.pidentity,
+        }
+        .optimize(problem, observer)?;
+        let budget = (self.lrm_time_factor * p.report.seconds).max(self.lrm_min_seconds);
+        let l = lrm::Lrm {
+            options: lrm::LrmOptions {
+                max_seconds: Some(budget),
+                ..self.lrm
+            },
+        }
+        .optimize(problem, observer);
+        let (mut best, which) = match l {
+            Ok(l) if l.report.objective < p.report.objective => (l, 1.0),
+            _ => (p, 0.0),
+        };
+        best.report.diagnostics.push(("chosen_lrm", which));
+        Ok(best)
     }
 }
 

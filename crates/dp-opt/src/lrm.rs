@@ -16,14 +16,23 @@
 //! `l1_obj(L) = tr(WᵀW (LᵀL)⁺) Δ₁(L)²` is never above `tr(BᵀB) Δ₁(L)²`
 //! when `W = BL` (Gauss–Markov).
 //!
-//! **Status: work in progress, not registered in [`crate::by_name`].** The
-//! L1-ball projection is exact and tested; the decomposition reaches
-//! `l1_obj` 19.01 on the paper's 3-query example (identity: 20), but on
-//! WRange, WRelated and WDiscrete at n = 256 the augmented Lagrangian does
-//! not drive the residual down within 100 outer steps (measured: residual
-//! 45 of ‖W‖_F ≈ 149 on WRange after 119 s), so the optimizer falls back
-//! to the identity strategy there. It stays out of the command line until
-//! that is fixed.
+//! **Two subproblem solvers** ([`LrmSolver`]). The reference alternation
+//! (B by (9), L by Algorithm 2, β ×5 every 8 outer steps) is kept as
+//! [`LrmSolver::Alternating`]; measured here it lets L lose rank on range
+//! workloads (WRange n = 256: residual 45 of ‖W‖_F ≈ 149 after 100 outer
+//! steps and 119 s), the failure the COA paper describes in its §2. The
+//! default [`LrmSolver::Reduced`] eliminates B exactly inside each
+//! augmented-Lagrangian subproblem and solves for L by spectral projected
+//! gradient over the same L1-ball constraint; it converges (residual
+//! ≤ 1e-6·‖W‖_F, then the exact refit B = W L⁺) and beats the identity on
+//! range workloads (n = 64: 1052 vs 1494; n = 128: 3277 vs 5417), but it
+//! is a local method on a non-convex problem, slow (O(r·n·rank) per
+//! gradient, hundreds of gradients per outer step) and, from the SVD start,
+//! it does not find the near-1-sparse columns that low-rank workloads need:
+//! on WRelated(256, s = 51) it stays at 4× the identity, so the identity
+//! is returned there (flagged in the report). p-Identity
+//! ([`crate::pidentity`]) is better and faster on every workload measured;
+//! [`crate::EpsilonDefault`] takes the best of both.
 //!
 //! LRM only sees W through `WᵀW`: every W with the same Gram matrix is
 //! `Q C` for the Gram root C and an orthonormal Q, and `(QB, L)` solves the
@@ -38,6 +47,7 @@ use dp_core::{DpError, Result};
 use dp_linalg::{Cholesky, Mat, Par, SymmetricEigen};
 
 use crate::dense::{append_rows, gemm, inner, row_space_complement};
+use crate::spg::{self, SpgOptions};
 use crate::{Observer, OptimizeReport, Optimized, Problem, StrategyOptimizer, TerminationReason};
 
 /// Euclidean projection of `v` onto the L1 ball of radius `radius`
@@ -105,8 +115,49 @@ pub struct LrmOptions {
     pub max_outer: usize,
     /// Accelerated-gradient iterations per L update.
     pub apg_iterations: usize,
+    /// How each augmented-Lagrangian subproblem is solved.
+    pub solver: LrmSolver,
+    /// [`LrmSolver::Reduced`]: initial penalty as a multiple of r (β₀ =
+    /// `reduced_beta_per_rank · r`, default 10). At the SVD start `LLᵀ ≈ I/r`,
+    /// so β = r weighs the ridge `I` and `βLLᵀ` of update (9) equally;
+    /// measured, β₀ = r lets the first subproblem collapse L to 0 (a
+    /// stationary point: B = 0, ∇φ = 0), while 10r and 100r keep L's rank
+    /// (AllRange-like ranges, n = 64: l1_obj 1052 at 10r, 1217 at 100r;
+    /// identity 1494).
+    pub reduced_beta_per_rank: f64,
+    /// [`LrmSolver::Reduced`]: outer (multiplier) steps.
+    pub reduced_max_outer: usize,
+    /// [`LrmSolver::Reduced`]: relative residual `‖W − BL‖_F / ‖W‖_F`
+    /// ending the outer loop.
+    pub reduced_residual_tolerance: f64,
+    /// [`LrmSolver::Reduced`]: the SPG settings of each subproblem.
+    pub spg: SpgOptions,
+    /// [`LrmSolver::Reduced`]: wall-clock budget for the whole
+    /// decomposition (the run is then flagged as not converged).
+    pub max_seconds: Option<f64>,
     /// Parallelism of the matrix products.
     pub parallelism: Par,
+}
+
+/// The subproblem solver of Algorithm 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LrmSolver {
+    /// The reference implementation: `inner_iterations` alternations of
+    /// the closed-form B update (9) and Algorithm 2 (accelerated projected
+    /// gradient) for L, β ×`beta_growth` every `beta_every` outer steps.
+    /// Measured here it lets L lose rank on range workloads (the failure
+    /// mode the COA paper describes in §2) and stalls.
+    Alternating,
+    /// Exact minimization over B for each L (update (9) in closed form
+    /// inside the objective): the subproblem becomes
+    /// `φ(L) = min_B ½‖B‖² + β/2‖T − BL‖²`, `T = W + π/β`, whose gradient is
+    /// `−β Bᵀ(T − BL)` at the optimal B (envelope theorem). It is minimized
+    /// over the same feasible set (columns of L in the unit L1 ball, the
+    /// exact projection (11)) by the nonmonotone spectral projected
+    /// gradient ([`crate::spg`]); then the multiplier update
+    /// `π ← π + β(W − BL)`, and β ×`beta_growth` when the residual did not
+    /// fall by 4×. The default.
+    Reduced,
 }
 
 impl Default for LrmOptions {
@@ -124,6 +175,17 @@ impl Default for LrmOptions {
             failure_residual: 0.1,
             max_outer: 100,
             apg_iterations: 50,
+            solver: LrmSolver::Reduced,
+            reduced_beta_per_rank: 10.0,
+            reduced_max_outer: 30,
+            reduced_residual_tolerance: 1e-6,
+            spg: SpgOptions {
+                max_iterations: 300,
+                tolerance: 1e-10,
+                stall_tolerance: 1e-8,
+                ..SpgOptions::default()
+            },
+            max_seconds: None,
             parallelism: Par::rayon(0),
         }
     }
@@ -215,8 +277,21 @@ impl Lrm {
         let eig = SymmetricEigen::new(g.as_ref())?;
         let sqrt_r = (r as f64).sqrt();
         let vr = Mat::from_fn(n, r, |i, k| eig.vectors[(i, n - 1 - k)]);
-        let mut l = Mat::from_fn(r, n, |k, j| vr[(j, k)] / sqrt_r);
-        let mut b = gemm(c.as_ref(), vr.as_ref(), par) * faer::Scale(sqrt_r);
+        // The reduced solver divides by the largest column L1 norm of V_rᵀ
+        // itself (≤ √r): still feasible, and a smaller B.
+        let l1_scale = if o.solver == LrmSolver::Reduced {
+            (0..n)
+                .map(|j| (0..r).map(|k| vr[(j, k)].abs()).sum::<f64>())
+                .fold(0.0, f64::max)
+                .max(f64::MIN_POSITIVE)
+        } else {
+            sqrt_r
+        };
+        let mut l = Mat::from_fn(r, n, |k, j| vr[(j, k)] / l1_scale);
+        let mut b = gemm(c.as_ref(), vr.as_ref(), par) * faer::Scale(l1_scale);
+        if o.solver == LrmSolver::Reduced {
+            return self.decompose_reduced(&c, l, colmax, observer);
+        }
         let mut pi = Mat::<f64>::zeros(c.nrows(), n);
         let mut beta = o.beta_initial;
         let w_fro2 = inner(&c, &c);
@@ -270,6 +345,138 @@ impl Lrm {
             b: b * faer::Scale(colmax),
             l,
             residual: residual * colmax,
+            trace_btb: trace_btb * colmax * colmax,
+            outer_steps: outer,
+            converged,
+        })
+    }
+}
+
+impl Lrm {
+    /// Algorithm 1 with B eliminated exactly (see [`LrmSolver::Reduced`]),
+    /// on the scaled root `c` from the start `l`; ends with the exact
+    /// least-squares B = W L⁺ when L supports W.
+    fn decompose_reduced(
+        &self,
+        c: &Mat<f64>,
+        mut l: Mat<f64>,
+        colmax: f64,
+        observer: &mut dyn Observer,
+    ) -> Result<Decomposition> {
+        let o = self.options;
+        let par = o.parallelism;
+        let (s, n, r) = (c.nrows(), c.ncols(), l.nrows());
+        let w_fro = inner(c, c).sqrt();
+        let mut pi = Mat::<f64>::zeros(s, n);
+        let mut beta = o.reduced_beta_per_rank * r as f64;
+        let beta_max = o.beta_max * r as f64;
+        let mut residual = f64::INFINITY;
+        let mut outer = 0;
+        let mut last_b: Option<Mat<f64>> = None;
+        // B minimizing ½‖B‖² + β/2‖T − BL‖²: (9), B = βTLᵀ(I + βLLᵀ)⁻¹.
+        let optimal_b = |t: &Mat<f64>, l: &Mat<f64>, beta: f64| -> Option<Mat<f64>> {
+            let mut k = gemm(l.as_ref(), l.transpose(), par) * faer::Scale(beta);
+            for i in 0..r {
+                k[(i, i)] += 1.0;
+            }
+            let chol = Cholesky::factor(k.as_ref()).ok()?;
+            let mut bt = gemm(l.as_ref(), t.transpose(), par) * faer::Scale(beta);
+            chol.solve_in_place(bt.as_mut()).ok()?;
+            Some(bt.transpose().to_owned())
+        };
+        let started = Instant::now();
+        let mut out_of_time = false;
+        while outer < o.reduced_max_outer {
+            let remaining = o.max_seconds.map(|t| t - started.elapsed().as_secs_f64());
+            if remaining.is_some_and(|t| t <= 0.0) {
+                out_of_time = true;
+                break;
+            }
+            outer += 1;
+            let t = c + &pi * faer::Scale(1.0 / beta);
+            let eval = |x: &[f64], g: &mut [f64]| -> f64 {
+                let lx = Mat::from_fn(r, n, |i, j| x[j * r + i]);
+                let Some(b) = optimal_b(&t, &lx, beta) else {
+                    return f64::INFINITY;
+                };
+                let res = &t - gemm(b.as_ref(), lx.as_ref(), par);
+                let grad = gemm(b.transpose(), res.as_ref(), par) * faer::Scale(-beta);
+                for j in 0..n {
+                    for i in 0..r {
+                        g[j * r + i] = grad[(i, j)];
+                    }
+                }
+                0.5 * inner(&b, &b) + 0.5 * beta * inner(&res, &res)
+            };
+            let project = |x: &mut [f64]| {
+                for col in x.chunks_mut(r) {
+                    project_l1_ball(col, 1.0);
+                }
+            };
+            let x0: Vec<f64> = (0..n)
+                .flat_map(|j| (0..r).map(move |i| (i, j)))
+                .map(|(i, j)| l[(i, j)])
+                .collect();
+            let spg_options = SpgOptions {
+                max_seconds: remaining,
+                ..o.spg
+            };
+            let solved = spg::minimize(eval, project, x0, &spg_options, |_, _, _| {});
+            l = Mat::from_fn(r, n, |i, j| solved.x[j * r + i]);
+            let b = optimal_b(&t, &l, beta).ok_or_else(|| DpError::NotConverged {
+                solver: "LRM",
+                reason: "I + βLLᵀ is not positive definite".into(),
+            })?;
+            let diff = c - gemm(b.as_ref(), l.as_ref(), par);
+            let new_residual = inner(&diff, &diff).sqrt();
+            observer.observe(
+                outer,
+                &[
+                    ("beta", beta),
+                    ("residual", new_residual * colmax),
+                    ("trace_btb", inner(&b, &b) * colmax * colmax),
+                    ("spg_iterations", solved.iterations as f64),
+                ],
+            );
+            pi += &diff * faer::Scale(beta);
+            last_b = Some(b);
+            if new_residual > 0.25 * residual {
+                beta = (beta * o.beta_growth).min(beta_max);
+            }
+            residual = new_residual;
+            if residual <= o.reduced_residual_tolerance * w_fro {
+                break;
+            }
+        }
+        // Exact refit: B = W L⁺ (least squares), residual zero when L's
+        // row space holds W's; otherwise keep the ridge B of (9).
+        let llt = gemm(l.as_ref(), l.transpose(), par);
+        let refit = Cholesky::factor(llt.as_ref()).ok().and_then(|chol| {
+            let mut bt = gemm(l.as_ref(), c.transpose(), par);
+            chol.solve_in_place(bt.as_mut()).ok()?;
+            Some(bt.transpose().to_owned())
+        });
+        let ridge = optimal_b(c, &l, beta).ok_or_else(|| DpError::NotConverged {
+            solver: "LRM",
+            reason: "I + βLLᵀ is not positive definite".into(),
+        })?;
+        let mut b = ridge;
+        for candidate in [refit, last_b.take()].into_iter().flatten() {
+            if frob_residual(c, &candidate, &l, par) < frob_residual(c, &b, &l, par) {
+                b = candidate;
+            }
+        }
+        let final_residual = frob_residual(c, &b, &l, par);
+        let trace_btb = inner(&b, &b);
+        let converged = !out_of_time
+            && final_residual
+                < o.failure_residual
+                    .min(o.residual_tolerance.max(1e-6 * w_fro))
+            && trace_btb <= inner(c, c) * (1.0 + 1e-12);
+        Ok(Decomposition {
+            b: b * faer::Scale(colmax),
+            l,
+            residual: final_residual * colmax,
             trace_btb: trace_btb * colmax * colmax,
             outer_steps: outer,
             converged,
@@ -343,28 +550,37 @@ fn apg(
     Ok(omega)
 }
 
-/// `L` itself when it supports W; otherwise `[L; η Pᵀ]` with `P` an
-/// orthonormal basis of the complement of L's row space, columns rescaled
-/// to `Δ₁ = 1`, with η the best of a small grid (the residual part of W is
-/// small, so it needs little budget).
+/// The best of `L` itself (when it supports W) and `[L; η Pᵀ]`, with `P`
+/// an orthonormal basis of the directions where `LᵀL` has eigenvalue at
+/// most `level · λ_max` (`level` ∈ {1e-12, 1e-8, 1e-6, 1e-4}: a nearly
+/// singular L answers those directions of W with amplified noise, a few
+/// appended rows answer them cheaply), columns rescaled to `Δ₁ = 1`, η over
+/// a small grid. Every objective is recomputed from the candidate.
 fn supported_strategy(problem: &Problem, l: &Mat<f64>) -> Result<(Mat<f64>, f64)> {
-    match problem.objective(l.as_ref()) {
-        Err(DpError::UnsupportedWorkload { .. }) => {}
-        other => return Ok((l.clone(), other?)),
-    }
     let n = l.ncols();
-    let p = row_space_complement(l, 1e-12)?;
-    let mut best: Option<(Mat<f64>, f64)> = None;
-    for eta in [1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1] {
-        let mut a = append_rows(l, &p, eta);
-        let d1 = (0..n)
-            .map(|j| a.col(j).iter().map(|v| v.abs()).sum::<f64>())
-            .fold(0.0, f64::max);
-        a *= faer::Scale(1.0 / d1);
-        if let Ok(obj) = problem.objective(a.as_ref())
-            && best.as_ref().is_none_or(|b| obj < b.1)
-        {
-            best = Some((a, obj));
+    let mut best: Option<(Mat<f64>, f64)> = match problem.objective(l.as_ref()) {
+        Ok(obj) => Some((l.clone(), obj)),
+        Err(DpError::UnsupportedWorkload { .. }) => None,
+        Err(e) => return Err(e),
+    };
+    let mut seen = usize::MAX;
+    for level in [1e-12, 1e-8, 1e-6, 1e-4] {
+        let p = row_space_complement(l, level)?;
+        if p.ncols() == 0 || p.ncols() == seen {
+            continue;
+        }
+        seen = p.ncols();
+        for eta in [1e-3, 1e-2, 3e-2, 1e-1, 3e-1] {
+            let mut a = append_rows(l, &p, eta);
+            let d1 = (0..n)
+                .map(|j| a.col(j).iter().map(|v| v.abs()).sum::<f64>())
+                .fold(0.0, f64::max);
+            a *= faer::Scale(1.0 / d1);
+            if let Ok(obj) = problem.objective(a.as_ref())
+                && best.as_ref().is_none_or(|b| obj < b.1)
+            {
+                best = Some((a, obj));
+            }
         }
     }
     best.ok_or_else(|| DpError::NotConverged {
