@@ -621,8 +621,14 @@ fn complete_support(strategy: Mat<f64>, v0: &Mat<f64>, force: bool) -> Result<(M
     let vp = gemm(v0.as_ref(), p.as_ref(), Par::Seq);
     let t = inner(&p, &vp);
     let vmax = (0..n).map(|i| v0[(i, i)]).sum::<f64>();
-    let rounding = 100.0 * complement as f64 * n as f64 * f64::EPSILON * vmax;
-    if complement == 0 || (t <= rounding && !force) {
+    // Energy the Gram cannot resolve: per direction about ε·tr V (the
+    // rounding of WᵀW); the unforced test is far more conservative.
+    let rounding = if force {
+        complement as f64 * f64::EPSILON * vmax
+    } else {
+        100.0 * complement as f64 * n as f64 * f64::EPSILON * vmax
+    };
+    if complement == 0 || t <= rounding {
         let f = objective_of(&strategy)?;
         return Ok((strategy, f));
     }
@@ -639,7 +645,11 @@ fn complete_support(strategy: Mat<f64>, v0: &Mat<f64>, force: bool) -> Result<(M
         );
         dp_core::accuracy::evaluate_strategy_gram(vq.as_ref(), strategy.as_ref())?.l2_obj()
     };
-    let eta = (t / f_a.max(f64::MIN_POSITIVE)).sqrt().sqrt();
+    let eta = (t / f_a).sqrt().sqrt();
+    if !(eta.is_finite() && eta > 0.0 && f_a.is_finite() && f_a > 0.0) {
+        let f = objective_of(&strategy)?;
+        return Ok((strategy, f));
+    }
     let mut out = append_rows(&strategy, &p, eta);
     let delta = (0..n)
         .map(|j| out.col(j).squared_norm_l2())
@@ -824,8 +834,24 @@ impl StrategyOptimizer for Coa {
                     .unwrap_or_else(|| "no strategy produced".into()),
             })?;
         // Embed back into the full domain (zero columns for idle cells).
+        // A strategy with fewer than n rows misses directions where W may
+        // still have energy just above the Gram's rounding level (measured:
+        // rows scaled 10^±3 leave 8.6e-8 of W outside a dual strategy's
+        // r < n rows, which the support test on the explicit W catches).
+        // Such directions are completed at the model's weight
+        // (`complete_support`, forced: any energy above ε·tr V per
+        // direction), which costs about 2√(t/F) relative.
+        let short = best_strategy.nrows() < n;
         let strategy = embed(&best_strategy, &active, full_n);
-        let (strategy, objective) = match problem.objective(strategy.as_ref()) {
+        let evaluated = if short {
+            Err(DpError::UnsupportedWorkload {
+                relative_residual: f64::NAN,
+                tolerance: 0.0,
+            })
+        } else {
+            problem.objective(strategy.as_ref())
+        };
+        let (strategy, objective) = match evaluated {
             Err(DpError::UnsupportedWorkload { .. }) => {
                 let (active_strategy, _) = complete_support(best_strategy, &v0, true)?;
                 let full = embed(&active_strategy, &active, full_n);

@@ -235,7 +235,6 @@ pub fn maximize(
             .map(|(yi, gi)| !(*yi <= eps && *gi < 0.0))
             .collect();
         let diag = point.neg_hessian_diagonal(par);
-        let precond: Vec<f64> = diag.iter().map(|d| 1.0 / d.max(1e-300)).collect();
         let restrict = |v: &mut [f64]| {
             for (vi, f) in v.iter_mut().zip(&free) {
                 if !f {
@@ -243,49 +242,70 @@ pub fn maximize(
                 }
             }
         };
-        // PCG on the free set for (−∇²g)_FF d_F = ∇g_F.
         let mut b = grad.clone();
         restrict(&mut b);
-        let b_norm = dot(&b, &b).sqrt();
-        let forcing = b_norm.sqrt().min(0.1);
-        let mut d = vec![0.0; n];
-        let mut res = b.clone();
-        let mut z: Vec<f64> = res.iter().zip(&precond).map(|(a, p)| a * p).collect();
-        let mut p = z.clone();
-        let mut rz = dot(&res, &z);
-        for _ in 0..(4 * n).max(50) {
-            if rz.is_nan() || rz <= 0.0 {
-                break;
+        // PCG on the free set for (−∇²g + μI)_FF d_F = ∇g_F; returns the
+        // direction and whether CG met its forcing tolerance.
+        let mut newton = |mu: f64| -> (Vec<f64>, Vec<f64>, bool) {
+            let precond: Vec<f64> = diag.iter().map(|d| 1.0 / (d + mu).max(1e-300)).collect();
+            let b_norm = dot(&b, &b).sqrt();
+            let forcing = b_norm.sqrt().min(0.1);
+            let mut d = vec![0.0; n];
+            let mut res = b.clone();
+            let mut z: Vec<f64> = res.iter().zip(&precond).map(|(a, p)| a * p).collect();
+            let mut p = z.clone();
+            let mut rz = dot(&res, &z);
+            let mut solved = false;
+            for _ in 0..(4 * n).max(50) {
+                if rz.is_nan() || rz <= 0.0 {
+                    break;
+                }
+                cg_total += 1;
+                let mut hp = point.neg_hessian_times(&p, par);
+                for (h, pi) in hp.iter_mut().zip(&p) {
+                    *h += mu * pi;
+                }
+                restrict(&mut hp);
+                let php = dot(&p, &hp);
+                if !(php > 0.0 && php.is_finite()) {
+                    break;
+                }
+                let alpha = rz / php;
+                for i in 0..n {
+                    d[i] += alpha * p[i];
+                    res[i] -= alpha * hp[i];
+                }
+                if dot(&res, &res).sqrt() <= forcing * b_norm {
+                    solved = true;
+                    break;
+                }
+                z = res.iter().zip(&precond).map(|(a, p)| a * p).collect();
+                let rz_new = dot(&res, &z);
+                for i in 0..n {
+                    p[i] = z[i] + (rz_new / rz) * p[i];
+                }
+                rz = rz_new;
             }
-            cg_total += 1;
-            let mut hp = point.neg_hessian_times(&p, par);
-            restrict(&mut hp);
-            let php = dot(&p, &hp);
-            if !(php > 0.0 && php.is_finite()) {
-                break;
+            if dot(&b, &d).partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
+                d = b.iter().zip(&precond).map(|(a, p)| a * p).collect();
+                solved = false;
             }
-            let alpha = rz / php;
             for i in 0..n {
-                d[i] += alpha * p[i];
-                res[i] -= alpha * hp[i];
+                if !free[i] {
+                    d[i] = grad[i] * precond[i];
+                }
             }
-            if dot(&res, &res).sqrt() <= forcing * b_norm {
-                break;
-            }
-            z = res.iter().zip(&precond).map(|(a, p)| a * p).collect();
-            let rz_new = dot(&res, &z);
-            for i in 0..n {
-                p[i] = z[i] + (rz_new / rz) * p[i];
-            }
-            rz = rz_new;
-        }
-        if dot(&b, &d).partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
-            d = b.iter().zip(&precond).map(|(a, p)| a * p).collect();
-        }
-        for i in 0..n {
-            if !free[i] {
-                d[i] = grad[i] * precond[i];
-            }
+            (d, precond, solved)
+        };
+        let (mut d, mut precond, solved) = newton(0.0);
+        // The Hessian has rank at most r(r+1)/2: singular whenever that is
+        // below n (W of rank 6 over 32 cells), where plain CG diverges.
+        // Then the regularized system with μ = 1e-3·mean(diag)·min(1,
+        // ‖projected ∇g‖∞) (μ → 0 at the optimum keeps the local rate:
+        // regularized Newton, Li, Fukushima, Qi & Yamashita 2004).
+        if !solved {
+            let mu = 1e-3 * diag.iter().sum::<f64>() / n as f64 * proj_grad.min(1.0);
+            (d, precond, _) = newton(mu);
         }
         // Armijo search along the projected arc. (A scaled-gradient
         // fallback when it fails was measured: it creeps, taking minutes on
@@ -295,7 +315,13 @@ pub fn maximize(
         // A step below 1e-6 means the direction has hit the rounding
         // level of g (each trial costs an r×r eigendecomposition): keep it
         // but stop after it.
-        let moved = match arc_search(root, &y, &d, &grad, &free, g0, par) {
+        // If the Newton arc fails, the diagonally scaled gradient (an
+        // ascent direction whatever the Hessian) gets one try.
+        let searched = arc_search(root, &y, &d, &grad, &free, g0, par).or_else(|| {
+            let scaled: Vec<f64> = grad.iter().zip(&precond).map(|(g, p)| g * p).collect();
+            arc_search(root, &y, &scaled, &grad, &free, g0, par)
+        });
+        let moved = match searched {
             Some((next, step)) => {
                 point = rescale(next);
                 step >= 1e-6

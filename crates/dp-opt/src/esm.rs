@@ -161,14 +161,15 @@ impl StrategyOptimizer for Esm {
         }
         stages.push(o.smoothing);
         // Start: the SVD-bound strategy's Gram, M₀ = V^{1/2} + ρI scaled to
-        // unit largest diagonal (ρ = 1e-3 of its mean eigenvalue keeps it
-        // inside the set; the paper's M₀ = I is the case of a flat
-        // spectrum). Measured from M₀ = I, SPG ends 50% above COA's optimum
-        // on low-rank workloads, whose optimal M is nearly singular.
+        // unit largest diagonal (ρ = 1e-6 of its mean eigenvalue keeps it
+        // inside the set while directions W never uses start near zero; the
+        // paper's M₀ = I is the case of a flat spectrum). Measured from
+        // M₀ = I, SPG ends 50% above COA's optimum on low-rank workloads,
+        // whose optimal M is nearly singular.
         let mut x = {
             let eig = SymmetricEigen::new(v.as_ref())?;
             let mean_root = eig.values.iter().map(|l| l.max(0.0).sqrt()).sum::<f64>() / n as f64;
-            let rho = 1e-3 * mean_root.max(f64::MIN_POSITIVE);
+            let rho = 1e-6 * mean_root.max(f64::MIN_POSITIVE);
             let m0 = eig.map(|l| l.max(0.0).sqrt() + rho);
             let dmax = (0..n).map(|i| m0[(i, i)]).fold(0.0, f64::max);
             (0..n * n)
