@@ -1,5 +1,6 @@
-//! `cargo xtask bench coa`: COA's time, objective, certificate and peak
-//! memory against n (and m), side by side.
+//! `cargo xtask bench coa|lrm`: an optimizer's time, objective,
+//! certificate (COA) or residual and rank (LRM) and peak memory against n
+//! (and m, and for LRM the rank r), side by side.
 //!
 //! Each (workload, n, m) runs in a child process of this binary so that
 //! its peak resident memory (`VmHWM` of `/proc/self/status`, Linux) is its
@@ -31,8 +32,9 @@ pub enum BenchWorkload {
 /// Arguments of `cargo xtask bench`.
 #[derive(Args, Debug)]
 pub struct BenchArgs {
-    /// What to benchmark (only `coa` for now).
-    #[arg(value_parser = ["coa"])]
+    /// What to benchmark: `coa` ((ε,δ), certificate) or `lrm` (ε-DP,
+    /// residual; time against n and against the rank r).
+    #[arg(value_parser = ["coa", "lrm"])]
     target: String,
     /// Workload family.
     #[arg(long, value_enum, default_value = "allrange")]
@@ -43,6 +45,10 @@ pub struct BenchArgs {
     /// Number of queries for WRange (default: 1024).
     #[arg(long, value_delimiter = ',', default_value = "1024")]
     m: Vec<usize>,
+    /// LRM only: ranks r of the decomposition, comma separated (default:
+    /// LRM's own ⌈1.2·rank(W)⌉).
+    #[arg(long, value_delimiter = ',')]
+    ranks: Vec<usize>,
     /// Internal: run one size in this process and print its JSON.
     #[arg(long, hide = true)]
     child: bool,
@@ -82,8 +88,24 @@ fn run_child(args: &BenchArgs) -> Result<()> {
     );
     let gemm_seconds = t.elapsed().as_secs_f64();
     drop((a, c));
-    let r = Coa::default().optimize(&problem, &mut ())?;
+    let r = if args.target == "lrm" {
+        let problem = Problem::from_gram(problem.gram().to_owned(), PrivacyModel::Pure)?;
+        let options = dp_opt::lrm::LrmOptions {
+            rank: args.ranks.first().copied(),
+            ..Default::default()
+        };
+        dp_opt::lrm::Lrm { options }.optimize(&problem, &mut ())?
+    } else {
+        Coa::default().optimize(&problem, &mut ())?
+    };
     let gap = r.report.certificate.map(|c| c.relative_gap);
+    let diag = |k: &str| {
+        r.report
+            .diagnostics
+            .iter()
+            .find(|(name, _)| *name == k)
+            .map(|(_, v)| *v)
+    };
     let peak = peak_rss_bytes();
     let out = json!({
         "n": n,
@@ -92,6 +114,8 @@ fn run_child(args: &BenchArgs) -> Result<()> {
         "objective": r.report.objective,
         "svd_bound": svd_bound,
         "duality_gap": gap,
+        "rank": diag("rank"),
+        "residual": diag("residual"),
         "converged": r.report.converged,
         "iterations": r.report.iterations,
         "gemm_seconds": gemm_seconds,
@@ -118,44 +142,64 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         BenchWorkload::Wrange => args.m.clone(),
         _ => vec![0],
     };
+    let lrm = args.target == "lrm";
+    let ranks: Vec<Option<usize>> = if lrm && !args.ranks.is_empty() {
+        args.ranks.iter().map(|&r| Some(r)).collect()
+    } else {
+        vec![None]
+    };
     println!(
-        "{:>6} {:>6} {:>9} {:>10} {:>20} {:>10} {:>5} {:>8} {:>11}",
-        "n", "m", "seconds", "t/gemm", "objective", "gap", "conv", "peak MB", "peak/(n²·8)"
+        "{:>6} {:>6} {:>6} {:>9} {:>10} {:>20} {:>10} {:>5} {:>8} {:>11}",
+        "n",
+        "m",
+        "r",
+        "seconds",
+        "t/gemm",
+        "objective",
+        if lrm { "residual" } else { "gap" },
+        "conv",
+        "peak MB",
+        "peak/(n²·8)"
     );
     let mut rows: Vec<Value> = Vec::new();
     for &n in &args.sizes {
         for &m in &ms {
-            let workload = format!("{:?}", args.workload).to_lowercase();
-            let out = Command::new(&exe)
-                .args(["bench", "coa", "--child", "--workload", &workload])
-                .args(["--sizes", &n.to_string(), "--m", &m.max(1).to_string()])
-                .output()
-                .map_err(|e| DpError::Io(e.to_string()))?;
-            if !out.status.success() {
-                return Err(DpError::Io(format!(
-                    "child for n = {n} failed: {}",
-                    String::from_utf8_lossy(&out.stderr).trim()
-                )));
+            for rank in &ranks {
+                let workload = format!("{:?}", args.workload).to_lowercase();
+                let mut cmd = Command::new(&exe);
+                cmd.args(["bench", &args.target, "--child", "--workload", &workload])
+                    .args(["--sizes", &n.to_string(), "--m", &m.max(1).to_string()]);
+                if let Some(r) = rank {
+                    cmd.args(["--ranks", &r.to_string()]);
+                }
+                let out = cmd.output().map_err(|e| DpError::Io(e.to_string()))?;
+                if !out.status.success() {
+                    return Err(DpError::Io(format!(
+                        "child for n = {n} failed: {}",
+                        String::from_utf8_lossy(&out.stderr).trim()
+                    )));
+                }
+                let v: Value = serde_json::from_slice(&out.stdout)
+                    .map_err(|e| DpError::Io(format!("child output: {e}")))?;
+                let f = |k: &str| v[k].as_f64().unwrap_or(f64::NAN);
+                println!(
+                    "{:>6} {:>6} {:>6} {:>9.2} {:>10.1} {:>20.10e} {:>10.2e} {:>5} {:>8.0} {:>11.1}",
+                    n,
+                    if m == 0 { "-".into() } else { m.to_string() },
+                    v["rank"].as_f64().map_or("-".into(), |r| format!("{r}")),
+                    f("seconds"),
+                    f("seconds") / f("gemm_seconds"),
+                    f("objective"),
+                    if lrm { f("residual") } else { f("duality_gap") },
+                    v["converged"].as_bool().unwrap_or(false),
+                    f("peak_rss_bytes") / 1e6,
+                    f("peak_in_nxn_matrices"),
+                );
+                rows.push(v);
             }
-            let v: Value = serde_json::from_slice(&out.stdout)
-                .map_err(|e| DpError::Io(format!("child output: {e}")))?;
-            let f = |k: &str| v[k].as_f64().unwrap_or(f64::NAN);
-            println!(
-                "{:>6} {:>6} {:>9.2} {:>10.1} {:>20.10e} {:>10.2e} {:>5} {:>8.0} {:>11.1}",
-                n,
-                if m == 0 { "-".into() } else { m.to_string() },
-                f("seconds"),
-                f("seconds") / f("gemm_seconds"),
-                f("objective"),
-                f("duality_gap"),
-                v["converged"].as_bool().unwrap_or(false),
-                f("peak_rss_bytes") / 1e6,
-                f("peak_in_nxn_matrices"),
-            );
-            rows.push(v);
         }
     }
-    if args.sizes.len() >= 2 && ms.len() == 1 {
+    if args.sizes.len() >= 2 && ms.len() == 1 && ranks.len() == 1 {
         let xs: Vec<f64> = rows
             .iter()
             .map(|v| v["n"].as_f64().unwrap_or(0.0))

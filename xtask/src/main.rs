@@ -12,6 +12,7 @@ mod error_cmd;
 mod experiment_cmd;
 mod optimize_cmd;
 mod output;
+mod regress_cmd;
 
 #[derive(Parser)]
 #[command(
@@ -35,6 +36,9 @@ enum Command {
     /// Benchmark an optimizer: time, objective, certificate and peak
     /// memory against n (`cargo xtask bench coa --sizes 256,512,1024`).
     Bench(bench_cmd::BenchArgs),
+    /// Regression gate: objectives and time ratios of every optimizer on
+    /// fixed workloads against the committed baseline.
+    Regress(regress_cmd::RegressArgs),
 }
 
 fn main() -> ExitCode {
@@ -50,6 +54,7 @@ fn main() -> ExitCode {
         Command::Optimize(args) => optimize_cmd::run(&args),
         Command::Experiment(args) => experiment_cmd::run(&args),
         Command::Bench(args) => bench_cmd::run(&args),
+        Command::Regress(args) => regress_cmd::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -152,13 +152,32 @@ fn bench_coa_prints_time_objective_gap_and_memory() {
     assert_eq!(rows.len(), 2, "{out}");
     for row in rows {
         let cols: Vec<&str> = row.split_whitespace().collect();
-        assert_eq!(cols[6], "true", "{row}");
-        let gap: f64 = cols[5].parse().unwrap();
+        assert_eq!(cols[7], "true", "{row}");
+        let gap: f64 = cols[6].parse().unwrap();
         assert!(gap <= 1e-6, "{row}");
-        let objective: f64 = cols[4].parse().unwrap();
+        let objective: f64 = cols[5].parse().unwrap();
         assert!(objective.is_finite() && objective > 0.0);
     }
     assert!(out.contains("fitted exponent"), "{out}");
+    // LRM against the rank: one row per r, with its residual.
+    let o = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["bench", "lrm", "--workload", "wrange", "--sizes", "16"])
+        .args(["--m", "16", "--ranks", "8,16"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8(o.stdout).unwrap();
+    let rows: Vec<Vec<&str>> = out
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(rows.len(), 2, "{out}");
+    assert_eq!((rows[0][2], rows[1][2]), ("8", "16"), "{out}");
+    for row in &rows {
+        let objective: f64 = row[5].parse().unwrap();
+        assert!(objective.is_finite() && objective > 0.0);
+    }
     let bad = Command::new(env!("CARGO_BIN_EXE_xtask"))
         .args(["bench", "coa", "--sizes", "0"])
         .output()

@@ -658,7 +658,7 @@ impl StrategyOptimizer for Lrm {
                 iterations: dec.outer_steps,
                 termination,
                 seconds: start.elapsed().as_secs_f64(),
-                converged: dec.converged || !lrm_won,
+                converged: dec.converged,
                 objective,
                 certificate: None,
                 diagnostics: vec![
