@@ -2,7 +2,8 @@
 //!
 //! Every optimizer runs on fixed, seeded workloads; the objective of its
 //! strategy (recomputed from the strategy) and its time, as a ratio to a
-//! dense 256×256 matrix product timed in the same run, are compared with
+//! dense 256×256 matrix product timed in the same run (everything on one
+//! thread, so the ratio does not depend on free cores), are compared with
 //! the committed baseline `xtask/regress-baseline.json`:
 //!
 //! - an objective worse than the baseline by more than a relative 1e-6
@@ -12,7 +13,10 @@
 //! Times are per run, from repeating each case until at least 0.2 s have
 //! passed (at least 3 runs) and taking the fastest of three such batches;
 //! the reference product likewise; a case over its limit is timed again
-//! (twice at most) and keeps its best ratio. `--worsen NAME` deliberately weakens
+//! (twice at most) and keeps its best ratio. `--bless` records the median
+//! of three measurements. Measured on the 2-core machine, idle runs of the
+//! same build differ by up to 1.7× on the smallest cases, which is why a
+//! case gets three chances; a genuine 2× slowdown still fails. `--worsen NAME` deliberately weakens
 //! one optimizer (COA: gap tolerance 0.05 and 2 Newton steps per stage;
 //! the others: an iteration budget of 3) to show the gate catches it.
 //!
@@ -306,12 +310,37 @@ fn default_baseline() -> PathBuf {
 }
 
 pub fn run(args: &RegressArgs) -> Result<()> {
+    // One thread for the reference product and the optimizers alike: the
+    // ratio then does not depend on how many cores are free (measured on
+    // the 2-core machine: with both threads, ratios moved 1.6× between
+    // idle runs and 2× under load).
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build_global()
+        .map_err(|e| DpError::Io(format!("cannot configure the thread pool: {e}")))?;
     let path = args.baseline.clone().unwrap_or_else(default_baseline);
     let with_time = !args.no_time;
     let mut current = measure(args.worsen.as_deref(), with_time || args.bless, None)?;
     if args.bless {
+        // The recorded ratio is the median of three full measurements; the
+        // gate compares the best of up to three (see above), so a machine
+        // hiccup neither sets too tight a baseline nor fails a run.
+        let again = [
+            measure(args.worsen.as_deref(), true, None)?,
+            measure(args.worsen.as_deref(), true, None)?,
+        ];
+        for c in &mut current {
+            let mut ratios = vec![c.time_ratio];
+            for run in &again {
+                if let Some(other) = run.iter().find(|o| o.name == c.name) {
+                    ratios.push(other.time_ratio);
+                }
+            }
+            ratios.sort_by(f64::total_cmp);
+            c.time_ratio = ratios[ratios.len() / 2];
+        }
         let baseline = Baseline {
-            reference: "dense 256x256 f64 product (faer, rayon), same run".into(),
+            reference: "dense 256x256 f64 product (faer), same run, one thread".into(),
             cases: current,
         };
         let text = serde_json::to_string_pretty(&baseline)
