@@ -29,6 +29,7 @@ pub mod lbfgs;
 pub mod lrm;
 pub mod pidentity;
 mod problem;
+pub mod projection;
 mod report;
 pub mod spg;
 
