@@ -4,7 +4,8 @@
 //!
 //! **Status (issue 6, in progress):** the covariance optimizer of program
 //! (4)–(6) (Ky Fan k-norm) and the experiment are not built yet; the
-//! pieces here take any covariance that meets the privacy condition.
+//! mechanism here takes any covariance that meets the privacy condition
+//! (for example `r² I`, r the largest column norm of W).
 //!
 //! - [`GeneralizedGaussian`]: `y = W x + N(0, c² Σ)`, (ε,δ)-DP whenever
 //!   `w_eᵀ Σ⁻¹ w_e ≤ 1` for every column `w_e` of W (Theorem 2.2), with
@@ -134,6 +135,106 @@ impl GeneralizedGaussian {
                 wx + self.multiplier * noise
             })
             .collect())
+    }
+}
+
+/// Algorithm 1 (the projection mechanism) for a given covariance:
+/// `ỹ = W x + N(0, c²Σ)` by [`GeneralizedGaussian`], `Π` the orthogonal
+/// projector onto the eigenvectors of the `k = ⌊ε N⌋` largest eigenvalues
+/// of Σ, `ȳ = argmin{‖z − (I − Π)ỹ‖ : z ∈ N (I − Π) K_W}` by
+/// [`project_symmetric_hull`], answers `Π ỹ + ȳ`. Private for any
+/// database (post-processing of Theorem 2.2); accurate for databases of at
+/// most N records (Lemma 3.0.2). N is public: it must be a bound, not the
+/// private count.
+#[derive(Debug, Clone)]
+pub struct ProjectionMechanism {
+    gaussian: GeneralizedGaussian,
+    /// Π (m×m).
+    top: Mat<f64>,
+    /// Columns `N (I − Π) w_e`.
+    vertices: Mat<f64>,
+    k: usize,
+    tolerance: f64,
+}
+
+/// One release of [`ProjectionMechanism`].
+#[derive(Debug, Clone)]
+pub struct ProjectionRelease {
+    /// The answers `Π ỹ + ȳ`.
+    pub answers: Vec<f64>,
+    /// The Gaussian answers `ỹ` before projection.
+    pub gaussian: Vec<f64>,
+    /// The projection step's result (distance, gap, convergence).
+    pub projection: HullProjection,
+}
+
+impl ProjectionMechanism {
+    /// Builds the mechanism for the public database-size bound
+    /// `records` (N ≥ 1); k = ⌊ε N⌋ must lie in 0..=m.
+    pub fn new(
+        workload: MatRef<'_, f64>,
+        covariance: MatRef<'_, f64>,
+        budget: PrivacyBudget,
+        calibration: GaussianCalibration,
+        records: f64,
+        tolerance: f64,
+    ) -> Result<Self> {
+        if records.is_nan() || records < 1.0 || !records.is_finite() {
+            return Err(DpError::InvalidParameter {
+                name: "records",
+                reason: format!("the database-size bound N must be finite and ≥ 1, got {records}"),
+            });
+        }
+        let gaussian = GeneralizedGaussian::new(workload, covariance, budget, calibration)?;
+        let m = workload.nrows();
+        let k = (budget.epsilon().get() * records).floor() as usize;
+        if k > m {
+            return Err(DpError::InvalidParameter {
+                name: "k",
+                reason: format!("k = ⌊εN⌋ = {k} exceeds the number of queries {m}"),
+            });
+        }
+        let eig = dp_linalg::SymmetricEigen::new(covariance)?;
+        // Eigenvalues ascending: the top k are the last k.
+        let top_vectors = Mat::from_fn(m, k, |i, c| eig.vectors[(i, m - 1 - c)]);
+        let top = top_vectors.as_ref() * top_vectors.transpose();
+        let mut rest = Mat::<f64>::identity(m, m) - &top;
+        dp_linalg::symmetrize(&mut rest);
+        let vertices = (rest.as_ref() * workload) * faer::Scale(records);
+        Ok(Self {
+            gaussian,
+            top,
+            vertices,
+            k,
+            tolerance,
+        })
+    }
+
+    /// k = ⌊ε N⌋.
+    pub fn k(&self) -> usize {
+        self.k
+    }
+
+    /// One release for the private histogram x.
+    pub fn release<R: Rng + ?Sized>(&self, x: &[f64], rng: &mut R) -> Result<ProjectionRelease> {
+        let y = self.gaussian.release(x, rng)?;
+        let m = y.len();
+        let py: Vec<f64> = (0..m)
+            .map(|i| (0..m).map(|j| self.top[(i, j)] * y[j]).sum())
+            .collect();
+        let rest: Vec<f64> = y.iter().zip(&py).map(|(a, b)| a - b).collect();
+        let projection =
+            project_symmetric_hull(self.vertices.as_ref(), &rest, self.tolerance, 100_000)?;
+        let answers = py
+            .iter()
+            .zip(&projection.point)
+            .map(|(a, b)| a + b)
+            .collect();
+        Ok(ProjectionRelease {
+            answers,
+            gaussian: y,
+            projection,
+        })
     }
 }
 
@@ -397,6 +498,82 @@ mod tests {
             )
             .is_err()
         );
+    }
+
+    /// On a database of 4 records, ranges over 48 cells at ε = 1 with
+    /// Σ = r²I: k = 4 of 40 directions keep their Gaussian noise, the rest
+    /// is projected onto N·K_W, and the mean squared error falls far below
+    /// the Gaussian mechanism's (fixed seed, 200 releases; Lemma 3.0.2).
+    #[test]
+    fn projection_beats_the_gaussian_mechanism_on_a_small_database() {
+        let (m, n) = (40, 48);
+        let w = Mat::from_fn(m, n, |i, j| {
+            let a = (i * 7) % n;
+            let b = (a + 3 + (i * 5) % 20).min(n - 1);
+            f64::from(u8::from(j >= a && j <= b))
+        });
+        let r2 = (0..n)
+            .map(|e| w.col(e).squared_norm_l2())
+            .fold(0.0, f64::max);
+        let sigma = Mat::<f64>::identity(m, m) * faer::Scale(r2);
+        let budget = PrivacyBudget::approx(1.0, 1e-6).unwrap();
+        let mech = ProjectionMechanism::new(
+            w.as_ref(),
+            sigma.as_ref(),
+            budget,
+            GaussianCalibration::Projection,
+            4.0,
+            1e-9,
+        )
+        .unwrap();
+        assert_eq!(mech.k(), 4);
+        let mut x = vec![0.0; n];
+        x[3] = 2.0;
+        x[30] = 1.0;
+        x[31] = 1.0;
+        let truth: Vec<f64> = (0..m)
+            .map(|i| (0..n).map(|j| w[(i, j)] * x[j]).sum())
+            .collect();
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(17);
+        let (mut proj, mut gauss) = (0.0, 0.0);
+        let reps = 200;
+        for _ in 0..reps {
+            let out = mech.release(&x, &mut rng).unwrap();
+            assert!(out.projection.converged);
+            proj += out
+                .answers
+                .iter()
+                .zip(&truth)
+                .map(|(a, b)| (a - b).powi(2))
+                .sum::<f64>();
+            gauss += out
+                .gaussian
+                .iter()
+                .zip(&truth)
+                .map(|(a, b)| (a - b).powi(2))
+                .sum::<f64>();
+        }
+        let (proj, gauss) = (proj / reps as f64, gauss / reps as f64);
+        // The Gaussian total squared error is c² tr Σ in expectation.
+        let expected = mech.gaussian.expected_total_squared_error();
+        assert!(
+            (gauss - expected).abs() < 0.1 * expected,
+            "{gauss} vs {expected}"
+        );
+        assert!(proj < 0.25 * gauss, "projection {proj} vs Gaussian {gauss}");
+        // Bad inputs.
+        let bad = |records: f64| {
+            ProjectionMechanism::new(
+                w.as_ref(),
+                sigma.as_ref(),
+                budget,
+                GaussianCalibration::Projection,
+                records,
+                1e-9,
+            )
+            .is_err()
+        };
+        assert!(bad(0.0) && bad(-3.0) && bad(f64::NAN) && bad(1e6));
     }
 
     /// Releases are unbiased with covariance c²Σ (fixed seed, 20,000 draws,
