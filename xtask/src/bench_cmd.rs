@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use clap::{Args, ValueEnum};
 use dp_core::{DpError, Result};
-use dp_linalg::{Mat, Par};
+use dp_linalg::Mat;
 use dp_opt::{PrivacyModel, Problem, StrategyOptimizer, coa::Coa};
 use dp_workloads::Workload;
 use serde_json::{Value, json};
@@ -75,19 +75,11 @@ fn run_child(args: &BenchArgs) -> Result<()> {
     let problem = Problem::from_gram(g, PrivacyModel::Approx)?;
     let svd_bound = problem.svd_bound()?;
     // Reference product, timed in the same process.
-    let a = Mat::from_fn(n, n, |i, j| ((i * 7 + j * 3) % 11) as f64);
-    let mut c = Mat::zeros(n, n);
+    let mut reference = crate::output::ReferenceProduct::new(n);
     let t = Instant::now();
-    faer::linalg::matmul::matmul(
-        c.as_mut(),
-        faer::Accum::Replace,
-        a.as_ref(),
-        a.as_ref(),
-        1.0,
-        Par::rayon(0),
-    );
+    reference.run();
     let gemm_seconds = t.elapsed().as_secs_f64();
-    drop((a, c));
+    drop(reference);
     let r = if args.target == "lrm" {
         let problem = Problem::from_gram(problem.gram().to_owned(), PrivacyModel::Pure)?;
         let options = dp_opt::lrm::LrmOptions {

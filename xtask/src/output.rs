@@ -67,3 +67,33 @@ pub fn num(x: f64) -> serde_json::Value {
         serde_json::Value::Null
     }
 }
+
+/// A dense n×n `f64` product (faer, the current rayon pool): the yardstick
+/// benchmarks and the regression gate express times in, so they compare
+/// across machines as ratios.
+pub struct ReferenceProduct {
+    a: dp_linalg::Mat<f64>,
+    c: dp_linalg::Mat<f64>,
+}
+
+impl ReferenceProduct {
+    /// Operands of size n.
+    pub fn new(n: usize) -> Self {
+        Self {
+            a: dp_linalg::Mat::from_fn(n, n, |i, j| ((i * 31 + j * 17) % 13) as f64 - 6.0),
+            c: dp_linalg::Mat::zeros(n, n),
+        }
+    }
+
+    /// One product `C = A·A`.
+    pub fn run(&mut self) {
+        faer::linalg::matmul::matmul(
+            self.c.as_mut(),
+            faer::Accum::Replace,
+            self.a.as_ref(),
+            self.a.as_ref(),
+            1.0,
+            dp_linalg::Par::rayon(0),
+        );
+    }
+}

@@ -28,7 +28,7 @@ use std::time::Instant;
 
 use clap::Args;
 use dp_core::{DpError, Result};
-use dp_linalg::{Mat, Par};
+use dp_linalg::Mat;
 use dp_opt::{PrivacyModel, Problem, StrategyOptimizer};
 use dp_workloads::Workload;
 use serde::{Deserialize, Serialize};
@@ -228,18 +228,9 @@ fn time_per_run(mut f: impl FnMut() -> Result<()>) -> Result<f64> {
 }
 
 fn reference_seconds() -> Result<f64> {
-    let n = 256;
-    let a = Mat::from_fn(n, n, |i, j| ((i * 31 + j * 17) % 13) as f64 - 6.0);
-    let mut c = Mat::<f64>::zeros(n, n);
+    let mut reference = crate::output::ReferenceProduct::new(256);
     time_per_run(|| {
-        faer::linalg::matmul::matmul(
-            c.as_mut(),
-            faer::Accum::Replace,
-            a.as_ref(),
-            a.as_ref(),
-            1.0,
-            Par::rayon(0),
-        );
+        reference.run();
         Ok(())
     })
 }

@@ -174,9 +174,17 @@ fn bench_coa_prints_time_objective_gap_and_memory() {
         .collect();
     assert_eq!(rows.len(), 2, "{out}");
     assert_eq!((rows[0][2], rows[1][2]), ("8", "16"), "{out}");
+    // Independent bounds: never above the identity's l1_obj (‖W‖_F², what
+    // LRM falls back to), never below the SVD bound (Σσᵢ)²/n, which bounds
+    // l2_obj ≤ l1_obj of every strategy.
+    let w = dp_workloads::generators::wrange(16, 16, 2016).unwrap();
+    let g = dp_workloads::Workload::gram(&w);
+    let identity: f64 = (0..16).map(|i| g[(i, i)]).sum();
+    let svd = dp_core::svd_lower_bound_from_gram(g.as_ref()).unwrap();
     for row in &rows {
         let objective: f64 = row[5].parse().unwrap();
-        assert!(objective.is_finite() && objective > 0.0);
+        assert!(objective <= identity * (1.0 + 1e-9), "{out}");
+        assert!(objective >= svd * (1.0 - 1e-9), "{out}");
     }
     let bad = Command::new(env!("CARGO_BIN_EXE_xtask"))
         .args(["bench", "coa", "--sizes", "0"])

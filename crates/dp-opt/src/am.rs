@@ -110,13 +110,7 @@ impl StrategyOptimizer for Am {
             });
         }
         let n = problem.domain_size();
-        let scale = (0..n).map(|i| problem.gram()[(i, i)]).sum::<f64>() / n as f64;
-        if !(scale.is_finite() && scale > 0.0) {
-            return Err(DpError::ZeroMatrix {
-                what: "workload".into(),
-            });
-        }
-        let v = Mat::from_fn(n, n, |i, j| problem.gram()[(i, j)] / scale);
+        let (v, scale) = problem.normalized_gram()?;
         let eig = SymmetricEigen::new(v.as_ref())?;
         let lmax = eig.values.iter().copied().fold(0.0, f64::max);
         // Eigen-queries with a nonzero eigenvalue (relative 1e-12).

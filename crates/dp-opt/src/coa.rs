@@ -841,24 +841,20 @@ impl StrategyOptimizer for Coa {
         // Such directions are completed at the model's weight
         // (`complete_support`, forced: any energy above ε·tr V per
         // direction), which costs about 2√(t/F) relative.
-        let short = best_strategy.nrows() < n;
-        let strategy = embed(&best_strategy, &active, full_n);
-        let evaluated = if short {
-            Err(DpError::UnsupportedWorkload {
-                relative_residual: f64::NAN,
-                tolerance: 0.0,
-            })
-        } else {
-            problem.objective(strategy.as_ref())
+        let complete = |a: Mat<f64>| -> Result<(Mat<f64>, f64)> {
+            let (active_strategy, _) = complete_support(a, &v0, true)?;
+            let full = embed(&active_strategy, &active, full_n);
+            let objective = problem.objective(full.as_ref())?;
+            Ok((full, objective))
         };
-        let (strategy, objective) = match evaluated {
-            Err(DpError::UnsupportedWorkload { .. }) => {
-                let (active_strategy, _) = complete_support(best_strategy, &v0, true)?;
-                let full = embed(&active_strategy, &active, full_n);
-                let objective = problem.objective(full.as_ref())?;
-                (full, objective)
+        let (strategy, objective) = if best_strategy.nrows() < n {
+            complete(best_strategy)?
+        } else {
+            let strategy = embed(&best_strategy, &active, full_n);
+            match problem.objective(strategy.as_ref()) {
+                Err(DpError::UnsupportedWorkload { .. }) => complete(best_strategy)?,
+                other => (strategy, other?),
             }
-            other => (strategy, other?),
         };
         let lower_bound = bound.map_or(0.0, |b| b.lower_bound * scale);
         let relative_gap = ((objective - lower_bound) / objective).max(0.0);

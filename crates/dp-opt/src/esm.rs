@@ -144,13 +144,7 @@ impl StrategyOptimizer for Esm {
             });
         }
         let n = problem.domain_size();
-        let scale = (0..n).map(|i| problem.gram()[(i, i)]).sum::<f64>() / n as f64;
-        if !(scale.is_finite() && scale > 0.0) {
-            return Err(DpError::ZeroMatrix {
-                what: "workload".into(),
-            });
-        }
-        let v = Mat::from_fn(n, n, |i, j| problem.gram()[(i, j)] / scale);
+        let (v, scale) = problem.normalized_gram()?;
         let par = o.parallelism;
         let kappa = o.min_eigenvalue;
         let mut stages = Vec::new();

@@ -244,6 +244,15 @@ impl Lrm {
         if !(o.residual_tolerance > 0.0 && o.failure_residual >= o.residual_tolerance) {
             return bad("residual tolerances", "need 0 < tolerance <= failure");
         }
+        let positive = |v: f64| v.is_finite() && v > 0.0;
+        if !(positive(o.reduced_beta_per_rank) && positive(o.reduced_residual_tolerance))
+            || o.max_seconds.is_some_and(|t| t.is_nan())
+        {
+            return bad(
+                "reduced_beta_per_rank / reduced_residual_tolerance / max_seconds",
+                "need a positive finite β factor, a positive tolerance and a number of seconds",
+            );
+        }
         Ok(())
     }
 

@@ -176,14 +176,7 @@ impl StrategyOptimizer for PIdentity {
             });
         }
         let privacy = problem.privacy();
-        // Normalize V to mean diagonal 1 (the objective scales linearly).
-        let scale = (0..n).map(|i| problem.gram()[(i, i)]).sum::<f64>() / n as f64;
-        if !(scale.is_finite() && scale > 0.0) {
-            return Err(DpError::ZeroMatrix {
-                what: "workload".into(),
-            });
-        }
-        let v = Mat::from_fn(n, n, |i, j| problem.gram()[(i, j)] / scale);
+        let (v, scale) = problem.normalized_gram()?;
         let par = o.parallelism;
         let mut rng = ChaCha8Rng::seed_from_u64(o.seed);
         let mut best: Option<(Mat<f64>, f64, LbfgsStop, Vec<f64>)> = None;

@@ -91,6 +91,20 @@ impl Problem {
         Ok(self.privacy.objective(&eval))
     }
 
+    /// `WᵀW / s` with `s` its mean diagonal entry, and `s`: the scale-free
+    /// Gram the iterative optimizers work on (every objective here scales
+    /// linearly in `WᵀW`, the optimal strategy not at all).
+    pub fn normalized_gram(&self) -> Result<(Mat<f64>, f64)> {
+        let n = self.domain_size();
+        let scale = (0..n).map(|i| self.gram[(i, i)]).sum::<f64>() / n as f64;
+        if !(scale.is_finite() && scale > 0.0) {
+            return Err(DpError::ZeroMatrix {
+                what: "workload".into(),
+            });
+        }
+        Ok((Mat::from_fn(n, n, |i, j| self.gram[(i, j)] / scale), scale))
+    }
+
     /// The SVD lower bound `(Σσᵢ(W))²/n` on `l2_obj`.
     pub fn svd_bound(&self) -> Result<f64> {
         svd_lower_bound_from_gram(self.gram.as_ref())
