@@ -174,6 +174,34 @@ pub fn dual_point(root: MatRef<'_, f64>, y: &[f64], par: Par) -> Result<DualPoin
     })
 }
 
+/// A rigorous lower bound `ℓ(y) = f(y)² / Σ yᵢ` on the optimum of
+/// Program (10) for `V = CᵀC`, valid for every `y ≥ 0` (singular `M(y)`
+/// included), with `f(y) = tr M(y)^{1/2} = ‖C D^{1/2}‖_*` computed from the
+/// singular values of `C D^{1/2}` rather than the eigenvalues of `M`: a
+/// backward-stable SVD gets each singular value to `p ε σ_max`, where the
+/// square roots of `M`'s eigenvalues carry `√(ε λ_max)`. Each singular
+/// value is lowered by the allowance `max(r, n) ε σ_max` before summing,
+/// so rounding cannot push the bound above the truth.
+pub fn certified_lower_bound(root: MatRef<'_, f64>, y: &[f64]) -> Result<f64> {
+    let (r, n) = (root.nrows(), root.ncols());
+    if y.len() != n || y.iter().any(|v| !(v.is_finite() && *v >= 0.0)) {
+        return Err(DpError::InvalidParameter {
+            name: "dual multipliers",
+            reason: "need n finite non-negative entries".into(),
+        });
+    }
+    let total: f64 = y.iter().sum();
+    if total.is_nan() || total <= 0.0 {
+        return Ok(0.0);
+    }
+    let cs = Mat::from_fn(r, n, |k, j| root[(k, j)] * y[j].sqrt());
+    let singular = dp_linalg::ThinSvd::values_only(cs.as_ref())?;
+    let largest = singular.iter().copied().fold(0.0, f64::max);
+    let allowance = r.max(n) as f64 * f64::EPSILON * largest;
+    let nuclear: f64 = singular.iter().map(|s| (s - allowance).max(0.0)).sum();
+    Ok(nuclear * nuclear / total)
+}
+
 /// Outcome of [`maximize`].
 #[derive(Debug, Clone)]
 pub struct DualSolve {

@@ -20,6 +20,7 @@
 //! ```
 
 pub mod am;
+pub mod barrier;
 pub mod classic;
 pub mod coa;
 mod dense;
