@@ -49,6 +49,9 @@ pub struct BenchArgs {
     /// LRM's own ⌈1.2·rank(W)⌉).
     #[arg(long, value_delimiter = ',')]
     ranks: Vec<usize>,
+    /// Print one JSON object per row instead of the table (for scripts).
+    #[arg(long)]
+    json: bool,
     /// Internal: run one size in this process and print its JSON.
     #[arg(long, hide = true)]
     child: bool,
@@ -148,21 +151,24 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     } else {
         vec![None]
     };
-    println!(
-        "{:>6} {:>6} {:>7} {:>6} {:>9} {:>9} {:>10} {:>20} {:>10} {:>5} {:>8} {:>11}",
-        "n",
-        "m",
-        "rank(W)",
-        "r",
-        "WᵀW s",
-        "seconds",
-        "t/gemm",
-        "objective",
-        if lrm { "residual" } else { "gap" },
-        "conv",
-        "peak MB",
-        "peak/(n²·8)"
-    );
+    let table = !args.json;
+    if table {
+        println!(
+            "{:>6} {:>6} {:>7} {:>6} {:>9} {:>9} {:>10} {:>20} {:>10} {:>5} {:>8} {:>11}",
+            "n",
+            "m",
+            "rank(W)",
+            "r",
+            "WᵀW s",
+            "seconds",
+            "t/gemm",
+            "objective",
+            if lrm { "residual" } else { "gap" },
+            "conv",
+            "peak MB",
+            "peak/(n²·8)"
+        );
+    }
     let mut rows: Vec<Value> = Vec::new();
     for &n in &args.sizes {
         for &m in &ms {
@@ -184,6 +190,11 @@ pub fn run(args: &BenchArgs) -> Result<()> {
                 let v: Value = serde_json::from_slice(&out.stdout)
                     .map_err(|e| DpError::Io(format!("child output: {e}")))?;
                 let f = |k: &str| v[k].as_f64().unwrap_or(f64::NAN);
+                if !table {
+                    println!("{v}");
+                    rows.push(v);
+                    continue;
+                }
                 println!(
                     "{:>6} {:>6} {:>7} {:>6} {:>9.2} {:>9.2} {:>10.1} {:>20.10e} {:>10.2e} {:>5} {:>8.0} {:>11.1}",
                     n,
@@ -203,13 +214,13 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             }
         }
     }
-    if ms.len() >= 2 {
+    if ms.len() >= 2 && table {
         println!(
             "the optimizer sees only the n×n Gram WᵀW (its time is `seconds`; forming WᵀW is \
              the column before): at fixed n its work follows rank(W), which is at most n, not m"
         );
     }
-    if args.sizes.len() >= 2 && ms.len() == 1 && ranks.len() == 1 {
+    if args.sizes.len() >= 2 && ms.len() == 1 && ranks.len() == 1 && table {
         let xs: Vec<f64> = rows
             .iter()
             .map(|v| v["n"].as_f64().unwrap_or(0.0))

@@ -136,7 +136,8 @@ fn unknown_optimizer_and_bad_workload_are_refused() {
 }
 
 /// `bench coa` runs each size in a child process and prints one row per
-/// size (converged, certified) and the fitted exponent.
+/// size (converged, certified) and the fitted exponent; `--json` gives the
+/// same rows as objects.
 #[test]
 fn bench_coa_prints_time_objective_gap_and_memory() {
     let o = Command::new(env!("CARGO_BIN_EXE_xtask"))
@@ -145,35 +146,61 @@ fn bench_coa_prints_time_objective_gap_and_memory() {
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let out = String::from_utf8(o.stdout).unwrap();
-    let rows: Vec<&str> = out
-        .lines()
-        .filter(|l| l.trim_start().starts_with(['1', '3']))
-        .collect();
-    assert_eq!(rows.len(), 2, "{out}");
-    for row in rows {
-        let cols: Vec<&str> = row.split_whitespace().collect();
-        assert_eq!(cols[7], "true", "{row}");
-        let gap: f64 = cols[6].parse().unwrap();
-        assert!(gap <= 1e-6, "{row}");
-        let objective: f64 = cols[5].parse().unwrap();
-        assert!(objective.is_finite() && objective > 0.0);
-    }
     assert!(out.contains("fitted exponent"), "{out}");
+    assert!(out.lines().next().unwrap().contains("peak MB"), "{out}");
+    let json_rows = |args: &[&str]| -> Vec<serde_json::Value> {
+        let o = Command::new(env!("CARGO_BIN_EXE_xtask"))
+            .args(args)
+            .arg("--json")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let rows = json_rows(&["bench", "coa", "--workload", "prefix", "--sizes", "16,32"]);
+    assert_eq!(rows.len(), 2);
+    for (row, n) in rows.iter().zip([16.0, 32.0]) {
+        assert_eq!(row["n"].as_f64(), Some(n));
+        assert_eq!(row["converged"].as_bool(), Some(true), "{row}");
+        assert!(row["duality_gap"].as_f64().unwrap() <= 1e-6, "{row}");
+        assert_eq!(
+            row["workload_rank"].as_f64(),
+            Some(n),
+            "prefix has full rank"
+        );
+        let objective = row["objective"].as_f64().unwrap();
+        // Independent bracket: the SVD bound below, the identity above.
+        let g =
+            dp_workloads::Workload::gram(&dp_workloads::workload::Prefix::new(n as usize).unwrap());
+        let identity: f64 = (0..n as usize).map(|i| g[(i, i)]).sum();
+        let svd = dp_core::svd_lower_bound_from_gram(g.as_ref()).unwrap();
+        assert!(
+            objective >= svd * (1.0 - 1e-9) && objective <= identity,
+            "{row}"
+        );
+    }
     // LRM against the rank: one row per r, with its residual.
-    let o = Command::new(env!("CARGO_BIN_EXE_xtask"))
-        .args(["bench", "lrm", "--workload", "wrange", "--sizes", "16"])
-        .args(["--m", "16", "--ranks", "8,16"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let out = String::from_utf8(o.stdout).unwrap();
-    let rows: Vec<Vec<&str>> = out
-        .lines()
-        .skip(1)
-        .map(|l| l.split_whitespace().collect())
-        .collect();
-    assert_eq!(rows.len(), 2, "{out}");
-    assert_eq!((rows[0][2], rows[1][2]), ("8", "16"), "{out}");
+    let rows = json_rows(&[
+        "bench",
+        "lrm",
+        "--workload",
+        "wrange",
+        "--sizes",
+        "16",
+        "--m",
+        "16",
+        "--ranks",
+        "8,16",
+    ]);
+    assert_eq!(rows.len(), 2);
+    assert_eq!(
+        (rows[0]["rank"].as_f64(), rows[1]["rank"].as_f64()),
+        (Some(8.0), Some(16.0))
+    );
     // Independent bounds: never above the identity's l1_obj (‖W‖_F², what
     // LRM falls back to), never below the SVD bound (Σσᵢ)²/n, which bounds
     // l2_obj ≤ l1_obj of every strategy.
@@ -182,9 +209,9 @@ fn bench_coa_prints_time_objective_gap_and_memory() {
     let identity: f64 = (0..16).map(|i| g[(i, i)]).sum();
     let svd = dp_core::svd_lower_bound_from_gram(g.as_ref()).unwrap();
     for row in &rows {
-        let objective: f64 = row[5].parse().unwrap();
-        assert!(objective <= identity * (1.0 + 1e-9), "{out}");
-        assert!(objective >= svd * (1.0 - 1e-9), "{out}");
+        let objective = row["objective"].as_f64().unwrap();
+        assert!(objective <= identity * (1.0 + 1e-9), "{row}");
+        assert!(objective >= svd * (1.0 - 1e-9), "{row}");
     }
     let bad = Command::new(env!("CARGO_BIN_EXE_xtask"))
         .args(["bench", "coa", "--sizes", "0"])
