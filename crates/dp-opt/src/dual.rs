@@ -31,6 +31,7 @@ use dp_core::{DpError, Result};
 use dp_linalg::{Mat, MatRef, Par, SymmetricEigen};
 
 use crate::dense::gemm;
+use crate::projected_newton::{self, ConcaveDual, NewtonSolve};
 
 /// What one dual point certifies.
 #[derive(Debug, Clone)]
@@ -203,34 +204,58 @@ pub fn certified_lower_bound(root: MatRef<'_, f64>, y: &[f64]) -> Result<f64> {
 }
 
 /// Outcome of [`maximize`].
-#[derive(Debug, Clone)]
-pub struct DualSolve {
-    /// The best point (largest bound).
-    pub point: DualPoint,
-    /// Newton iterations taken.
-    pub iterations: usize,
-    /// Conjugate-gradient iterations over all Newton steps.
-    pub cg_iterations: usize,
+pub type DualSolve = NewtonSolve<DualPoint>;
+
+/// COA's dual as a [`ConcaveDual`]: `f(y) = tr(C D Cᵀ)^{1/2}`.
+struct TraceDual<'a> {
+    root: MatRef<'a, f64>,
+    par: Par,
 }
 
-/// Maximizes the concave dual `g(y)` over `y ≥ 0` by projected Newton
-/// (Bertsekas 1982) from `y0`.
-///
-/// Multipliers may vanish at the optimum: for rank-deficient `WᵀW` some
-/// cells need not be measured to full norm (`Xᵢᵢ < 1`), and their
-/// constraint is inactive. Each step splits the cells into an ε-active set
-/// `A = {i : yᵢ ≤ ε, ∂g/∂yᵢ < 0}` (ε the size of the projected gradient)
-/// and the free rest `F`; on `F` it solves `(−∇²g)_FF d = ∇g_F` by
-/// conjugate gradient with the Hessian's diagonal as preconditioner (exact
-/// Hessian-vector products, see the module notes) to a relative residual
-/// `min(0.1, √‖∇g‖)` (superlinear inexact Newton); on `A` it takes the
-/// diagonally scaled gradient step. The projected arc `max(0, y + αd)` is
-/// searched by Armijo backtracking (`c = 1e-4`, at most thirty halvings;
-/// an accepted step below 1e-6 ends the run, g being at its rounding level,
-/// and so do four accepted steps below 1e-2 in a row). After each step
-/// `y` is rescaled by `t = (f/Σy)²`, the maximizer of `g(ty)`. Stops when
-/// the primal-dual ratio [`DualPoint::relative_gap`] is at most
-/// `tolerance`, after `max_iterations`, or when no step improves `g`.
+impl ConcaveDual for TraceDual<'_> {
+    type Point = DualPoint;
+
+    fn point(&self, y: &[f64]) -> Result<DualPoint> {
+        dual_point(self.root, y, self.par)
+    }
+
+    fn multipliers<'b>(&self, point: &'b DualPoint) -> &'b [f64] {
+        &point.y
+    }
+
+    fn half_value(&self, point: &DualPoint) -> f64 {
+        point.nuclear
+    }
+
+    fn gradient(&self, point: &DualPoint) -> Vec<f64> {
+        point.x_diag.iter().map(|x| x - 1.0).collect()
+    }
+
+    fn neg_hessian_times(&self, point: &DualPoint, v: &[f64]) -> Vec<f64> {
+        point.neg_hessian_times(v, self.par)
+    }
+
+    fn neg_hessian_diagonal(&self, point: &DualPoint) -> Vec<f64> {
+        point.neg_hessian_diagonal(self.par)
+    }
+
+    fn scaled(&self, point: DualPoint, t: f64) -> DualPoint {
+        point.scaled(t)
+    }
+
+    fn lower_bound(&self, point: &DualPoint) -> f64 {
+        point.lower_bound
+    }
+
+    fn relative_gap(&self, point: &DualPoint) -> f64 {
+        point.relative_gap()
+    }
+}
+
+/// Maximizes the concave dual `g(y)` over `y ≥ 0` from `y0` by the
+/// projected Newton method of [`crate::projected_newton`] (exact
+/// Hessian-vector products, see the module notes), stopping when the
+/// primal-dual ratio [`DualPoint::relative_gap`] is at most `tolerance`.
 pub fn maximize(
     root: MatRef<'_, f64>,
     y0: &[f64],
@@ -238,182 +263,7 @@ pub fn maximize(
     max_iterations: usize,
     par: Par,
 ) -> Result<DualSolve> {
-    let n = root.ncols();
-    let rescale = |p: DualPoint| -> DualPoint {
-        let t = (p.nuclear / p.y.iter().sum::<f64>()).powi(2);
-        p.scaled(t)
-    };
-    let mut point = rescale(dual_point(root, y0, par)?);
-    let mut best = point.clone();
-    let mut iterations = 0;
-    let mut cg_total = 0;
-    let mut small_steps = 0;
-    let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
-    while iterations < max_iterations && best.relative_gap() > tolerance {
-        iterations += 1;
-        let y = point.y.clone();
-        let grad: Vec<f64> = point.x_diag.iter().map(|x| x - 1.0).collect();
-        let proj_grad = y
-            .iter()
-            .zip(&grad)
-            .map(|(yi, gi)| ((yi + gi).max(0.0) - yi).abs())
-            .fold(0.0, f64::max);
-        let eps = proj_grad.min(1e-3 * y.iter().copied().fold(0.0, f64::max));
-        let free: Vec<bool> = y
-            .iter()
-            .zip(&grad)
-            .map(|(yi, gi)| !(*yi <= eps && *gi < 0.0))
-            .collect();
-        let diag = point.neg_hessian_diagonal(par);
-        let restrict = |v: &mut [f64]| {
-            for (vi, f) in v.iter_mut().zip(&free) {
-                if !f {
-                    *vi = 0.0;
-                }
-            }
-        };
-        let mut b = grad.clone();
-        restrict(&mut b);
-        // PCG on the free set for (−∇²g + μI)_FF d_F = ∇g_F; returns the
-        // direction and whether CG met its forcing tolerance.
-        let mut newton = |mu: f64| -> (Vec<f64>, Vec<f64>, bool) {
-            let precond: Vec<f64> = diag.iter().map(|d| 1.0 / (d + mu).max(1e-300)).collect();
-            let b_norm = dot(&b, &b).sqrt();
-            let forcing = b_norm.sqrt().min(0.1);
-            let mut d = vec![0.0; n];
-            let mut res = b.clone();
-            let mut z: Vec<f64> = res.iter().zip(&precond).map(|(a, p)| a * p).collect();
-            let mut p = z.clone();
-            let mut rz = dot(&res, &z);
-            let mut solved = false;
-            for _ in 0..(4 * n).max(50) {
-                if rz.is_nan() || rz <= 0.0 {
-                    break;
-                }
-                cg_total += 1;
-                let mut hp = point.neg_hessian_times(&p, par);
-                for (h, pi) in hp.iter_mut().zip(&p) {
-                    *h += mu * pi;
-                }
-                restrict(&mut hp);
-                let php = dot(&p, &hp);
-                if !(php > 0.0 && php.is_finite()) {
-                    break;
-                }
-                let alpha = rz / php;
-                for i in 0..n {
-                    d[i] += alpha * p[i];
-                    res[i] -= alpha * hp[i];
-                }
-                if dot(&res, &res).sqrt() <= forcing * b_norm {
-                    solved = true;
-                    break;
-                }
-                z = res.iter().zip(&precond).map(|(a, p)| a * p).collect();
-                let rz_new = dot(&res, &z);
-                for i in 0..n {
-                    p[i] = z[i] + (rz_new / rz) * p[i];
-                }
-                rz = rz_new;
-            }
-            if dot(&b, &d).partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
-                d = b.iter().zip(&precond).map(|(a, p)| a * p).collect();
-                solved = false;
-            }
-            for i in 0..n {
-                if !free[i] {
-                    d[i] = grad[i] * precond[i];
-                }
-            }
-            (d, precond, solved)
-        };
-        let (mut d, mut precond, solved) = newton(0.0);
-        // The Hessian has rank at most r(r+1)/2: singular whenever that is
-        // below n (W of rank 6 over 32 cells), where plain CG diverges.
-        // Then the regularized system with μ = 1e-3·mean(diag)·min(1,
-        // ‖projected ∇g‖∞) (μ → 0 at the optimum keeps the local rate:
-        // regularized Newton, Li, Fukushima, Qi & Yamashita 2004).
-        if !solved {
-            let mu = 1e-3 * diag.iter().sum::<f64>() / n as f64 * proj_grad.min(1.0);
-            (d, precond, _) = newton(mu);
-        }
-        // Armijo search along the projected arc. (A scaled-gradient
-        // fallback when it fails was measured: it creeps, taking minutes on
-        // badly scaled workloads for little gain, so a failed search ends
-        // the run with its best point.)
-        let g0 = point.dual_value();
-        // A step below 1e-6 means the direction has hit the rounding
-        // level of g (each trial costs an r×r eigendecomposition): keep it
-        // but stop after it.
-        // If the Newton arc fails, the diagonally scaled gradient (an
-        // ascent direction whatever the Hessian) gets one try.
-        let searched = arc_search(root, &y, &d, &grad, &free, g0, par).or_else(|| {
-            let scaled: Vec<f64> = grad.iter().zip(&precond).map(|(g, p)| g * p).collect();
-            arc_search(root, &y, &scaled, &grad, &free, g0, par)
-        });
-        let moved = match searched {
-            Some((next, step)) => {
-                point = rescale(next);
-                // Stagnation: Newton steps cut below 1e-2 four times in a
-                // row mean the model no longer describes g (measured on
-                // rows scaled 10^±2 at n = 1024: steps of 1e-3..1e-6 for ten
-                // iterations at a gap of 0.23, 2 s each, where a healthy
-                // run takes full steps after two or three); the caller's
-                // fallback takes over.
-                small_steps = if step < 1e-2 { small_steps + 1 } else { 0 };
-                step >= 1e-6 && small_steps < 4
-            }
-            None => false,
-        };
-        if point.lower_bound >= best.lower_bound || point.relative_gap() < best.relative_gap() {
-            best = point.clone();
-        }
-        if !moved {
-            break;
-        }
-    }
-    Ok(DualSolve {
-        point: best,
-        iterations,
-        cg_iterations: cg_total,
-    })
-}
-
-/// Armijo backtracking along `max(0, y + step·d)`, at most thirty
-/// halvings; returns the point and the accepted step.
-fn arc_search(
-    root: MatRef<'_, f64>,
-    y: &[f64],
-    d: &[f64],
-    grad: &[f64],
-    free: &[bool],
-    g0: f64,
-    par: Par,
-) -> Option<(DualPoint, f64)> {
-    let mut step = 1.0;
-    for _ in 0..30 {
-        let trial: Vec<f64> = y
-            .iter()
-            .zip(d)
-            .map(|(yi, di)| (yi + step * di).max(0.0))
-            .collect();
-        let predicted: f64 = (0..y.len())
-            .map(|i| {
-                if free[i] {
-                    step * grad[i] * d[i]
-                } else {
-                    grad[i] * (trial[i] - y[i])
-                }
-            })
-            .sum();
-        if let Ok(next) = dual_point(root, &trial, par)
-            && next.dual_value() >= g0 + 1e-4 * predicted
-        {
-            return Some((next, step));
-        }
-        step *= 0.5;
-    }
-    None
+    projected_newton::maximize(&TraceDual { root, par }, y0, tolerance, max_iterations)
 }
 
 #[cfg(test)]

@@ -30,6 +30,7 @@ pub mod lbfgs;
 pub mod lrm;
 pub mod pidentity;
 mod problem;
+pub mod projected_newton;
 pub mod projection;
 mod report;
 pub mod spg;

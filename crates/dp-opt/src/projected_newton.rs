@@ -1,0 +1,245 @@
+//! Projected Newton (Bertsekas 1982) for the concave duals of the strategy
+//! and covariance programs: maximize `g(y) = 2 f(y) − Σ yᵢ` over `y ≥ 0`,
+//! with f concave and positively homogeneous of degree ½ (so the best point
+//! on each ray `{t y}` is known in closed form, `t = (f/Σy)²`).
+//!
+//! COA's dual ([`crate::dual`], `f = tr(C D Cᵀ)^{1/2}`) and the Ky Fan dual
+//! of the projection mechanism's covariance ([`crate::projection`],
+//! `f = h_k(C D Cᵀ)`) are the two instances: they differ only in how a
+//! point is evaluated, which is what [`ConcaveDual`] abstracts.
+//!
+//! Multipliers may vanish at the optimum (cells whose constraint is
+//! inactive), so each step splits the cells into an ε-active set
+//! `A = {i : yᵢ ≤ ε, ∂g/∂yᵢ < 0}` (ε the size of the projected gradient)
+//! and the free rest `F`; on `F` it solves `(−∇²g)_FF d = ∇g_F` by
+//! conjugate gradient with the Hessian's diagonal as preconditioner to a
+//! relative residual `min(0.1, √‖∇g‖)` (superlinear inexact Newton); on `A`
+//! it takes the diagonally scaled gradient step. When CG misses its
+//! tolerance (the Hessian can be singular: COA's has rank at most
+//! r(r+1)/2) the regularized system with `μ = 1e-3·mean(diag)·min(1,
+//! ‖projected ∇g‖∞)` is solved instead (regularized Newton, Li, Fukushima,
+//! Qi & Yamashita 2004). The projected arc `max(0, y + αd)` is searched by
+//! Armijo backtracking (`c = 1e-4`, at most thirty halvings; if the Newton
+//! arc fails the scaled gradient gets one try). The run stops when the
+//! model's primal-dual gap is at most the tolerance, after
+//! `max_iterations`, when no step improves g, when an accepted step is
+//! below 1e-6 (g at its rounding level), or on stagnation: four accepted
+//! steps below 1e-2 in a row (measured on COA's dual for rows scaled 10^±2
+//! at n = 1024: steps of 1e-3..1e-6 for ten iterations at a gap of 0.23,
+//! where a healthy run takes full steps after two or three).
+
+use dp_core::Result;
+
+/// A concave dual `g(y) = 2f(y) − Σyᵢ` evaluated at points of type
+/// [`ConcaveDual::Point`].
+pub trait ConcaveDual {
+    /// Everything one evaluation computes (a factorization, the gradient).
+    type Point: Clone;
+    /// Evaluates at `y ≥ 0`; an error when the point is unusable (the
+    /// caller backtracks).
+    fn point(&self, y: &[f64]) -> Result<Self::Point>;
+    /// The multipliers of a point.
+    fn multipliers<'a>(&self, point: &'a Self::Point) -> &'a [f64];
+    /// `f(y)`.
+    fn half_value(&self, point: &Self::Point) -> f64;
+    /// `∇g(y)`.
+    fn gradient(&self, point: &Self::Point) -> Vec<f64>;
+    /// `(−∇²g) v`.
+    fn neg_hessian_times(&self, point: &Self::Point, v: &[f64]) -> Vec<f64>;
+    /// The diagonal of `−∇²g`.
+    fn neg_hessian_diagonal(&self, point: &Self::Point) -> Vec<f64>;
+    /// The point at `t·y` (the caller picks `t`).
+    fn scaled(&self, point: Self::Point, t: f64) -> Self::Point;
+    /// The lower bound the point certifies (`f² / Σy`).
+    fn lower_bound(&self, point: &Self::Point) -> f64;
+    /// The relative gap between the primal solution this point yields and
+    /// its bound.
+    fn relative_gap(&self, point: &Self::Point) -> f64;
+}
+
+/// Outcome of [`maximize`].
+#[derive(Debug, Clone)]
+pub struct NewtonSolve<P> {
+    /// The best point (largest bound, or smallest gap).
+    pub point: P,
+    /// Newton iterations taken.
+    pub iterations: usize,
+    /// Conjugate-gradient iterations over all Newton steps.
+    pub cg_iterations: usize,
+}
+
+fn dot(a: &[f64], b: &[f64]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+/// `g = 2f − Σy` of a point.
+fn value<D: ConcaveDual>(dual: &D, p: &D::Point) -> f64 {
+    2.0 * dual.half_value(p) - dual.multipliers(p).iter().sum::<f64>()
+}
+
+/// The best point on the ray of `p`: `t = (f/Σy)²`.
+fn on_best_ray<D: ConcaveDual>(dual: &D, p: D::Point) -> D::Point {
+    let t = (dual.half_value(&p) / dual.multipliers(&p).iter().sum::<f64>()).powi(2);
+    dual.scaled(p, t)
+}
+
+/// Maximizes `g` over `y ≥ 0` from `y0` (see the module notes).
+pub fn maximize<D: ConcaveDual>(
+    dual: &D,
+    y0: &[f64],
+    tolerance: f64,
+    max_iterations: usize,
+) -> Result<NewtonSolve<D::Point>> {
+    let n = y0.len();
+    let mut point = on_best_ray(dual, dual.point(y0)?);
+    let mut best = point.clone();
+    let mut iterations = 0;
+    let mut cg_total = 0;
+    let mut small_steps = 0;
+    while iterations < max_iterations && dual.relative_gap(&best) > tolerance {
+        iterations += 1;
+        let y = dual.multipliers(&point).to_vec();
+        let grad = dual.gradient(&point);
+        let proj_grad = y
+            .iter()
+            .zip(&grad)
+            .map(|(yi, gi)| ((yi + gi).max(0.0) - yi).abs())
+            .fold(0.0, f64::max);
+        let eps = proj_grad.min(1e-3 * y.iter().copied().fold(0.0, f64::max));
+        let free: Vec<bool> = y
+            .iter()
+            .zip(&grad)
+            .map(|(yi, gi)| !(*yi <= eps && *gi < 0.0))
+            .collect();
+        let diag = dual.neg_hessian_diagonal(&point);
+        let restrict = |v: &mut [f64]| {
+            for (vi, f) in v.iter_mut().zip(&free) {
+                if !f {
+                    *vi = 0.0;
+                }
+            }
+        };
+        let mut b = grad.clone();
+        restrict(&mut b);
+        // PCG on the free set for (−∇²g + μI)_FF d_F = ∇g_F; returns the
+        // direction, the preconditioner and whether CG met its tolerance.
+        let mut newton = |mu: f64| -> (Vec<f64>, Vec<f64>, bool) {
+            let precond: Vec<f64> = diag.iter().map(|d| 1.0 / (d + mu).max(1e-300)).collect();
+            let b_norm = dot(&b, &b).sqrt();
+            let forcing = b_norm.sqrt().min(0.1);
+            let mut d = vec![0.0; n];
+            let mut res = b.clone();
+            let mut z: Vec<f64> = res.iter().zip(&precond).map(|(a, p)| a * p).collect();
+            let mut p = z.clone();
+            let mut rz = dot(&res, &z);
+            let mut solved = false;
+            for _ in 0..(4 * n).max(50) {
+                if rz.is_nan() || rz <= 0.0 {
+                    break;
+                }
+                cg_total += 1;
+                let mut hp = dual.neg_hessian_times(&point, &p);
+                for (h, pi) in hp.iter_mut().zip(&p) {
+                    *h += mu * pi;
+                }
+                restrict(&mut hp);
+                let php = dot(&p, &hp);
+                if !(php > 0.0 && php.is_finite()) {
+                    break;
+                }
+                let alpha = rz / php;
+                for i in 0..n {
+                    d[i] += alpha * p[i];
+                    res[i] -= alpha * hp[i];
+                }
+                if dot(&res, &res).sqrt() <= forcing * b_norm {
+                    solved = true;
+                    break;
+                }
+                z = res.iter().zip(&precond).map(|(a, p)| a * p).collect();
+                let rz_new = dot(&res, &z);
+                for i in 0..n {
+                    p[i] = z[i] + (rz_new / rz) * p[i];
+                }
+                rz = rz_new;
+            }
+            if dot(&b, &d).partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
+                d = b.iter().zip(&precond).map(|(a, p)| a * p).collect();
+                solved = false;
+            }
+            for i in 0..n {
+                if !free[i] {
+                    d[i] = grad[i] * precond[i];
+                }
+            }
+            (d, precond, solved)
+        };
+        let (mut d, mut precond, solved) = newton(0.0);
+        if !solved {
+            let mu = 1e-3 * diag.iter().sum::<f64>() / n as f64 * proj_grad.min(1.0);
+            (d, precond, _) = newton(mu);
+        }
+        let g0 = value(dual, &point);
+        let searched = arc_search(dual, &y, &d, &grad, &free, g0).or_else(|| {
+            let scaled: Vec<f64> = grad.iter().zip(&precond).map(|(g, p)| g * p).collect();
+            arc_search(dual, &y, &scaled, &grad, &free, g0)
+        });
+        let moved = match searched {
+            Some((next, step)) => {
+                point = on_best_ray(dual, next);
+                small_steps = if step < 1e-2 { small_steps + 1 } else { 0 };
+                step >= 1e-6 && small_steps < 4
+            }
+            None => false,
+        };
+        if dual.lower_bound(&point) >= dual.lower_bound(&best)
+            || dual.relative_gap(&point) < dual.relative_gap(&best)
+        {
+            best = point.clone();
+        }
+        if !moved {
+            break;
+        }
+    }
+    Ok(NewtonSolve {
+        point: best,
+        iterations,
+        cg_iterations: cg_total,
+    })
+}
+
+/// Armijo backtracking along `max(0, y + step·d)`, at most thirty
+/// halvings; returns the point and the accepted step.
+fn arc_search<D: ConcaveDual>(
+    dual: &D,
+    y: &[f64],
+    d: &[f64],
+    grad: &[f64],
+    free: &[bool],
+    g0: f64,
+) -> Option<(D::Point, f64)> {
+    let mut step = 1.0;
+    for _ in 0..30 {
+        let trial: Vec<f64> = y
+            .iter()
+            .zip(d)
+            .map(|(yi, di)| (yi + step * di).max(0.0))
+            .collect();
+        let predicted: f64 = (0..y.len())
+            .map(|i| {
+                if free[i] {
+                    step * grad[i] * d[i]
+                } else {
+                    grad[i] * (trial[i] - y[i])
+                }
+            })
+            .sum();
+        if let Ok(next) = dual.point(&trial)
+            && value(dual, &next) >= g0 + 1e-4 * predicted
+        {
+            return Some((next, step));
+        }
+        step *= 0.5;
+    }
+    None
+}
