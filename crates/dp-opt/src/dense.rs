@@ -59,3 +59,36 @@ pub fn append_rows(a: &Mat<f64>, p: &Mat<f64>, eta: f64) -> Mat<f64> {
         }
     })
 }
+
+/// `outᵢ = ĉᵢᵀ [Γ ∘ (Ĉᵀ diag(v) Ĉ)] ĉᵢ` for the rows i in `rows` (zero
+/// elsewhere), `ĉᵢ` the rows of `c_hat` (n×r): the Daleckii–Krein form of
+/// a spectral function's Hessian-vector product. `v` must vanish outside
+/// `rows`; the cost is two |rows|×r×r products, so a projected Newton
+/// step on a small free set is cheap.
+pub fn spectral_hessian_rows(
+    c_hat: &Mat<f64>,
+    gamma: impl Fn(usize, usize) -> f64,
+    v: &[f64],
+    rows: &[usize],
+    par: Par,
+) -> Vec<f64> {
+    let r = c_hat.ncols();
+    let f = rows.len();
+    let cf = Mat::from_fn(f, r, |a, k| c_hat[(rows[a], k)]);
+    let cv = Mat::from_fn(f, r, |a, k| cf[(a, k)] * v[rows[a]]);
+    let mut t = gemm(cf.transpose(), cv.as_ref(), par);
+    for l in 0..r {
+        for k in 0..r {
+            t[(k, l)] *= gamma(k, l);
+        }
+    }
+    let p = gemm(cf.as_ref(), t.as_ref(), par);
+    let mut out = vec![0.0; c_hat.nrows()];
+    for k in 0..r {
+        let (cp, cc) = (p.col_as_slice(k), cf.col_as_slice(k));
+        for a in 0..f {
+            out[rows[a]] += cp[a] * cc[a];
+        }
+    }
+    out
+}

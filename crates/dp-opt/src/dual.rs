@@ -30,7 +30,7 @@
 use dp_core::{DpError, Result};
 use dp_linalg::{Mat, MatRef, Par, SymmetricEigen};
 
-use crate::dense::gemm;
+use crate::dense::{gemm, spectral_hessian_rows};
 use crate::projected_newton::{self, ConcaveDual, NewtonSolve};
 
 /// What one dual point certifies.
@@ -93,17 +93,21 @@ impl DualPoint {
 
     /// `(−∇²g) v = −2 ∇²f v`, i.e. `−ĉᵢᵀ[Γ ∘ (Ĉᵀ diag(v) Ĉ)]ĉᵢ` (positive
     /// semidefinite).
-    fn neg_hessian_times(&self, v: &[f64], par: Par) -> Vec<f64> {
-        let (n, r) = (self.c_hat.nrows(), self.c_hat.ncols());
-        let scaled = Mat::from_fn(n, r, |i, k| self.c_hat[(i, k)] * v[i]);
-        let mut t = gemm(self.c_hat.transpose(), scaled.as_ref(), par);
-        for l in 0..r {
-            for k in 0..r {
-                t[(k, l)] *= gamma_neg(self.s[k], self.s[l]);
-            }
-        }
-        let ct = gemm(self.c_hat.as_ref(), t.as_ref(), par);
-        row_dots(&ct, &self.c_hat)
+    pub fn neg_hessian_times(&self, v: &[f64], par: Par) -> Vec<f64> {
+        let all: Vec<usize> = (0..v.len()).collect();
+        self.neg_hessian_times_on(v, &all, par)
+    }
+
+    /// [`Self::neg_hessian_times`] on the rows in `rows` (`v` vanishing
+    /// outside them).
+    fn neg_hessian_times_on(&self, v: &[f64], rows: &[usize], par: Par) -> Vec<f64> {
+        spectral_hessian_rows(
+            &self.c_hat,
+            |k, l| gamma_neg(self.s[k], self.s[l]),
+            v,
+            rows,
+            par,
+        )
     }
 
     /// Diagonal of `−∇²g`: `Σₖₗ (−Γₖₗ) Ĉᵢₖ² Ĉᵢₗ²`.
@@ -231,8 +235,8 @@ impl ConcaveDual for TraceDual<'_> {
         point.x_diag.iter().map(|x| x - 1.0).collect()
     }
 
-    fn neg_hessian_times(&self, point: &DualPoint, v: &[f64]) -> Vec<f64> {
-        point.neg_hessian_times(v, self.par)
+    fn neg_hessian_times(&self, point: &DualPoint, v: &[f64], rows: &[usize]) -> Vec<f64> {
+        point.neg_hessian_times_on(v, rows, self.par)
     }
 
     fn neg_hessian_diagonal(&self, point: &DualPoint) -> Vec<f64> {
