@@ -27,6 +27,10 @@ pub struct ExperimentArgs {
     /// Repetitions per point (default: the experiment's own).
     #[arg(long)]
     repetitions: Option<usize>,
+    /// A reduced grid that only checks the experiment runs end to end
+    /// (what the integration test uses); not a reproduction.
+    #[arg(long)]
+    smoke: bool,
 }
 
 /// A progress bar on a terminal, plain lines on stderr otherwise.
@@ -82,6 +86,7 @@ pub fn run(args: &ExperimentArgs) -> Result<()> {
         seed: args.seed,
         datasets: args.datasets.clone(),
         repetitions: args.repetitions,
+        smoke: args.smoke,
     };
     let chosen: Vec<_> = if args.name == "all" {
         experiments

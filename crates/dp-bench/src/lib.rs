@@ -38,6 +38,9 @@ pub struct RunConfig {
     pub datasets: Option<PathBuf>,
     /// Override of the number of repetitions per point (tests use few).
     pub repetitions: Option<usize>,
+    /// A reduced grid (small sizes, few points) for the integration test
+    /// that every experiment runs end to end; not a reproduction.
+    pub smoke: bool,
 }
 
 impl RunConfig {
@@ -49,6 +52,7 @@ impl RunConfig {
             seed: 2024,
             datasets: None,
             repetitions: None,
+            smoke: false,
         }
     }
 }

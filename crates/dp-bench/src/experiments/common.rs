@@ -67,3 +67,44 @@ pub fn measure_per_query(
     }
     Ok(MeanCi::of(&samples))
 }
+
+/// `records` records drawn without replacement from the histogram's
+/// records (a uniform subsample of the database, as a histogram over the
+/// same cells); all of them when `records` is at least the total.
+pub fn subsample<R: rand::Rng + ?Sized>(
+    hist: &Histogram,
+    records: usize,
+    rng: &mut R,
+) -> Result<Vec<f64>> {
+    let counts: Vec<usize> = hist
+        .counts
+        .iter()
+        .map(|&c| {
+            if c.is_finite() && c >= 0.0 && c.fract() == 0.0 {
+                Ok(c as usize)
+            } else {
+                Err(dp_core::DpError::InvalidParameter {
+                    name: "histogram",
+                    reason: format!("subsampling needs non-negative integer counts, got {c}"),
+                })
+            }
+        })
+        .collect::<Result<_>>()?;
+    let total: usize = counts.iter().sum();
+    if records >= total {
+        return Ok(hist.counts.clone());
+    }
+    let mut cumulative = Vec::with_capacity(counts.len());
+    let mut acc = 0;
+    for c in &counts {
+        acc += c;
+        cumulative.push(acc);
+    }
+    let mut out = vec![0.0; counts.len()];
+    for record in rand::seq::index::sample(rng, total, records) {
+        // The cell holding record number `record` (0-based).
+        let cell = cumulative.partition_point(|&end| end <= record);
+        out[cell] += 1.0;
+    }
+    Ok(out)
+}

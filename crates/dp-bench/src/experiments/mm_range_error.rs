@@ -61,7 +61,13 @@ impl Experiment for RangeErrorGrowth {
     }
 
     fn run(&self, cfg: &RunConfig, progress: &mut dyn Progress) -> Result<ExperimentResult> {
-        let max_k = if cfg.full { 12 } else { 10 };
+        let max_k = if cfg.smoke {
+            6
+        } else if cfg.full {
+            12
+        } else {
+            10
+        };
         let ks: Vec<usize> = (4..=max_k).collect();
         let reps = cfg.repetitions.unwrap_or(if cfg.full { 50 } else { 20 });
         let budget = PrivacyBudget::pure(EPSILON)?;
