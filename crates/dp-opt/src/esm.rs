@@ -203,7 +203,12 @@ impl StrategyOptimizer for Esm {
                 }
             };
             let base = iterations;
-            let solved = spg::minimize(eval, project_flat, x, &o.spg, |it, f, pg| {
+            // `spg.max_seconds` bounds the whole run, not each stage.
+            let mut stage = o.spg;
+            if let Some(total) = o.spg.max_seconds {
+                stage.max_seconds = Some((total - start.elapsed().as_secs_f64()).max(0.0));
+            }
+            let solved = spg::minimize(eval, project_flat, x, &stage, |it, f, pg| {
                 history.push(f * scale);
                 observer.observe(
                     base + it,

@@ -1,9 +1,11 @@
 //! The experiment registry.
 
 mod common;
+mod lrm_params;
 mod mm_range_error;
 mod projection_small_db;
 mod sweep;
+mod timing;
 
 use crate::Experiment;
 
@@ -18,34 +20,20 @@ pub fn all() -> Vec<Box<dyn Experiment>> {
             .into_iter()
             .map(|s| Box::new(s) as Box<dyn Experiment>),
     );
-    for (name, reproduces) in [
-        (
-            "lrm-fig2",
-            "LRM paper, Figure 2: effect of the relaxation γ on LRM (Search Logs)",
-        ),
-        (
-            "lrm-fig3",
-            "LRM paper, Figure 3: effect of the rank r on LRM (Search Logs)",
-        ),
-        (
-            "coa-fig1",
-            "COA paper, Figure 1: convergence of COA (objective, optimality measure, test error per iteration)",
-        ),
-        (
-            "coa-fig11",
-            "COA paper, Figure 11: running time of ESM, LRM and COA against n",
-        ),
-        (
-            "coa-fig12",
-            "COA paper, Figure 12: running time of ESM, LRM and COA against m",
-        ),
-        (
-            "coa-fig13",
-            "COA paper, Figure 13: running time against the rank s",
-        ),
-    ] {
-        out.push(Box::new(Pending { name, reproduces }));
-    }
+    out.extend(
+        lrm_params::all()
+            .into_iter()
+            .map(|t| Box::new(t) as Box<dyn Experiment>),
+    );
+    out.extend(
+        timing::all()
+            .into_iter()
+            .map(|t| Box::new(t) as Box<dyn Experiment>),
+    );
+    out.push(Box::new(Pending {
+        name: "coa-fig1",
+        reproduces: "COA paper, Figure 1: convergence of COA (objective, optimality measure, test error per iteration)",
+    }));
     out
 }
 

@@ -55,7 +55,18 @@ pub enum Family {
 }
 
 impl Family {
-    fn label(self) -> &'static str {
+    /// An m×n instance (s: the rank of WRelated), seeded.
+    pub fn generate(self, m: usize, n: usize, s: usize, seed: u64) -> Result<ExplicitWorkload> {
+        match self {
+            Self::Discrete => wdiscrete(m, n, DiscreteEntries::LRM, seed),
+            Self::Marginal => wmarginal(m, n, seed),
+            Self::Range => wrange(m, n, seed),
+            Self::Related => wrelated(m, n, s, seed),
+        }
+    }
+
+    /// The paper's name.
+    pub fn label(self) -> &'static str {
         match self {
             Self::Discrete => "WDiscrete",
             Self::Marginal => "WMarginal",
@@ -92,8 +103,8 @@ pub struct Sweep {
     pub claim: &'static str,
 }
 
-const EPSILON: f64 = 0.1;
-const DELTA: f64 = 1e-4;
+pub(super) const EPSILON: f64 = 0.1;
+pub(super) const DELTA: f64 = 1e-4;
 const DATASET: &str = "SEARCHLOGS";
 
 struct Sizes {
@@ -138,18 +149,13 @@ impl Sweep {
     }
 
     fn workload(&self, m: usize, n: usize, s: usize, seed: u64) -> Result<ExplicitWorkload> {
-        match self.family {
-            Family::Discrete => wdiscrete(m, n, DiscreteEntries::LRM, seed),
-            Family::Marginal => wmarginal(m, n, seed),
-            Family::Range => wrange(m, n, seed),
-            Family::Related => wrelated(m, n, s, seed),
-        }
+        self.family.generate(m, n, s, seed)
     }
 }
 
 /// The strategy of `mechanism` for `problem` (and whether its optimizer
 /// converged, and its seconds).
-fn strategy(
+pub(super) fn strategy(
     mechanism: &str,
     w: &ExplicitWorkload,
     privacy: PrivacyModel,
