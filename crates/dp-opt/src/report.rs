@@ -1,6 +1,6 @@
 //! What an optimizer returns and how it reports progress.
 
-use dp_linalg::Mat;
+use dp_linalg::{Mat, MatRef};
 use serde::Serialize;
 
 /// Why a run stopped.
@@ -66,6 +66,12 @@ pub struct Optimized {
 pub trait Observer {
     /// Called after iteration `iteration` with named values.
     fn observe(&mut self, iteration: usize, values: &[(&'static str, f64)]);
+
+    /// Called by optimizers whose iterate is a strategy Gram matrix
+    /// `X = AᵀA` (COA's primal Newton loop: unit diagonal, over the cells
+    /// the workload touches) after iteration `iteration`, for convergence
+    /// studies that release with every iterate. Ignored by default.
+    fn observe_gram(&mut self, _iteration: usize, _gram: MatRef<'_, f64>) {}
 }
 
 impl Observer for () {

@@ -319,6 +319,7 @@ impl Coa {
                     ("seconds", trace.start.elapsed().as_secs_f64()),
                 ],
             );
+            observer.observe_gram(trace.iterations, it.x.as_ref());
             if -slope <= tolerance * it.f || slope >= 0.0 {
                 *x = it.x;
                 return Ok(StageEnd::Converged);
