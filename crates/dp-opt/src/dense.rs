@@ -92,3 +92,41 @@ pub fn spectral_hessian_rows(
     }
     out
 }
+
+/// `outᵢ = Σₖ Aᵢₖ Bᵢₖ` (row-wise dot products of two n×r matrices).
+pub fn row_dots(a: &Mat<f64>, b: &Mat<f64>) -> Vec<f64> {
+    let mut out = vec![0.0; a.nrows()];
+    for k in 0..a.ncols() {
+        let (ca, cb) = (a.col_as_slice(k), b.col_as_slice(k));
+        for ((o, x), y) in out.iter_mut().zip(ca).zip(cb) {
+            *o += x * y;
+        }
+    }
+    out
+}
+
+/// `M(y) = C diag(y) Cᵀ` (r×r, symmetrized) for the Gram root `C` (r×n)
+/// and `y ≥ 0`: the matrix whose spectrum both concave duals (COA's trace
+/// dual and the Ky Fan dual) are functions of.
+pub fn weighted_gram(root: MatRef<'_, f64>, y: &[f64], par: Par) -> Mat<f64> {
+    let cs = Mat::from_fn(root.nrows(), root.ncols(), |k, j| {
+        root[(k, j)] * y[j].sqrt()
+    });
+    let mut m = gemm(cs.as_ref(), cs.transpose(), par);
+    dp_linalg::symmetrize(&mut m);
+    m
+}
+
+/// `outᵢ = Σₖₗ Γₖₗ Ĉᵢₖ² Ĉᵢₗ²`: the diagonal of the Daleckii–Krein
+/// Hessian of [`spectral_hessian_rows`].
+pub fn spectral_hessian_diagonal(
+    c_hat: &Mat<f64>,
+    gamma: impl Fn(usize, usize) -> f64,
+    par: Par,
+) -> Vec<f64> {
+    let (n, r) = (c_hat.nrows(), c_hat.ncols());
+    let sq = Mat::from_fn(n, r, |i, k| c_hat[(i, k)] * c_hat[(i, k)]);
+    let g = Mat::from_fn(r, r, gamma);
+    let t = gemm(sq.as_ref(), g.as_ref(), par);
+    row_dots(&t, &sq)
+}

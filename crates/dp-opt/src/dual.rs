@@ -30,7 +30,9 @@
 use dp_core::{DpError, Result};
 use dp_linalg::{Mat, MatRef, Par, SymmetricEigen};
 
-use crate::dense::{gemm, spectral_hessian_rows};
+use crate::dense::{
+    gemm, row_dots, spectral_hessian_diagonal, spectral_hessian_rows, weighted_gram,
+};
 use crate::projected_newton::{self, ConcaveDual, NewtonSolve};
 
 /// What one dual point certifies.
@@ -112,28 +114,13 @@ impl DualPoint {
 
     /// Diagonal of `−∇²g`: `Σₖₗ (−Γₖₗ) Ĉᵢₖ² Ĉᵢₗ²`.
     fn neg_hessian_diagonal(&self, par: Par) -> Vec<f64> {
-        let (n, r) = (self.c_hat.nrows(), self.c_hat.ncols());
-        let sq = Mat::from_fn(n, r, |i, k| self.c_hat[(i, k)] * self.c_hat[(i, k)]);
-        let g = Mat::from_fn(r, r, |k, l| gamma_neg(self.s[k], self.s[l]));
-        let t = gemm(sq.as_ref(), g.as_ref(), par);
-        row_dots(&t, &sq)
+        spectral_hessian_diagonal(&self.c_hat, |k, l| gamma_neg(self.s[k], self.s[l]), par)
     }
 }
 
 /// `−Γₖₗ = 1 / (sₖ sₗ (sₖ + sₗ))`.
 fn gamma_neg(sk: f64, sl: f64) -> f64 {
     1.0 / (sk * sl * (sk + sl))
-}
-
-fn row_dots(a: &Mat<f64>, b: &Mat<f64>) -> Vec<f64> {
-    let mut out = vec![0.0; a.nrows()];
-    for k in 0..a.ncols() {
-        let (ca, cb) = (a.col_as_slice(k), b.col_as_slice(k));
-        for ((o, x), y) in out.iter_mut().zip(ca).zip(cb) {
-            *o += x * y;
-        }
-    }
-    out
 }
 
 /// Evaluates the dual at `y` (entries ≥ 0, `M(y)` nonsingular) for `V = CᵀC`, `root` = C (r×n,
@@ -146,9 +133,7 @@ pub fn dual_point(root: MatRef<'_, f64>, y: &[f64], par: Par) -> Result<DualPoin
             reason: "need n finite non-negative entries".into(),
         });
     }
-    let cs = Mat::from_fn(r, n, |k, j| root[(k, j)] * y[j].sqrt());
-    let mut m = gemm(cs.as_ref(), cs.transpose(), par);
-    dp_linalg::symmetrize(&mut m);
+    let m = weighted_gram(root, y, par);
     let eig = SymmetricEigen::new(m.as_ref())?;
     let lmax = eig.values.iter().copied().fold(0.0, f64::max);
     if eig

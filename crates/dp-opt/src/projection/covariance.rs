@@ -56,7 +56,9 @@ use std::time::Instant;
 use dp_core::{DpError, Result};
 use dp_linalg::{Cholesky, Mat, MatRef, Par, SymmetricEigen, ThinSvd};
 
-use crate::dense::{gemm, spectral_hessian_rows};
+use crate::dense::{
+    gemm, row_dots, spectral_hessian_diagonal, spectral_hessian_rows, weighted_gram,
+};
 use crate::projected_newton::{self, ConcaveDual};
 
 /// Options of [`optimal_covariance`].
@@ -107,10 +109,13 @@ pub struct KyFanCovariance {
 }
 
 /// `(t, α, h)` of Definition 4.1 for `sig` in decreasing order (entries
-/// ≥ 0) and `1 ≤ k ≤ sig.len()`: t the least index with
+/// ≥ 0) and `1 ≤ k ≤ sig.len()` (a larger k is read as `sig.len()`; k = 0
+/// gives `(0, 0, 0)`): t the least index with
 /// `Σ_{i≥t} σᵢ / (k − t) ≥ σ_t` (it exists: at t = k − 1 the sum contains
 /// σ_t), `α` that average and `h = Σ_{i<t}√σᵢ + √((k − t) Σ_{i≥t}σᵢ)`.
 pub fn ky_fan_parts(sig: &[f64], k: usize) -> (usize, f64, f64) {
+    // k beyond the spectrum is the whole spectrum (h = Σ √σᵢ).
+    let k = k.min(sig.len());
     let mut suffix = vec![0.0; sig.len() + 1];
     for i in (0..sig.len()).rev() {
         suffix[i] = suffix[i + 1] + sig[i].max(0.0);
@@ -216,11 +221,8 @@ impl KyFanPoint {
 
     /// The diagonal of `−∇²g`.
     pub fn neg_hessian_diagonal(&self, par: Par) -> Vec<f64> {
-        let (n, r) = (self.c_hat.nrows(), self.c_hat.ncols());
-        let sq = Mat::from_fn(n, r, |i, k| self.c_hat[(i, k)].powi(2));
-        let t = gemm(sq.as_ref(), self.gamma.as_ref(), par);
         let (c, w) = self.tail_curvature();
-        row_dots(&t, &sq)
+        spectral_hessian_diagonal(&self.c_hat, |k, l| self.gamma[(k, l)], par)
             .into_iter()
             .zip(&w)
             .map(|(h, wa)| -2.0 * (h + c * wa * wa))
@@ -243,17 +245,6 @@ impl KyFanPoint {
         }
         self
     }
-}
-
-fn row_dots(a: &Mat<f64>, b: &Mat<f64>) -> Vec<f64> {
-    let mut out = vec![0.0; a.nrows()];
-    for k in 0..a.ncols() {
-        let (ca, cb) = (a.col_as_slice(k), b.col_as_slice(k));
-        for ((o, x), y) in out.iter_mut().zip(ca).zip(cb) {
-            *o += x * y;
-        }
-    }
-    out
 }
 
 /// Γ of Lewis's formula for `φ(σ) = h_k(σ)` (module notes), with the
@@ -315,9 +306,7 @@ impl<'a> KyFanDual<'a> {
                 reason: "need n finite non-negative entries".into(),
             });
         }
-        let cs = Mat::from_fn(r, n, |i, j| self.root[(i, j)] * y[j].sqrt());
-        let mut m = gemm(cs.as_ref(), cs.transpose(), self.par);
-        dp_linalg::symmetrize(&mut m);
+        let m = weighted_gram(self.root, y, self.par);
         let eig = SymmetricEigen::new(m.as_ref())?;
         let sig: Vec<f64> = eig.values.iter().rev().map(|v| v.max(0.0)).collect();
         let q = Mat::from_fn(r, r, |i, j| eig.vectors[(i, r - 1 - j)]);
@@ -556,6 +545,10 @@ mod tests {
             }
             sig.sort_by(|a, b| b.total_cmp(a));
             let k = 1 + trial % len;
+            // k past the spectrum reads as the whole spectrum: Σ √σᵢ.
+            let nuclear: f64 = sig.iter().map(|v| v.sqrt()).sum();
+            let (_, _, h_all) = ky_fan_parts(&sig, len + 3);
+            assert!((h_all - nuclear).abs() < 1e-12 * nuclear.max(1.0));
             let (t, alpha, h) = ky_fan_parts(&sig, k);
             assert!(t < k);
             // (α = 0: the tail is all zeros, any k − t of them take z = 1.)
@@ -588,6 +581,7 @@ mod tests {
                 assert!(val <= h * (1.0 + 1e-12) + 1e-15);
             }
         }
+        assert_eq!(ky_fan_parts(&[2.0, 1.0], 0), (0, 0.0, 0.0));
     }
 
     /// The gradient `x − 1` and the Hessian-vector products match central
