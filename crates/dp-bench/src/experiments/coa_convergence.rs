@@ -20,9 +20,8 @@ use dp_opt::coa::{Coa, CoaOptions};
 use dp_opt::{Observer, PrivacyModel, Problem, StrategyOptimizer};
 use dp_workloads::datasets::Histogram;
 
-use super::common::histogram;
-use super::sweep::{DELTA, EPSILON, Family};
-use crate::stats::MeanCi;
+use super::common::{gaussian_multiplier, histogram, measure_total};
+use super::sweep::{DELTA, EPSILON, Family, related_rank};
 use crate::{Experiment, ExperimentResult, Plot, Point, Progress, RunConfig, Series};
 
 /// `coa-fig1`.
@@ -88,6 +87,7 @@ impl Experiment for CoaConvergence {
             .iter()
             .map(|(name, _)| histogram(name, n, cfg, progress))
             .collect::<Result<_>>()?;
+        let c = gaussian_multiplier(budget, calibration)?;
         let mut rng = NoiseSource::seeded(cfg.seed);
         progress.start(families.len() as u64);
         let mut points = Vec::new();
@@ -101,7 +101,7 @@ impl Experiment for CoaConvergence {
             DATASETS.iter().map(|d| d.1).collect::<Vec<_>>().join(", ")
         );
         for family in families {
-            let s = ((0.2 * m.min(n) as f64).round() as usize).max(1);
+            let s = related_rank(m, n);
             let w = family.generate(m, n, s, cfg.seed)?;
             let problem = Problem::from_workload(w.matrix(), PrivacyModel::Approx)?;
             let mut capture = Capture::default();
@@ -109,15 +109,6 @@ impl Experiment for CoaConvergence {
                 options: CoaOptions::paper(),
             }
             .optimize(&problem, &mut capture)?;
-            let c = calibration.multiplier(
-                budget.epsilon(),
-                budget
-                    .delta()
-                    .ok_or_else(|| dp_core::DpError::InvalidParameter {
-                        name: "budget",
-                        reason: "needs δ".into(),
-                    })?,
-            )?;
             let truths: Vec<Vec<f64>> = hists
                 .iter()
                 .map(|h| dp_workloads::Workload::answer(&w, &h.counts))
@@ -137,17 +128,7 @@ impl Experiment for CoaConvergence {
                 expected_series.push((*iteration as f64, expected, None));
                 let mech = MatrixMechanism::with_calibration(a.as_ref(), budget, calibration)?;
                 for (d, (h, truth)) in hists.iter().zip(&truths).enumerate() {
-                    let mut samples = Vec::with_capacity(reps);
-                    for _ in 0..reps {
-                        let ans = mech.release(w.matrix(), &h.counts, &mut rng)?;
-                        samples.push(
-                            ans.iter()
-                                .zip(truth)
-                                .map(|(x, t)| (x - t).powi(2))
-                                .sum::<f64>(),
-                        );
-                    }
-                    let ci = MeanCi::of(&samples);
+                    let ci = measure_total(&mech, w.matrix(), &h.counts, truth, reps, &mut rng)?;
                     test_series[d].push((*iteration as f64, ci.mean, None));
                     last_tests[d] = ci.mean;
                     points.push(Point {

@@ -1,7 +1,9 @@
 //! Helpers shared by the experiments: dataset loading with a labelled
 //! synthetic fallback, and repeated measurement of a mechanism.
 
-use dp_core::{MatrixMechanism, NoiseSource, Result};
+use dp_core::calibration::GaussianCalibration;
+use dp_core::{MatrixMechanism, NoiseSource, PrivacyBudget, Result};
+use dp_linalg::MatRef;
 use dp_workloads::Workload;
 use dp_workloads::datasets::{self, Histogram};
 
@@ -107,4 +109,41 @@ pub fn subsample<R: rand::Rng + ?Sized>(
         out[cell] += 1.0;
     }
     Ok(out)
+}
+
+/// The total squared error `‖W x̂ − W x‖²` (the papers' "average squared
+/// error", not divided by m) of `repetitions` releases of `workload` by
+/// `mechanism` over `x`, against the exact answers `truth`.
+pub fn measure_total(
+    mechanism: &MatrixMechanism,
+    workload: MatRef<'_, f64>,
+    x: &[f64],
+    truth: &[f64],
+    repetitions: usize,
+    rng: &mut NoiseSource,
+) -> Result<MeanCi> {
+    let mut samples = Vec::with_capacity(repetitions);
+    for _ in 0..repetitions {
+        let answers = mechanism.release(workload, x, rng)?;
+        samples.push(
+            answers
+                .iter()
+                .zip(truth)
+                .map(|(a, t)| (a - t).powi(2))
+                .sum::<f64>(),
+        );
+    }
+    Ok(MeanCi::of(&samples))
+}
+
+/// The Gaussian noise multiplier `c(ε,δ)` of `calibration` for an (ε,δ)
+/// budget (σ = c·Δ₂); an error for a pure budget.
+pub fn gaussian_multiplier(budget: PrivacyBudget, calibration: GaussianCalibration) -> Result<f64> {
+    let delta = budget
+        .delta()
+        .ok_or_else(|| dp_core::DpError::InvalidParameter {
+            name: "budget",
+            reason: "a Gaussian multiplier needs (ε,δ)-DP".into(),
+        })?;
+    calibration.multiplier(budget.epsilon(), delta)
 }

@@ -12,9 +12,8 @@ use dp_core::{MatrixMechanism, NoiseSource, PrivacyBudget, Result};
 use dp_opt::lrm::{Lrm, LrmOptions};
 use dp_opt::{PrivacyModel, Problem, StrategyOptimizer};
 
-use super::common::histogram;
-use super::sweep::Family;
-use crate::stats::MeanCi;
+use super::common::{histogram, measure_total};
+use super::sweep::{Family, related_rank};
 use crate::{Experiment, ExperimentResult, Plot, Point, Progress, RunConfig, Series};
 
 /// Which parameter.
@@ -93,7 +92,7 @@ impl Experiment for LrmParams {
         let mut seconds_by_family = Vec::new();
         let mut error_by_family = Vec::new();
         for family in FAMILIES {
-            let s = ((0.2 * m.min(n) as f64).round() as usize).max(1);
+            let s = related_rank(m, n);
             let w = family.generate(m, n, s, cfg.seed)?;
             let problem = Problem::from_workload(w.matrix(), PrivacyModel::Pure)?;
             let rank = dp_linalg::ThinSvd::new(w.matrix())?.rank();
@@ -125,17 +124,8 @@ impl Experiment for LrmParams {
                 for (j, &eps) in EPSILONS.iter().enumerate() {
                     let budget = PrivacyBudget::pure(eps)?;
                     let mech = MatrixMechanism::new(out.strategy.as_ref(), budget)?;
-                    let mut samples = Vec::with_capacity(reps);
-                    for _ in 0..reps {
-                        let ans = mech.release(w.matrix(), &hist.counts, &mut rng)?;
-                        samples.push(
-                            ans.iter()
-                                .zip(&truth)
-                                .map(|(a, t)| (a - t).powi(2))
-                                .sum::<f64>(),
-                        );
-                    }
-                    let ci = MeanCi::of(&samples);
+                    let ci =
+                        measure_total(&mech, w.matrix(), &hist.counts, &truth, reps, &mut rng)?;
                     let closed = 2.0 * l1 / (eps * eps);
                     cells.push(format!(
                         "{:.3e} [{:.2e}, {:.2e}] ({closed:.3e})",

@@ -22,7 +22,9 @@
 use dp_core::calibration::GaussianCalibration;
 use dp_core::{MatrixMechanism, NoiseSource, PrivacyBudget, Result};
 use dp_linalg::{Mat, MatRef, SymmetricEigen};
-use dp_opt::projection::{GeneralizedGaussian, KyFanOptions, ProjectionMechanism};
+use dp_opt::projection::{
+    GeneralizedGaussian, KyFanCovariance, KyFanOptions, ProjectionMechanism, optimal_covariance,
+};
 use dp_opt::{PrivacyModel, Problem, StrategyOptimizer};
 use dp_workloads::generators::wrange;
 
@@ -32,6 +34,14 @@ use crate::{Experiment, ExperimentResult, Plot, Point, Progress, RunConfig, Seri
 
 /// `projection-small-db`.
 pub struct ProjectionSmallDb;
+
+/// The optimal covariance at one k, with σ_(k+1) and its solve time.
+struct Solved {
+    k: usize,
+    cov: KyFanCovariance,
+    next_eig: f64,
+    seconds: f64,
+}
 
 const EPSILON: f64 = 1.0;
 const DELTA: f64 = 1e-6;
@@ -132,54 +142,38 @@ impl Experiment for ProjectionSmallDb {
 
         let mut rows: Vec<Row> = Vec::new();
         let mut points = Vec::new();
-        let mut cache: Vec<(usize, ProjectionMechanism, f64, f64, f64)> = Vec::new();
+        // One covariance per k (every N ≥ m shares k = m); the mechanism
+        // is built per N, since its hull N (I − Π) K_W scales with N.
+        let mut solved: Vec<Solved> = Vec::new();
         let mut rank = 0;
         for &records_n in &records {
             let x = subsample(&hist, records_n as usize, &mut rng)?;
             let truth = mat_vec(w, &x);
             let k = ((EPSILON * records_n).floor() as usize).min(m);
-            if !cache.iter().any(|entry| entry.0 == k) {
+            if !solved.iter().any(|s| s.k == k) {
                 let start = std::time::Instant::now();
-                let (mech, cov) = ProjectionMechanism::optimal(
-                    w,
-                    budget,
-                    CALIBRATION,
-                    records_n,
-                    &KyFanOptions::default(),
-                    PROJECTION_TOLERANCE,
-                )?;
+                let cov = optimal_covariance(w, k, &KyFanOptions::default())?;
                 rank = cov.rank;
                 let eig = SymmetricEigen::values_only(cov.covariance.as_ref())?;
-                let next = if k < m { eig[m - 1 - k] } else { 0.0 };
-                cache.push((
+                solved.push(Solved {
                     k,
-                    mech,
-                    next,
-                    cov.relative_gap,
-                    start.elapsed().as_secs_f64(),
-                ));
+                    next_eig: if k < m { eig[m - 1 - k] } else { 0.0 },
+                    seconds: start.elapsed().as_secs_f64(),
+                    cov,
+                });
             }
-            let Some((_, proto, next_eig, gap, cov_seconds)) =
-                cache.iter().find(|entry| entry.0 == k)
-            else {
+            let Some(sol) = solved.iter().find(|s| s.k == k) else {
                 continue;
             };
-            // The hull scales with N: rebuild when the cached k came from
-            // another N (k = m for every N ≥ m).
-            let rebuilt;
-            let mech = if (proto.records() - records_n).abs() > 0.0 {
-                rebuilt = ProjectionMechanism::new(
-                    w,
-                    proto.gaussian().covariance(),
-                    budget,
-                    CALIBRATION,
-                    records_n,
-                    PROJECTION_TOLERANCE,
-                )?;
-                &rebuilt
-            } else {
-                proto
-            };
+            let (next_eig, gap, cov_seconds) = (sol.next_eig, sol.cov.relative_gap, sol.seconds);
+            let mech = ProjectionMechanism::new(
+                w,
+                sol.cov.covariance.as_ref(),
+                budget,
+                CALIBRATION,
+                records_n,
+                PROJECTION_TOLERANCE,
+            )?;
             let start = std::time::Instant::now();
             let (mut s_gm, mut s_coa, mut s_proj, mut s_kept, mut s_rest) =
                 (vec![], vec![], vec![], vec![], vec![]);
@@ -216,8 +210,8 @@ impl Experiment for ProjectionSmallDb {
                 } else {
                     0.0
                 },
-                gap: *gap,
-                covariance_seconds: *cov_seconds,
+                gap,
+                covariance_seconds: cov_seconds,
             };
             let base = |mechanism: &str, ci: MeanCi, expected: Option<f64>, metric: String| Point {
                 mechanism: mechanism.into(),

@@ -28,7 +28,7 @@ use dp_opt::{PrivacyModel, Problem, StrategyOptimizer};
 use dp_workloads::generators::{DiscreteEntries, wdiscrete, wmarginal, wrange, wrelated};
 use dp_workloads::workload::ExplicitWorkload;
 
-use super::common::histogram;
+use super::common::{gaussian_multiplier, histogram, measure_total};
 use crate::stats::MeanCi;
 use crate::{Experiment, ExperimentResult, Plot, Point, Progress, RunConfig, Series};
 
@@ -111,7 +111,11 @@ struct Sizes {
     grid: Vec<usize>,
     m: usize,
     n: usize,
-    s_fraction: f64,
+}
+
+/// WRelated's default rank, `s = 0.2·min(m, n)` (LRM paper, Table 1).
+pub(super) fn related_rank(m: usize, n: usize) -> usize {
+    ((0.2 * m.min(n) as f64).round() as usize).max(1)
 }
 
 impl Sweep {
@@ -133,12 +137,7 @@ impl Sweep {
             (Vary::S, false, false) => (vec![8, 16, 32, 64], 128, 128),
             (Vary::S, false, true) => (vec![16, 32, 64, 128, 256, 512], paper_m, paper_n),
         };
-        Sizes {
-            grid,
-            m,
-            n,
-            s_fraction: 0.2,
-        }
+        Sizes { grid, m, n }
     }
 
     fn mechanisms(&self) -> Vec<&'static str> {
@@ -154,31 +153,29 @@ impl Sweep {
 }
 
 /// The strategy of `mechanism` for `problem` (and whether its optimizer
-/// converged, and its seconds).
+/// converged, and its seconds, WᵀW being formed once by the caller).
 pub(super) fn strategy(
     mechanism: &str,
-    w: &ExplicitWorkload,
-    privacy: PrivacyModel,
+    problem: &Problem,
     budget_seconds: Option<f64>,
 ) -> Result<(Mat<f64>, bool, f64)> {
-    let matrix = w.matrix();
-    let problem = Problem::from_workload(matrix, privacy)?;
     let start = std::time::Instant::now();
     let out = match mechanism {
-        "LM" | "GM" => dp_opt::classic::Identity.optimize(&problem, &mut ())?,
-        "WM" => dp_opt::classic::Wavelet.optimize(&problem, &mut ())?,
-        "HM" => dp_opt::classic::Hierarchical::default().optimize(&problem, &mut ())?,
+        "LM" | "GM" => dp_opt::classic::Identity.optimize(problem, &mut ())?,
+        "WM" => dp_opt::classic::Wavelet.optimize(problem, &mut ())?,
+        "HM" => dp_opt::classic::Hierarchical::default().optimize(problem, &mut ())?,
         "ESM" => {
             let mut esm = dp_opt::esm::Esm::default();
             esm.options.spg.max_seconds = budget_seconds;
-            esm.optimize(&problem, &mut ())?
+            esm.optimize(problem, &mut ())?
         }
-        "AM" => dp_opt::am::Am::default().optimize(&problem, &mut ())?,
-        "COA" => dp_opt::coa::Coa::default().optimize(&problem, &mut ())?,
+        "AM" => dp_opt::am::Am::default().optimize(problem, &mut ())?,
+        "COA" => dp_opt::coa::Coa::default().optimize(problem, &mut ())?,
         _ => {
+            // LRM's program is the ε-DP one in both papers.
             let mut lrm = dp_opt::lrm::Lrm::default();
             lrm.options.max_seconds = budget_seconds;
-            let pure = Problem::from_workload(matrix, PrivacyModel::Pure)?;
+            let pure = Problem::from_gram(problem.gram().to_owned(), PrivacyModel::Pure)?;
             lrm.optimize(&pure, &mut ())?
         }
     };
@@ -222,6 +219,12 @@ impl Experiment for Sweep {
                 GaussianCalibration::Coa,
             ),
         };
+        // Expected total squared error per unit of the objective: 2/ε² for
+        // Laplace noise on l1_obj, c² for Gaussian noise on l2_obj.
+        let noise_factor = match self.paper {
+            Paper::Lrm => 2.0 / (EPSILON * EPSILON),
+            Paper::Coa => gaussian_multiplier(budget, calibration)?.powi(2),
+        };
         let time_budget = if cfg.full {
             None
         } else {
@@ -240,44 +243,20 @@ impl Experiment for Sweep {
             };
             let s = match self.vary {
                 Vary::S => value.min(m.min(n)),
-                _ => ((sizes.s_fraction * m.min(n) as f64).round() as usize).max(1),
+                _ => related_rank(m, n),
             };
             let w = self.workload(m, n, s, cfg.seed ^ value as u64)?;
             let hist = histogram(DATASET, n, cfg, progress)?;
             dataset_used = hist.name.clone();
             let truth = dp_workloads::Workload::answer(&w, &hist.counts)?;
+            let problem = Problem::from_workload(w.matrix(), privacy)?;
             let mut row = Vec::new();
             for &mech in &mechanisms {
-                let (a, converged, seconds) = strategy(mech, &w, privacy, time_budget)?;
+                let (a, converged, seconds) = strategy(mech, &problem, time_budget)?;
                 let mechanism = MatrixMechanism::with_calibration(a.as_ref(), budget, calibration)?;
-                let eval = Problem::from_workload(w.matrix(), privacy)?;
-                let objective = eval.objective(a.as_ref())?;
-                let closed_form = match self.paper {
-                    Paper::Lrm => 2.0 * objective / (EPSILON * EPSILON),
-                    Paper::Coa => {
-                        let c = calibration.multiplier(
-                            budget.epsilon(),
-                            budget
-                                .delta()
-                                .ok_or_else(|| dp_core::DpError::InvalidParameter {
-                                    name: "budget",
-                                    reason: "needs δ".into(),
-                                })?,
-                        )?;
-                        c * c * objective
-                    }
-                };
-                let mut samples = Vec::with_capacity(reps);
-                for _ in 0..reps {
-                    let ans = mechanism.release(w.matrix(), &hist.counts, &mut rng)?;
-                    samples.push(
-                        ans.iter()
-                            .zip(&truth)
-                            .map(|(a, t)| (a - t).powi(2))
-                            .sum::<f64>(),
-                    );
-                }
-                let measured = MeanCi::of(&samples);
+                let closed_form = noise_factor * problem.objective(a.as_ref())?;
+                let measured =
+                    measure_total(&mechanism, w.matrix(), &hist.counts, &truth, reps, &mut rng)?;
                 points.push(Point {
                     mechanism: mech.into(),
                     workload: dp_workloads::Workload::name(&w),

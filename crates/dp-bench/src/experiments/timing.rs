@@ -11,7 +11,8 @@ use dp_core::calibration::GaussianCalibration;
 use dp_core::{PrivacyBudget, Result};
 use dp_opt::{PrivacyModel, Problem};
 
-use super::sweep::{DELTA, EPSILON, Family, strategy};
+use super::common::gaussian_multiplier;
+use super::sweep::{DELTA, EPSILON, Family, related_rank, strategy};
 use crate::stats::fitted_exponent;
 use crate::{Experiment, ExperimentResult, Plot, Point, Progress, RunConfig, Series};
 
@@ -77,15 +78,7 @@ impl Experiment for Timing {
             Some(15.0)
         };
         let budget = PrivacyBudget::approx(EPSILON, DELTA)?;
-        let c = GaussianCalibration::Coa.multiplier(
-            budget.epsilon(),
-            budget
-                .delta()
-                .ok_or_else(|| dp_core::DpError::InvalidParameter {
-                    name: "budget",
-                    reason: "needs δ".into(),
-                })?,
-        )?;
+        let c = gaussian_multiplier(budget, GaussianCalibration::Coa)?;
         progress.start((grid.len() * families.len() * MECHANISMS.len()) as u64);
         let mut points = Vec::new();
         let mut plots = Vec::new();
@@ -117,12 +110,11 @@ impl Experiment for Timing {
                 } else {
                     n
                 };
-                let s = ((0.2 * m.min(n) as f64).round() as usize).max(1);
+                let s = related_rank(m, n);
                 let w = family.generate(m, n, s, cfg.seed ^ value as u64)?;
                 let problem = Problem::from_workload(w.matrix(), PrivacyModel::Approx)?;
                 for (j, mech) in MECHANISMS.iter().enumerate() {
-                    let (a, converged, seconds) =
-                        strategy(mech, &w, PrivacyModel::Approx, budget_seconds)?;
+                    let (a, converged, seconds) = strategy(mech, &problem, budget_seconds)?;
                     let expected = c * c * problem.objective(a.as_ref())?;
                     times[j].push(seconds);
                     summary += &format!(
