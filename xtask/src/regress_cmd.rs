@@ -193,10 +193,10 @@ fn optimizer(name: &str, worsen: bool) -> Result<Box<dyn StrategyOptimizer>> {
             let d = dp_opt::lrm::LrmOptions::default();
             Box::new(dp_opt::lrm::Lrm {
                 options: dp_opt::lrm::LrmOptions {
-                    reduced_max_outer: 1,
-                    spg: dp_opt::spg::SpgOptions {
-                        max_iterations: 3,
-                        ..d.spg
+                    penalty_stages: 1,
+                    penalty_spg: dp_opt::spg::SpgOptions {
+                        max_iterations: 1000,
+                        ..d.penalty_spg
                     },
                     ..d
                 },

@@ -28,6 +28,11 @@ pub struct SpgOptions {
     /// Wall-clock budget in seconds (checked once per iteration; ends the
     /// run as [`SpgStop::MaxIterations`]).
     pub max_seconds: Option<f64>,
+    /// First step `α₀ = 1/‖∇f(x₀)‖∞` (a short first move) instead of the
+    /// paper's `1/‖P(x₀ − ∇f) − x₀‖∞`. On non-convex problems the first
+    /// move picks the basin: measured on LRM's L (WRange 256), the short
+    /// first step ends 5% lower.
+    pub gradient_initial_step: bool,
 }
 
 impl Default for SpgOptions {
@@ -38,6 +43,7 @@ impl Default for SpgOptions {
             tolerance: 1e-8,
             stall_tolerance: 1e-9,
             max_seconds: None,
+            gradient_initial_step: false,
         }
     }
 }
@@ -103,8 +109,13 @@ pub fn minimize(
             .fold(0.0f64, |m, (a, b)| m.max((a - b).abs()))
     };
     let mut pg = pg_norm(&x, &g, &mut project);
-    let mut alpha = if pg > 0.0 {
-        (1.0 / pg).clamp(ALPHA_MIN, ALPHA_MAX)
+    let first = if options.gradient_initial_step {
+        g.iter().fold(0.0f64, |m, v| m.max(v.abs()))
+    } else {
+        pg
+    };
+    let mut alpha = if first > 0.0 {
+        (1.0 / first).clamp(ALPHA_MIN, ALPHA_MAX)
     } else {
         1.0
     };

@@ -154,3 +154,37 @@ fn am_certificate_and_default_optimizer_model() {
         );
     }
 }
+
+/// LRM's default solver leaves the identity on range workloads, where the
+/// identity is a KKT point of formulation (7) (every column a vertex of its
+/// L1 ball, `(WᵀW)ⱼⱼ ≥ (WᵀW)ᵢⱼ`): on WRange it must land well below the
+/// identity and near p-Identity (an independent optimizer of the same
+/// objective over a smaller family), in both of its regimes (the barrier
+/// form, r ≥ n, and the penalty path, r < n/2).
+#[test]
+fn lrm_beats_the_identity_on_ranges() {
+    for (m, n) in [(96, 64), (16, 64)] {
+        let w = dp_workloads::generators::wrange(m, n, 11).unwrap();
+        let problem = Problem::from_gram(w.gram(), PrivacyModel::Pure).unwrap();
+        let identity = problem
+            .objective(Mat::<f64>::identity(n, n).as_ref())
+            .unwrap();
+        let lrm = by_name("lrm").unwrap().optimize(&problem, &mut ()).unwrap();
+        let pid = by_name("pidentity")
+            .unwrap()
+            .optimize(&problem, &mut ())
+            .unwrap();
+        let recomputed = problem.objective(lrm.strategy.as_ref()).unwrap();
+        eprintln!(
+            "WRange({m}x{n}): identity {identity:.1} lrm {recomputed:.1} ({:?}) pidentity {:.1}",
+            lrm.report.termination, pid.report.objective
+        );
+        assert!(
+            (recomputed - lrm.report.objective).abs() <= 1e-9 * recomputed,
+            "{recomputed} vs {}",
+            lrm.report.objective
+        );
+        assert!(recomputed < 0.7 * identity, "{m}x{n}");
+        assert!(recomputed < 1.1 * pid.report.objective, "{m}x{n}");
+    }
+}
