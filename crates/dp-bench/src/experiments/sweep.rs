@@ -446,8 +446,11 @@ impl Sweep {
                     "
 **Differs from the paper: LRM equals {} at {} = {}.** dpmm's LRM returns the identity strategy whenever its own \
                      decomposition W ≈ BL ends with a larger l1_obj (or fails the authors' ‖B‖_F² > ‖W‖_F² test): here it did, so it is \
-                     never worse than noise on the data but not the low error the paper reports. The LRM paper's figures come from the \
-                     authors' MATLAB code, whose random initialization the COA paper credits for avoiding poor local minima; our reduced augmented Lagrangian (issue 5) is still weaker on these workloads.\n",
+                     never worse than noise on the data but not the low error the paper reports. On WRelated this is the workload, not \
+                     the solver: a rank-s strategy L = V_sᵀ/κ (V_s the top right singular vectors, κ their largest column L1 norm, \
+                     about s·(2/(πn))^½ for Gaussian W) costs κ²‖W‖_F², above the identity's ‖W‖_F² unless n ≳ πs²/2; with \
+                     s = 0.2·min(m, n) and n ≤ 256 that never holds, and neither LRM nor p-Identity finds a better ε-DP strategy. The \
+                     paper's two orders of magnitude come at n = 8192, where s = 0.2·min(m, n) stops growing once n > m and κ < 1.\n",
                     mechanisms[base],
                     self.vary_label(),
                     fell_back.join(", ")
