@@ -519,33 +519,19 @@ impl Lrm {
             }
             outer += 1;
             let t = c + &pi * faer::Scale(1.0 / beta);
-            let eval = |x: &[f64], g: &mut [f64]| -> f64 {
-                let lx = Mat::from_fn(r, n, |i, j| x[j * r + i]);
-                let Some((f, grad)) = reduced_objective(&t, &lx, beta, par) else {
+            let eval = |lx: MatRef<'_, f64>, mut grad: MatMut<'_, f64>| -> f64 {
+                let Some((f, g)) = reduced_objective(&t, &lx.to_owned(), beta, par) else {
                     return f64::INFINITY;
                 };
-                for j in 0..n {
-                    for i in 0..r {
-                        g[j * r + i] = grad[(i, j)];
-                    }
-                }
+                grad.copy_from(&g);
                 f
             };
-            let project = |x: &mut [f64]| {
-                for col in x.chunks_mut(r) {
-                    project_l1_ball(col, 1.0);
-                }
-            };
-            let x0: Vec<f64> = (0..n)
-                .flat_map(|j| (0..r).map(move |i| (i, j)))
-                .map(|(i, j)| l[(i, j)])
-                .collect();
             let spg_options = SpgOptions {
                 max_seconds: remaining,
                 ..stage_spg
             };
-            let solved = spg::minimize(eval, project, x0, &spg_options, |_, _, _| {});
-            l = Mat::from_fn(r, n, |i, j| solved.x[j * r + i]);
+            let (next, solved) = spg_over_l1_columns(&l, eval, &spg_options, |_, _, _| {});
+            l = next;
             let b = optimal_b(&t, &l, beta).ok_or_else(|| DpError::NotConverged {
                 solver: "LRM",
                 reason: "I + βLLᵀ is not positive definite".into(),
@@ -673,26 +659,14 @@ impl Lrm {
             let norm: f64 = l.col(j).iter().map(|v| v.abs()).sum();
             l.col_mut(j).iter_mut().for_each(|v| *v /= norm);
         }
-        // x and the gradient are L column-major (column j at j·r).
-        let eval = |x: &[f64], g: &mut [f64]| -> f64 {
-            let lx = MatRef::from_column_major_slice(x, r, n);
-            let grad = MatMut::from_column_major_slice_mut(g, r, n);
+        let eval = |lx: MatRef<'_, f64>, grad: MatMut<'_, f64>| {
             barrier_objective_into(c, lx, grad, par).unwrap_or(f64::INFINITY)
         };
-        let project = |x: &mut [f64]| {
-            for col in x.chunks_mut(r) {
-                project_l1_ball(col, 1.0);
-            }
-        };
-        let x0: Vec<f64> = (0..n)
-            .flat_map(|j| (0..r).map(move |i| (i, j)))
-            .map(|(i, j)| l[(i, j)])
-            .collect();
         let spg_options = SpgOptions {
             max_seconds: o.max_seconds,
             ..o.penalty_spg
         };
-        let solved = spg::minimize(eval, project, x0, &spg_options, |k, f, pg| {
+        let (l, solved) = spg_over_l1_columns(&l, eval, &spg_options, |k, f, pg| {
             observer.observe(
                 k,
                 &[
@@ -701,7 +675,6 @@ impl Lrm {
                 ],
             );
         });
-        let l = Mat::from_fn(r, n, |i, j| solved.x[j * r + i]);
         // B = W L⁺ = C (LᵀL)⁻¹ Lᵀ.
         let b = Cholesky::factor(gemm(l.transpose(), l.as_ref(), par).as_ref())
             .and_then(|chol| {
@@ -743,6 +716,38 @@ impl Lrm {
             stop,
         })
     }
+}
+
+/// SPG ([`crate::spg`]) over L (r × n) with every column in the unit L1
+/// ball (projection (11)), from `l`. `eval(L, ∇)` sees L and writes the
+/// gradient through column-major views of SPG's vectors (column j at
+/// j·r), so nothing is copied. Returns the solution as a matrix.
+fn spg_over_l1_columns(
+    l: &Mat<f64>,
+    mut eval: impl FnMut(MatRef<'_, f64>, MatMut<'_, f64>) -> f64,
+    options: &SpgOptions,
+    on_iteration: impl FnMut(usize, f64, f64),
+) -> (Mat<f64>, spg::SpgResult) {
+    let (r, n) = (l.nrows(), l.ncols());
+    let x0: Vec<f64> = (0..n).flat_map(|j| l.col(j).iter().copied()).collect();
+    let solved = spg::minimize(
+        |x: &[f64], g: &mut [f64]| {
+            eval(
+                MatRef::from_column_major_slice(x, r, n),
+                MatMut::from_column_major_slice_mut(g, r, n),
+            )
+        },
+        |x: &mut [f64]| {
+            for col in x.chunks_mut(r) {
+                project_l1_ball(col, 1.0);
+            }
+        },
+        x0,
+        options,
+        on_iteration,
+    );
+    let out = Mat::from_fn(r, n, |i, j| solved.x[j * r + i]);
+    (out, solved)
 }
 
 /// The objective of formulation (7) with B eliminated, for L (r × n) with
