@@ -1,5 +1,11 @@
 //! The low-rank mechanism (Yuan et al., "Low-rank mechanism: optimizing
-//! batch queries under differential privacy", VLDB 2012) for ε-DP.
+//! batch queries under differential privacy", VLDB 2012) for ε-DP, and
+//! its (ε,δ)-DP form, program (4) of the COA paper (Yuan et al., KDD 2016):
+//! the same program with every column of L in the unit **L2** ball
+//! (`‖L‖_{2,∞} ≤ 1`, the L2 sensitivity that Gaussian noise is calibrated
+//! to). [`StrategyOptimizer::optimize`] picks the column norm from the
+//! problem's privacy model ([`ColumnNorm::for_privacy`]); everything below
+//! is written for L1 and holds for L2 with the radial projection.
 //!
 //! Formulation (8): `min tr(BᵀB)` s.t. `‖W − BL‖_F ≤ γ` and every column of
 //! `L` in the unit L1 ball, solved by the inexact augmented Lagrangian of
@@ -62,7 +68,10 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::dense::{append_rows, gemm, inner, row_space_complement};
 use crate::spg::{self, SpgOptions};
-use crate::{Observer, OptimizeReport, Optimized, Problem, StrategyOptimizer, TerminationReason};
+use crate::{
+    Observer, OptimizeReport, Optimized, PrivacyModel, Problem, StrategyOptimizer,
+    TerminationReason,
+};
 
 /// Euclidean projection of `v` onto the L1 ball of radius `radius`
 /// (Duchi, Shalev-Shwartz, Singer, Chandra 2008, Figure 1): sort `|v|`
@@ -111,9 +120,60 @@ pub fn project_l1_ball(v: &mut [f64], radius: f64) {
     }
 }
 
-fn project_columns(l: &mut Mat<f64>) {
+/// The column constraint `‖L‖_{p,∞} ≤ 1` of LRM's program: p = 1 for
+/// ε-DP (formulation (7) of the LRM paper, `Δ₁(L) ≤ 1`), p = 2 for
+/// (ε,δ)-DP (program (4) of the COA paper, `Δ₂(L) ≤ 1`, whose Gaussian
+/// noise is calibrated to the L2 sensitivity).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ColumnNorm {
+    /// Every column in the unit L1 ball.
+    L1,
+    /// Every column in the unit L2 ball.
+    L2,
+}
+
+impl ColumnNorm {
+    /// The norm whose sensitivity calibrates `model`'s noise.
+    pub fn for_privacy(model: PrivacyModel) -> Self {
+        match model {
+            PrivacyModel::Pure => Self::L1,
+            PrivacyModel::Approx => Self::L2,
+        }
+    }
+
+    /// `‖v‖_p`.
+    pub fn norm(self, v: impl IntoIterator<Item = f64>) -> f64 {
+        match self {
+            Self::L1 => v.into_iter().map(f64::abs).sum(),
+            Self::L2 => v.into_iter().map(|x| x * x).sum::<f64>().sqrt(),
+        }
+    }
+
+    /// Euclidean projection onto the unit ball: (11) for L1
+    /// ([`project_l1_ball`]), radial scaling for L2.
+    pub fn project(self, v: &mut [f64]) {
+        match self {
+            Self::L1 => project_l1_ball(v, 1.0),
+            Self::L2 => {
+                let norm = Self::L2.norm(v.iter().copied());
+                if norm > 1.0 {
+                    v.iter_mut().for_each(|x| *x /= norm);
+                }
+            }
+        }
+    }
+
+    /// The largest column norm of `l` (its sensitivity).
+    fn max_column(self, l: MatRef<'_, f64>) -> f64 {
+        (0..l.ncols())
+            .map(|j| self.norm(l.col(j).iter().copied()))
+            .fold(0.0, f64::max)
+    }
+}
+
+fn project_columns(l: &mut Mat<f64>, norm: ColumnNorm) {
     for j in 0..l.ncols() {
-        project_l1_ball(l.col_as_slice_mut(j), 1.0);
+        norm.project(l.col_as_slice_mut(j));
     }
 }
 
@@ -292,7 +352,7 @@ pub struct Lrm {
 pub struct Decomposition {
     /// B (rank(W) × r in the root's coordinates).
     pub b: Mat<f64>,
-    /// L (r × n), columns in the unit L1 ball.
+    /// L (r × n), columns in the unit ball of the [`ColumnNorm`].
     pub l: Mat<f64>,
     /// `‖W − BL‖_F` in the workload's own scale.
     pub residual: f64,
@@ -354,10 +414,12 @@ impl Lrm {
         Ok(())
     }
 
-    /// Algorithm 1 on the Gram root of `gram`.
+    /// Algorithm 1 on the Gram root of `gram`, with every column of L in
+    /// the unit ball of `norm`.
     pub fn decompose(
         &self,
         gram: dp_linalg::MatRef<'_, f64>,
+        norm: ColumnNorm,
         observer: &mut dyn Observer,
     ) -> Result<Decomposition> {
         self.check()?;
@@ -383,35 +445,35 @@ impl Lrm {
                 r = n + n.div_ceil(16);
             }
             if r >= n {
-                return self.decompose_barrier(&c, r, colmax, observer);
+                return self.decompose_barrier(&c, r, colmax, norm, observer);
             }
         }
         // The SVD start has at most n rows.
         let r = r.min(n);
         // Start (reference implementation): W = UΣVᵀ, B = UΣ√r, L = Vᵀ/√r,
-        // feasible since ‖Vᵀeⱼ‖₁ ≤ √r ‖Vᵀeⱼ‖₂ ≤ √r. In root coordinates
-        // B = C V_r √r with V_r the top r eigenvectors of WᵀW.
+        // feasible since ‖Vᵀeⱼ‖₁ ≤ √r ‖Vᵀeⱼ‖₂ ≤ √r (L2 columns: L = Vᵀ,
+        // ‖Vᵀeⱼ‖₂ ≤ 1). In root coordinates B = C V_r √r with V_r the top r
+        // eigenvectors of WᵀW.
         let eig = SymmetricEigen::new(g.as_ref())?;
         let sqrt_r = (r as f64).sqrt();
         let vr = Mat::from_fn(n, r, |i, k| eig.vectors[(i, n - 1 - k)]);
-        // The reduced solver divides by the largest column L1 norm of V_rᵀ
-        // itself (≤ √r): still feasible, and a smaller B.
-        let l1_scale = if o.solver != LrmSolver::Alternating {
-            (0..n)
-                .map(|j| (0..r).map(|k| vr[(j, k)].abs()).sum::<f64>())
-                .fold(0.0, f64::max)
-                .max(f64::MIN_POSITIVE)
-        } else {
-            sqrt_r
+        // The reduced solver divides by the largest column norm of V_rᵀ
+        // itself (≤ √r for L1, ≤ 1 for L2): still feasible, and a smaller B.
+        let scale = match (o.solver, norm) {
+            (LrmSolver::Alternating, ColumnNorm::L1) => sqrt_r,
+            (LrmSolver::Alternating, ColumnNorm::L2) => 1.0,
+            _ => norm.max_column(vr.transpose()).max(f64::MIN_POSITIVE),
         };
-        let mut l = Mat::from_fn(r, n, |k, j| vr[(j, k)] / l1_scale);
-        let mut b = gemm(c.as_ref(), vr.as_ref(), par) * faer::Scale(l1_scale);
+        let mut l = Mat::from_fn(r, n, |k, j| vr[(j, k)] / scale);
+        let mut b = gemm(c.as_ref(), vr.as_ref(), par) * faer::Scale(scale);
         match o.solver {
-            LrmSolver::Reduced => return self.decompose_reduced(&c, l, colmax, observer, None),
-            // λ_max(L₀L₀ᵀ) = 1/l1_scale² (orthonormal rows scaled).
+            LrmSolver::Reduced => {
+                return self.decompose_reduced(&c, l, colmax, norm, observer, None);
+            }
+            // λ_max(L₀L₀ᵀ) = 1/scale² (orthonormal rows scaled).
             LrmSolver::Penalty => {
-                let beta0 = 10.0 * l1_scale * l1_scale;
-                return self.decompose_reduced(&c, l, colmax, observer, Some(beta0));
+                let beta0 = 10.0 * scale * scale;
+                return self.decompose_reduced(&c, l, colmax, norm, observer, Some(beta0));
             }
             LrmSolver::Alternating => {}
         }
@@ -437,7 +499,7 @@ impl Lrm {
                 chol.solve_in_place(bt.as_mut())?;
                 b = bt.transpose().to_owned();
                 // (10) by Algorithm 2.
-                omega = apg(&b, &target, &mut l, beta, omega, o.apg_iterations, par)?;
+                omega = apg(&b, &target, &mut l, norm, beta, omega, &o)?;
             }
             residual = frob_residual(&c, &b, &l, par);
             let trace_btb = inner(&b, &b);
@@ -491,6 +553,7 @@ impl Lrm {
         c: &Mat<f64>,
         mut l: Mat<f64>,
         colmax: f64,
+        norm: ColumnNorm,
         observer: &mut dyn Observer,
         penalty: Option<f64>,
     ) -> Result<Decomposition> {
@@ -530,7 +593,7 @@ impl Lrm {
                 max_seconds: remaining,
                 ..stage_spg
             };
-            let (next, solved) = spg_over_l1_columns(&l, eval, &spg_options, |_, _, _| {});
+            let (next, solved) = spg_over_columns(&l, norm, eval, &spg_options, |_, _, _| {});
             l = next;
             let b = optimal_b(&t, &l, beta).ok_or_else(|| DpError::NotConverged {
                 solver: "LRM",
@@ -631,6 +694,7 @@ impl Lrm {
         c: &Mat<f64>,
         r: usize,
         colmax: f64,
+        norm: ColumnNorm,
         observer: &mut dyn Observer,
     ) -> Result<Decomposition> {
         let o = self.options;
@@ -656,8 +720,8 @@ impl Lrm {
             f64::from(u8::from(i == j)) + noise
         });
         for j in 0..n {
-            let norm: f64 = l.col(j).iter().map(|v| v.abs()).sum();
-            l.col_mut(j).iter_mut().for_each(|v| *v /= norm);
+            let length = norm.norm(l.col(j).iter().copied());
+            l.col_mut(j).iter_mut().for_each(|v| *v /= length);
         }
         let eval = |lx: MatRef<'_, f64>, grad: MatMut<'_, f64>| {
             barrier_objective_into(c, lx, grad, par).unwrap_or(f64::INFINITY)
@@ -666,7 +730,7 @@ impl Lrm {
             max_seconds: o.max_seconds,
             ..o.penalty_spg
         };
-        let (l, solved) = spg_over_l1_columns(&l, eval, &spg_options, |k, f, pg| {
+        let (l, solved) = spg_over_columns(&l, norm, eval, &spg_options, |k, f, pg| {
             observer.observe(
                 k,
                 &[
@@ -718,12 +782,13 @@ impl Lrm {
     }
 }
 
-/// SPG ([`crate::spg`]) over L (r × n) with every column in the unit L1
-/// ball (projection (11)), from `l`. `eval(L, ∇)` sees L and writes the
+/// SPG ([`crate::spg`]) over L (r × n) with every column in the unit ball
+/// of `norm` (projection (11) for L1), from `l`. `eval(L, ∇)` sees L and writes the
 /// gradient through column-major views of SPG's vectors (column j at
 /// j·r), so nothing is copied. Returns the solution as a matrix.
-fn spg_over_l1_columns(
+fn spg_over_columns(
     l: &Mat<f64>,
+    norm: ColumnNorm,
     mut eval: impl FnMut(MatRef<'_, f64>, MatMut<'_, f64>) -> f64,
     options: &SpgOptions,
     on_iteration: impl FnMut(usize, f64, f64),
@@ -739,7 +804,7 @@ fn spg_over_l1_columns(
         },
         |x: &mut [f64]| {
             for col in x.chunks_mut(r) {
-                project_l1_ball(col, 1.0);
+                norm.project(col);
             }
         },
         x0,
@@ -906,11 +971,12 @@ fn apg(
     b: &Mat<f64>,
     target: &Mat<f64>,
     l: &mut Mat<f64>,
+    norm: ColumnNorm,
     beta: f64,
     omega0: f64,
-    max_iter: usize,
-    par: Par,
+    options: &LrmOptions,
 ) -> Result<f64> {
+    let (max_iter, par) = (options.apg_iterations, options.parallelism);
     let btb = gemm(b.transpose(), b.as_ref(), par) * faer::Scale(beta);
     let btt = gemm(b.transpose(), target.as_ref(), par);
     let value = |x: &Mat<f64>| {
@@ -930,7 +996,7 @@ fn apg(
         let mut next;
         loop {
             next = &s - &gs * faer::Scale(1.0 / omega);
-            project_columns(&mut next);
+            project_columns(&mut next, norm);
             let step = &next - &s;
             let model = fs + inner(&gs, &step) + 0.5 * omega * inner(&step, &step);
             if value(&next) <= model + 1e-12 * fs.abs().max(1.0) || omega > 1e300 {
@@ -962,10 +1028,13 @@ fn apg(
 /// an orthonormal basis of the directions where `LᵀL` has eigenvalue at
 /// most `level · λ_max` (`level` ∈ {1e-12, 1e-8, 1e-6, 1e-4}: a nearly
 /// singular L answers those directions of W with amplified noise, a few
-/// appended rows answer them cheaply), columns rescaled to `Δ₁ = 1`, η over
+/// appended rows answer them cheaply), rescaled to unit sensitivity in `norm`, η over
 /// a small grid. Every objective is recomputed from the candidate.
-fn supported_strategy(problem: &Problem, l: &Mat<f64>) -> Result<(Mat<f64>, f64)> {
-    let n = l.ncols();
+fn supported_strategy(
+    problem: &Problem,
+    l: &Mat<f64>,
+    norm: ColumnNorm,
+) -> Result<(Mat<f64>, f64)> {
     let mut best: Option<(Mat<f64>, f64)> = match problem.objective(l.as_ref()) {
         Ok(obj) => Some((l.clone(), obj)),
         Err(DpError::UnsupportedWorkload { .. }) => None,
@@ -980,10 +1049,8 @@ fn supported_strategy(problem: &Problem, l: &Mat<f64>) -> Result<(Mat<f64>, f64)
         seen = p.ncols();
         for eta in [1e-3, 1e-2, 3e-2, 1e-1, 3e-1] {
             let mut a = append_rows(l, &p, eta);
-            let d1 = (0..n)
-                .map(|j| a.col(j).iter().map(|v| v.abs()).sum::<f64>())
-                .fold(0.0, f64::max);
-            a *= faer::Scale(1.0 / d1);
+            let sensitivity = norm.max_column(a.as_ref());
+            a *= faer::Scale(1.0 / sensitivity);
             if let Ok(obj) = problem.objective(a.as_ref())
                 && best.as_ref().is_none_or(|b| obj < b.1)
             {
@@ -1004,13 +1071,14 @@ impl StrategyOptimizer for Lrm {
 
     fn optimize(&self, problem: &Problem, observer: &mut dyn Observer) -> Result<Optimized> {
         let start = Instant::now();
-        let dec = self.decompose(problem.gram(), observer)?;
+        let norm = ColumnNorm::for_privacy(problem.privacy());
+        let dec = self.decompose(problem.gram(), norm, observer)?;
         let n = problem.domain_size();
         // L answered by least squares; if BL ≠ W leaves part of W outside
         // L's row space, measure that part too (identity rows scaled so
         // that Δ₁ stays 1 … compared below with the identity itself).
         let mut candidates: Vec<(Mat<f64>, f64, &'static str)> = Vec::new();
-        if let Ok((l, obj)) = supported_strategy(problem, &dec.l) {
+        if let Ok((l, obj)) = supported_strategy(problem, &dec.l, norm) {
             candidates.push((l, obj, "lrm"));
         }
         let identity = Mat::<f64>::identity(n, n);
