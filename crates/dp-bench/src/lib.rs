@@ -23,7 +23,7 @@ use std::path::PathBuf;
 
 use dp_core::Result;
 
-pub use output::{Plot, Point, Series, SeriesPoint, write_outputs};
+pub use output::{Panel, Plot, Point, Series, SeriesPoint, write_outputs};
 
 /// How an experiment is run.
 #[derive(Debug, Clone)]

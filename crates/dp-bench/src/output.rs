@@ -60,7 +60,8 @@ pub struct Series {
     pub color: usize,
 }
 
-/// A plot in the paper's layout.
+/// A plot in the paper's layout: one panel, or a row of panels sharing
+/// their axes (the papers' "(a) Search Log, (b) Net Trace, …" figures).
 #[derive(Debug, Clone)]
 pub struct Plot {
     /// File stem of the SVG.
@@ -75,8 +76,27 @@ pub struct Plot {
     pub log_x: bool,
     /// Logarithmic y axis.
     pub log_y: bool,
+    /// The panels, drawn left to right with common axis ranges.
+    pub panels: Vec<Panel>,
+}
+
+/// One panel of a plot.
+#[derive(Debug, Clone)]
+pub struct Panel {
+    /// Sub-caption (empty for a single-panel plot).
+    pub title: String,
     /// The series.
     pub series: Vec<Series>,
+}
+
+impl Panel {
+    /// The only panel of a plot.
+    pub fn only(series: Vec<Series>) -> Vec<Panel> {
+        vec![Panel {
+            title: String::new(),
+            series,
+        }]
+    }
 }
 
 fn io(path: &Path, e: impl std::fmt::Display) -> DpError {
@@ -120,26 +140,77 @@ const PALETTE: [RGBColor; 8] = [
     RGBColor(127, 127, 127),
 ];
 
-/// Draws a plot as SVG (plotters).
+/// Draws a plot as SVG (plotters): its panels side by side, with the same
+/// axis ranges so that they compare at a glance.
 pub fn write_svg(path: &Path, plot: &Plot) -> Result<()> {
-    let xs = plot
-        .series
-        .iter()
-        .flat_map(|s| s.points.iter().map(|p| p.0));
-    let ys = plot.series.iter().flat_map(|s| {
+    let all_series = || plot.panels.iter().flat_map(|p| p.series.iter());
+    let xs = all_series().flat_map(|s| s.points.iter().map(|p| p.0));
+    let ys = all_series().flat_map(|s| {
         s.points
             .iter()
             .flat_map(|p| [Some(p.1), p.2.map(|b| b.0), p.2.map(|b| b.1)])
             .flatten()
     });
-    let (x0, x1) = bounds(xs, plot.log_x);
-    let (y0, y1) = bounds(ys, plot.log_y);
-    let root = SVGBackend::new(path, (800, 560)).into_drawing_area();
+    let x_range = bounds(xs, plot.log_x);
+    let y_range = bounds(ys, plot.log_y);
+    let k = plot.panels.len().max(1);
+    let size = if k == 1 {
+        (800, 560)
+    } else {
+        (480 * k as u32, 480)
+    };
+    let root = SVGBackend::new(path, size).into_drawing_area();
     let err = |e: &dyn std::fmt::Display| io(path, e.to_string());
     root.fill(&WHITE).map_err(|e| err(&e))?;
-    let mut builder = ChartBuilder::on(&root);
+    let area = if k == 1 {
+        root.clone()
+    } else {
+        root.titled(&plot.title, ("sans-serif", 20))
+            .map_err(|e| err(&e))?
+    };
+    for (panel, cell) in plot.panels.iter().zip(area.split_evenly((1, k))) {
+        let caption = if k == 1 {
+            plot.title.as_str()
+        } else {
+            panel.title.as_str()
+        };
+        draw_panel(&cell, plot, panel, caption, x_range, y_range).map_err(|e| err(&e))?;
+    }
+    root.present().map_err(|e| err(&e))?;
+    Ok(())
+}
+
+/// A tick label: integers as integers, large or tiny values as `1e5`,
+/// the rest with four significant digits.
+fn tick(v: f64) -> String {
+    let a = v.abs();
+    if a != 0.0 && !(1e-3..1e5).contains(&a) {
+        let s = format!("{v:.1e}");
+        s.replace(".0e", "e")
+    } else if v.fract() == 0.0 {
+        format!("{v:.0}")
+    } else {
+        let s = format!("{v:.4}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    }
+}
+
+type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
+type DrawResult = std::result::Result<(), String>;
+
+/// One panel on `area`, in the plot's axis scales.
+fn draw_panel(
+    area: &Area<'_>,
+    plot: &Plot,
+    panel: &Panel,
+    caption: &str,
+    (x0, x1): (f64, f64),
+    (y0, y1): (f64, f64),
+) -> DrawResult {
+    let e = |e: &dyn std::fmt::Display| e.to_string();
+    let mut builder = ChartBuilder::on(area);
     builder
-        .caption(&plot.title, ("sans-serif", 18))
+        .caption(caption, ("sans-serif", 17))
         .margin(15)
         .x_label_area_size(45)
         .y_label_area_size(80);
@@ -150,9 +221,11 @@ pub fn write_svg(path: &Path, plot: &Plot) -> Result<()> {
                 .configure_mesh()
                 .x_desc(plot.x_label.as_str())
                 .y_desc(plot.y_label.as_str())
+                .x_label_formatter(&|v| tick(*v))
+                .y_label_formatter(&|v| tick(*v))
                 .draw()
-                .map_err(|e| err(&e))?;
-            for s in &plot.series {
+                .map_err(|x| e(&x))?;
+            for s in &panel.series {
                 let color = PALETTE[s.color % PALETTE.len()];
                 let pts: Vec<(f64, f64)> = s
                     .points
@@ -163,20 +236,20 @@ pub fn write_svg(path: &Path, plot: &Plot) -> Result<()> {
                 if s.markers_only {
                     chart
                         .draw_series(pts.iter().map(|&p| Cross::new(p, 5, color.stroke_width(2))))
-                        .map_err(|e| err(&e))?
+                        .map_err(|x| e(&x))?
                         .label(s.name.as_str())
                         .legend(move |(x, y)| Cross::new((x + 10, y), 5, color.stroke_width(2)));
                 } else {
                     chart
                         .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
-                        .map_err(|e| err(&e))?
+                        .map_err(|x| e(&x))?
                         .label(s.name.as_str())
                         .legend(move |(x, y)| {
                             PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
                         });
                     chart
                         .draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))
-                        .map_err(|e| err(&e))?;
+                        .map_err(|x| e(&x))?;
                 }
                 let bars: Vec<_> = s
                     .points
@@ -187,41 +260,38 @@ pub fn write_svg(path: &Path, plot: &Plot) -> Result<()> {
                     })
                     .map(|(x, lo, y, hi)| ErrorBar::new_vertical(x, lo, y, hi, color, 6))
                     .collect();
-                chart.draw_series(bars).map_err(|e| err(&e))?;
+                chart.draw_series(bars).map_err(|x| e(&x))?;
             }
             chart
                 .configure_series_labels()
                 .background_style(WHITE.mix(0.8))
                 .border_style(BLACK)
                 .draw()
-                .map_err(|e| err(&e))?;
+                .map_err(|x| e(&x))?;
         }};
     }
     match (plot.log_x, plot.log_y) {
         (true, true) => draw!(
             builder
                 .build_cartesian_2d((x0..x1).log_scale(), (y0..y1).log_scale())
-                .map_err(|e| err(&e))?
+                .map_err(|x| e(&x))?
         ),
         (true, false) => draw!(
             builder
                 .build_cartesian_2d((x0..x1).log_scale(), y0..y1)
-                .map_err(|e| err(&e))?
+                .map_err(|x| e(&x))?
         ),
         (false, true) => draw!(
             builder
                 .build_cartesian_2d(x0..x1, (y0..y1).log_scale())
-                .map_err(|e| err(&e))?
+                .map_err(|x| e(&x))?
         ),
-        (false, false) => {
-            draw!(
-                builder
-                    .build_cartesian_2d(x0..x1, y0..y1)
-                    .map_err(|e| err(&e))?
-            )
-        }
+        (false, false) => draw!(
+            builder
+                .build_cartesian_2d(x0..x1, y0..y1)
+                .map_err(|x| e(&x))?
+        ),
     }
-    root.present().map_err(|e| err(&e))?;
     Ok(())
 }
 
@@ -268,4 +338,20 @@ pub fn write_outputs(
     std::fs::write(&summary_path, header + &result.summary).map_err(|e| io(&summary_path, e))?;
     files.push(summary_path);
     Ok(Written { dir, files })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tick;
+
+    #[test]
+    fn tick_labels_are_short() {
+        assert_eq!(tick(128.0), "128");
+        assert_eq!(tick(100_000.0), "1e5");
+        assert_eq!(tick(2.5e6), "2.5e6");
+        assert_eq!(tick(0.25), "0.25");
+        assert_eq!(tick(1e-4), "1e-4");
+        assert_eq!(tick(0.0), "0");
+        assert_eq!(tick(-3.0), "-3");
+    }
 }

@@ -40,8 +40,40 @@ fn every_experiment_writes_csv_svg_and_summary() {
         }
         let summary = std::fs::read_to_string(written.dir.join("SUMMARY.md")).unwrap();
         assert!(summary.contains("|---"), "{}: no table", exp.name());
+        // The vary-n/m/s figures measure every point on each of the
+        // paper's datasets (3 in the LRM paper, 4 in the COA paper), one
+        // panel each, and say which histogram stands in for Social Network.
+        if let Some(panels) = sweep_panels(exp.name()) {
+            let mut reader = csv::Reader::from_reader(csv.as_bytes());
+            let header = reader.headers().unwrap().clone();
+            let col = |name: &str| header.iter().position(|h| h == name).unwrap();
+            let (mech, value) = (col("mechanism"), col("value"));
+            let rows: Vec<csv::StringRecord> = reader.records().map(|r| r.unwrap()).collect();
+            let same_point = rows
+                .iter()
+                .filter(|r| r[mech] == rows[0][mech] && r[value] == rows[0][value])
+                .count();
+            assert_eq!(same_point, panels, "{}: rows per point", exp.name());
+            assert!(summary.contains("HEPTH") && summary.contains("stands in"));
+            let svg = std::fs::read_to_string(written.dir.join("error.svg")).unwrap();
+            for label in ["(a) Search Log", "(b) Net Trace", "(c) Social Network"] {
+                assert!(svg.contains(label), "{}: no panel {label}", exp.name());
+            }
+            assert_eq!(svg.contains("(d) UCI Adult"), panels == 4, "{}", exp.name());
+        }
         ran += 1;
     }
     assert!(ran >= 2);
     let _ = std::fs::remove_dir_all(&root);
+}
+
+/// The number of dataset panels of a vary-n/m/s figure, `None` for the
+/// other experiments.
+fn sweep_panels(name: &str) -> Option<usize> {
+    let fig: usize = name.rsplit("fig").next()?.parse().ok()?;
+    match (name.starts_with("lrm-"), name.starts_with("coa-")) {
+        (true, _) if (4..=9).contains(&fig) => Some(3),
+        (_, true) if (2..=10).contains(&fig) => Some(4),
+        _ => None,
+    }
 }

@@ -20,21 +20,14 @@ use dp_opt::coa::{Coa, CoaOptions};
 use dp_opt::{Observer, PrivacyModel, Problem, StrategyOptimizer};
 use dp_workloads::datasets::Histogram;
 
-use super::common::{gaussian_multiplier, histogram, measure_total};
+use super::common::{
+    PAPER_DATASETS as DATASETS, datasets_note, gaussian_multiplier, histogram, measure_total,
+};
 use super::sweep::{DELTA, EPSILON, Family, related_rank};
-use crate::{Experiment, ExperimentResult, Plot, Point, Progress, RunConfig, Series};
+use crate::{Experiment, ExperimentResult, Panel, Plot, Point, Progress, RunConfig, Series};
 
 /// `coa-fig1`.
 pub struct CoaConvergence;
-
-/// The four datasets of the figure (HEPTH stands in for the non-public
-/// Social Network degree histogram).
-const DATASETS: [(&str, &str); 4] = [
-    ("SEARCHLOGS", "Search Log"),
-    ("NETTRACE", "Net Trace"),
-    ("HEPTH", "Social Network (stand-in: HEPTH citation degrees)"),
-    ("ADULTFRANK", "UCI Adult"),
-];
 
 /// Records every iterate's strategy.
 #[derive(Default)]
@@ -96,9 +89,15 @@ impl Experiment for CoaConvergence {
             "COA as the paper states it (X = I, homotopy over θ) on m = {m} queries over n = {n} cells, (ε,δ) = ({EPSILON}, {DELTA}), \
              Gaussian noise with c = √(2 ln(2/δ))/ε. Per Newton iteration: the expected total squared error of the iterate's strategy \
              (recomputed), the relative Newton decrement (optimality measure) and the test error ‖W x̂ − W x‖² on each dataset \
-             (mean of {reps} releases). Datasets: {}.\n\n\
+             (mean of {reps} releases). Datasets (merged to n): {}.\n\n\
              | workload | iterations | expected error: first → last | decrement: first → last | largest rise of the expected error | final certified gap | test error at the last iterate (per dataset) |\n|---|---|---|---|---|---|---|\n",
-            DATASETS.iter().map(|d| d.1).collect::<Vec<_>>().join(", ")
+            datasets_note(
+                &DATASETS,
+                &hists
+                    .iter()
+                    .map(|h| vec![h.name.clone()])
+                    .collect::<Vec<_>>()
+            )
         );
         for family in families {
             let s = related_rank(m, n);
@@ -196,7 +195,7 @@ impl Experiment for CoaConvergence {
                 y_label: "squared error (total over queries)".into(),
                 log_x: false,
                 log_y: true,
-                series,
+                panels: Panel::only(series),
             });
             plots.push(Plot {
                 file_stem: format!("optimality_{}", family.label().to_lowercase()),
@@ -205,7 +204,7 @@ impl Experiment for CoaConvergence {
                 y_label: "−⟨G, D⟩ / F".into(),
                 log_x: false,
                 log_y: true,
-                series: vec![Series {
+                panels: Panel::only(vec![Series {
                     name: "relative Newton decrement".into(),
                     points: capture
                         .decrement
@@ -214,7 +213,7 @@ impl Experiment for CoaConvergence {
                         .collect(),
                     markers_only: false,
                     color: 0,
-                }],
+                }]),
             });
             progress.step(family.label());
         }

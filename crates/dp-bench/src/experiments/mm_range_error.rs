@@ -10,7 +10,7 @@ use dp_workloads::workload::AllRange;
 
 use super::common::{histogram, measure_per_query};
 use crate::stats::fitted_exponent;
-use crate::{Experiment, ExperimentResult, Plot, Point, Progress, RunConfig, Series};
+use crate::{Experiment, ExperimentResult, Panel, Plot, Point, Progress, RunConfig, Series};
 
 /// Closed-form average, closed-form max, measured mean, CI low, CI high.
 #[derive(Debug, Clone, Copy)]
@@ -230,7 +230,7 @@ impl Experiment for RangeErrorGrowth {
                 y_label: "average squared error".into(),
                 log_x: true,
                 log_y: true,
-                series: avg_series,
+                panels: Panel::only(avg_series),
             },
             Plot {
                 file_stem: "max_error".into(),
@@ -239,7 +239,7 @@ impl Experiment for RangeErrorGrowth {
                 y_label: "max squared error".into(),
                 log_x: true,
                 log_y: true,
-                series: series(|r| (r.1, None), false),
+                panels: Panel::only(series(|r| (r.1, None), false)),
             },
         ];
         Ok(ExperimentResult {

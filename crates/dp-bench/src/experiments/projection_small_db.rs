@@ -30,7 +30,7 @@ use dp_workloads::generators::wrange;
 
 use super::common::{histogram, subsample};
 use crate::stats::MeanCi;
-use crate::{Experiment, ExperimentResult, Plot, Point, Progress, RunConfig, Series};
+use crate::{Experiment, ExperimentResult, Panel, Plot, Point, Progress, RunConfig, Series};
 
 /// `projection-small-db`.
 pub struct ProjectionSmallDb;
@@ -383,11 +383,11 @@ fn plots(rows: &[Row]) -> Vec<Plot> {
         y_label: "average squared error per query".into(),
         log_x: true,
         log_y: true,
-        series: vec![
+        panels: Panel::only(vec![
             series("GM", 0, |r| r.gm),
             series("COA", 1, |r| r.coa),
             series("Projection", 2, |r| r.projection),
             closed,
-        ],
+        ]),
     }]
 }

@@ -14,7 +14,7 @@ use dp_opt::{PrivacyModel, Problem};
 use super::common::gaussian_multiplier;
 use super::sweep::{DELTA, EPSILON, Family, related_rank, strategy};
 use crate::stats::fitted_exponent;
-use crate::{Experiment, ExperimentResult, Plot, Point, Progress, RunConfig, Series};
+use crate::{Experiment, ExperimentResult, Panel, Plot, Point, Progress, RunConfig, Series};
 
 /// Which figure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,7 +81,7 @@ impl Experiment for Timing {
         let c = gaussian_multiplier(budget, GaussianCalibration::Coa)?;
         progress.start((grid.len() * families.len() * MECHANISMS.len()) as u64);
         let mut points = Vec::new();
-        let mut plots = Vec::new();
+        let mut panels = Vec::new();
         let mut summary = format!(
             "Wall-clock seconds of one strategy optimization ((ε,δ) = ({EPSILON}, {DELTA}), 2 cores), with the closed-form expected \
              total squared error c²·l2_obj of the strategy found (c = √(2 ln(2/δ))/ε). {} fixed at {fixed}.{}\n\n",
@@ -159,13 +159,8 @@ impl Experiment for Timing {
                         / ys.iter().copied().fold(f64::INFINITY, f64::min)
                 );
             }
-            plots.push(Plot {
-                file_stem: format!("time_{}", family.label().to_lowercase()),
-                title: format!("{}: optimization time against {param}", family.label()),
-                x_label: param.into(),
-                y_label: "seconds".into(),
-                log_x: true,
-                log_y: true,
+            panels.push(Panel {
+                title: family.label().into(),
                 series: MECHANISMS
                     .iter()
                     .enumerate()
@@ -182,6 +177,18 @@ impl Experiment for Timing {
                     .collect(),
             });
         }
+        let plots = vec![Plot {
+            file_stem: "time".into(),
+            title: format!(
+                "optimization time against {param} ({} = {fixed})",
+                if self.axis == Axis::M { "n" } else { "m" }
+            ),
+            x_label: param.into(),
+            y_label: "seconds".into(),
+            log_x: true,
+            log_y: true,
+            panels,
+        }];
         summary += &format!(
             "\n**Growth** (fitted exponent of time against {param}, and max/min time over the grid):\n\n| workload | mechanism | fitted growth | max/min |\n|---|---|---|---|\n{growth}"
         );
