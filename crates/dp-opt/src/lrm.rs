@@ -191,8 +191,10 @@ pub struct LrmOptions {
     pub rank: Option<usize>,
     /// Factor on rank(W) for the default r (1.2).
     pub rank_factor: f64,
-    /// Relaxation γ of Formula (8): the run stops once `‖W − BL‖_F ≤ γ`
-    /// (or the residual tolerance, whichever is larger).
+    /// Relaxation γ of Formula (8): the paper's Algorithm 1
+    /// ([`LrmSolver::Alternating`]) stops once `‖W − BL‖_F ≤ γ` (or the
+    /// residual tolerance, whichever is larger). The other solvers do not
+    /// use it.
     pub gamma: f64,
     /// Initial penalty β₀. The paper starts at 1; measured here, β₀ = 1
     /// lets the early, weakly penalized steps collapse L's rank (the
