@@ -18,7 +18,8 @@
 //! same build differ by up to 1.7× on the smallest cases, which is why a
 //! case gets three chances; a genuine 2× slowdown still fails. `--worsen NAME` deliberately weakens
 //! one optimizer (COA: gap tolerance 0.05 and 2 Newton steps per stage;
-//! the others: an iteration budget of 3) to show the gate catches it.
+//! the others: an iteration budget of 3, LRM's also a single penalty
+//! stage) to show the gate catches it.
 //!
 //! A plain JSON baseline rather than an insta snapshot: the comparison is
 //! a tolerance on numbers, which a textual snapshot cannot express.
@@ -131,6 +132,12 @@ fn cases() -> Vec<Case> {
             gram: || Ok(dp_workloads::generators::wrange(32, 32, 4)?.gram()),
         },
         Case {
+            name: "lrm/approx/WRange(32x32,s4)",
+            optimizer: "lrm",
+            privacy: PrivacyModel::Approx,
+            gram: || Ok(dp_workloads::generators::wrange(32, 32, 4)?.gram()),
+        },
+        Case {
             name: "hierarchical/approx/Prefix(256)",
             optimizer: "hierarchical",
             privacy: PrivacyModel::Approx,
@@ -195,7 +202,7 @@ fn optimizer(name: &str, worsen: bool) -> Result<Box<dyn StrategyOptimizer>> {
                 options: dp_opt::lrm::LrmOptions {
                     penalty_stages: 1,
                     penalty_spg: dp_opt::spg::SpgOptions {
-                        max_iterations: 1000,
+                        max_iterations: 3,
                         ..d.penalty_spg
                     },
                     ..d

@@ -51,3 +51,32 @@ fn the_committed_objectives_hold_and_unknown_variants_are_refused() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("worsen"));
 }
+
+/// Every optimizer with a weakened variant is caught, and only its own
+/// cases fail (LRM in both its ε-DP and its (ε,δ) form).
+#[test]
+fn every_weakened_optimizer_fails_the_gate() {
+    for name in ["pidentity", "esm", "am", "lrm"] {
+        let o = regress(&["--no-time", "--worsen", name]);
+        assert_eq!(o.status.code(), Some(2), "{name}");
+        let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let regressions: Vec<&str> = report["regressions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r.as_str().unwrap())
+            .collect();
+        assert!(!regressions.is_empty(), "{name}");
+        assert!(
+            regressions
+                .iter()
+                .all(|r| r.starts_with(&format!("{name}/"))),
+            "{name}: {regressions:?}"
+        );
+        if name == "lrm" {
+            for form in ["lrm/pure/", "lrm/approx/"] {
+                assert!(regressions.iter().any(|r| r.starts_with(form)), "{form}");
+            }
+        }
+    }
+}

@@ -1,0 +1,129 @@
+//! Every strategy optimizer at fixed, seeded sizes, beside a dense n×n
+//! matrix product timed in the same run (the unit `cargo xtask regress`
+//! and `cargo xtask bench` report times in, so a result reads as "so many
+//! products" whatever the machine).
+//!
+//! Sizes are the regression gate's and a step up, chosen so one sample
+//! takes well under a second except for LRM and ESM at 128, whose
+//! iterations are O(n³):
+//!
+//! | group | workloads |
+//! |---|---|
+//! | `coa` | AllRange, WRange and WRelated (s = 0.2·n) at n = 128 and 256, (ε,δ) |
+//! | `pidentity` | AllRange and WRange at n = 64 and 128, ε-DP |
+//! | `lrm` | WRange at n = 32 and 128, ε-DP (L1 columns) and (ε,δ) (L2 columns) |
+//! | `esm`, `am` | WRange at n = 32 and 128, (ε,δ) |
+//! | `classic` | identity, hierarchical, wavelet and the SVD bound on AllRange(256) |
+//!
+//! `cargo bench -p dpmm-benches --bench optimizers [-- FILTER]`.
+
+#![allow(clippy::unwrap_used)] // a failed setup is a failed benchmark
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use dp_linalg::Mat;
+use dp_opt::{PrivacyModel, Problem, by_name};
+use dp_workloads::Workload;
+use dp_workloads::generators::{wrange, wrelated};
+use dp_workloads::workload::AllRange;
+use std::hint::black_box;
+use std::time::Duration;
+
+fn allrange(n: usize) -> Mat<f64> {
+    AllRange::new(n).unwrap().gram()
+}
+
+fn wrange_gram(n: usize) -> Mat<f64> {
+    wrange(n, n, 7).unwrap().gram()
+}
+
+fn wrelated_gram(n: usize) -> Mat<f64> {
+    wrelated(n, n, (n / 5).max(1), 7).unwrap().gram()
+}
+
+/// Benchmarks `optimizer` on each `(label, gram)` under `privacy`.
+fn group(
+    c: &mut Criterion,
+    optimizer: &str,
+    privacy: PrivacyModel,
+    cases: Vec<(String, Mat<f64>)>,
+) {
+    let mut g = c.benchmark_group(optimizer);
+    g.sample_size(10).warm_up_time(Duration::from_millis(500));
+    for (label, gram) in cases {
+        let problem = Problem::from_gram(gram, privacy).unwrap();
+        let opt = by_name(optimizer).unwrap();
+        g.bench_function(format!("{}/{label}", privacy.name()), |b| {
+            b.iter(|| black_box(opt.optimize(&problem, &mut ()).unwrap()))
+        });
+    }
+    g.finish();
+}
+
+fn reference(c: &mut Criterion) {
+    let mut g = c.benchmark_group("reference");
+    for n in [256usize, 512] {
+        let a = Mat::from_fn(n, n, |i, j| ((i * 31 + j * 17) % 13) as f64 - 6.0);
+        g.bench_function(format!("dense_product/{n}"), |b| {
+            b.iter(|| black_box(&a * &a))
+        });
+    }
+    g.finish();
+}
+
+fn coa(c: &mut Criterion) {
+    let cases = [128usize, 256]
+        .into_iter()
+        .flat_map(|n| {
+            [
+                (format!("AllRange({n})"), allrange(n)),
+                (format!("WRange({n}x{n})"), wrange_gram(n)),
+                (format!("WRelated({n}x{n})"), wrelated_gram(n)),
+            ]
+        })
+        .collect();
+    group(c, "coa", PrivacyModel::Approx, cases);
+}
+
+fn pidentity(c: &mut Criterion) {
+    let cases = [64usize, 128]
+        .into_iter()
+        .flat_map(|n| {
+            [
+                (format!("AllRange({n})"), allrange(n)),
+                (format!("WRange({n}x{n})"), wrange_gram(n)),
+            ]
+        })
+        .collect();
+    group(c, "pidentity", PrivacyModel::Pure, cases);
+}
+
+fn wrange_small_and_medium() -> Vec<(String, Mat<f64>)> {
+    [32usize, 128]
+        .into_iter()
+        .map(|n| (format!("WRange({n}x{n})"), wrange_gram(n)))
+        .collect()
+}
+
+fn lrm(c: &mut Criterion) {
+    group(c, "lrm", PrivacyModel::Pure, wrange_small_and_medium());
+    group(c, "lrm", PrivacyModel::Approx, wrange_small_and_medium());
+}
+
+fn esm_and_am(c: &mut Criterion) {
+    group(c, "esm", PrivacyModel::Approx, wrange_small_and_medium());
+    group(c, "am", PrivacyModel::Approx, wrange_small_and_medium());
+}
+
+fn classic(c: &mut Criterion) {
+    for name in ["identity", "hierarchical", "wavelet", "svdb"] {
+        group(
+            c,
+            name,
+            PrivacyModel::Pure,
+            vec![("AllRange(256)".into(), allrange(256))],
+        );
+    }
+}
+
+criterion_group!(benches, reference, coa, pidentity, lrm, esm_and_am, classic);
+criterion_main!(benches);
