@@ -473,11 +473,17 @@ impl Sweep {
         }
         let mean_ratio = ratio_sum / f64::from(cells.max(1));
         s += &format!(
-            "\nThe closed form lies inside the measured 95% CI in {covered} of {cells} (value, mechanism, dataset) cells; \
-             {low_misses} of the {} misses are below it. The squared error is right-skewed (a few directions of W dominate the noise), \
+            "\nThe closed form lies inside the measured 95% CI in {covered} of {cells} (value, mechanism, dataset) cells{}. The squared error is right-skewed (a few directions of W dominate the noise), \
              so a t-interval over {reps} releases under-covers and misses low; the mean of measured / closed form over all cells is \
              {mean_ratio:.3}, {}.\n",
-            cells - covered,
+            if covered < cells {
+                format!(
+                    "; in {low_misses} of the {} misses the measured mean is below it",
+                    cells - covered
+                )
+            } else {
+                String::new()
+            },
             if (mean_ratio - 1.0).abs() < 0.1 {
                 "consistent with unbiased releases"
             } else {
@@ -737,4 +743,63 @@ pub fn all() -> Vec<Sweep> {
             claim: "COA's advantage over GM is largest for small s.",
         },
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn sizes_of(name: &str, full: bool) -> Sizes {
+        let sweep = all().into_iter().find(|s| s.name == name).unwrap();
+        let mut cfg = RunConfig::new("unused".into());
+        cfg.full = full;
+        sweep.sizes(&cfg)
+    }
+
+    /// `--full` is the papers' grid: LRM Table 1 and the COA figures'
+    /// captions (n to 8192 at m = 512 / 1024, m at n = 512, s = 0.1…1.0 ×
+    /// min(m, n) at 512 / 1024).
+    #[test]
+    fn full_grids_are_the_papers() {
+        let f4 = sizes_of("lrm-fig4", true);
+        assert_eq!(f4.grid, vec![128, 256, 512, 1024, 2048, 4096, 8192]);
+        assert_eq!(f4.m, 512);
+        let f7 = sizes_of("lrm-fig7", true);
+        assert_eq!(
+            (f7.grid.clone(), f7.n),
+            (vec![64, 128, 256, 512, 1024], 512)
+        );
+        let f9 = sizes_of("lrm-fig9", true);
+        assert_eq!((f9.m, f9.n), (512, 512));
+        assert_eq!(f9.grid.first(), Some(&51));
+        assert_eq!(f9.grid.last(), Some(&512));
+        assert_eq!(f9.grid.len(), 10);
+        let c2 = sizes_of("coa-fig2", true);
+        assert_eq!(c2.grid.first(), Some(&64));
+        assert_eq!(c2.grid.last(), Some(&8192));
+        assert_eq!(c2.m, 1024);
+        assert_eq!(sizes_of("coa-fig6", true).n, 512);
+        let c10 = sizes_of("coa-fig10", true);
+        assert_eq!((c10.m, c10.n, c10.grid[0]), (1024, 1024, 102));
+        // The default keeps every grid's shape at smaller sizes.
+        let d = sizes_of("coa-fig2", false);
+        assert!(d.grid.len() >= 4 && d.grid.iter().all(|&n| n <= 512));
+        assert!(!d.full && c2.full);
+    }
+
+    /// The LRM paper's figures have three dataset panels, the COA paper's
+    /// four, and the stand-in for Social Network is HEPTH.
+    #[test]
+    fn panels_follow_the_papers() {
+        for sweep in all() {
+            let names: Vec<&str> = sweep.datasets().iter().map(|d| d.0).collect();
+            match sweep.paper {
+                Paper::Lrm => assert_eq!(names, ["SEARCHLOGS", "NETTRACE", "HEPTH"]),
+                Paper::Coa => {
+                    assert_eq!(names, ["SEARCHLOGS", "NETTRACE", "HEPTH", "ADULTFRANK"])
+                }
+            }
+        }
+    }
 }

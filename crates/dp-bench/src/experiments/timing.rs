@@ -194,7 +194,11 @@ impl Experiment for Timing {
         );
         summary += if self.axis == Axis::M {
             "\n**The paper's claim (Fig. 11):** COA's running time does not depend on m (it works on WᵀW, O(n³) per Newton step), while LRM's grows with m. \
-             Read COA's row above: its exponent in m is near 0 (only forming WᵀW, O(mn²), depends on m).\n"
+             Read COA's row above: its exponent in m is near 0 (only forming WᵀW, O(mn²), depends on m). \
+             **Differs for LRM:** dpmm's LRM also works only on WᵀW (through its rank × n Gram root), so m enters only through rank(W) ≤ min(m, n) \
+             and the solver it selects: while the rank is below n/2 it runs the penalty path on a growing root, once it reaches n/2 the barrier form \
+             with r = n + n/16, whose time no longer depends on m (and on WRange is often shorter). The authors' LRM iterates on the m × r matrix B, \
+             O(min(m,n)²(m+n)) per step, hence their growth in m.\n"
         } else {
             "\n**The paper's claim (Figs. 12–13):** COA's time grows as n³ per Newton step with few steps; LRM's grows with min(m,n)²(m+n) times many iterations; \
              for large n and small m COA may be slower than LRM.\n"
