@@ -130,3 +130,31 @@ pub fn spectral_hessian_diagonal(
     let t = gemm(sq.as_ref(), g.as_ref(), par);
     row_dots(&t, &sq)
 }
+
+/// Test support: asserts that `grad` is the gradient of `f` at `x` by
+/// central differences (step `h`, every entry), within
+/// `tolerance · max(|∂ᵢⱼ|, 1)`; `what` names the case in the message.
+#[cfg(test)]
+pub fn assert_gradient_by_central_differences(
+    what: &str,
+    f: impl Fn(&Mat<f64>) -> f64,
+    x: &Mat<f64>,
+    grad: &Mat<f64>,
+    h: f64,
+    tolerance: f64,
+) {
+    for i in 0..x.nrows() {
+        for j in 0..x.ncols() {
+            let mut plus = x.clone();
+            plus[(i, j)] += h;
+            let mut minus = x.clone();
+            minus[(i, j)] -= h;
+            let fd = (f(&plus) - f(&minus)) / (2.0 * h);
+            let exact = grad[(i, j)];
+            assert!(
+                (fd - exact).abs() < tolerance * exact.abs().max(1.0),
+                "{what} ({i},{j}): finite difference {fd} vs gradient {exact}"
+            );
+        }
+    }
+}

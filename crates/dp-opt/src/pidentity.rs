@@ -321,27 +321,18 @@ mod tests {
                 (f - direct).abs() < 1e-10 * direct,
                 "{privacy:?} {f} {direct}"
             );
-            let h = 1e-6;
-            for i in 0..p {
-                for j in 0..n {
-                    let mut plus = theta.clone();
-                    plus[(i, j)] += h;
-                    let mut minus = theta.clone();
-                    minus[(i, j)] -= h;
-                    let fp = objective_and_gradient(v.as_ref(), &plus, privacy, Par::Seq)
+            crate::dense::assert_gradient_by_central_differences(
+                &format!("{privacy:?}"),
+                |x| {
+                    objective_and_gradient(v.as_ref(), x, privacy, Par::Seq)
                         .unwrap()
-                        .0;
-                    let fm = objective_and_gradient(v.as_ref(), &minus, privacy, Par::Seq)
-                        .unwrap()
-                        .0;
-                    let fd = (fp - fm) / (2.0 * h);
-                    assert!(
-                        (fd - g[(i, j)]).abs() < 1e-6 * g[(i, j)].abs().max(1.0),
-                        "{privacy:?} ({i},{j}) {fd} vs {}",
-                        g[(i, j)]
-                    );
-                }
-            }
+                        .0
+                },
+                &theta,
+                &g,
+                1e-6,
+                1e-6,
+            );
         }
     }
 }
