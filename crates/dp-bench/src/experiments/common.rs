@@ -49,14 +49,30 @@ pub fn histogram(
     cfg: &RunConfig,
     progress: &mut dyn Progress,
 ) -> Result<Histogram> {
+    at_domain_size(load_dataset(name, cfg, progress).as_ref(), n)
+}
+
+/// The dataset `name` at its own resolution, or `None` (said once through
+/// `progress`) when it is not found: [`at_domain_size`] then gives the
+/// labelled synthetic stand-in.
+pub fn load_dataset(name: &str, cfg: &RunConfig, progress: &mut dyn Progress) -> Option<Histogram> {
     match datasets::load(name, cfg.datasets.as_deref()) {
-        Ok(h) => h.at_domain_size(n),
+        Ok(h) => Some(h),
         Err(e) => {
             progress.note(&format!(
                 "{e}\nusing an EMBEDDED SYNTHETIC histogram instead of {name} (labelled SYNTHETIC in the outputs)"
             ));
-            Ok(synthetic(n))
+            None
         }
+    }
+}
+
+/// `loaded` merged (or refined) to domain size `n`; the synthetic
+/// stand-in when the data were not found.
+pub fn at_domain_size(loaded: Option<&Histogram>, n: usize) -> Result<Histogram> {
+    match loaded {
+        Some(h) => h.at_domain_size(n),
+        None => Ok(synthetic(n)),
     }
 }
 

@@ -27,11 +27,13 @@ use dp_core::calibration::GaussianCalibration;
 use dp_core::{MatrixMechanism, NoiseSource, PrivacyBudget, Result};
 use dp_linalg::Mat;
 use dp_opt::{PrivacyModel, Problem, StrategyOptimizer};
+use dp_workloads::datasets::Histogram;
 use dp_workloads::generators::{DiscreteEntries, wdiscrete, wmarginal, wrange, wrelated};
 use dp_workloads::workload::ExplicitWorkload;
 
 use super::common::{
-    DOMAIN_SIZE_NOTE, PAPER_DATASETS, datasets_note, gaussian_multiplier, histogram, measure_total,
+    DOMAIN_SIZE_NOTE, PAPER_DATASETS, at_domain_size, datasets_note, gaussian_multiplier,
+    load_dataset, measure_total,
 };
 use crate::stats::MeanCi;
 use crate::{Experiment, ExperimentResult, Panel, Plot, Point, Progress, RunConfig, Series};
@@ -278,6 +280,10 @@ impl Experiment for Sweep {
         // The histograms actually used, per dataset (merged, refined or
         // the labelled synthetic fallback).
         let mut used: Vec<Vec<String>> = vec![Vec::new(); datasets.len()];
+        let loaded: Vec<Option<Histogram>> = datasets
+            .iter()
+            .map(|(file, _)| load_dataset(file, cfg, progress))
+            .collect();
         for &value in &sizes.grid {
             let (m, n) = match self.vary {
                 Vary::N => (sizes.m, value),
@@ -290,8 +296,8 @@ impl Experiment for Sweep {
             };
             let w = self.workload(m, n, s, cfg.seed ^ value as u64)?;
             let mut data = Vec::with_capacity(datasets.len());
-            for (d, (file, _)) in datasets.iter().enumerate() {
-                let hist = histogram(file, n, cfg, progress)?;
+            for (d, source) in loaded.iter().enumerate() {
+                let hist = at_domain_size(source.as_ref(), n)?;
                 if !used[d].contains(&hist.name) {
                     used[d].push(hist.name.clone());
                 }
