@@ -170,6 +170,27 @@ impl MatrixMechanism {
         x: &[f64],
         rng: &mut NoiseSource,
     ) -> Result<Vec<f64>> {
+        let mut answers = self.release_many(workload, x, 1, rng)?;
+        answers.pop().ok_or_else(|| DpError::InvalidParameter {
+            name: "releases",
+            reason: "no release was drawn".into(),
+        })
+    }
+
+    /// `releases` independent releases `W x̂` of the same workload, each
+    /// with fresh noise, drawn in the order [`Self::release`] draws them
+    /// (so equal to that many calls of it with the same generator); the
+    /// support of W is checked once (an O(m n·rank) product) instead of
+    /// per release. Each release spends the mechanism's whole budget:
+    /// together they are `releases` compositions, for experiments that
+    /// measure the error distribution, not for publishing.
+    pub fn release_many(
+        &self,
+        workload: MatRef<'_, f64>,
+        x: &[f64],
+        releases: usize,
+        rng: &mut NoiseSource,
+    ) -> Result<Vec<Vec<f64>>> {
         check_nonzero_matrix("workload", workload)?;
         check_same_domain(workload, self.strategy.as_ref())?;
         let support = support_from_factors(&self.factors, workload, DEFAULT_SUPPORT_TOLERANCE);
@@ -179,9 +200,12 @@ impl MatrixMechanism {
                 tolerance: support.tolerance,
             });
         }
-        let x_hat = self.estimate(x, rng)?;
-        let xh = Mat::from_fn(x_hat.len(), 1, |i, _| x_hat[i]);
-        let answers = workload * xh.as_ref();
-        Ok((0..answers.nrows()).map(|i| answers[(i, 0)]).collect())
+        (0..releases)
+            .map(|_| {
+                let x_hat = self.estimate(x, rng)?;
+                let answers = workload * MatRef::from_column_major_slice(&x_hat, x_hat.len(), 1);
+                Ok(answers.col(0).iter().copied().collect())
+            })
+            .collect()
     }
 }

@@ -266,4 +266,20 @@ fn bad_inputs_are_typed_errors() {
         mech.release(unsupported.as_ref(), &[1.0, 2.0, 3.0], &mut rng),
         Err(DpError::UnsupportedWorkload { .. })
     ));
+    assert!(matches!(
+        mech.release_many(unsupported.as_ref(), &[1.0, 2.0, 3.0], 4, &mut rng),
+        Err(DpError::UnsupportedWorkload { .. })
+    ));
+    // release_many draws exactly what as many release calls draw.
+    let w = mat(&[&[2., 2., 2.], &[-1., -1., -1.]]);
+    let x = [1.0, 2.0, 3.0];
+    let many = mech
+        .release_many(w.as_ref(), &x, 3, &mut NoiseSource::seeded(9))
+        .unwrap();
+    let mut rng = NoiseSource::seeded(9);
+    let one_by_one: Vec<Vec<f64>> = (0..3)
+        .map(|_| mech.release(w.as_ref(), &x, &mut rng).unwrap())
+        .collect();
+    assert_eq!(many, one_by_one);
+    assert!(many[0] != many[1]);
 }

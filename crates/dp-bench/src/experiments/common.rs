@@ -159,10 +159,8 @@ pub fn subsample<R: rand::Rng + ?Sized>(
 
 /// The total squared error `‖W x̂ − W x‖²` (the papers' "average squared
 /// error", not divided by m) of `repetitions` releases of `workload` by
-/// `mechanism` over `x`, against the exact answers `truth`. The first
-/// release goes through [`MatrixMechanism::release`], which checks once
-/// that the strategy supports W; the others answer W from fresh estimates
-/// x̂ (the same computation without repeating that O(m n²) check).
+/// `mechanism` over `x` ([`MatrixMechanism::release_many`]), against the
+/// exact answers `truth`.
 pub fn measure_total(
     mechanism: &MatrixMechanism,
     workload: MatRef<'_, f64>,
@@ -171,25 +169,17 @@ pub fn measure_total(
     repetitions: usize,
     rng: &mut NoiseSource,
 ) -> Result<MeanCi> {
-    let squared_error = |answers: &[f64]| -> f64 {
-        answers
-            .iter()
-            .zip(truth)
-            .map(|(a, t)| (a - t).powi(2))
-            .sum()
-    };
-    let mut samples = Vec::with_capacity(repetitions);
-    for rep in 0..repetitions {
-        let answers = if rep == 0 {
-            mechanism.release(workload, x, rng)?
-        } else {
-            let x_hat = mechanism.estimate(x, rng)?;
-            let col = MatRef::from_column_major_slice(&x_hat, x_hat.len(), 1);
-            let answers = workload * col;
-            answers.col(0).iter().copied().collect()
-        };
-        samples.push(squared_error(&answers));
-    }
+    let samples: Vec<f64> = mechanism
+        .release_many(workload, x, repetitions, rng)?
+        .iter()
+        .map(|answers| {
+            answers
+                .iter()
+                .zip(truth)
+                .map(|(a, t)| (a - t).powi(2))
+                .sum()
+        })
+        .collect();
     Ok(MeanCi::of(&samples))
 }
 
