@@ -67,7 +67,8 @@ impl Experiment for CoaConvergence {
         } else {
             (256, 128)
         };
-        let reps = cfg.repetitions.unwrap_or(if cfg.full { 20 } else { 5 });
+        // 20 releases per point, as the paper.
+        let reps = cfg.repetitions.unwrap_or(20);
         let budget = PrivacyBudget::approx(EPSILON, DELTA)?;
         let calibration = GaussianCalibration::Coa;
         let families = [

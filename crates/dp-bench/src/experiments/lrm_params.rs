@@ -61,7 +61,8 @@ impl Experiment for LrmParams {
             (Knob::Rank, true) => vec![0.8, 1.2],
             (Knob::Rank, false) => vec![0.4, 0.6, 0.8, 1.0, 1.2, 1.4, 1.6, 2.0],
         };
-        let reps = cfg.repetitions.unwrap_or(if cfg.full { 20 } else { 5 });
+        // 20 releases per point, as the paper.
+        let reps = cfg.repetitions.unwrap_or(20);
         let max_seconds = if cfg.full {
             None
         } else if cfg.smoke {
@@ -82,10 +83,9 @@ impl Experiment for LrmParams {
              mean over {reps} releases [95% CI], closed form 2·l1_obj/ε². Seconds: one decomposition{}.\n\n\
              | workload | {label} | r | seconds | converged | ‖W − BL‖_F | ε = 1 | ε = 0.1 | ε = 0.01 |\n|---|---|---|---|---|---|---|---|---|\n",
             hist.name,
-            if max_seconds.is_some() {
-                " (10 s budget at this scale; flagged when it binds)"
-            } else {
-                ""
+            match max_seconds {
+                Some(t) => format!(" ({t} s budget at this scale; flagged when it binds)"),
+                None => String::new(),
             }
         );
         let mut panels = Vec::new();

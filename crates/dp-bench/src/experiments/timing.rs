@@ -83,13 +83,15 @@ impl Experiment for Timing {
         let mut points = Vec::new();
         let mut panels = Vec::new();
         let mut summary = format!(
-            "Wall-clock seconds of one strategy optimization ((ε,δ) = ({EPSILON}, {DELTA}), 2 cores), with the closed-form expected \
-             total squared error c²·l2_obj of the strategy found (c = √(2 ln(2/δ))/ε). {} fixed at {fixed}.{}\n\n",
+            "Wall-clock seconds of one strategy optimization ((ε,δ) = ({EPSILON}, {DELTA}), {} threads on this machine), with the \
+             closed-form expected total squared error c²·l2_obj of the strategy found (c = √(2 ln(2/δ))/ε). {} fixed at {fixed}.{}\n\n",
+            std::thread::available_parallelism().map_or(1, |p| p.get()),
             if self.axis == Axis::M { "n" } else { "m" },
-            if budget_seconds.is_some() {
-                " ESM and LRM run under a 15 s budget at this scale; a flagged time is a lower bound."
-            } else {
-                ""
+            match budget_seconds {
+                Some(t) => format!(
+                    " ESM and LRM run under a {t} s budget at this scale; a flagged time is a lower bound."
+                ),
+                None => String::new(),
             }
         );
         let param = if self.axis == Axis::M { "m" } else { "n" };
