@@ -4,12 +4,15 @@
 //! products" whatever the machine).
 //!
 //! Sizes are the regression gate's and a step up, chosen so one sample
-//! takes well under a second except for LRM at 128 (about 2 s), whose
-//! iterations are O(n³). Measured with `-- --quick` on the 2-core machine:
-//! dense product 0.45 ms (256) and 6.7 ms (512); COA 48 / 54 / 16 ms at
-//! 128 (AllRange / WRange / WRelated) and 0.25 / 0.46 / 0.12 s at 256;
-//! p-Identity 0.63 s on AllRange(128); LRM 2.0 s (L1) and 0.92 s (L2) on
-//! WRange(128); AM 62 ms on WRange(128); classic strategies 6–26 ms at 256.
+//! takes at most about a second except for ESM at 64 (about 2 s), whose
+//! iterations are O(n³). Measured with `-- --quick` on the 2-core machine
+//! (one run; times here vary by up to 2× between runs, so read them as
+//! ratios to the dense product of the same run): dense product 0.34 ms
+//! (256) and 2.6 ms (512); COA 35 / 79 / 27 ms at 128 (AllRange / WRange /
+//! WRelated) and 0.12 / 0.22 / 0.07 s at 256; p-Identity 0.61 s on
+//! AllRange(128); LRM 0.87 s (L1) and 0.72 s (L2) on WRange(128); ESM
+//! 1.9 s on WRange(64); AM 76 ms on WRange(128); classic strategies
+//! 3–11 ms at 256.
 //!
 //! | group | workloads |
 //! |---|---|
