@@ -33,7 +33,7 @@
 use std::io::Read;
 use std::path::Path;
 
-use csv::{ByteRecord, ReaderBuilder, Trim};
+use csv::{ByteRecord, ReaderBuilder};
 
 use crate::encode::{Code, Encoder};
 use crate::error::RecordsError;
@@ -179,11 +179,19 @@ impl CountTable {
 /// It is to be handed to the privacy kernel (dp-core's private histogram
 /// type, in progress), which alone reads the counts and adds noise; the
 /// hand-off will be a conversion in this crate, the only place that can see
-/// the tables.
-#[derive(Debug)]
+/// the tables. Its `Debug` shows the layout only.
 pub struct PrivateCounts {
     layout: Layout,
     tables: Vec<CountTable>,
+}
+
+impl std::fmt::Debug for PrivateCounts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PrivateCounts")
+            .field("layout", &self.layout)
+            .field("tables", &"<private>")
+            .finish()
+    }
 }
 
 impl PrivateCounts {
@@ -247,7 +255,7 @@ enum Verdict {
 
 impl Reader {
     fn new(schema: &Schema, header: &ByteRecord) -> Result<Self, RecordsError> {
-        let header: Vec<&[u8]> = header.iter().collect();
+        let header: Vec<&[u8]> = header.iter().map(<[u8]>::trim_ascii).collect();
         if let Some(i) = header.iter().position(|h| h.is_empty()) {
             return Err(RecordsError::EmptyHeaderColumn(i + 1));
         }
@@ -296,7 +304,7 @@ impl Reader {
         for (i, (encoder, &column)) in self.encoders.iter().zip(&self.columns).enumerate() {
             // The CSV reader rejects rows with another field count than the
             // header, so the column exists; treat a gap as missing anyway.
-            let field = row.get(column).unwrap_or(b"");
+            let field = row.get(column).unwrap_or(b"").trim_ascii();
             let (policy, missing) = match encoder.encode(field) {
                 Code::Cell(c) => {
                     codes[i] = c;
@@ -336,7 +344,6 @@ fn csv_reader<'a>(input: Box<dyn Read + 'a>) -> csv::Reader<Box<dyn Read + 'a>> 
     ReaderBuilder::new()
         .has_headers(true)
         .flexible(false)
-        .trim(Trim::All)
         .buffer_capacity(1 << 16)
         .from_reader(input)
 }
@@ -364,10 +371,7 @@ fn csv_error(e: csv::Error, source_name: &str) -> RecordsError {
 
 fn check_layout(schema: &Schema, layout: &Layout) -> Result<(), RecordsError> {
     if layout.shape != schema.domain().shape() {
-        return Err(RecordsError::BadMarginal {
-            index: 0,
-            reason: "the layout was built for another domain than the schema's".to_string(),
-        });
+        return Err(RecordsError::LayoutMismatch);
     }
     Ok(())
 }
@@ -380,7 +384,7 @@ fn header(
         .byte_headers()
         .map_err(|e| csv_error(e, source_name))?
         .clone();
-    if header.is_empty() || (header.len() == 1 && header[0].is_empty()) {
+    if header.is_empty() || (header.len() == 1 && header[0].trim_ascii().is_empty()) {
         return Err(RecordsError::NoHeader(source_name.to_string()));
     }
     Ok(header)
@@ -461,7 +465,7 @@ pub fn aggregate_counts_table<'a, R: Read + 'a>(
     let mut count_columns = header
         .iter()
         .enumerate()
-        .filter(|(_, h)| *h == COUNT_COLUMN.as_bytes());
+        .filter(|(_, h)| h.trim_ascii() == COUNT_COLUMN.as_bytes());
     let count_column = match (count_columns.next(), count_columns.next()) {
         (Some((i, _)), None) => i,
         (None, _) => {
@@ -496,7 +500,7 @@ pub fn aggregate_counts_table<'a, R: Read + 'a>(
         let line = row.position().map_or(0, |p| p.line());
         let count = row
             .get(count_column)
-            .and_then(|c| std::str::from_utf8(c).ok())
+            .and_then(|c| std::str::from_utf8(c.trim_ascii()).ok())
             .filter(|c| !c.is_empty() && c.bytes().all(|b| b.is_ascii_digit()))
             .and_then(|c| c.parse::<u64>().ok())
             .ok_or(RecordsError::BadCount { line })?;

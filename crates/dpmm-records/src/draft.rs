@@ -9,7 +9,7 @@
 use std::io::{ErrorKind, Read};
 use std::path::Path;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::error::RecordsError;
 use crate::schema::PLACEHOLDER_PREFIX;
@@ -37,33 +37,43 @@ impl SchemaDraft {
         &self.columns
     }
 
-    /// The draft as schema JSON: one attribute per column, placeholders
-    /// for `values`/`bins`, both policies `error`.
+    /// The draft as schema JSON: the note first, then one attribute per
+    /// line (name, column, a `values` placeholder, both policies `error`),
+    /// in header order.
     pub fn to_json(&self) -> String {
+        // The note explains; the placeholder only has to be unmissable.
         let placeholder = format!(
-            "{PLACEHOLDER_PREFIX}: either a list of categories in order, or numeric bins \
-             (edges [lo, ..., hi] or {{\"start\", \"stop\", \"width\"}}), from public knowledge"
+            "{PLACEHOLDER_PREFIX}: categories in order, or \"bins\" instead (public knowledge)"
         );
-        let domain: Vec<Value> = self
+        let attributes: Vec<String> = self
             .columns
             .iter()
             .map(|c| {
-                json!({
-                    "name": c,
-                    "column": c,
-                    "values": placeholder,
-                    "outside": "error",
-                    "missing": "error",
-                })
+                let c = quoted(c);
+                format!(
+                    "    {{\"name\": {c}, \"column\": {c}, \"values\": {}, \
+                     \"outside\": \"error\", \"missing\": \"error\"}}",
+                    quoted(&placeholder)
+                )
             })
             .collect();
-        let doc = json!({ "note": DRAFT_NOTE, "domain": domain });
-        // A json! value of strings and arrays always serializes.
-        serde_json::to_string_pretty(&doc).unwrap_or_default()
+        format!(
+            "{{\n  \"note\": {},\n  \"domain\": [\n{}\n  ]\n}}",
+            quoted(DRAFT_NOTE),
+            attributes.join(",\n")
+        )
     }
 }
 
-/// Reads the header line of `input` (plain or gzip'ed) and nothing after it.
+/// `text` as a JSON string literal.
+fn quoted(text: &str) -> String {
+    Value::String(text.to_string()).to_string()
+}
+
+/// Reads the header line of `input` (plain or gzip'ed) and nothing after
+/// it: the text is consumed one byte at a time up to the first line break
+/// outside quotes (a gzip decoder may inflate a block ahead, which is
+/// never looked at).
 pub fn draft_from_header<R: Read>(
     input: R,
     source_name: &str,
@@ -181,6 +191,9 @@ mod tests {
         let draft = draft_from_header(&b"a,b\nnot,read\n"[..], "t").expect("draft");
         let text = draft.to_json();
         assert!(text.contains("PUBLIC"));
+        let parsed: Value = serde_json::from_str(&text).expect("valid JSON");
+        assert_eq!(parsed["domain"][1]["name"], "b");
+        assert_eq!(parsed["domain"][1]["column"], "b");
         assert_eq!(
             Schema::from_json(&text),
             Err(SchemaError::Placeholder("a".to_string()))

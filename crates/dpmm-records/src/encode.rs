@@ -84,7 +84,24 @@ impl Encoder {
 }
 
 /// A finite number, or `None` (not UTF-8, not a number, NaN or ±inf).
+///
+/// Integers of up to 15 digits (the common case: ages, weeks, years) are
+/// read directly, exactly as the general parser would (|x| < 2⁵³);
+/// everything else goes through `f64::from_str`.
+#[inline]
 fn parse_finite(field: &[u8]) -> Option<f64> {
+    let (negative, digits) = match field {
+        [b'-', rest @ ..] => (true, rest),
+        _ => (false, field),
+    };
+    if !digits.is_empty() && digits.len() <= 15 && digits.iter().all(u8::is_ascii_digit) {
+        let value = digits
+            .iter()
+            .fold(0u64, |acc, &d| acc * 10 + u64::from(d - b'0'));
+        // value < 10^15 < 2^53: the conversion is exact.
+        let x = value as f64;
+        return Some(if negative { -x } else { x });
+    }
     let x: f64 = std::str::from_utf8(field).ok()?.parse().ok()?;
     x.is_finite().then_some(x)
 }
@@ -138,6 +155,26 @@ mod tests {
         assert_eq!(e.encode(b"1e0"), Code::Cell(1));
         assert_eq!(e.encode(b"abc"), Code::Outside);
         assert_eq!(e.encode(&[0xff, 0xfe]), Code::Outside);
+    }
+
+    #[test]
+    fn the_integer_fast_path_agrees_with_the_general_parser() {
+        let mut cases: Vec<String> = ["0", "-0", "7", "-12", "000123", "999999999999999"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        cases.extend((-1000..1000).map(|i: i64| (i * 7919).to_string()));
+        for s in &cases {
+            let general: f64 = s.parse().expect("a number");
+            assert_eq!(parse_finite(s.as_bytes()), Some(general), "{s}");
+        }
+        for bad in ["", "-", "--1", "1-", "+-1", " 1"] {
+            assert_eq!(
+                parse_finite(bad.as_bytes()),
+                bad.parse::<f64>().ok(),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

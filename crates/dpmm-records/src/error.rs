@@ -251,6 +251,10 @@ pub enum RecordsError {
         /// What is wrong.
         reason: String,
     },
+    /// A [`crate::Layout`] built for a domain of other sizes than the
+    /// schema's.
+    #[error("the count layout was built for another domain than the schema's")]
+    LayoutMismatch,
     /// A header-only read that found a header the draft cannot use.
     #[error("header: {0}")]
     BadHeader(String),
