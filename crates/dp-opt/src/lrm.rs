@@ -60,8 +60,8 @@
 
 use std::time::Instant;
 
-use dp_core::accuracy::gram_root_and_spectrum;
 use dp_core::{DpError, Result};
+use dp_linalg::gram_root_and_spectrum;
 use dp_linalg::{Cholesky, Mat, MatMut, MatRef, Par, SymmetricEigen};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -467,7 +467,7 @@ impl Lrm {
             _ => norm.max_column(vr.transpose()).max(f64::MIN_POSITIVE),
         };
         let mut l = Mat::from_fn(r, n, |k, j| vr[(j, k)] / scale);
-        let mut b = gemm(c.as_ref(), vr.as_ref(), par) * faer::Scale(scale);
+        let mut b = gemm(c.as_ref(), vr.as_ref(), par) * dp_linalg::Scale(scale);
         match o.solver {
             LrmSolver::Reduced => {
                 return self.decompose_reduced(&c, l, colmax, norm, observer, None);
@@ -490,9 +490,9 @@ impl Lrm {
             outer += 1;
             for _ in 0..o.inner_iterations {
                 // (9): B = (βW + π) Lᵀ (β L Lᵀ + I)⁻¹.
-                let target = &c * faer::Scale(beta) + &pi;
+                let target = &c * dp_linalg::Scale(beta) + &pi;
                 let rhs = gemm(target.as_ref(), l.transpose(), par); // s×r
-                let mut sys = gemm(l.as_ref(), l.transpose(), par) * faer::Scale(beta);
+                let mut sys = gemm(l.as_ref(), l.transpose(), par) * dp_linalg::Scale(beta);
                 for k in 0..r {
                     sys[(k, k)] += 1.0;
                 }
@@ -520,7 +520,7 @@ impl Lrm {
                 beta = (beta * o.beta_growth).min(o.beta_max);
             }
             let diff = &c - gemm(b.as_ref(), l.as_ref(), par);
-            pi += &diff * faer::Scale(beta);
+            pi += &diff * dp_linalg::Scale(beta);
         }
         let trace_btb = inner(&b, &b);
         // The reference implementation stops below the residual tolerance
@@ -529,7 +529,7 @@ impl Lrm {
         let converged =
             residual < o.failure_residual.max(tolerance) && trace_btb <= w_fro2 * (1.0 + 1e-12);
         Ok(Decomposition {
-            b: b * faer::Scale(colmax),
+            b: b * dp_linalg::Scale(colmax),
             l,
             residual: residual * colmax,
             trace_btb: trace_btb * colmax * colmax,
@@ -583,7 +583,7 @@ impl Lrm {
                 break;
             }
             outer += 1;
-            let t = c + &pi * faer::Scale(1.0 / beta);
+            let t = c + &pi * dp_linalg::Scale(1.0 / beta);
             let eval = |lx: MatRef<'_, f64>, mut grad: MatMut<'_, f64>| -> f64 {
                 let Some((f, g)) = reduced_objective(&t, &lx.to_owned(), beta, par) else {
                     return f64::INFINITY;
@@ -616,7 +616,7 @@ impl Lrm {
             if penalty.is_some() {
                 beta *= 10.0;
             } else {
-                pi += &diff * faer::Scale(beta);
+                pi += &diff * dp_linalg::Scale(beta);
                 if new_residual > 0.25 * residual {
                     beta = (beta * o.beta_growth).min(beta_max);
                 }
@@ -672,7 +672,7 @@ impl Lrm {
             "augmented Lagrangian"
         };
         Ok(Decomposition {
-            b: b * faer::Scale(colmax),
+            b: b * dp_linalg::Scale(colmax),
             l,
             residual: final_residual * colmax,
             trace_btb: trace_btb * colmax * colmax,
@@ -773,7 +773,7 @@ impl Lrm {
             ),
         };
         Ok(Decomposition {
-            b: b * faer::Scale(colmax),
+            b: b * dp_linalg::Scale(colmax),
             l,
             residual: residual * colmax,
             trace_btb: trace_btb * colmax * colmax,
@@ -934,12 +934,12 @@ impl SplitRows {
 /// `½‖B‖² + β/2‖T − BL‖²`.
 fn ridge_b(t: &Mat<f64>, l: &Mat<f64>, beta: f64, par: Par) -> Option<Mat<f64>> {
     let r = l.nrows();
-    let mut k = gemm(l.as_ref(), l.transpose(), par) * faer::Scale(beta);
+    let mut k = gemm(l.as_ref(), l.transpose(), par) * dp_linalg::Scale(beta);
     for i in 0..r {
         k[(i, i)] += 1.0;
     }
     let chol = Cholesky::factor(k.as_ref()).ok()?;
-    let mut bt = gemm(l.as_ref(), t.transpose(), par) * faer::Scale(beta);
+    let mut bt = gemm(l.as_ref(), t.transpose(), par) * dp_linalg::Scale(beta);
     chol.solve_in_place(bt.as_mut()).ok()?;
     Some(bt.transpose().to_owned())
 }
@@ -955,7 +955,7 @@ pub fn reduced_objective(
 ) -> Option<(f64, Mat<f64>)> {
     let b = ridge_b(t, l, beta, par)?;
     let res = t - gemm(b.as_ref(), l.as_ref(), par);
-    let grad = gemm(b.transpose(), res.as_ref(), par) * faer::Scale(-beta);
+    let grad = gemm(b.transpose(), res.as_ref(), par) * dp_linalg::Scale(-beta);
     Some((0.5 * inner(&b, &b) + 0.5 * beta * inner(&res, &res), grad))
 }
 
@@ -979,7 +979,7 @@ fn apg(
     options: &LrmOptions,
 ) -> Result<f64> {
     let (max_iter, par) = (options.apg_iterations, options.parallelism);
-    let btb = gemm(b.transpose(), b.as_ref(), par) * faer::Scale(beta);
+    let btb = gemm(b.transpose(), b.as_ref(), par) * dp_linalg::Scale(beta);
     let btt = gemm(b.transpose(), target.as_ref(), par);
     let value = |x: &Mat<f64>| {
         let q = gemm(btb.as_ref(), x.as_ref(), par);
@@ -992,12 +992,12 @@ fn apg(
     let mut omega = omega0.max(1e-12);
     for _ in 0..max_iter {
         let alpha = (d_prev - 1.0) / d;
-        let s = &*l + (&*l - &prev) * faer::Scale(alpha.max(0.0));
+        let s = &*l + (&*l - &prev) * dp_linalg::Scale(alpha.max(0.0));
         let gs = grad(&s);
         let fs = value(&s);
         let mut next;
         loop {
-            next = &s - &gs * faer::Scale(1.0 / omega);
+            next = &s - &gs * dp_linalg::Scale(1.0 / omega);
             project_columns(&mut next, norm);
             let step = &next - &s;
             let model = fs + inner(&gs, &step) + 0.5 * omega * inner(&step, &step);
@@ -1052,7 +1052,7 @@ fn supported_strategy(
         for eta in [1e-3, 1e-2, 3e-2, 1e-1, 3e-1] {
             let mut a = append_rows(l, &p, eta);
             let sensitivity = norm.max_column(a.as_ref());
-            a *= faer::Scale(1.0 / sensitivity);
+            a *= dp_linalg::Scale(1.0 / sensitivity);
             if let Ok(obj) = problem.objective(a.as_ref())
                 && best.as_ref().is_none_or(|b| obj < b.1)
             {
@@ -1283,7 +1283,7 @@ mod tests {
         assert!(!rows.dense.is_empty() && !rows.sparse.is_empty());
         let (f, g) = barrier_objective(&c, &l, Par::Seq).unwrap();
         let ltl = l.transpose() * &l;
-        let inv = faer::linalg::solvers::DenseSolveCore::inverse(&ltl.as_ref().partial_piv_lu());
+        let inv = dp_linalg::Lu::factor(ltl.as_ref()).unwrap().inverse();
         let direct = (&c * &inv * c.transpose()).diagonal().column_vector().sum();
         assert!((f - direct).abs() < 1e-10 * direct, "{f} vs {direct}");
         crate::dense::assert_gradient_by_central_differences(
