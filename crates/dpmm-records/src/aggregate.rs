@@ -43,6 +43,8 @@ use crate::source;
 /// Default limit on the cells kept in memory: 2²⁴ counts (128 MiB of u64).
 pub const DEFAULT_CELL_LIMIT: u64 = 1 << 24;
 
+const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
+
 /// The name of the count column of a pre-aggregated table.
 pub const COUNT_COLUMN: &str = "count";
 
@@ -380,10 +382,20 @@ fn header(
     reader: &mut csv::Reader<Box<dyn Read + '_>>,
     source_name: &str,
 ) -> Result<ByteRecord, RecordsError> {
-    let header = reader
+    let raw = reader
         .byte_headers()
-        .map_err(|e| csv_error(e, source_name))?
-        .clone();
+        .map_err(|e| csv_error(e, source_name))?;
+    // A UTF-8 byte-order mark (spreadsheet exports) is not part of the
+    // first name; the CSV reader strips it only when it arrives whole in
+    // its first buffer, which a chained or decompressing reader need not do.
+    let header: ByteRecord = raw
+        .iter()
+        .enumerate()
+        .map(|(i, h)| match (i, h.strip_prefix(UTF8_BOM)) {
+            (0, Some(rest)) => rest,
+            _ => h,
+        })
+        .collect();
     if header.is_empty() || (header.len() == 1 && header[0].trim_ascii().is_empty()) {
         return Err(RecordsError::NoHeader(source_name.to_string()));
     }

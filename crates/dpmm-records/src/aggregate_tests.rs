@@ -225,6 +225,14 @@ fn malformed_rows_and_headers_are_refused_without_content() {
         Err(RecordsError::EmptyHeaderColumn(2))
     );
     assert!(matches!(run(b"", &layout), Err(RecordsError::NoHeader(_))));
+    // A UTF-8 byte-order mark (spreadsheet exports) is not part of the
+    // first column's name; CRLF line ends are line ends.
+    let mut one = vec![0u64; 24];
+    one[4] = 1; // (f, [18,65), n)
+    assert_eq!(
+        run("\u{feff}sex,age,region\r\nf,30,n\r\n".as_bytes(), &layout),
+        Ok(vec![one])
+    );
     // A header and no rows is a valid, empty input.
     assert_eq!(run(b"sex,age,region\n", &layout), Ok(vec![vec![0; 24]]));
     // A corrupt gzip stream is an I/O error, not silently fewer records.
