@@ -43,6 +43,11 @@ use crate::source;
 /// Default limit on the cells kept in memory: 2²⁴ counts (128 MiB of u64).
 pub const DEFAULT_CELL_LIMIT: u64 = 1 << 24;
 
+/// The largest cell limit honoured (2³¹ counts, 16 GiB): a larger
+/// `cell_limit` is lowered to it, so no layout asks for an allocation that
+/// cannot be indexed or is far beyond any machine.
+pub const MAX_CELL_LIMIT: u64 = 1 << 31;
+
 const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
 
 /// The name of the count column of a pre-aggregated table.
@@ -62,6 +67,7 @@ impl Layout {
     /// The full histogram (one table over every attribute), if its cell
     /// count is at most `cell_limit`.
     pub fn full(domain: &Domain, cell_limit: u64) -> Result<Self, RecordsError> {
+        let cell_limit = cell_limit.min(MAX_CELL_LIMIT);
         let cells = domain.cells_f64();
         if cells > cell_limit as f64 {
             return Err(RecordsError::TooManyCells {
@@ -85,6 +91,7 @@ impl Layout {
         subsets: &[Vec<usize>],
         cell_limit: u64,
     ) -> Result<Self, RecordsError> {
+        let cell_limit = cell_limit.min(MAX_CELL_LIMIT);
         let shape = domain.shape();
         let mut total = 0.0;
         for (index, subset) in subsets.iter().enumerate() {
@@ -125,7 +132,7 @@ impl Layout {
         subsets: &[Vec<usize>],
         cell_limit: u64,
     ) -> Result<Self, RecordsError> {
-        if domain.cells_f64() <= cell_limit as f64 {
+        if domain.cells_f64() <= cell_limit.min(MAX_CELL_LIMIT) as f64 {
             Self::full(domain, cell_limit)
         } else {
             Self::marginals(domain, subsets, cell_limit)
@@ -152,17 +159,26 @@ pub(crate) struct CountTable {
 }
 
 impl CountTable {
-    fn new(attributes: &[usize], shape: &[usize]) -> Self {
+    /// A zero table; an allocation the system refuses is an error, not an
+    /// abort.
+    fn new(attributes: &[usize], shape: &[usize]) -> Result<Self, RecordsError> {
         let mut strides = vec![1usize; attributes.len()];
         for j in (0..attributes.len().saturating_sub(1)).rev() {
             strides[j] = strides[j + 1] * shape[attributes[j + 1]];
         }
-        let cells = attributes.iter().map(|&a| shape[a]).product();
-        Self {
+        let cells: usize = attributes.iter().map(|&a| shape[a]).product();
+        let mut counts = Vec::new();
+        counts
+            .try_reserve_exact(cells)
+            .map_err(|_| RecordsError::OutOfMemory {
+                cells: cells as f64,
+            })?;
+        counts.resize(cells, 0);
+        Ok(Self {
             attributes: attributes.to_vec(),
             strides,
-            counts: vec![0; cells],
-        }
+            counts,
+        })
     }
 
     #[inline]
@@ -197,16 +213,16 @@ impl std::fmt::Debug for PrivateCounts {
 }
 
 impl PrivateCounts {
-    fn zeros(layout: &Layout) -> Self {
+    fn zeros(layout: &Layout) -> Result<Self, RecordsError> {
         let tables = layout
             .tables
             .iter()
             .map(|attrs| CountTable::new(attrs, &layout.shape))
-            .collect();
-        Self {
+            .collect::<Result<_, _>>()?;
+        Ok(Self {
             layout: layout.clone(),
             tables,
-        }
+        })
     }
 
     /// The layout the counts were kept in (public: it depends only on the
@@ -418,7 +434,7 @@ pub fn aggregate_records<'a, R: Read + 'a>(
     })?;
     let mut reader = csv_reader(input);
     let compiled = Reader::new(schema, &header(&mut reader, source_name)?)?;
-    let mut counts = PrivateCounts::zeros(layout);
+    let mut counts = PrivateCounts::zeros(layout)?;
     let mut codes = vec![0usize; schema.attributes().len()];
     let mut row = ByteRecord::new();
     while reader
@@ -502,7 +518,7 @@ pub fn aggregate_counts_table<'a, R: Read + 'a>(
         )));
     }
     let compiled = Reader::new(schema, &header)?;
-    let mut counts = PrivateCounts::zeros(layout);
+    let mut counts = PrivateCounts::zeros(layout)?;
     let mut codes = vec![0usize; schema.attributes().len()];
     let mut row = ByteRecord::new();
     while reader

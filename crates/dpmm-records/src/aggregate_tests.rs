@@ -253,6 +253,21 @@ fn layouts_are_checked_before_anything_is_allocated() {
         Err(RecordsError::TooManyCells { .. })
     ));
     assert!(Layout::full(&domain, 24).is_ok());
+    // A limit past MAX_CELL_LIMIT is lowered to it: 40 binary attributes
+    // (2⁴⁰ cells) are refused before any allocation.
+    let huge: Vec<String> = (0..40)
+        .map(|i| format!(r#"{{"name": "q{i}", "values": ["no", "yes"]}}"#))
+        .collect();
+    let wide = Schema::from_json(&format!("{{\"domain\": [{}]}}", huge.join(",")))
+        .expect("schema")
+        .domain();
+    assert!(matches!(
+        Layout::full(&wide, u64::MAX),
+        Err(RecordsError::TooManyCells {
+            limit: MAX_CELL_LIMIT,
+            ..
+        })
+    ));
     // 6 + 8 + 12 = 26 cells.
     assert!(Layout::marginals(&domain, &all_two_way(), 26).is_ok());
     assert!(matches!(

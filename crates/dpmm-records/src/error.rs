@@ -242,6 +242,12 @@ pub enum RecordsError {
         /// The limit.
         limit: u64,
     },
+    /// The system refused the memory for the count tables.
+    #[error("cannot allocate {cells:.3e} counts")]
+    OutOfMemory {
+        /// Cells that were to be allocated.
+        cells: f64,
+    },
     /// A marginal that names an attribute position twice, out of order or
     /// past the domain, or is listed twice.
     #[error("marginal #{index}: {reason}")]
