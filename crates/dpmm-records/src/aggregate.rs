@@ -8,9 +8,9 @@
 //!
 //! # Policies and stability
 //!
-//! Each attribute's schema says whether a value outside its domain (or a
-//! number that does not parse) and a missing value `drop` the record or are
-//! an `error`. A record is looked at whole: if any attribute says `error`,
+//! Each attribute's schema says whether a value outside its domain, a
+//! numeric field that is not a number, and a missing value `drop` the
+//! record or are an `error`. A record is looked at whole: if any attribute says `error`,
 //! reading stops with an error naming the line and column (the first such
 //! attribute in domain order); otherwise, if any says `drop`, the record is
 //! left out of every table. So the outcome does not depend on column order.
@@ -323,17 +323,16 @@ impl Reader {
             // The CSV reader rejects rows with another field count than the
             // header, so the column exists; treat a gap as missing anyway.
             let field = row.get(column).unwrap_or(b"").trim_ascii();
-            let (policy, missing) = match encoder.encode(field) {
+            let (policy, code) = match encoder.encode(field) {
                 Code::Cell(c) => {
                     codes[i] = c;
                     continue;
                 }
-                Code::Outside => (encoder.outside, false),
-                Code::Missing => (encoder.missing_policy, true),
+                code => (encoder.policy(code), code),
             };
             match policy {
                 Policy::Drop => verdict = Verdict::Drop,
-                Policy::Error => return Err(self.refusal(i, missing, line)),
+                Policy::Error => return Err(self.refusal(i, code, line)),
             }
         }
         Ok(verdict)
@@ -341,15 +340,20 @@ impl Reader {
 
     /// The error for attribute `i` on `line`: names the line, column and
     /// attribute, never the field.
-    fn refusal(&self, i: usize, missing: bool, line: u64) -> RecordsError {
+    fn refusal(&self, i: usize, code: Code, line: u64) -> RecordsError {
         let (column, attribute) = self.names[i].clone();
-        match missing {
-            true => RecordsError::MissingValue {
+        match code {
+            Code::Missing => RecordsError::MissingValue {
                 line,
                 column,
                 attribute,
             },
-            false => RecordsError::OutsideDomain {
+            Code::Unparsable => RecordsError::NotANumber {
+                line,
+                column,
+                attribute,
+            },
+            _ => RecordsError::OutsideDomain {
                 line,
                 column,
                 attribute,
