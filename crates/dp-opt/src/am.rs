@@ -107,7 +107,7 @@ fn evaluate(g: &Mat<f64>, d2: &[f64], y: &[f64], q: f64) -> Eval {
 /// The barrier method of the module notes on `min Σ dᵢ² tᵢ^{-q}` s.t.
 /// `G t ≤ 1`: returns the best weights (as an [`Eval`]), the best dual
 /// bound, the history of the best primal value and the Newton steps.
-fn barrier(
+fn log_barrier_newton(
     g: &Mat<f64>,
     d2: &[f64],
     q: f64,
@@ -279,7 +279,7 @@ impl StrategyOptimizer for Am {
             PrivacyModel::Approx => (1.0, Mat::from_fn(n, keep.len(), |j, c| u[(j, c)].powi(2))),
             PrivacyModel::Pure => (2.0, Mat::from_fn(n, keep.len(), |j, c| u[(j, c)].abs())),
         };
-        let (best, bound, history, iterations) = barrier(&g, &d2, q, o, |it, values| {
+        let (best, bound, history, iterations) = log_barrier_newton(&g, &d2, q, o, |it, values| {
             // Objective and bound in the workload's own scale.
             let scaled: Vec<(&'static str, f64)> = values
                 .iter()

@@ -3,7 +3,7 @@
 //! with f concave and positively homogeneous of degree ½ (so the best point
 //! on each ray `{t y}` is known in closed form, `t = (f/Σy)²`).
 //!
-//! COA's dual ([`crate::dual`], `f = tr(C D Cᵀ)^{1/2}`) and the Ky Fan dual
+//! COA's dual ([`crate::coa::dual`], `f = tr(C D Cᵀ)^{1/2}`) and the Ky Fan dual
 //! of the projection mechanism's covariance ([`crate::projection`],
 //! `f = h_k(C D Cᵀ)`) are the two instances: they differ only in how a
 //! point is evaluated, which is what [`ConcaveDual`] abstracts.
