@@ -178,11 +178,9 @@ pub fn weakened(name: &str) -> Result<Box<dyn StrategyOptimizer>> {
             },
         }),
         "lrm" => {
-            let mut options = lrm::LrmOptions {
-                penalty_stages: 1,
-                ..Default::default()
-            };
-            options.penalty_spg.max_iterations = 3;
+            let mut options = lrm::LrmOptions::default();
+            options.penalty.stages = 1;
+            options.penalty.spg.max_iterations = 3;
             Box::new(lrm::Lrm { options })
         }
         other => {
@@ -194,7 +192,8 @@ pub fn weakened(name: &str) -> Result<Box<dyn StrategyOptimizer>> {
     })
 }
 
-/// A dense n×n `f64` product on the current rayon pool: the yardstick the
+/// A dense n×n `f64` product (dp-linalg's product kernel, the current
+/// rayon pool): the yardstick the
 /// benchmarks and the regression gate express times in, so that they
 /// compare across machines as ratios.
 pub struct ReferenceProduct {
@@ -213,12 +212,10 @@ impl ReferenceProduct {
 
     /// One product `C = A·A`, into preallocated storage.
     pub fn run(&mut self) {
-        faer::linalg::matmul::matmul(
-            self.c.as_mut(),
-            faer::Accum::Replace,
+        dp_linalg::gemm_into(
+            &mut self.c,
             self.a.as_ref(),
             self.a.as_ref(),
-            1.0,
             dp_linalg::Par::rayon(0),
         );
     }

@@ -169,7 +169,7 @@ pub fn measure_point(
     let gram_seconds = t.elapsed().as_secs_f64();
     let problem = Problem::from_gram(g, PrivacyModel::Approx)?;
     let svd_bound = problem.svd_bound()?;
-    let workload_rank = dp_core::accuracy::gram_root(problem.gram())?.nrows();
+    let workload_rank = dp_linalg::gram_root(problem.gram())?.nrows();
     let mut reference = ReferenceProduct::new(n);
     let t = Instant::now();
     reference.run();
