@@ -82,7 +82,7 @@ fn run_child(args: &BenchArgs) -> Result<()> {
     let gram_seconds = t.elapsed().as_secs_f64();
     let problem = Problem::from_gram(g, PrivacyModel::Approx)?;
     let svd_bound = problem.svd_bound()?;
-    let workload_rank = dp_core::accuracy::gram_root(problem.gram())?.nrows();
+    let workload_rank = dp_linalg::gram_root(problem.gram())?.nrows();
     // Reference product, timed in the same process.
     let mut reference = crate::output::ReferenceProduct::new(n);
     let t = Instant::now();

@@ -68,9 +68,9 @@ pub fn num(x: f64) -> serde_json::Value {
     }
 }
 
-/// A dense n×n `f64` product (faer, the current rayon pool): the yardstick
-/// benchmarks and the regression gate express times in, so they compare
-/// across machines as ratios.
+/// A dense n×n `f64` product (dp-linalg's product kernel, the current
+/// rayon pool): the yardstick benchmarks and the regression gate express
+/// times in, so they compare across machines as ratios.
 pub struct ReferenceProduct {
     a: dp_linalg::Mat<f64>,
     c: dp_linalg::Mat<f64>,
@@ -87,12 +87,10 @@ impl ReferenceProduct {
 
     /// One product `C = A·A`.
     pub fn run(&mut self) {
-        faer::linalg::matmul::matmul(
-            self.c.as_mut(),
-            faer::Accum::Replace,
+        dp_linalg::gemm_into(
+            &mut self.c,
             self.a.as_ref(),
             self.a.as_ref(),
-            1.0,
             dp_linalg::Par::rayon(0),
         );
     }

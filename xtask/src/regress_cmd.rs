@@ -200,10 +200,13 @@ fn optimizer(name: &str, worsen: bool) -> Result<Box<dyn StrategyOptimizer>> {
             let d = dp_opt::lrm::LrmOptions::default();
             Box::new(dp_opt::lrm::Lrm {
                 options: dp_opt::lrm::LrmOptions {
-                    penalty_stages: 1,
-                    penalty_spg: dp_opt::spg::SpgOptions {
-                        max_iterations: 3,
-                        ..d.penalty_spg
+                    penalty: dp_opt::lrm::PenaltyOptions {
+                        stages: 1,
+                        spg: dp_opt::spg::SpgOptions {
+                            max_iterations: 3,
+                            ..d.penalty.spg
+                        },
+                        ..d.penalty
                     },
                     ..d
                 },

@@ -38,8 +38,13 @@ fn optimize(w: &Path, optimizer: &str, privacy: &str, out: &Path) -> serde_json:
 /// Δ² · tr(WᵀW (AᵀA)⁺) with the pseudo-inverse of the Gram matrix (a
 /// different route from the library's SVD of A).
 fn reference(w: &Mat<f64>, a: &Mat<f64>, pure: bool) -> f64 {
-    let pinv = pseudo_inverse_symmetric(gram(a.as_ref()).as_ref(), None).unwrap();
-    let t = trace_of_product(gram(w.as_ref()).as_ref(), pinv.as_ref()).unwrap();
+    let pinv =
+        pseudo_inverse_symmetric(gram(a.as_ref(), dp_linalg::Par::Seq).as_ref(), None).unwrap();
+    let t = trace_of_product(
+        gram(w.as_ref(), dp_linalg::Par::Seq).as_ref(),
+        pinv.as_ref(),
+    )
+    .unwrap();
     let delta = (0..a.ncols())
         .map(|j| {
             if pure {

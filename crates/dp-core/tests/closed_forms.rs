@@ -149,7 +149,7 @@ fn l2_objective_and_svd_bound() {
     // Prefix workload over 4 cells, strategy H_4: bound <= l2_obj.
     let prefix = Mat::from_fn(4, 4, |i, j| if j <= i { 1.0 } else { 0.0 });
     let bound = svd_lower_bound(prefix.as_ref()).unwrap();
-    let gram = dp_linalg::gram(prefix.as_ref());
+    let gram = dp_linalg::gram(prefix.as_ref(), dp_linalg::Par::Seq);
     assert!((svd_lower_bound_from_gram(gram.as_ref()).unwrap() - bound).abs() < 1e-10);
     let l2 = l2_obj(prefix.as_ref(), h4().as_ref()).unwrap();
     assert!(bound <= l2 + 1e-12, "{bound} > {l2}");

@@ -3,7 +3,7 @@
 use faer::linalg::solvers::{DenseSolveCore, Llt, LltError, Solve};
 use faer::linalg::triangular_solve;
 use faer::prelude::Reborrow;
-use faer::{Mat, MatMut, MatRef, Side};
+use faer::{Mat, MatMut, MatRef, Par, Side};
 
 use crate::{LinalgError, Result, require_finite, require_square};
 
@@ -64,24 +64,16 @@ impl Cholesky {
     }
 
     /// Overwrites `b` with `L⁻¹ b` (forward substitution).
-    pub fn solve_lower_in_place(&self, b: MatMut<'_, f64>) -> Result<()> {
+    pub fn solve_lower_in_place(&self, b: MatMut<'_, f64>, par: Par) -> Result<()> {
         self.check_rhs(b.rb())?;
-        triangular_solve::solve_lower_triangular_in_place(
-            self.llt.L(),
-            b,
-            faer::get_global_parallelism(),
-        );
+        triangular_solve::solve_lower_triangular_in_place(self.llt.L(), b, par);
         Ok(())
     }
 
     /// Overwrites `b` with `L⁻ᵀ b` (back substitution).
-    pub fn solve_lower_transpose_in_place(&self, b: MatMut<'_, f64>) -> Result<()> {
+    pub fn solve_lower_transpose_in_place(&self, b: MatMut<'_, f64>, par: Par) -> Result<()> {
         self.check_rhs(b.rb())?;
-        triangular_solve::solve_upper_triangular_in_place(
-            self.llt.L().transpose(),
-            b,
-            faer::get_global_parallelism(),
-        );
+        triangular_solve::solve_upper_triangular_in_place(self.llt.L().transpose(), b, par);
         Ok(())
     }
 

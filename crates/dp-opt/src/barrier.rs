@@ -47,8 +47,6 @@
 
 use dp_core::{DpError, Result};
 use dp_linalg::{Cholesky, Mat, MatRef, Par, SymmetricEigen};
-use faer::Accum;
-use faer::linalg::matmul::triangular::{BlockStructure, matmul as triangular_matmul};
 
 use crate::Observer;
 use crate::dense::{gemm, inner};
@@ -273,17 +271,7 @@ fn schur_matrix(a: &Mat<f64>, factors: &[Vec<f64>], par: Par) -> Mat<f64> {
     let mut g = Mat::<f64>::zeros(n, n);
     for w in factors {
         let scaled = Mat::from_fn(a.ncols(), n, |k, i| a[(i, k)] * w[k]);
-        triangular_matmul(
-            g.as_mut(),
-            BlockStructure::TriangularLower,
-            Accum::Replace,
-            a.as_ref(),
-            BlockStructure::Rectangular,
-            scaled.as_ref(),
-            BlockStructure::Rectangular,
-            1.0,
-            par,
-        );
+        dp_linalg::lower_triangle_of_product_into(&mut g, a.as_ref(), scaled.as_ref(), par);
         for j in 0..n {
             let (hc, gc) = (h.col_as_slice_mut(j), g.col_as_slice(j));
             for i in j..n {
@@ -529,7 +517,7 @@ fn initial_point(root: MatRef<'_, f64>, start: Option<&[f64]>, par: Par) -> Resu
             .map(|s| 1.0 - s)
             .fold(0.0, f64::max);
         if largest.is_finite() && largest > 0.0 {
-            return Ok(y_matrix * faer::Scale(0.5 / largest));
+            return Ok(y_matrix * dp_linalg::Scale(0.5 / largest));
         }
     }
     Err(DpError::NotConverged {
@@ -663,7 +651,7 @@ mod tests {
             if f(a) < f(b) { hi = b } else { lo = a }
         }
         let best = f(0.5 * (lo + hi));
-        let root = dp_core::accuracy::gram_root(v.as_ref()).unwrap();
+        let root = dp_linalg::gram_root(v.as_ref()).unwrap();
         let solved =
             minimize_trace_inverse(root.as_ref(), None, &BarrierOptions::default(), &mut ())
                 .unwrap();
@@ -695,8 +683,8 @@ mod tests {
                 w[(i, j)] = scale;
             }
         }
-        let gram = dp_linalg::gram(w.as_ref());
-        let root = dp_core::accuracy::gram_root(gram.as_ref()).unwrap();
+        let gram = dp_linalg::gram(w.as_ref(), dp_linalg::Par::Seq);
+        let root = dp_linalg::gram_root(gram.as_ref()).unwrap();
         assert!(root.nrows() < n);
         let solved =
             minimize_trace_inverse(root.as_ref(), None, &BarrierOptions::default(), &mut ())

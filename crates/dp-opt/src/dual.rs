@@ -313,7 +313,7 @@ mod tests {
         let y: Vec<f64> = (0..n).map(|i| 1.0 + (i % 3) as f64).collect();
         let p = dual_point(c.as_ref(), &y, Par::Seq).unwrap();
         let (a, obj) = p.strategy(c.as_ref(), Par::Seq);
-        let gram = dp_linalg::gram(c.as_ref());
+        let gram = dp_linalg::gram(c.as_ref(), dp_linalg::Par::Seq);
         let eval = dp_core::accuracy::evaluate_strategy_gram(gram.as_ref(), a.as_ref()).unwrap();
         assert!((eval.l2_obj() - obj).abs() < 1e-9 * obj);
         assert!(p.lower_bound <= obj);

@@ -100,7 +100,7 @@ pub fn objective_and_gradient(
     let ivi = gemm(iv.as_ref(), inv.as_ref(), par);
     let diag: Vec<f64> = (0..n).map(|i| m[(i, i)]).collect();
     let (smax, weights) = soft_max(&diag, mu);
-    let mut grad = ivi * faer::Scale(-smax);
+    let mut grad = ivi * dp_linalg::Scale(-smax);
     for i in 0..n {
         grad[(i, i)] += trace * weights[i];
     }
@@ -311,7 +311,7 @@ mod tests {
     fn gradient_matches_finite_differences() {
         let n = 5;
         let w = Mat::from_fn(7, n, |i, j| (((i * 3 + j * 5) % 7) as f64 - 2.0) / 3.0);
-        let v = dp_linalg::gram(w.as_ref());
+        let v = dp_linalg::gram(w.as_ref(), dp_linalg::Par::Seq);
         let m = Mat::from_fn(
             n,
             n,
@@ -321,10 +321,10 @@ mod tests {
         let mu = 0.05;
         let (_, g) = objective_and_gradient(&v, &m, mu, Par::Seq).unwrap();
         let h = 1e-6;
-        let fp = objective_and_gradient(&v, &(&m + &dir * faer::Scale(h)), mu, Par::Seq)
+        let fp = objective_and_gradient(&v, &(&m + &dir * dp_linalg::Scale(h)), mu, Par::Seq)
             .unwrap()
             .0;
-        let fm = objective_and_gradient(&v, &(&m - &dir * faer::Scale(h)), mu, Par::Seq)
+        let fm = objective_and_gradient(&v, &(&m - &dir * dp_linalg::Scale(h)), mu, Par::Seq)
             .unwrap()
             .0;
         let fd = (fp - fm) / (2.0 * h);

@@ -116,7 +116,7 @@ pub fn objective_and_gradient(
     }
     let tt = gemm(t.as_ref(), theta.transpose(), par); // p×p
     let tp = &t - gemm(tt.as_ref(), y.as_ref(), par);
-    let mut grad = tp * faer::Scale(-2.0);
+    let mut grad = tp * dp_linalg::Scale(-2.0);
     for j in 0..n {
         let st: f64 = (0..p).map(|k| theta[(k, j)] * t[(k, j)]).sum();
         let d_delta = 2.0 * (vp[(j, j)] - st) / delta[j];
@@ -302,7 +302,7 @@ mod tests {
         let w = Mat::from_fn(n + 3, n, |i, j| {
             (((i * 7 + j * 13) % 11) as f64 - 3.0) / 4.0
         });
-        dp_linalg::gram(w.as_ref())
+        dp_linalg::gram(w.as_ref(), dp_linalg::Par::Seq)
     }
 
     /// The Woodbury objective equals `tr(V (AᵀA)⁻¹)` of the strategy with

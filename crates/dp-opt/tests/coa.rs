@@ -42,7 +42,11 @@ fn certified_optimum_on_ranges_prefix_and_a_rank_deficient_workload() {
             1e-6,
         ),
         ("Prefix(40)".into(), Prefix::new(40).unwrap().gram(), 1e-6),
-        ("low rank".into(), dp_linalg::gram(low_rank.as_ref()), 1e-4),
+        (
+            "low rank".into(),
+            dp_linalg::gram(low_rank.as_ref(), dp_linalg::Par::Seq),
+            1e-4,
+        ),
     ];
     for (name, gram, tol) in cases {
         let p = Problem::from_gram(gram, PrivacyModel::Approx).unwrap();

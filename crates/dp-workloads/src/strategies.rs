@@ -3,9 +3,9 @@
 //! Haar wavelet Y_n (Xiao et al.), and the singular value bound strategy
 //! (Theorem 5.25).
 
-use dp_core::accuracy::gram_root;
+use dp_core::validate::check_gram;
 use dp_core::{DpError, Result};
-use dp_linalg::{Mat, MatRef};
+use dp_linalg::{Mat, MatRef, gram_root};
 
 fn check_n(n: usize) -> Result<()> {
     if n == 0 {
@@ -120,6 +120,7 @@ pub fn wavelet(n: usize) -> Result<Mat<f64>> {
 pub fn svd_bound(workload_gram: MatRef<'_, f64>) -> Result<Mat<f64>> {
     // Rows of the Gram root R = Λ^{1/2} Uᵀ have norms √λᵢ = σᵢ; scaling
     // each by σᵢ^{-1/2} gives diag(√σᵢ) Uᵀ (same rank rule as gram_root).
+    check_gram(workload_gram)?;
     let mut a = gram_root(workload_gram)?;
     for i in 0..a.nrows() {
         let norm = a.row(i).norm_l2();

@@ -25,8 +25,8 @@ mod support;
 
 use std::time::Instant;
 
-use dp_core::accuracy::gram_root_and_spectrum;
 use dp_core::{DpError, Result};
+use dp_linalg::gram_root_and_spectrum;
 use dp_linalg::{Cholesky, Mat, MatRef, Par};
 
 use crate::barrier::{BarrierOptions, minimize_trace_inverse};

@@ -248,7 +248,7 @@ mod tests {
         let a = Mat::from_fn(n + 2, n, |i, j| {
             (((i * 31 + j * 17 + seed as usize) % 23) as f64 - 11.0) / 7.0
         });
-        let mut g = dp_linalg::gram(a.as_ref());
+        let mut g = dp_linalg::gram(a.as_ref(), dp_linalg::Par::Seq);
         for i in 0..n {
             g[(i, i)] += 0.5;
         }

@@ -468,7 +468,7 @@ pub fn optimal_covariance(
     let largest = |sigma: &Mat<f64>| -> Result<f64> {
         let chol = Cholesky::factor(sigma.as_ref())?;
         let mut whitened = workload.to_owned();
-        chol.solve_lower_in_place(whitened.as_mut())?;
+        chol.solve_lower_in_place(whitened.as_mut(), par)?;
         Ok((0..whitened.ncols())
             .map(|e| whitened.col(e).squared_norm_l2())
             .fold(0.0, f64::max))
@@ -658,7 +658,7 @@ mod tests {
                 }
                 let chol = Cholesky::factor(shape.as_ref()).unwrap();
                 let mut wh = w.clone();
-                chol.solve_lower_in_place(wh.as_mut()).unwrap();
+                chol.solve_lower_in_place(wh.as_mut(), Par::Seq).unwrap();
                 let q = (0..20)
                     .map(|e| wh.col(e).squared_norm_l2())
                     .fold(0.0, f64::max);

@@ -57,7 +57,7 @@ impl SymmetricHull {
         }
         Ok(Self {
             vertices: vertices.to_owned(),
-            gram: dp_linalg::gram(vertices),
+            gram: dp_linalg::gram(vertices, dp_linalg::Par::rayon(0)),
         })
     }
 
@@ -246,8 +246,10 @@ mod tests {
                 b[(p, 0)] = verts[i].iter().zip(t).map(|(x, y)| x * y).sum();
             }
             b[(k, 0)] = 1.0;
-            let lu = a.as_ref().partial_piv_lu();
-            let sol = faer::linalg::solvers::Solve::solve(&lu, b.as_ref());
+            let Ok(sol) = dp_linalg::Lu::factor(a.as_ref()).and_then(|lu| lu.solve(b.as_ref()))
+            else {
+                continue;
+            };
             if !sol.as_ref().is_all_finite() || (0..k).any(|p| sol[(p, 0)] < -1e-12) {
                 continue;
             }
