@@ -20,11 +20,9 @@
 //! ```
 
 pub mod am;
-pub mod barrier;
 pub mod classic;
 pub mod coa;
 mod dense;
-pub mod dual;
 pub mod esm;
 pub mod lbfgs;
 pub mod lrm;
