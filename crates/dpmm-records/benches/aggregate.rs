@@ -47,8 +47,8 @@ fn bench(c: &mut Criterion) {
     let pairs: Vec<Vec<usize>> = (0..d)
         .flat_map(|i| (i + 1..d).map(move |j| vec![i, j]))
         .collect();
-    let full = Layout::full(&domain, DEFAULT_CELL_LIMIT).expect("fits");
-    let marginals = Layout::marginals(&domain, &pairs, DEFAULT_CELL_LIMIT).expect("fits");
+    let full = Layout::full(domain, DEFAULT_CELL_LIMIT).expect("fits");
+    let marginals = Layout::marginals(domain, &pairs, DEFAULT_CELL_LIMIT).expect("fits");
     let csv = generated_csv(RECORDS);
     let mut enc = GzEncoder::new(Vec::new(), Compression::default());
     enc.write_all(&csv).expect("in-memory write");

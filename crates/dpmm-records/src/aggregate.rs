@@ -37,7 +37,10 @@ use csv::{ByteRecord, ReaderBuilder};
 
 use crate::encode::{Code, Encoder};
 use crate::error::RecordsError;
-use crate::schema::{Domain, Policy, Schema};
+use dp_workloads::domain::Domain;
+use dp_workloads::structured::AttrSet;
+
+use crate::schema::{Policy, Schema};
 use crate::source;
 
 /// Default limit on the cells kept in memory: 2²⁴ counts (128 MiB of u64).
@@ -122,6 +125,25 @@ impl Layout {
             tables: subsets.to_vec(),
             full: false,
         })
+    }
+
+    /// [`Layout::marginals`] for attribute sets given as bit masks (bit
+    /// `i` = domain position `i`), as `dp_workloads` marginal workloads and
+    /// `spec::k_subsets` hold them.
+    pub fn marginal_masks(
+        domain: &Domain,
+        masks: &[AttrSet],
+        cell_limit: u64,
+    ) -> Result<Self, RecordsError> {
+        let subsets: Vec<Vec<usize>> = masks
+            .iter()
+            .map(|&m| {
+                (0..AttrSet::BITS as usize)
+                    .filter(|&i| m >> i & 1 == 1)
+                    .collect()
+            })
+            .collect();
+        Self::marginals(domain, &subsets, cell_limit)
     }
 
     /// The full histogram if it fits `cell_limit`, else the marginals

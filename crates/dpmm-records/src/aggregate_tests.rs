@@ -25,7 +25,7 @@ fn gzip(bytes: &[u8]) -> Vec<u8> {
 }
 
 fn full(schema: &Schema) -> Layout {
-    Layout::full(&schema.domain(), DEFAULT_CELL_LIMIT).expect("small domain")
+    Layout::full(schema.domain(), DEFAULT_CELL_LIMIT).expect("small domain")
 }
 
 fn all_two_way() -> Vec<Vec<usize>> {
@@ -92,13 +92,13 @@ fn a_hand_made_file_gives_the_hand_counted_histogram() {
     let schema = schema();
     assert_eq!(run(csv, &full(&schema)), Ok(vec![expected.clone()]));
     assert_eq!(run(&gzip(csv), &full(&schema)), Ok(vec![expected.clone()]));
-    let layout = Layout::marginals(&schema.domain(), &all_two_way(), 100).expect("fits");
+    let layout = Layout::marginals(schema.domain(), &all_two_way(), 100).expect("fits");
     let want: Vec<Vec<u64>> = all_two_way()
         .iter()
         .map(|k| marginal_of(&expected, k))
         .collect();
     assert_eq!(run(csv, &layout), Ok(want));
-    let total = Layout::marginals(&schema.domain(), &[vec![]], 1).expect("one cell");
+    let total = Layout::marginals(schema.domain(), &[vec![]], 1).expect("one cell");
     assert_eq!(run(csv, &total), Ok(vec![vec![6]]));
 }
 
@@ -130,7 +130,7 @@ fn random_records_match_brute_force_in_every_layout_and_encoding() {
         assert_eq!(run(&csv, &full(&schema)), Ok(vec![x.clone()]));
         assert_eq!(run(&gzip(&csv), &full(&schema)), Ok(vec![x.clone()]));
         let subsets = vec![vec![2], vec![0, 2], vec![0, 1, 2], vec![]];
-        let layout = Layout::marginals(&schema.domain(), &subsets, 1000).expect("fits");
+        let layout = Layout::marginals(schema.domain(), &subsets, 1000).expect("fits");
         let want: Vec<Vec<u64>> = subsets.iter().map(|k| marginal_of(&x, k)).collect();
         assert_eq!(run(&csv, &layout), Ok(want));
     }
@@ -247,31 +247,30 @@ fn malformed_rows_and_headers_are_refused_without_content() {
 
 #[test]
 fn layouts_are_checked_before_anything_is_allocated() {
-    let domain = schema().domain();
+    let schema = schema();
+    let domain = schema.domain();
     assert!(matches!(
-        Layout::full(&domain, 23),
+        Layout::full(domain, 23),
         Err(RecordsError::TooManyCells { .. })
     ));
-    assert!(Layout::full(&domain, 24).is_ok());
+    assert!(Layout::full(domain, 24).is_ok());
     // A limit past MAX_CELL_LIMIT is lowered to it: 40 binary attributes
     // (2⁴⁰ cells) are refused before any allocation.
     let huge: Vec<String> = (0..40)
         .map(|i| format!(r#"{{"name": "q{i}", "values": ["no", "yes"]}}"#))
         .collect();
-    let wide = Schema::from_json(&format!("{{\"domain\": [{}]}}", huge.join(",")))
-        .expect("schema")
-        .domain();
+    let wide = Schema::from_json(&format!("{{\"domain\": [{}]}}", huge.join(","))).expect("schema");
     assert!(matches!(
-        Layout::full(&wide, u64::MAX),
+        Layout::full(wide.domain(), u64::MAX),
         Err(RecordsError::TooManyCells {
             limit: MAX_CELL_LIMIT,
             ..
         })
     ));
     // 6 + 8 + 12 = 26 cells.
-    assert!(Layout::marginals(&domain, &all_two_way(), 26).is_ok());
+    assert!(Layout::marginals(domain, &all_two_way(), 26).is_ok());
     assert!(matches!(
-        Layout::marginals(&domain, &all_two_way(), 25),
+        Layout::marginals(domain, &all_two_way(), 25),
         Err(RecordsError::TooManyCells { .. })
     ));
     for (bad, index) in [
@@ -281,18 +280,18 @@ fn layouts_are_checked_before_anything_is_allocated() {
         (vec![vec![0, 2], vec![1], vec![0, 2]], 2),
     ] {
         assert!(matches!(
-            Layout::marginals(&domain, &bad, 100),
+            Layout::marginals(domain, &bad, 100),
             Err(RecordsError::BadMarginal { index: i, .. }) if i == index
         ));
     }
-    let chosen = Layout::choose(&domain, &all_two_way(), 24).expect("full fits");
+    let chosen = Layout::choose(domain, &all_two_way(), 24).expect("full fits");
     assert!(chosen.is_full());
     let one_way = vec![vec![0], vec![1], vec![2]];
-    let chosen = Layout::choose(&domain, &one_way, 23).expect("marginals fit");
+    let chosen = Layout::choose(domain, &one_way, 23).expect("marginals fit");
     assert!(!chosen.is_full());
     assert_eq!(chosen.tables(), one_way.as_slice());
     assert!(matches!(
-        Layout::choose(&domain, &all_two_way(), 23),
+        Layout::choose(domain, &all_two_way(), 23),
         Err(RecordsError::TooManyCells { .. })
     ));
     // A layout for another domain is refused.
@@ -300,7 +299,7 @@ fn layouts_are_checked_before_anything_is_allocated() {
         .expect("schema");
     let wrong = full(&other);
     assert_eq!(
-        aggregate_records(&b"sex,age,region\n"[..], "t", &schema(), &wrong).map(|_| ()),
+        aggregate_records(&b"sex,age,region\n"[..], "t", &schema, &wrong).map(|_| ()),
         Err(RecordsError::LayoutMismatch)
     );
 }
@@ -325,7 +324,7 @@ fn group_by(csv: &[u8]) -> Vec<u8> {
 #[test]
 fn a_grouped_counts_table_gives_the_same_counts_as_its_records() {
     let schema = schema();
-    let layout = Layout::marginals(&schema.domain(), &all_two_way(), 100).expect("fits");
+    let layout = Layout::marginals(schema.domain(), &all_two_way(), 100).expect("fits");
     let (csv, _) = random_records(9, 3000);
     let from_records = aggregate_records(&csv[..], "r", &schema, &layout).expect("records");
     let table = group_by(&csv);

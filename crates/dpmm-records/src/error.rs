@@ -153,6 +153,10 @@ pub enum SchemaError {
     /// listed is outside the domain).
     #[error("schema: attribute '{0}' is categorical: \"unparsable\" applies to bins only")]
     UnparsableOnCategorical(String),
+    /// The names and sizes do not make a domain (already excluded by the
+    /// checks above; kept so the conversion has no panic path).
+    #[error("schema: {0}")]
+    Domain(String),
     /// A name that is not an attribute of the schema.
     #[error("schema: unknown attribute '{0}'")]
     UnknownAttribute(String),

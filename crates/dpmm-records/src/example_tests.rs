@@ -4,6 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
+use dp_workloads::spec::{k_subsets, load_spec};
+
 use crate::aggregate::{DEFAULT_CELL_LIMIT, Layout, aggregate_records_file};
 use crate::schema::Schema;
 
@@ -16,40 +18,12 @@ fn example_schema(name: &str) -> Schema {
         .expect("the example schema is valid")
 }
 
-/// `(name, size)` of each `domain` entry of an example's spec.json.
-fn spec_domain(name: &str) -> Vec<(String, usize)> {
-    let path = root().join("examples").join(name).join("spec.json");
-    let text = std::fs::read_to_string(&path).expect("spec.json");
-    let spec: serde_json::Value = serde_json::from_str(&text).expect("spec is JSON");
-    spec["domain"]
-        .as_array()
-        .expect("a domain list")
-        .iter()
-        .map(|a| {
-            let name = a["name"].as_str().expect("name").to_string();
-            let size = a["size"].as_u64().expect("size") as usize;
-            (name, size)
-        })
-        .collect()
-}
-
-fn schema_domain(schema: &Schema) -> Vec<(String, usize)> {
-    schema
-        .domain()
-        .attributes()
-        .iter()
-        .map(|a| (a.name.clone(), a.size))
-        .collect()
-}
-
 #[test]
-fn each_spec_declares_its_schema_domain() {
+fn each_spec_loads_and_declares_its_schema_domain() {
     for name in ["fertility1980", "cps1988"] {
-        assert_eq!(
-            spec_domain(name),
-            schema_domain(&example_schema(name)),
-            "{name}"
-        );
+        let spec = load_spec(&root().join("examples").join(name).join("spec.json"))
+            .expect("the example spec is valid");
+        assert_eq!(spec.domain(), example_schema(name).domain(), "{name}");
     }
 }
 
@@ -60,7 +34,7 @@ fn the_embedded_fertility_extract_aggregates_under_the_example_schema() {
     let domain = schema.domain();
     assert_eq!(domain.cells_f64(), 50_880.0);
     let data = root().join("datasets/fertility1980.csv.gz");
-    let full = Layout::full(&domain, DEFAULT_CELL_LIMIT).expect("fits");
+    let full = Layout::full(domain, DEFAULT_CELL_LIMIT).expect("fits");
     let counts = aggregate_records_file(&data, &schema, &full).expect("every row is in the domain");
     let x = &counts.tables()[0].counts;
     // Every row is kept: the total is the row count in ../shared/datasets/README.md.
@@ -68,12 +42,14 @@ fn the_embedded_fertility_extract_aggregates_under_the_example_schema() {
 
     // The 28 two-way marginals, streamed directly, equal the full
     // histogram summed (brute force over the 50,880 cells).
+    // The spec's `marginals: {k: 2}`, in the spec's order.
     let d = domain.attributes().len();
+    let masks = k_subsets(d, 2).expect("28 pairs");
+    let layout = Layout::marginal_masks(domain, &masks, DEFAULT_CELL_LIMIT).expect("fits");
     let pairs: Vec<Vec<usize>> = (0..d)
         .flat_map(|i| (i + 1..d).map(move |j| vec![i, j]))
         .collect();
-    assert_eq!(pairs.len(), 28);
-    let layout = Layout::marginals(&domain, &pairs, DEFAULT_CELL_LIMIT).expect("fits");
+    assert_eq!(layout.tables(), pairs.as_slice());
     let marginals = aggregate_records_file(&data, &schema, &layout).expect("marginals");
     let shape = domain.shape();
     for (pair, table) in pairs.iter().zip(marginals.tables()) {
@@ -103,7 +79,7 @@ fn the_cps_extract_aggregates_under_its_binned_schema() {
         return;
     }
     let schema = example_schema("cps1988");
-    let layout = Layout::full(&schema.domain(), DEFAULT_CELL_LIMIT).expect("fits");
+    let layout = Layout::full(schema.domain(), DEFAULT_CELL_LIMIT).expect("fits");
     let counts = aggregate_records_file(&data, &schema, &layout).expect("no row is an error");
     let kept: u64 = counts.tables()[0].counts.iter().sum();
     // Rows outside the wage or experience bins are dropped, none added.

@@ -25,7 +25,7 @@
 //! ]}"#).unwrap();
 //! assert_eq!(schema.domain().shape(), vec![2, 3]);
 //!
-//! let layout = Layout::choose(&schema.domain(), &[vec![0], vec![1]], DEFAULT_CELL_LIMIT).unwrap();
+//! let layout = Layout::choose(schema.domain(), &[vec![0], vec![1]], DEFAULT_CELL_LIMIT).unwrap();
 //! assert!(layout.is_full()); // 6 cells fit: the full histogram is kept
 //! let csv = "morekids,age\nyes,27\nno,40\nno,21\n";
 //! let counts = aggregate_records(csv.as_bytes(), "example", &schema, &layout).unwrap();
@@ -49,4 +49,4 @@ pub use aggregate::{
 };
 pub use draft::{DRAFT_NOTE, SchemaDraft, draft_from_header, draft_from_path};
 pub use error::{RecordsError, SchemaError};
-pub use schema::{AttributeSchema, Domain, DomainAttribute, Encoding, Policy, Schema};
+pub use schema::{AttributeSchema, Encoding, Policy, Schema};

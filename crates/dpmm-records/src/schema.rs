@@ -28,6 +28,7 @@
 //! nothing here, nor anywhere in dpmm, derives a domain from the data (a
 //! domain read off the data would itself leak, e.g. the largest age).
 
+use dp_workloads::domain::{Attribute, Domain};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -98,50 +99,13 @@ pub struct AttributeSchema {
     pub missing: Policy,
 }
 
-/// One attribute of a [`Domain`]: name and size (mirrors
-/// `dp_workloads::domain::Attribute` field for field).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DomainAttribute {
-    /// The name.
-    pub name: String,
-    /// Number of values (≥ 1).
-    pub size: usize,
-}
-
-/// The schema's domain: attribute names and sizes in order; the cells are
-/// their product, row-major (last attribute fastest), as in DESIGN.md §7.
-///
-/// Seam: this is a local stand-in for `dp_workloads::domain::Domain` (the
-/// multi-dimensional work in progress); once that lands, [`Schema::domain`]
-/// converts to it with `Domain::new(attributes)` and this type goes away.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Domain {
-    attributes: Vec<DomainAttribute>,
-}
-
-impl Domain {
-    /// The attributes, in order.
-    pub fn attributes(&self) -> &[DomainAttribute] {
-        &self.attributes
-    }
-
-    /// The sizes `(n₁, …, n_d)`.
-    pub fn shape(&self) -> Vec<usize> {
-        self.attributes.iter().map(|a| a.size).collect()
-    }
-
-    /// The number of cells `Π nᵢ` as f64 (never overflows; `inf` only
-    /// past f64's range).
-    pub fn cells_f64(&self) -> f64 {
-        self.attributes.iter().map(|a| a.size as f64).product()
-    }
-}
-
 /// A validated records schema.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Schema {
     attributes: Vec<AttributeSchema>,
     missing_markers: Vec<String>,
+    /// Names and sizes in order: the workload's domain (DESIGN.md §7).
+    domain: Domain,
 }
 
 #[derive(Deserialize)]
@@ -222,9 +186,20 @@ impl Schema {
                 return Err(SchemaError::DuplicateName(a.name.clone()));
             }
         }
+        let domain = Domain::new(
+            attributes
+                .iter()
+                .map(|a| Attribute {
+                    name: a.name.clone(),
+                    size: a.encoding.size(),
+                })
+                .collect(),
+        )
+        .map_err(|e| SchemaError::Domain(e.to_string()))?;
         Ok(Self {
             attributes,
             missing_markers,
+            domain,
         })
     }
 
@@ -238,18 +213,10 @@ impl Schema {
         &self.missing_markers
     }
 
-    /// The domain: names and sizes in order.
-    pub fn domain(&self) -> Domain {
-        Domain {
-            attributes: self
-                .attributes
-                .iter()
-                .map(|a| DomainAttribute {
-                    name: a.name.clone(),
-                    size: a.encoding.size(),
-                })
-                .collect(),
-        }
+    /// The domain: names and sizes in order, as the workload spec and
+    /// the optimizers see it (cells row-major, last attribute fastest).
+    pub fn domain(&self) -> &Domain {
+        &self.domain
     }
 
     /// The position of attribute `name` in the domain.

@@ -86,7 +86,7 @@ fn two_million_records_stream_in_bounded_memory() {
             .join("../../examples/fertility1980/schema.json"),
     )
     .expect("example schema");
-    let layout = Layout::full(&schema.domain(), DEFAULT_CELL_LIMIT).expect("fits");
+    let layout = Layout::full(schema.domain(), DEFAULT_CELL_LIMIT).expect("fits");
     let Some(before) = peak_rss_kib() else {
         return; // not Linux: no /proc to read the peak from
     };
