@@ -29,9 +29,8 @@ pub struct SpgOptions {
     /// run as [`SpgStop::MaxIterations`]).
     pub max_seconds: Option<f64>,
     /// First step `α₀ = 1/‖∇f(x₀)‖∞` (a short first move) instead of the
-    /// paper's `1/‖P(x₀ − ∇f) − x₀‖∞`. On non-convex problems the first
-    /// move picks the basin: measured on LRM's L (WRange 256), the short
-    /// first step ends 5% lower.
+    /// paper's `1/‖P(x₀ − ∇f) − x₀‖∞`. On non-convex problems (LRM's) the
+    /// first move picks the basin, and a short one stays near the start.
     pub gradient_initial_step: bool,
 }
 

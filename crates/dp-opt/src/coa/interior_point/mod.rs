@@ -13,7 +13,7 @@
 //! ```
 //!
 //! the same minimum (the inequalities hold with equality wherever the
-//! multiplier is positive; cells with a zero multiplier are measured below
+//! multiplier is positive; cells with a zero multiplier are answered below
 //! unit norm, which is how rank-deficient workloads reach the boundary of
 //! Program (10)). Its Lagrange dual is the one of [`crate::coa::dual`]:
 //! `g(y) = 2 tr(C D Cᵀ)^{1/2} − Σ yᵢ` for `y ≥ 0`.
