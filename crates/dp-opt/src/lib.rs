@@ -28,6 +28,7 @@ pub mod dual;
 pub mod esm;
 pub mod lbfgs;
 pub mod lrm;
+pub mod multidim;
 pub mod pidentity;
 mod problem;
 pub mod projected_newton;
