@@ -175,7 +175,7 @@ mod tests {
         let spec = residual_spectrum(&domain, &weights).unwrap();
         // Dense truth: eigenvalues of W^T W built from explicit rows.
         let wm = w.dense_matrix().unwrap();
-        let g = dp_linalg::gram(wm.as_ref());
+        let g = dp_linalg::gram(wm.as_ref(), dp_linalg::Par::Seq);
         let mut dense = SymmetricEigen::values_only(g.as_ref()).unwrap();
         dense.sort_by(|a, b| b.total_cmp(a));
         let mut closed: Vec<f64> = Vec::new();

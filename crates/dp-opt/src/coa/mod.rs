@@ -19,7 +19,7 @@
 //! strategy `Σ^{1/2}QᵀD^{-1/2}` competes with the primal one; where both
 //! Newton paths fall short, the interior-point method of
 //! [`interior_point`] on the row-space form of Program (10) takes over.
-//! The run stops on the relative duality gap, measured against the
+//! The run stops on the relative duality gap, computed against the
 //! original `WᵀW` (θ = 0).
 //!
 //! Modules: [`primal`] (Algorithms 1 and 3), `newton` (Algorithm 2 and

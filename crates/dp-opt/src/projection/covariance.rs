@@ -223,12 +223,8 @@ pub fn optimal_covariance(
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use crate::dense::random_uniform as random;
     use rand::{Rng, SeedableRng};
-
-    fn random(m: usize, n: usize, seed: u64) -> Mat<f64> {
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-        Mat::from_fn(m, n, |_, _| rng.random::<f64>() * 2.0 - 1.0)
-    }
 
     /// Ranges over n cells (m of them, seeded).
     fn ranges(m: usize, n: usize, seed: u64) -> Mat<f64> {

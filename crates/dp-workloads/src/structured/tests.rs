@@ -80,7 +80,7 @@ fn gram_answer_and_gram_apply_match_dense() {
         let w = random_workload(seed);
         let dense = w.dense_matrix().unwrap();
         assert_eq!(dense.nrows() as f64, w.num_queries());
-        let g_dense = dp_linalg::gram(dense.as_ref());
+        let g_dense = dp_linalg::gram(dense.as_ref(), dp_linalg::Par::Seq);
         let g = w.dense_gram().unwrap();
         assert!(rel(&g_dense, &g) <= 1e-10, "seed {seed}");
         let n = dense.ncols();

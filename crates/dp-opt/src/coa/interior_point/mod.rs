@@ -13,7 +13,7 @@
 //! ```
 //!
 //! the same minimum (the inequalities hold with equality wherever the
-//! multiplier is positive; cells with a zero multiplier are measured below
+//! multiplier is positive; cells with a zero multiplier are answered below
 //! unit norm, which is how rank-deficient workloads reach the boundary of
 //! Program (10)). Its Lagrange dual is the one of [`crate::coa::dual`]:
 //! `g(y) = 2 tr(C D Cᵀ)^{1/2} − Σ yᵢ` for `y ≥ 0`.
@@ -102,7 +102,7 @@ impl InteriorPointOptions {
             Ok(())
         } else {
             Err(DpError::InvalidParameter {
-                name: "barrier options",
+                name: "interior-point options",
                 reason: "need 0 < gap_tolerance < 1, mu_decrease > 1, centering > 0, \
                          max_newton_steps ≥ 1 and 0 < kernel_tolerance < 1"
                     .into(),
@@ -159,7 +159,7 @@ pub fn minimize_trace_inverse(
     let mut y_matrix = initial_point(root, start, par)?;
     let Some(mut point) = Point::new(root, &y_matrix, par) else {
         return Err(DpError::NotConverged {
-            solver: "COA barrier",
+            solver: "COA interior point",
             reason: "the starting point is not strictly feasible".into(),
         });
     };
@@ -202,9 +202,9 @@ pub fn minimize_trace_inverse(
             observer.observe(
                 steps,
                 &[
-                    ("barrier_mu", mu),
-                    ("barrier_objective", best_objective),
-                    ("barrier_bound", best_bound),
+                    ("interior_point_mu", mu),
+                    ("interior_point_objective", best_objective),
+                    ("interior_point_bound", best_bound),
                 ],
             );
             mu /= options.mu_decrease;
@@ -296,7 +296,7 @@ fn initial_point(root: MatRef<'_, f64>, start: Option<&[f64]>, par: Par) -> Resu
         }
     }
     Err(DpError::NotConverged {
-        solver: "COA barrier",
+        solver: "COA interior point",
         reason: "no strictly feasible starting point (is the root of full row rank?)".into(),
     })
 }
@@ -306,38 +306,9 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
-    /// Two cells, `V = [[5, 2], [2, 1]]`: feasible `X = [[1, t], [t, 1]]`,
-    /// `F(t) = (V₁₁ + V₂₂ − 2tV₁₂)/(1 − t²)`, minimized by golden section.
-    #[test]
-    fn two_cells_match_a_brute_force_search() {
-        let v = Mat::from_fn(2, 2, |i, j| [[5.0, 2.0], [2.0, 1.0]][i][j]);
-        let f = |t: f64| (v[(0, 0)] + v[(1, 1)] - 2.0 * t * v[(0, 1)]) / (1.0 - t * t);
-        let (mut lo, mut hi) = (-0.999_999, 0.999_999);
-        for _ in 0..200 {
-            let (a, b) = (lo + (hi - lo) * 0.382, lo + (hi - lo) * 0.618);
-            if f(a) < f(b) { hi = b } else { lo = a }
-        }
-        let best = f(0.5 * (lo + hi));
-        let root = dp_linalg::gram_root(v.as_ref()).unwrap();
-        let solved = minimize_trace_inverse(
-            root.as_ref(),
-            None,
-            &InteriorPointOptions::default(),
-            &mut (),
-        )
-        .unwrap();
-        assert!(solved.converged, "{}", solved.reason);
-        assert!(
-            (solved.objective - best).abs() < 1e-7 * best,
-            "{} vs {best}",
-            solved.objective
-        );
-        assert!(solved.lower_bound <= best * (1.0 + 1e-12));
-    }
-
     /// A rank-deficient workload with rows scaled over 10^±2 (the class on
     /// which Newton in X or in y stalled, 0.6% above the optimum): the
-    /// barrier certifies it, its strategy's objective is what the error
+    /// interior-point method certifies it, its strategy's objective is what the error
     /// formula gives, and 2,000 random strategies stay above its bound.
     #[test]
     fn certifies_a_badly_scaled_rank_deficient_workload() {
@@ -357,13 +328,8 @@ mod tests {
         let gram = dp_linalg::gram(w.as_ref(), dp_linalg::Par::Seq);
         let root = dp_linalg::gram_root(gram.as_ref()).unwrap();
         assert!(root.nrows() < n);
-        let solved = minimize_trace_inverse(
-            root.as_ref(),
-            None,
-            &InteriorPointOptions::default(),
-            &mut (),
-        )
-        .unwrap();
+        let options = InteriorPointOptions::default();
+        let solved = minimize_trace_inverse(root.as_ref(), None, &options, &mut ()).unwrap();
         assert!(solved.converged, "{}", solved.reason);
         assert!(solved.relative_gap() <= 1e-7);
         let eval =
