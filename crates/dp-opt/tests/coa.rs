@@ -341,9 +341,9 @@ fn scaled_ranges(k: f64, with_identity: bool, seed: u64) -> Mat<f64> {
 }
 
 /// Rows scaled over 4 and 6 orders of magnitude, rank-deficient and full
-/// rank: the class on which Newton in X or in the dual multipliers stalled
-/// (measured before the barrier fallback: gaps up to 6.7e-3, strategies
-/// 0.5% above the optimum). Each run must be certified to the bar
+/// rank: the class on which Newton in X or in the dual multipliers stalls
+/// without the interior-point fallback (gaps up to 6.7e-3, strategies 0.5%
+/// above the optimum). Each run must be certified to the bar
 /// (1e-4 for such workloads) and to COA's own tolerance plus the reported
 /// rounding floor, support the explicit W, and report the objective the
 /// error formula gives on W itself.

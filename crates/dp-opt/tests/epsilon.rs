@@ -159,8 +159,8 @@ fn am_certificate_and_default_optimizer_model() {
 /// identity is a KKT point of formulation (7) (every column a vertex of its
 /// L1 ball, `(WᵀW)ⱼⱼ ≥ (WᵀW)ᵢⱼ`): on WRange it must land well below the
 /// identity and near p-Identity (an independent optimizer of the same
-/// objective over a smaller family), in both of its regimes (the barrier
-/// form, r ≥ n, and the penalty path, r < n/2).
+/// objective over a smaller family), in both of its regimes (the
+/// eliminated-B form, r ≥ n, and the penalty path, r < n/2).
 #[test]
 fn lrm_beats_the_identity_on_ranges() {
     for (m, n) in [(96, 64), (16, 64)] {
