@@ -97,12 +97,27 @@ pub struct ExperimentResult {
     pub summary: String,
 }
 
+/// An experiment's identity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct About {
+    /// Command-line name, e.g. `lrm-fig5`.
+    pub name: &'static str,
+    /// What it reproduces, e.g. "LRM paper, Figure 5: vary n on WRange".
+    pub reproduces: &'static str,
+}
+
 /// One reproduction of a paper's figure or table.
 pub trait Experiment {
+    /// Its name and what it reproduces.
+    fn about(&self) -> About;
     /// Command-line name, e.g. `lrm-fig5`.
-    fn name(&self) -> &'static str;
+    fn name(&self) -> &'static str {
+        self.about().name
+    }
     /// What it reproduces, e.g. "LRM paper, Figure 5: vary n on WRange".
-    fn reproduces(&self) -> &'static str;
+    fn reproduces(&self) -> &'static str {
+        self.about().reproduces
+    }
     /// Why it cannot run yet (a mechanism that is not implemented), or
     /// `None` when it runs.
     fn pending(&self) -> Option<&'static str> {
