@@ -18,7 +18,8 @@ use crate::least_squares::StrategyFactors;
 use crate::mechanism::{DEFAULT_SUPPORT_TOLERANCE, SupportCheck, support_from_factors};
 use crate::sensitivity::{sensitivity_l1, sensitivity_l2};
 use crate::validate::{
-    check_gram, check_matrix, check_nonzero_matrix, check_same_domain, check_vector,
+    check_gram, check_matrix, check_nonzero_matrix, check_same_columns, check_same_domain,
+    check_vector,
 };
 use crate::{DpError, Result};
 
@@ -198,16 +199,7 @@ pub fn evaluate_strategy_gram(
 ) -> Result<StrategyEvaluation> {
     check_gram(gram)?;
     check_nonzero_matrix("strategy", strategy)?;
-    if gram.ncols() != strategy.ncols() {
-        return Err(DpError::DimensionMismatch {
-            what: format!(
-                "Gram matrix is {}x{} but the strategy has {} columns",
-                gram.nrows(),
-                gram.ncols(),
-                strategy.ncols()
-            ),
-        });
-    }
+    check_same_columns("Gram matrix", gram, strategy)?;
     let ata = dp_linalg::gram(strategy, Par::rayon(0));
     if let Ok(chol) = dp_linalg::Cholesky::factor(ata.as_ref()) {
         // Accept the fast path only when AᵀA is comfortably nonsingular

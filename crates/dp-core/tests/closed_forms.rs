@@ -112,12 +112,15 @@ fn lrm_three_query_example_noise_on_data_is_40_over_eps_squared() {
     let w = mat(&[&[0., 2., 1., 1.], &[0., 1., 0., 2.], &[1., 0., 2., 2.]]);
     let identity = Mat::<f64>::identity(4, 4);
     for eps in [0.1, 1.0, 2.5] {
-        let noise = NoiseCalibration::for_strategy(
-            identity.as_ref(),
-            PrivacyBudget::pure(eps).unwrap(),
-            GaussianCalibration::Analytic,
-        )
-        .unwrap();
+        let laplace = |strategy: &Mat<f64>| {
+            NoiseCalibration::for_strategy(
+                strategy.as_ref(),
+                PrivacyBudget::pure(eps).unwrap(),
+                GaussianCalibration::Analytic,
+            )
+            .unwrap()
+        };
+        let noise = laplace(&identity);
         let total = expected_total_squared_error(w.as_ref(), identity.as_ref(), &noise).unwrap();
         assert!((total - 40.0 / (eps * eps)).abs() < 1e-10 / (eps * eps));
         let per_query =
@@ -126,12 +129,7 @@ fn lrm_three_query_example_noise_on_data_is_40_over_eps_squared() {
         for (got, norm2) in per_query.iter().zip([6.0, 5.0, 9.0]) {
             assert!((got - 2.0 * norm2 / (eps * eps)).abs() < 1e-10 / (eps * eps));
         }
-        let noq = NoiseCalibration::for_strategy(
-            w.as_ref(),
-            PrivacyBudget::pure(eps).unwrap(),
-            GaussianCalibration::Analytic,
-        )
-        .unwrap();
+        let noq = laplace(&w);
         let total_noq = expected_total_squared_error(w.as_ref(), w.as_ref(), &noq).unwrap();
         assert!((total_noq - 150.0 / (eps * eps)).abs() < 1e-9 / (eps * eps));
     }

@@ -5,7 +5,7 @@ use faer::linalg::triangular_solve;
 use faer::prelude::Reborrow;
 use faer::{Mat, MatMut, MatRef, Par, Side};
 
-use crate::{LinalgError, Result, require_finite, require_square};
+use crate::{LinalgError, Result, require_rhs, require_square, require_square_finite};
 
 /// The Cholesky factor `L` (lower triangular, positive diagonal) of a
 /// symmetric positive definite matrix `A = L Lᵀ`.
@@ -22,8 +22,7 @@ impl Cholesky {
     /// Factors `a`. Fails with [`LinalgError::NotPositiveDefinite`] when a
     /// pivot is not positive, and on non-square or non-finite input.
     pub fn factor(a: MatRef<'_, f64>) -> Result<Self> {
-        require_square("matrix to factor", a)?;
-        require_finite("matrix to factor", a)?;
+        require_square_finite("matrix to factor", a)?;
         match a.llt(Side::Lower) {
             Ok(llt) => Ok(Self { llt }),
             Err(LltError::NonPositivePivot { index }) => {
@@ -92,15 +91,6 @@ impl Cholesky {
     }
 
     fn check_rhs(&self, b: MatRef<'_, f64>) -> Result<()> {
-        if b.nrows() != self.dim() {
-            return Err(LinalgError::DimensionMismatch {
-                what: "Cholesky solve",
-                left_rows: self.dim(),
-                left_cols: self.dim(),
-                right_rows: b.nrows(),
-                right_cols: b.ncols(),
-            });
-        }
-        Ok(())
+        require_rhs("Cholesky solve", self.dim(), b)
     }
 }

@@ -111,6 +111,26 @@ pub(crate) fn require_square(what: &'static str, a: MatRef<'_, f64>) -> Result<(
     Ok(())
 }
 
+/// A right-hand side with `dim` rows for a factorization of order `dim`.
+pub(crate) fn require_rhs(what: &'static str, dim: usize, b: MatRef<'_, f64>) -> Result<()> {
+    if b.nrows() != dim {
+        return Err(LinalgError::DimensionMismatch {
+            what,
+            left_rows: dim,
+            left_cols: dim,
+            right_rows: b.nrows(),
+            right_cols: b.ncols(),
+        });
+    }
+    Ok(())
+}
+
+/// A square matrix with finite entries (what every factorization needs).
+pub(crate) fn require_square_finite(what: &'static str, a: MatRef<'_, f64>) -> Result<()> {
+    require_square(what, a)?;
+    require_finite(what, a)
+}
+
 pub(crate) fn require_finite(what: &'static str, a: MatRef<'_, f64>) -> Result<()> {
     if !all_finite(a) {
         return Err(LinalgError::NonFinite { what });

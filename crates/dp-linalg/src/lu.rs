@@ -3,7 +3,7 @@
 use faer::linalg::solvers::{DenseSolveCore, PartialPivLu, Solve};
 use faer::{Mat, MatRef};
 
-use crate::{LinalgError, Result, require_finite, require_square};
+use crate::{Result, require_rhs, require_square_finite};
 
 /// The factors of `P A = L U` (partial pivoting) of a square matrix, for
 /// solving general (non-symmetric or indefinite) linear systems such as
@@ -20,8 +20,7 @@ pub struct Lu {
 impl Lu {
     /// Factors `a`; fails on non-square or non-finite input.
     pub fn factor(a: MatRef<'_, f64>) -> Result<Self> {
-        require_square("matrix to factor", a)?;
-        require_finite("matrix to factor", a)?;
+        require_square_finite("matrix to factor", a)?;
         Ok(Self {
             lu: a.partial_piv_lu(),
         })
@@ -34,15 +33,7 @@ impl Lu {
 
     /// Solves `A X = B`.
     pub fn solve(&self, b: MatRef<'_, f64>) -> Result<Mat<f64>> {
-        if b.nrows() != self.dim() {
-            return Err(LinalgError::DimensionMismatch {
-                what: "LU solve",
-                left_rows: self.dim(),
-                left_cols: self.dim(),
-                right_rows: b.nrows(),
-                right_cols: b.ncols(),
-            });
-        }
+        require_rhs("LU solve", self.dim(), b)?;
         Ok(self.lu.solve(b))
     }
 

@@ -118,6 +118,15 @@ pub fn spectral_hessian_diagonal(
     row_dots(&t, &sq)
 }
 
+/// Test support: an m×n matrix of independent uniform entries in
+/// `[−1, 1)` (ChaCha8 seeded with `seed`).
+#[cfg(test)]
+pub fn random_uniform(m: usize, n: usize, seed: u64) -> Mat<f64> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    Mat::from_fn(m, n, |_, _| rng.random::<f64>() * 2.0 - 1.0)
+}
+
 /// Test support: asserts that `grad` is the gradient of `f` at `x` by
 /// central differences (step `h`, every entry), within
 /// `tolerance · max(|∂ᵢⱼ|, 1)`; `what` names the case in the message.

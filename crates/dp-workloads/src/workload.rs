@@ -113,7 +113,8 @@ impl Workload for ExplicitWorkload {
     }
 }
 
-fn require_domain(n: usize) -> Result<()> {
+/// A domain of at least one cell.
+pub(crate) fn require_domain(n: usize) -> Result<()> {
     if n == 0 {
         return Err(DpError::InvalidParameter {
             name: "domain size",

@@ -6,7 +6,7 @@
 //! into n×n buffers the caller owns ([`Scratch`]) instead of allocating,
 //! and a Newton step keeps its CG vectors only until the direction is
 //! found, so a step peaks near a dozen n×n matrices (`cargo xtask bench
-//! coa` reports the measured peak).
+//! coa` reports the peak).
 
 use dp_linalg::{Cholesky, Mat, Par, symmetrize};
 

@@ -12,7 +12,7 @@ use dp_linalg::{Cholesky, Mat, MatMut, MatRef, Par};
 #[allow(unused_imports)] // doc links
 use super::LrmSolver;
 use super::l1_ball::{project_columns, spg_over_columns};
-use super::{ColumnNorm, Decomposition, Lrm, frob_residual};
+use super::{ColumnNorm, Decomposition, Lrm, Scaled, frob_residual};
 use crate::Observer;
 use crate::dense::{gemm, inner};
 use crate::spg::SpgOptions;
@@ -96,18 +96,18 @@ impl Lrm {
         // ‖B‖²_F > ‖W‖²_F (worse than noise on the data).
         let converged =
             residual < o.failure_residual.max(tolerance) && trace_btb <= w_fro2 * (1.0 + 1e-12);
-        Ok(Decomposition {
-            b: b * dp_linalg::Scale(colmax),
+        let stop = format!(
+            "alternating: residual {:.2e} after {outer} outer steps",
+            residual * colmax
+        );
+        let scaled = Scaled {
+            b,
             l,
-            residual: residual * colmax,
-            trace_btb: trace_btb * colmax * colmax,
-            outer_steps: outer,
-            converged,
-            stop: format!(
-                "alternating: residual {:.2e} after {outer} outer steps",
-                residual * colmax
-            ),
-        })
+            residual,
+            trace_btb,
+            stop,
+        };
+        Ok(Decomposition::from_scaled(scaled, colmax, outer, converged))
     }
 }
 
@@ -208,19 +208,19 @@ impl Lrm {
         } else {
             "augmented Lagrangian"
         };
-        Ok(Decomposition {
-            b: b * dp_linalg::Scale(colmax),
+        let stop = format!(
+            "{path}: residual {:.2e} after {outer} stages{}",
+            final_residual * colmax,
+            if out_of_time { " (time budget)" } else { "" }
+        );
+        let scaled = Scaled {
+            b,
             l,
-            residual: final_residual * colmax,
-            trace_btb: trace_btb * colmax * colmax,
-            outer_steps: outer,
-            converged,
-            stop: format!(
-                "{path}: residual {:.2e} after {outer} stages{}",
-                final_residual * colmax,
-                if out_of_time { " (time budget)" } else { "" }
-            ),
-        })
+            residual: final_residual,
+            trace_btb,
+            stop,
+        };
+        Ok(Decomposition::from_scaled(scaled, colmax, outer, converged))
     }
 }
 

@@ -11,7 +11,7 @@ use rand_chacha::ChaCha8Rng;
 #[allow(unused_imports)] // doc links
 use super::LrmSolver;
 use super::l1_ball::spg_over_columns;
-use super::{ColumnNorm, Decomposition, Lrm, frob_residual};
+use super::{ColumnNorm, Decomposition, Lrm, Scaled, frob_residual};
 use crate::Observer;
 use crate::dense::{gemm, inner};
 use crate::spg::{self, SpgOptions};
@@ -104,15 +104,19 @@ impl Lrm {
                 solved.iterations
             ),
         };
-        Ok(Decomposition {
-            b: b * dp_linalg::Scale(colmax),
+        let scaled = Scaled {
+            b,
             l,
-            residual: residual * colmax,
-            trace_btb: trace_btb * colmax * colmax,
-            outer_steps: solved.iterations,
-            converged,
+            residual,
+            trace_btb,
             stop,
-        })
+        };
+        Ok(Decomposition::from_scaled(
+            scaled,
+            colmax,
+            solved.iterations,
+            converged,
+        ))
     }
 }
 

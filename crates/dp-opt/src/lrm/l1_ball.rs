@@ -149,6 +149,13 @@ mod tests {
     use super::*;
     use rand::{Rng, SeedableRng};
 
+    /// r entries uniform on `[−scale, scale)`.
+    fn uniform(rng: &mut impl Rng, r: usize, scale: f64) -> Vec<f64> {
+        (0..r)
+            .map(|_| scale * (rng.random::<f64>() * 2.0 - 1.0))
+            .collect()
+    }
+
     /// Reference projection: bisection on the threshold θ of
     /// `Σ max(|vᵢ| − θ, 0) = z` (independent of the sort-based formula).
     fn reference(v: &[f64], z: f64) -> Vec<f64> {
@@ -173,9 +180,7 @@ mod tests {
         for trial in 0..500 {
             let r = 1 + trial % 17;
             let scale = [0.1, 1.0, 10.0][trial % 3];
-            let v: Vec<f64> = (0..r)
-                .map(|_| scale * (rng.random::<f64>() * 2.0 - 1.0))
-                .collect();
+            let v = uniform(&mut rng, r, scale);
             let mut p = v.clone();
             project_l1_ball(&mut p, 1.0);
             let q = reference(&v, 1.0);
@@ -186,7 +191,7 @@ mod tests {
             // Optimality: no feasible random point is closer to v.
             let d = |x: &[f64]| x.iter().zip(&v).map(|(a, b)| (a - b).powi(2)).sum::<f64>();
             for _ in 0..20 {
-                let mut w: Vec<f64> = (0..r).map(|_| rng.random::<f64>() * 2.0 - 1.0).collect();
+                let mut w = uniform(&mut rng, r, 1.0);
                 let s: f64 = w.iter().map(|x| x.abs()).sum();
                 if s > 1.0 {
                     w.iter_mut().for_each(|x| *x /= s);
@@ -215,9 +220,7 @@ mod tests {
             for trial in 0..300 {
                 let r = 1 + trial % 9;
                 let scale = [0.2, 1.0, 5.0][trial % 3];
-                let v: Vec<f64> = (0..r)
-                    .map(|_| scale * (rng.random::<f64>() * 2.0 - 1.0))
-                    .collect();
+                let v = uniform(&mut rng, r, scale);
                 let mut p = v.clone();
                 norm.project(&mut p);
                 let length = norm.norm(p.iter().copied());
@@ -226,7 +229,7 @@ mod tests {
                     assert_eq!(p, v);
                 }
                 for _ in 0..20 {
-                    let mut w: Vec<f64> = (0..r).map(|_| rng.random::<f64>() * 2.0 - 1.0).collect();
+                    let mut w = uniform(&mut rng, r, 1.0);
                     let wl = norm.norm(w.iter().copied());
                     if wl > 1.0 {
                         w.iter_mut().for_each(|x| *x /= wl);

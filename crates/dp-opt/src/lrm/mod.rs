@@ -37,6 +37,8 @@
 //! returned (flagged in the report). [`crate::EpsilonDefault`] takes the
 //! best of p-Identity and LRM.
 //!
+//! The measurements behind the defaults are in `benches/MEASUREMENTS.md`.
+//!
 //! LRM only sees W through `WᵀW`: every W with the same Gram matrix is
 //! `Q C` for the Gram root C and an orthonormal Q, and `(QB, L)` solves the
 //! problem for `QC` exactly when `(B, L)` solves it for C, with the same
@@ -296,6 +298,35 @@ pub struct Decomposition {
     pub converged: bool,
     /// How the run ended, in words (the report's criterion).
     pub stop: String,
+}
+
+impl Decomposition {
+    /// The decomposition in the workload's own scale from one computed on
+    /// the root scaled to unit largest column norm (`C = W / colmax`): B,
+    /// the residual and `tr(BᵀB)` scale by colmax, colmax and colmax²; L
+    /// is scale-free. `outer_steps`, `converged` and `stop` describe the
+    /// run.
+    fn from_scaled(scaled: Scaled, colmax: f64, outer_steps: usize, converged: bool) -> Self {
+        Self {
+            b: scaled.b * dp_linalg::Scale(colmax),
+            l: scaled.l,
+            residual: scaled.residual * colmax,
+            trace_btb: scaled.trace_btb * colmax * colmax,
+            outer_steps,
+            converged,
+            stop: scaled.stop,
+        }
+    }
+}
+
+/// A solver's final `(B, L)` on the scaled root, with its residual,
+/// `tr(BᵀB)` and how the run ended (see [`Decomposition::from_scaled`]).
+struct Scaled {
+    b: Mat<f64>,
+    l: Mat<f64>,
+    residual: f64,
+    trace_btb: f64,
+    stop: String,
 }
 
 impl Lrm {

@@ -66,15 +66,9 @@ impl SymmetricHull {
         self.vertices.nrows()
     }
 
-    /// `argmin ‖z − target‖` over the hull, to a Frank–Wolfe gap of
-    /// `tolerance` (absolute, > 0) within `max_iterations` steps.
-    pub fn project(
-        &self,
-        target: &[f64],
-        tolerance: f64,
-        max_iterations: usize,
-    ) -> Result<HullProjection> {
-        let (m, n) = (self.vertices.nrows(), self.vertices.ncols());
+    /// A target of the space's dimension, finite, and a positive tolerance.
+    fn check_target(&self, target: &[f64], tolerance: f64) -> Result<()> {
+        let m = self.vertices.nrows();
         if target.len() != m {
             return Err(DpError::DimensionMismatch {
                 what: format!(
@@ -95,6 +89,19 @@ impl SymmetricHull {
                 reason: "must be positive".into(),
             });
         }
+        Ok(())
+    }
+
+    /// `argmin ‖z − target‖` over the hull, to a Frank–Wolfe gap of
+    /// `tolerance` (absolute, > 0) within `max_iterations` steps.
+    pub fn project(
+        &self,
+        target: &[f64],
+        tolerance: f64,
+        max_iterations: usize,
+    ) -> Result<HullProjection> {
+        self.check_target(target, tolerance)?;
+        let (m, n) = (self.vertices.nrows(), self.vertices.ncols());
         let g = &self.gram;
         let b: Vec<f64> = (0..n)
             .map(|e| {
