@@ -112,8 +112,8 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     };
     let table = !args.json;
     if table {
-        println!(
-            "{:>6} {:>6} {:>7} {:>6} {:>9} {:>9} {:>10} {:>20} {:>10} {:>5} {:>8} {:>11}",
+        let gap = if lrm { "residual" } else { "gap" };
+        let names = [
             "n",
             "m",
             "rank(W)",
@@ -122,11 +122,12 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             "seconds",
             "t/gemm",
             "objective",
-            if lrm { "residual" } else { "gap" },
-            "conv",
-            "peak MB",
-            "peak/(n²·8)"
-        );
+            gap,
+        ];
+        let names = names.into_iter().chain(["conv", "peak MB", "peak/(n²·8)"]);
+        let widths: [usize; 12] = [6, 6, 7, 6, 9, 9, 10, 20, 10, 5, 8, 11];
+        let header: Vec<String> = names.zip(widths).map(|(h, w)| format!("{h:>w$}")).collect();
+        println!("{}", header.join(" "));
     }
     let mut rows = Vec::new();
     for &n in &args.sizes {

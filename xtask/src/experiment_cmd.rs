@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use dp_bench::{Progress, RunConfig, registry, run_experiment};
-use dp_core::{DpError, Result};
+use dp_core::Result;
 use indicatif::{ProgressBar, ProgressStyle};
 
 #[derive(Debug, Args)]
@@ -88,27 +88,7 @@ pub fn run(args: &ExperimentArgs) -> Result<()> {
         repetitions: args.repetitions,
         smoke: args.smoke,
     };
-    let chosen: Vec<_> = if args.name == "all" {
-        experiments
-            .iter()
-            .filter(|e| e.pending().is_none())
-            .collect()
-    } else {
-        let found: Vec<_> = experiments
-            .iter()
-            .filter(|e| e.name() == args.name)
-            .collect();
-        if found.is_empty() {
-            return Err(DpError::InvalidParameter {
-                name: "experiment",
-                reason: format!(
-                    "unknown experiment '{}' (see `cargo xtask experiment list`)",
-                    args.name
-                ),
-            });
-        }
-        found
-    };
+    let chosen = dp_bench::select(experiments, &args.name)?;
     for e in chosen {
         eprintln!(
             "running {} (seed {}): {}",

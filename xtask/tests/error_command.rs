@@ -77,23 +77,28 @@ fn error(w: &Path, a: &Path, privacy: &str, extra: &[&str]) -> Run {
     xtask(&args)
 }
 
-const H4: [&[f64]; 7] = [
-    &[1., 1., 1., 1.],
-    &[1., 1., 0., 0.],
-    &[0., 0., 1., 1.],
-    &[1., 0., 0., 0.],
-    &[0., 1., 0., 0.],
-    &[0., 0., 1., 0.],
-    &[0., 0., 0., 1.],
-];
+/// H₄ of the matrix mechanism paper, Figure 1: the binary hierarchy of
+/// ranges [lo, hi) over 4 cells, as 0/1 rows.
+fn h4_rows() -> Vec<Vec<f64>> {
+    [(0, 4), (0, 2), (2, 4), (0, 1), (1, 2), (2, 3), (3, 4)]
+        .iter()
+        .map(|&(lo, hi)| {
+            (0..4)
+                .map(|j| f64::from(u8::from((lo..hi).contains(&j))))
+                .collect()
+        })
+        .collect()
+}
 
 #[test]
 fn objectives_of_h4_and_the_lrm_example() {
     let dir = tmpdir("obj");
     let h4 = dir.join("h4.npy");
     let h4f = dir.join("h4f.npy");
-    f64_matrix(&h4, &H4, false);
-    f64_matrix(&h4f, &H4, true);
+    let rows = h4_rows();
+    let rows: Vec<&[f64]> = rows.iter().map(Vec::as_slice).collect();
+    f64_matrix(&h4, &rows, false);
+    f64_matrix(&h4f, &rows, true);
     // Workload e₁ (int64): its error profile entry is 13/21, Δ₁(H₄)² = 9.
     let e1 = dir.join("e1.npy");
     i64_matrix(&e1, &[&[1, 0, 0, 0]]);

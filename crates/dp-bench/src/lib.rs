@@ -97,12 +97,27 @@ pub struct ExperimentResult {
     pub summary: String,
 }
 
+/// An experiment's identity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct About {
+    /// Command-line name, e.g. `lrm-fig5`.
+    pub name: &'static str,
+    /// What it reproduces, e.g. "LRM paper, Figure 5: vary n on WRange".
+    pub reproduces: &'static str,
+}
+
 /// One reproduction of a paper's figure or table.
 pub trait Experiment {
+    /// Its name and what it reproduces.
+    fn about(&self) -> About;
     /// Command-line name, e.g. `lrm-fig5`.
-    fn name(&self) -> &'static str;
+    fn name(&self) -> &'static str {
+        self.about().name
+    }
     /// What it reproduces, e.g. "LRM paper, Figure 5: vary n on WRange".
-    fn reproduces(&self) -> &'static str;
+    fn reproduces(&self) -> &'static str {
+        self.about().reproduces
+    }
     /// Why it cannot run yet (a mechanism that is not implemented), or
     /// `None` when it runs.
     fn pending(&self) -> Option<&'static str> {
@@ -115,6 +130,28 @@ pub trait Experiment {
 /// Every experiment, in `experiment list` order.
 pub fn registry() -> Vec<Box<dyn Experiment>> {
     experiments::all()
+}
+
+/// The experiments `name` selects: `all` the ones that can run, otherwise
+/// the one of that name; an error for an unknown name.
+pub fn select(
+    experiments: Vec<Box<dyn Experiment>>,
+    name: &str,
+) -> Result<Vec<Box<dyn Experiment>>> {
+    let chosen: Vec<_> = experiments
+        .into_iter()
+        .filter(|e| match name {
+            "all" => e.pending().is_none(),
+            _ => e.name() == name,
+        })
+        .collect();
+    if chosen.is_empty() && name != "all" {
+        return Err(dp_core::DpError::InvalidParameter {
+            name: "experiment",
+            reason: format!("unknown experiment '{name}' (see `cargo xtask experiment list`)"),
+        });
+    }
+    Ok(chosen)
 }
 
 /// Where a run's outputs went.
@@ -141,4 +178,28 @@ pub fn run_experiment(
     let start = std::time::Instant::now();
     let result = experiment.run(cfg, progress)?;
     write_outputs(experiment, cfg, &result, start.elapsed().as_secs_f64())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn select_takes_all_runnable_one_by_name_and_refuses_unknown_names() {
+        let runnable = registry().iter().filter(|e| e.pending().is_none()).count();
+        let all = select(registry(), "all").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(all.len(), runnable);
+        let one = select(registry(), "lrm-fig5").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            one.iter().map(|e| e.name()).collect::<Vec<_>>(),
+            ["lrm-fig5"]
+        );
+        assert!(matches!(
+            select(registry(), "nope").err(),
+            Some(dp_core::DpError::InvalidParameter {
+                name: "experiment",
+                ..
+            })
+        ));
+    }
 }

@@ -24,7 +24,7 @@ use super::common::{
     PAPER_DATASETS as DATASETS, datasets_note, gaussian_multiplier, histogram, measure_total,
 };
 use super::sweep::{DELTA, EPSILON, Family, related_rank};
-use crate::{Experiment, ExperimentResult, Panel, Plot, Point, Progress, RunConfig, Series};
+use crate::{About, Experiment, ExperimentResult, Panel, Plot, Point, Progress, RunConfig, Series};
 
 /// `coa-fig1`.
 pub struct CoaConvergence;
@@ -50,23 +50,18 @@ impl Observer for Capture {
     }
 }
 
-impl Experiment for CoaConvergence {
-    fn name(&self) -> &'static str {
-        "coa-fig1"
-    }
+const ABOUT: About = About {
+    name: "coa-fig1",
+    reproduces: "COA paper, Figure 1: convergence of COA (expected error, optimality measure and test error per iteration)",
+};
 
-    fn reproduces(&self) -> &'static str {
-        "COA paper, Figure 1: convergence of COA (expected error, optimality measure and test error per iteration)"
+impl Experiment for CoaConvergence {
+    fn about(&self) -> About {
+        ABOUT
     }
 
     fn run(&self, cfg: &RunConfig, progress: &mut dyn Progress) -> Result<ExperimentResult> {
-        let (m, n) = if cfg.smoke {
-            (16, 16)
-        } else if cfg.full {
-            (1024, 512)
-        } else {
-            (256, 128)
-        };
+        let (m, n) = cfg.by_scale((16, 16), (256, 128), (1024, 512));
         // 20 releases per point, as the paper.
         let reps = cfg.repetitions.unwrap_or(20);
         let budget = PrivacyBudget::approx(EPSILON, DELTA)?;

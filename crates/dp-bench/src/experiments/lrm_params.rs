@@ -14,7 +14,7 @@ use dp_opt::{PrivacyModel, Problem, StrategyOptimizer};
 
 use super::common::{histogram, measure_total};
 use super::sweep::{Family, related_rank};
-use crate::{Experiment, ExperimentResult, Panel, Plot, Point, Progress, RunConfig, Series};
+use crate::{About, Experiment, ExperimentResult, Panel, Plot, Point, Progress, RunConfig, Series};
 
 /// Which parameter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,10 +27,8 @@ pub enum Knob {
 
 /// Figure 2 or 3.
 pub struct LrmParams {
-    /// Command-line name.
-    pub name: &'static str,
-    /// What it reproduces.
-    pub reproduces: &'static str,
+    /// Name and what it reproduces.
+    pub about: About,
     /// The knob.
     pub knob: Knob,
 }
@@ -39,22 +37,12 @@ const EPSILONS: [f64; 3] = [1.0, 0.1, 0.01];
 const FAMILIES: [Family; 3] = [Family::Discrete, Family::Range, Family::Related];
 
 impl Experiment for LrmParams {
-    fn name(&self) -> &'static str {
-        self.name
-    }
-
-    fn reproduces(&self) -> &'static str {
-        self.reproduces
+    fn about(&self) -> About {
+        self.about
     }
 
     fn run(&self, cfg: &RunConfig, progress: &mut dyn Progress) -> Result<ExperimentResult> {
-        let (m, n) = if cfg.smoke {
-            (16, 16)
-        } else if cfg.full {
-            (512, 512)
-        } else {
-            (64, 64)
-        };
+        let (m, n) = cfg.by_scale((16, 16), (64, 64), (512, 512));
         let grid: Vec<f64> = match (self.knob, cfg.smoke) {
             (Knob::Gamma, true) => vec![1e-2, 10.0],
             (Knob::Gamma, false) => vec![1e-4, 1e-3, 1e-2, 0.1, 1.0, 10.0],
@@ -63,13 +51,7 @@ impl Experiment for LrmParams {
         };
         // 20 releases per point, as the paper.
         let reps = cfg.repetitions.unwrap_or(20);
-        let max_seconds = if cfg.full {
-            None
-        } else if cfg.smoke {
-            Some(2.0)
-        } else {
-            Some(10.0)
-        };
+        let max_seconds = cfg.by_scale(Some(2.0), Some(10.0), None);
         let mut rng = NoiseSource::seeded(cfg.seed);
         let hist = histogram("SEARCHLOGS", n, cfg, progress)?;
         progress.start((grid.len() * FAMILIES.len()) as u64);
@@ -253,13 +235,17 @@ impl Experiment for LrmParams {
 pub fn all() -> Vec<LrmParams> {
     vec![
         LrmParams {
-            name: "lrm-fig2",
-            reproduces: "LRM paper, Figure 2: effect of the relaxation γ on LRM (Search Logs; ε = 1, 0.1, 0.01)",
+            about: About {
+                name: "lrm-fig2",
+                reproduces: "LRM paper, Figure 2: effect of the relaxation γ on LRM (Search Logs; ε = 1, 0.1, 0.01)",
+            },
             knob: Knob::Gamma,
         },
         LrmParams {
-            name: "lrm-fig3",
-            reproduces: "LRM paper, Figure 3: effect of the rank r (as a ratio to rank(W)) on LRM (Search Logs)",
+            about: About {
+                name: "lrm-fig3",
+                reproduces: "LRM paper, Figure 3: effect of the rank r (as a ratio to rank(W)) on LRM (Search Logs)",
+            },
             knob: Knob::Rank,
         },
     ]

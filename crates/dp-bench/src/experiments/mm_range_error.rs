@@ -10,7 +10,7 @@ use dp_workloads::workload::AllRange;
 
 use super::common::{histogram, measure_per_query};
 use crate::stats::fitted_exponent;
-use crate::{Experiment, ExperimentResult, Panel, Plot, Point, Progress, RunConfig, Series};
+use crate::{About, Experiment, ExperimentResult, Panel, Plot, Point, Progress, RunConfig, Series};
 
 /// Closed-form average, closed-form max, measured mean, CI low, CI high.
 #[derive(Debug, Clone, Copy)]
@@ -52,25 +52,20 @@ fn profile_range_stats(strategy: &Mat<f64>) -> Result<(f64, f64)> {
     Ok((sum / (n * (n + 1) / 2) as f64, max))
 }
 
-impl Experiment for RangeErrorGrowth {
-    fn name(&self) -> &'static str {
-        "mm-range-error"
-    }
+const ABOUT: About = About {
+    name: "mm-range-error",
+    reproduces: "Matrix mechanism paper (Li et al.), Theorem 6.30: max and total error of I_n, H_n, Y_n on all range queries",
+};
 
-    fn reproduces(&self) -> &'static str {
-        "Matrix mechanism paper (Li et al.), Theorem 6.30: max and total error of I_n, H_n, Y_n on all range queries"
+impl Experiment for RangeErrorGrowth {
+    fn about(&self) -> About {
+        ABOUT
     }
 
     fn run(&self, cfg: &RunConfig, progress: &mut dyn Progress) -> Result<ExperimentResult> {
-        let max_k = if cfg.smoke {
-            6
-        } else if cfg.full {
-            12
-        } else {
-            10
-        };
+        let max_k = cfg.by_scale(6, 10, 12);
         let ks: Vec<usize> = (4..=max_k).collect();
-        let reps = cfg.repetitions.unwrap_or(if cfg.full { 50 } else { 20 });
+        let reps = cfg.repetitions.unwrap_or(cfg.by_scale(20, 20, 50));
         let budget = PrivacyBudget::pure(EPSILON)?;
         let mut rng = NoiseSource::seeded(cfg.seed);
         let names = ["I_n (LM)", "H_n (HM)", "Y_n (WM)"];

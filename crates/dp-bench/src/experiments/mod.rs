@@ -3,6 +3,7 @@
 mod coa_convergence;
 mod common;
 mod lrm_params;
+mod mechanisms;
 mod mm_range_error;
 mod projection_small_db;
 mod sweep;

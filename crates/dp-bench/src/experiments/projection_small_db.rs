@@ -30,7 +30,7 @@ use dp_workloads::generators::wrange;
 
 use super::common::{histogram, subsample};
 use crate::stats::MeanCi;
-use crate::{Experiment, ExperimentResult, Panel, Plot, Point, Progress, RunConfig, Series};
+use crate::{About, Experiment, ExperimentResult, Panel, Plot, Point, Progress, RunConfig, Series};
 
 /// `projection-small-db`.
 pub struct ProjectionSmallDb;
@@ -79,33 +79,26 @@ fn mat_vec(a: MatRef<'_, f64>, x: &[f64]) -> Vec<f64> {
         .collect()
 }
 
-impl Experiment for ProjectionSmallDb {
-    fn name(&self) -> &'static str {
-        "projection-small-db"
-    }
+const ABOUT: About = About {
+    name: "projection-small-db",
+    reproduces: "Nikolov, projection mechanism (Algorithm 1, Lemma 3.0.2): error against database size N on WRange 1024x1024 over SEARCHLOGS, vs GM and COA",
+};
 
-    fn reproduces(&self) -> &'static str {
-        "Nikolov, projection mechanism (Algorithm 1, Lemma 3.0.2): error against database size N on WRange 1024x1024 over SEARCHLOGS, vs GM and COA"
+impl Experiment for ProjectionSmallDb {
+    fn about(&self) -> About {
+        ABOUT
     }
 
     fn run(&self, cfg: &RunConfig, progress: &mut dyn Progress) -> Result<ExperimentResult> {
         let (m, n) = if cfg.smoke { (128, 128) } else { (1024, 1024) };
-        let grid: Vec<f64> = if cfg.smoke {
-            vec![10.0, 100.0]
-        } else if cfg.full {
+        let grid: Vec<f64> = cfg.by_scale(
+            vec![10.0, 100.0],
+            vec![10.0, 30.0, 100.0, 300.0, 1000.0, 10000.0],
             vec![
                 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 3000.0, 10000.0,
-            ]
-        } else {
-            vec![10.0, 30.0, 100.0, 300.0, 1000.0, 10000.0]
-        };
-        let reps = cfg.repetitions.unwrap_or(if cfg.full {
-            200
-        } else if cfg.smoke {
-            5
-        } else {
-            100
-        });
+            ],
+        );
+        let reps = cfg.repetitions.unwrap_or(cfg.by_scale(5, 100, 200));
         let budget = PrivacyBudget::approx(EPSILON, DELTA)?;
         let mut rng = NoiseSource::seeded(cfg.seed);
         let workload = wrange(m, n, cfg.seed)?;

@@ -12,9 +12,10 @@ use dp_core::{PrivacyBudget, Result};
 use dp_opt::{PrivacyModel, Problem};
 
 use super::common::gaussian_multiplier;
-use super::sweep::{DELTA, EPSILON, Family, related_rank, strategy};
+use super::mechanisms::strategy;
+use super::sweep::{DELTA, EPSILON, Family, related_rank};
 use crate::stats::fitted_exponent;
-use crate::{Experiment, ExperimentResult, Panel, Plot, Point, Progress, RunConfig, Series};
+use crate::{About, Experiment, ExperimentResult, Panel, Plot, Point, Progress, RunConfig, Series};
 
 /// Which figure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,10 +30,8 @@ pub enum Axis {
 
 /// One timing figure.
 pub struct Timing {
-    /// Command-line name.
-    pub name: &'static str,
-    /// What it reproduces.
-    pub reproduces: &'static str,
+    /// Name and what it reproduces.
+    pub about: About,
     /// Which axis.
     pub axis: Axis,
 }
@@ -40,12 +39,8 @@ pub struct Timing {
 const MECHANISMS: [&str; 4] = ["ESM", "AM", "LRM", "COA"];
 
 impl Experiment for Timing {
-    fn name(&self) -> &'static str {
-        self.name
-    }
-
-    fn reproduces(&self) -> &'static str {
-        self.reproduces
+    fn about(&self) -> About {
+        self.about
     }
 
     fn run(&self, cfg: &RunConfig, progress: &mut dyn Progress) -> Result<ExperimentResult> {
@@ -70,13 +65,7 @@ impl Experiment for Timing {
         } else {
             vec![Family::Range, Family::Related]
         };
-        let budget_seconds = if cfg.full {
-            None
-        } else if cfg.smoke {
-            Some(2.0)
-        } else {
-            Some(15.0)
-        };
+        let budget_seconds = cfg.by_scale(Some(2.0), Some(15.0), None);
         let budget = PrivacyBudget::approx(EPSILON, DELTA)?;
         let c = gaussian_multiplier(budget, GaussianCalibration::Coa)?;
         progress.start((grid.len() * families.len() * MECHANISMS.len()) as u64);
@@ -217,18 +206,24 @@ impl Experiment for Timing {
 pub fn all() -> Vec<Timing> {
     vec![
         Timing {
-            name: "coa-fig11",
-            reproduces: "COA paper, Figure 11: running time of ESM, AM, LRM and COA against m (n fixed)",
+            about: About {
+                name: "coa-fig11",
+                reproduces: "COA paper, Figure 11: running time of ESM, AM, LRM and COA against m (n fixed)",
+            },
             axis: Axis::M,
         },
         Timing {
-            name: "coa-fig12",
-            reproduces: "COA paper, Figure 12: running time against n (m = 1024)",
+            about: About {
+                name: "coa-fig12",
+                reproduces: "COA paper, Figure 12: running time against n (m = 1024)",
+            },
             axis: Axis::N1024,
         },
         Timing {
-            name: "coa-fig13",
-            reproduces: "COA paper, Figure 13: running time against n (m = 2048)",
+            about: About {
+                name: "coa-fig13",
+                reproduces: "COA paper, Figure 13: running time against n (m = 2048)",
+            },
             axis: Axis::N2048,
         },
     ]

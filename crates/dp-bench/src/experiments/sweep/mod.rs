@@ -25,8 +25,7 @@
 
 use dp_core::calibration::GaussianCalibration;
 use dp_core::{MatrixMechanism, NoiseSource, PrivacyBudget, Result};
-use dp_linalg::Mat;
-use dp_opt::{PrivacyModel, Problem, StrategyOptimizer};
+use dp_opt::{PrivacyModel, Problem};
 use dp_workloads::datasets::Histogram;
 use dp_workloads::generators::{DiscreteEntries, wdiscrete, wmarginal, wrange, wrelated};
 use dp_workloads::workload::ExplicitWorkload;
@@ -35,8 +34,11 @@ use super::common::{
     DOMAIN_SIZE_NOTE, PAPER_DATASETS, at_domain_size, datasets_note, gaussian_multiplier,
     load_dataset, measure_total,
 };
+use super::mechanisms::strategy;
 use crate::stats::MeanCi;
-use crate::{Experiment, ExperimentResult, Panel, Plot, Point, Progress, RunConfig, Series};
+mod figures;
+
+use crate::{About, Experiment, ExperimentResult, Panel, Plot, Point, Progress, RunConfig, Series};
 
 /// Which paper's setting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,6 +47,28 @@ pub enum Paper {
     Lrm,
     /// COA (KDD 2016): (ε,δ)-DP, ε = 0.1, δ = 1e-4, Gaussian noise.
     Coa,
+}
+
+impl Paper {
+    /// The paper's budget, objective and Gaussian calibration, and the
+    /// expected total squared error per unit of the objective: 2/ε² for
+    /// Laplace noise on l1_obj, c² for Gaussian noise on l2_obj.
+    fn setting(self) -> Result<(PrivacyBudget, PrivacyModel, GaussianCalibration, f64)> {
+        let calibration = GaussianCalibration::Coa;
+        Ok(match self {
+            Paper::Lrm => (
+                PrivacyBudget::pure(EPSILON)?,
+                PrivacyModel::Pure,
+                calibration,
+                2.0 / (EPSILON * EPSILON),
+            ),
+            Paper::Coa => {
+                let budget = PrivacyBudget::approx(EPSILON, DELTA)?;
+                let c = gaussian_multiplier(budget, calibration)?;
+                (budget, PrivacyModel::Approx, calibration, c.powi(2))
+            }
+        })
+    }
 }
 
 /// The workload family.
@@ -94,11 +118,10 @@ pub enum Vary {
 }
 
 /// One figure.
+#[derive(Debug, Clone, Copy)]
 pub struct Sweep {
-    /// Command-line name.
-    pub name: &'static str,
-    /// What it reproduces.
-    pub reproduces: &'static str,
+    /// Name and what it reproduces.
+    pub about: About,
     /// Paper (privacy setting and mechanisms).
     pub paper: Paper,
     /// Workload family.
@@ -190,40 +213,6 @@ impl Sweep {
     }
 }
 
-/// The strategy of `mechanism` for `problem` (and whether its optimizer
-/// converged, and its seconds, WᵀW being formed once by the caller).
-pub(super) fn strategy(
-    mechanism: &str,
-    problem: &Problem,
-    budget_seconds: Option<f64>,
-) -> Result<(Mat<f64>, bool, f64)> {
-    let start = std::time::Instant::now();
-    let out = match mechanism {
-        "LM" | "GM" => dp_opt::classic::Identity.optimize(problem, &mut ())?,
-        "WM" => dp_opt::classic::Wavelet.optimize(problem, &mut ())?,
-        "HM" => dp_opt::classic::Hierarchical::default().optimize(problem, &mut ())?,
-        "ESM" => {
-            let mut esm = dp_opt::esm::Esm::default();
-            esm.options.spg.max_seconds = budget_seconds;
-            esm.optimize(problem, &mut ())?
-        }
-        "AM" => dp_opt::am::Am::default().optimize(problem, &mut ())?,
-        "COA" => dp_opt::coa::Coa::default().optimize(problem, &mut ())?,
-        _ => {
-            // Program (4) of the COA paper: L1 columns under ε-DP, L2
-            // columns under (ε,δ)-DP (the problem's privacy model).
-            let mut lrm = dp_opt::lrm::Lrm::default();
-            lrm.options.max_seconds = budget_seconds;
-            lrm.optimize(problem, &mut ())?
-        }
-    };
-    Ok((
-        out.strategy,
-        out.report.converged,
-        start.elapsed().as_secs_f64(),
-    ))
-}
-
 #[derive(Debug, Clone)]
 struct Cell {
     closed_form: f64,
@@ -234,12 +223,8 @@ struct Cell {
 }
 
 impl Experiment for Sweep {
-    fn name(&self) -> &'static str {
-        self.name
-    }
-
-    fn reproduces(&self) -> &'static str {
-        self.reproduces
+    fn about(&self) -> About {
+        self.about
     }
 
     fn run(&self, cfg: &RunConfig, progress: &mut dyn Progress) -> Result<ExperimentResult> {
@@ -248,31 +233,8 @@ impl Experiment for Sweep {
         let datasets = self.datasets();
         // 20 releases per point, as both papers.
         let reps = cfg.repetitions.unwrap_or(20);
-        let (budget, privacy, calibration) = match self.paper {
-            Paper::Lrm => (
-                PrivacyBudget::pure(EPSILON)?,
-                PrivacyModel::Pure,
-                GaussianCalibration::Coa,
-            ),
-            Paper::Coa => (
-                PrivacyBudget::approx(EPSILON, DELTA)?,
-                PrivacyModel::Approx,
-                GaussianCalibration::Coa,
-            ),
-        };
-        // Expected total squared error per unit of the objective: 2/ε² for
-        // Laplace noise on l1_obj, c² for Gaussian noise on l2_obj.
-        let noise_factor = match self.paper {
-            Paper::Lrm => 2.0 / (EPSILON * EPSILON),
-            Paper::Coa => gaussian_multiplier(budget, calibration)?.powi(2),
-        };
-        let time_budget = Some(if cfg.full {
-            FULL_BUDGET_SECONDS
-        } else if cfg.smoke {
-            2.0
-        } else {
-            15.0
-        });
+        let (budget, privacy, calibration, noise_factor) = self.paper.setting()?;
+        let time_budget = Some(cfg.by_scale(2.0, 15.0, FULL_BUDGET_SECONDS));
         let mut rng = NoiseSource::seeded(cfg.seed);
         progress.start((sizes.grid.len() * mechanisms.len()) as u64);
         let mut table: Vec<Vec<Cell>> = Vec::new();
@@ -351,35 +313,7 @@ impl Experiment for Sweep {
             }
             table.push(row);
         }
-        let panels = datasets
-            .iter()
-            .enumerate()
-            .map(|(d, (file, paper_name))| Panel {
-                title: format!("({}) {paper_name}: {file}", (b'a' + d as u8) as char),
-                series: mechanisms
-                    .iter()
-                    .enumerate()
-                    .map(|(j, name)| Series {
-                        name: (*name).into(),
-                        points: sizes
-                            .grid
-                            .iter()
-                            .zip(&table)
-                            .map(|(&v, row)| {
-                                let c = &row[j].measured[d];
-                                (
-                                    v as f64,
-                                    c.mean,
-                                    Some((c.low().max(c.mean * 1e-3), c.high())),
-                                )
-                            })
-                            .collect(),
-                        markers_only: false,
-                        color: j,
-                    })
-                    .collect(),
-            })
-            .collect();
+        let panels = self.panels(&sizes, &mechanisms, &table);
         Ok(ExperimentResult {
             summary: self.summary(&sizes, &mechanisms, &table, reps, &used),
             plots: vec![Plot {
@@ -401,6 +335,41 @@ impl Experiment for Sweep {
 }
 
 impl Sweep {
+    /// One panel per dataset: each mechanism's measured error (95% CI,
+    /// the lower end clipped to a thousandth of the mean for the log
+    /// axis) against the varied parameter.
+    fn panels(&self, sizes: &Sizes, mechanisms: &[&str], table: &[Vec<Cell>]) -> Vec<Panel> {
+        self.datasets()
+            .iter()
+            .enumerate()
+            .map(|(d, (file, paper_name))| Panel {
+                title: format!("({}) {paper_name}: {file}", (b'a' + d as u8) as char),
+                series: mechanisms
+                    .iter()
+                    .enumerate()
+                    .map(|(j, name)| Series {
+                        name: (*name).into(),
+                        points: sizes
+                            .grid
+                            .iter()
+                            .zip(table)
+                            .map(|(&v, row)| {
+                                let c = &row[j].measured[d];
+                                (
+                                    v as f64,
+                                    c.mean,
+                                    Some((c.low().max(c.mean * 1e-3), c.high())),
+                                )
+                            })
+                            .collect(),
+                        markers_only: false,
+                        color: j,
+                    })
+                    .collect(),
+            })
+            .collect()
+    }
+
     fn vary_label(&self) -> &'static str {
         match self.vary {
             Vary::N => "domain size n",
@@ -622,133 +591,9 @@ impl Sweep {
     }
 }
 
-/// Every vary-n/m/s figure of both papers.
+/// Every vary-n/m/s figure of both papers, in listing order.
 pub fn all() -> Vec<Sweep> {
-    use Family::*;
-    use Paper::*;
-    use Vary::*;
-    vec![
-        Sweep {
-            name: "lrm-fig4",
-            reproduces: "LRM paper, Figure 4: vary n on WDiscrete (ε = 0.1)",
-            paper: Lrm,
-            family: Discrete,
-            vary: N,
-            claim: "LM is best at small n; LRM's error stops growing past n = 512 (rank(W) ≤ min(m, n)) and it is best on large domains; AMM (ESM here) is much worse than the others, sometimes by an order of magnitude (§6.2).",
-        },
-        Sweep {
-            name: "lrm-fig5",
-            reproduces: "LRM paper, Figure 5: vary n on WRange (ε = 0.1)",
-            paper: Lrm,
-            family: Range,
-            vary: N,
-            claim: "WM and HM beat LM once n ≥ 512; LRM is significantly better than all of them; AMM (ESM) is much worse (§6.2).",
-        },
-        Sweep {
-            name: "lrm-fig6",
-            reproduces: "LRM paper, Figure 6: vary n on WRelated (ε = 0.1)",
-            paper: Lrm,
-            family: Related,
-            vary: N,
-            claim: "LRM is best in all cases, over two orders of magnitude below the others at n = 8192 (§6.2).",
-        },
-        Sweep {
-            name: "lrm-fig7",
-            reproduces: "LRM paper, Figure 7: vary m on WRange (ε = 0.1)",
-            paper: Lrm,
-            family: Range,
-            vary: M,
-            claim: "LRM outperforms the others when m is much smaller than n; as m grows all converge, and at m = 1024 WM is best (§6.3; the paper drops AMM here).",
-        },
-        Sweep {
-            name: "lrm-fig8",
-            reproduces: "LRM paper, Figure 8: vary m on WRelated (ε = 0.1)",
-            paper: Lrm,
-            family: Related,
-            vary: M,
-            claim: "LRM is dramatically better than the others for any m (§6.3).",
-        },
-        Sweep {
-            name: "lrm-fig9",
-            reproduces: "LRM paper, Figure 9: vary the rank s of WRelated (ε = 0.1)",
-            paper: Lrm,
-            family: Related,
-            vary: S,
-            claim: "LRM is over two orders of magnitude better at low rank; its error grows rapidly with s while the others stay stable (§6.4).",
-        },
-        Sweep {
-            name: "coa-fig2",
-            reproduces: "COA paper, Figure 2: vary n on WDiscrete (m = 1024)",
-            paper: Coa,
-            family: Discrete,
-            vary: N,
-            claim: "COA and LRM achieve the best performance, over two orders of magnitude below GM at large n.",
-        },
-        Sweep {
-            name: "coa-fig3",
-            reproduces: "COA paper, Figure 3: vary n on WMarginal (m = 1024)",
-            paper: Coa,
-            family: Marginal,
-            vary: N,
-            claim: "COA and LRM are best; ESM and AM are unstable on WMarginal.",
-        },
-        Sweep {
-            name: "coa-fig4",
-            reproduces: "COA paper, Figure 4: vary n on WRange (m = 1024)",
-            paper: Coa,
-            family: Range,
-            vary: N,
-            claim: "COA and LRM are best; WM and HM are good on range queries.",
-        },
-        Sweep {
-            name: "coa-fig5",
-            reproduces: "COA paper, Figure 5: vary n on WRelated (m = 1024)",
-            paper: Coa,
-            family: Related,
-            vary: N,
-            claim: "COA and LRM are far below GM on low-rank workloads, especially for large n.",
-        },
-        Sweep {
-            name: "coa-fig6",
-            reproduces: "COA paper, Figure 6: vary m on WDiscrete (n = 512)",
-            paper: Coa,
-            family: Discrete,
-            vary: M,
-            claim: "COA is best or comparable to LRM for every m.",
-        },
-        Sweep {
-            name: "coa-fig7",
-            reproduces: "COA paper, Figure 7: vary m on WMarginal (n = 512)",
-            paper: Coa,
-            family: Marginal,
-            vary: M,
-            claim: "COA is best; ESM and AM are unstable on WMarginal.",
-        },
-        Sweep {
-            name: "coa-fig8",
-            reproduces: "COA paper, Figure 8: vary m on WRange (n = 512)",
-            paper: Coa,
-            family: Range,
-            vary: M,
-            claim: "COA is best; WM and HM are competitive on ranges.",
-        },
-        Sweep {
-            name: "coa-fig9",
-            reproduces: "COA paper, Figure 9: vary m on WRelated (n = 512)",
-            paper: Coa,
-            family: Related,
-            vary: M,
-            claim: "COA and LRM are far below GM on WRelated.",
-        },
-        Sweep {
-            name: "coa-fig10",
-            reproduces: "COA paper, Figure 10: vary the rank s of WRelated",
-            paper: Coa,
-            family: Related,
-            vary: S,
-            claim: "COA's advantage over GM is largest for small s.",
-        },
-    ]
+    figures::FIGURES.to_vec()
 }
 
 #[cfg(test)]
@@ -757,7 +602,7 @@ mod tests {
     use super::*;
 
     fn sizes_of(name: &str, full: bool) -> Sizes {
-        let sweep = all().into_iter().find(|s| s.name == name).unwrap();
+        let sweep = all().into_iter().find(|s| s.about.name == name).unwrap();
         let mut cfg = RunConfig::new("unused".into());
         cfg.full = full;
         sweep.sizes(&cfg)
