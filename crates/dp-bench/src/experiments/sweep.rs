@@ -24,7 +24,7 @@
 //! hour at `--full`), reported as non-convergence when it binds.
 
 use dp_core::calibration::GaussianCalibration;
-use dp_core::{MatrixMechanism, NoiseSource, PrivacyBudget, Result};
+use dp_core::{MatrixMechanism, PrivacyBudget, Result};
 use dp_linalg::Mat;
 use dp_opt::{PrivacyModel, Problem, StrategyOptimizer};
 use dp_workloads::datasets::Histogram;
@@ -273,7 +273,7 @@ impl Experiment for Sweep {
         } else {
             15.0
         });
-        let mut rng = NoiseSource::seeded(cfg.seed);
+        let mut rng = dp_core::experiments::SeededSession::unlimited(cfg.seed);
         progress.start((sizes.grid.len() * mechanisms.len()) as u64);
         let mut table: Vec<Vec<Cell>> = Vec::new();
         let mut points = Vec::new();
