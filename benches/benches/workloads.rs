@@ -43,7 +43,7 @@ fn allrange_gram(c: &mut Criterion) {
         group.bench_function(format!("explicit_first_{rows}_rows/{n}"), |b| {
             b.iter(|| {
                 let e = explicit_rows(n, rows);
-                black_box(gram(e.as_ref()))
+                black_box(gram(e.as_ref(), dp_linalg::Par::Seq))
             })
         });
     }

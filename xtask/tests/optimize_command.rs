@@ -3,43 +3,31 @@
 
 #![allow(clippy::unwrap_used, clippy::needless_range_loop)] // tests: a failed unwrap is a failed test; index loops mirror the formulas
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
+
+use std::path::Path;
+
+use common::{arg, tmpdir, xtask};
 
 use dp_linalg::{Mat, gram, pseudo_inverse_symmetric, trace_of_product};
 use dp_workloads::npy::{read_matrix, write_matrix};
 
-fn tmpdir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("dpmm-opt-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 fn optimize(w: &Path, optimizer: &str, privacy: &str, out: &Path) -> serde_json::Value {
-    let o = Command::new(env!("CARGO_BIN_EXE_xtask"))
-        .args([
-            "optimize",
-            "--workload",
-            w.to_str().unwrap(),
-            "--optimizer",
-            optimizer,
-            "--privacy",
-            privacy,
-            "--out",
-            out.to_str().unwrap(),
-            "--json",
-        ])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    serde_json::from_slice(&o.stdout).unwrap()
+    let mut args = vec!["optimize", "--workload", arg(w), "--optimizer", optimizer];
+    args.extend(["--privacy", privacy, "--out", arg(out), "--json"]);
+    xtask(&args).ok().json()
 }
 
 /// Δ² · tr(WᵀW (AᵀA)⁺) with the pseudo-inverse of the Gram matrix (a
 /// different route from the library's SVD of A).
 fn reference(w: &Mat<f64>, a: &Mat<f64>, pure: bool) -> f64 {
-    let pinv = pseudo_inverse_symmetric(gram(a.as_ref()).as_ref(), None).unwrap();
-    let t = trace_of_product(gram(w.as_ref()).as_ref(), pinv.as_ref()).unwrap();
+    let pinv =
+        pseudo_inverse_symmetric(gram(a.as_ref(), dp_linalg::Par::Seq).as_ref(), None).unwrap();
+    let t = trace_of_product(
+        gram(w.as_ref(), dp_linalg::Par::Seq).as_ref(),
+        pinv.as_ref(),
+    )
+    .unwrap();
     let delta = (0..a.ncols())
         .map(|j| {
             if pure {
@@ -117,21 +105,8 @@ fn unknown_optimizer_and_bad_workload_are_refused() {
     let zero = dir.join("z.npy");
     write_matrix(&zero, Mat::<f64>::zeros(3, 3).as_ref()).unwrap();
     for (w, opt) in [(&wp, "nope"), (&zero, "identity")] {
-        let o = Command::new(env!("CARGO_BIN_EXE_xtask"))
-            .args([
-                "optimize",
-                "--workload",
-                w.to_str().unwrap(),
-                "--optimizer",
-                opt,
-                "--privacy",
-                "pure",
-            ])
-            .output()
-            .unwrap();
-        assert_eq!(o.status.code(), Some(2));
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(err.lines().count(), 1, "{err}");
+        let args = ["optimize", "--workload", arg(w), "--optimizer", opt];
+        xtask(&[&args[..], &["--privacy", "pure"]].concat()).refused();
     }
 }
 
@@ -140,28 +115,12 @@ fn unknown_optimizer_and_bad_workload_are_refused() {
 /// same rows as objects.
 #[test]
 fn bench_coa_prints_time_objective_gap_and_memory() {
-    let o = Command::new(env!("CARGO_BIN_EXE_xtask"))
-        .args(["bench", "coa", "--workload", "prefix", "--sizes", "16,32"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let out = String::from_utf8(o.stdout).unwrap();
+    let coa = ["bench", "coa", "--workload", "prefix", "--sizes", "16,32"];
+    let out = xtask(&coa).ok().stdout;
     assert!(out.contains("fitted exponent"), "{out}");
     assert!(out.lines().next().unwrap().contains("peak MB"), "{out}");
-    let json_rows = |args: &[&str]| -> Vec<serde_json::Value> {
-        let o = Command::new(env!("CARGO_BIN_EXE_xtask"))
-            .args(args)
-            .arg("--json")
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        String::from_utf8(o.stdout)
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
-    };
-    let rows = json_rows(&["bench", "coa", "--workload", "prefix", "--sizes", "16,32"]);
+    let json_rows = |args: &[&str]| xtask(&[args, &["--json"]].concat()).ok().json_lines();
+    let rows = json_rows(&coa);
     assert_eq!(rows.len(), 2);
     for (row, n) in rows.iter().zip([16.0, 32.0]) {
         assert_eq!(row["n"].as_f64(), Some(n));
@@ -213,9 +172,5 @@ fn bench_coa_prints_time_objective_gap_and_memory() {
         assert!(objective <= identity * (1.0 + 1e-9), "{row}");
         assert!(objective >= svd * (1.0 - 1e-9), "{row}");
     }
-    let bad = Command::new(env!("CARGO_BIN_EXE_xtask"))
-        .args(["bench", "coa", "--sizes", "0"])
-        .output()
-        .unwrap();
-    assert_eq!(bad.status.code(), Some(2));
+    xtask(&["bench", "coa", "--sizes", "0"]).refused();
 }

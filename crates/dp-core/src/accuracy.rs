@@ -11,14 +11,15 @@
 //! total error is `2 l1_obj / ε²`) and `l2_obj = Δ₂(A)² tr(WᵀW (AᵀA)⁺)`
 //! ((ε,δ)-DP; the total error is `c(ε,δ)² l2_obj`).
 
-use dp_linalg::{MatRef, SymmetricEigen, ThinSvd};
+use dp_linalg::{MatRef, Par, SymmetricEigen, ThinSvd, gram_root};
 
 use crate::calibration::NoiseCalibration;
 use crate::least_squares::StrategyFactors;
 use crate::mechanism::{DEFAULT_SUPPORT_TOLERANCE, SupportCheck, support_from_factors};
 use crate::sensitivity::{sensitivity_l1, sensitivity_l2};
 use crate::validate::{
-    check_gram, check_matrix, check_nonzero_matrix, check_same_domain, check_vector,
+    check_gram, check_matrix, check_nonzero_matrix, check_same_columns, check_same_domain,
+    check_vector,
 };
 use crate::{DpError, Result};
 
@@ -186,39 +187,6 @@ pub fn svd_lower_bound_from_gram(gram: MatRef<'_, f64>) -> Result<f64> {
     Ok(sum * sum / gram.nrows() as f64)
 }
 
-/// A factor `R` (r×n) with `RᵀR = G` for a symmetric positive
-/// semidefinite Gram matrix `G = WᵀW`, from its eigendecomposition
-/// (`R = Λ_r^{1/2} U_rᵀ`, eigenvalues at or below `n·ε·λ_max` dropped).
-/// Every total-error quantity of `W` is a function of `G` alone, so `R`
-/// stands in for a workload whose rows are too many to build.
-pub fn gram_root(gram: MatRef<'_, f64>) -> Result<dp_linalg::Mat<f64>> {
-    Ok(gram_root_and_spectrum(gram)?.0)
-}
-
-/// [`gram_root`] together with the eigenvalues of `G` (ascending, clamped
-/// at zero), for callers that also need its conditioning.
-pub fn gram_root_and_spectrum(gram: MatRef<'_, f64>) -> Result<(dp_linalg::Mat<f64>, Vec<f64>)> {
-    check_gram(gram)?;
-    let n = gram.nrows();
-    let eig = SymmetricEigen::new(gram)?;
-    let lmax = eig.values.iter().copied().fold(0.0, f64::max);
-    let tol = n as f64 * f64::EPSILON * lmax;
-    if let Some(&bad) = eig.values.iter().find(|&&l| l < -1e3 * tol) {
-        return Err(DpError::InvalidParameter {
-            name: "workload Gram matrix",
-            reason: format!("not positive semidefinite (eigenvalue {bad:.3e})"),
-        });
-    }
-    let keep: Vec<usize> = (0..n).filter(|&k| eig.values[k] > tol).collect();
-    let root = dp_linalg::Mat::from_fn(keep.len(), n, |i, j| {
-        let k = keep[i];
-        eig.values[k].sqrt() * eig.vectors[(j, k)]
-    });
-    let mut values: Vec<f64> = eig.values.iter().map(|l| l.max(0.0)).collect();
-    values.sort_by(f64::total_cmp);
-    Ok((root, values))
-}
-
 /// [`evaluate_strategy`] for a workload given by its Gram matrix `WᵀW`.
 ///
 /// Full-column-rank strategies (the common case: I_n, H_n, Y_n, COA's
@@ -231,17 +199,8 @@ pub fn evaluate_strategy_gram(
 ) -> Result<StrategyEvaluation> {
     check_gram(gram)?;
     check_nonzero_matrix("strategy", strategy)?;
-    if gram.ncols() != strategy.ncols() {
-        return Err(DpError::DimensionMismatch {
-            what: format!(
-                "Gram matrix is {}x{} but the strategy has {} columns",
-                gram.nrows(),
-                gram.ncols(),
-                strategy.ncols()
-            ),
-        });
-    }
-    let ata = dp_linalg::gram(strategy);
+    check_same_columns("Gram matrix", gram, strategy)?;
+    let ata = dp_linalg::gram(strategy, Par::rayon(0));
     if let Ok(chol) = dp_linalg::Cholesky::factor(ata.as_ref()) {
         // Accept the fast path only when AᵀA is comfortably nonsingular
         // (its Cholesky pivots bound the conditioning from below).

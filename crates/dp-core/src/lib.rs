@@ -52,9 +52,8 @@ pub mod validate;
 
 pub use accuracy::{
     StrategyEvaluation, evaluate_strategy, evaluate_strategy_gram,
-    expected_per_query_squared_error, expected_total_squared_error, gram_root,
-    gram_root_and_spectrum, l1_obj, l2_obj, structural_squared_error, svd_lower_bound,
-    svd_lower_bound_from_gram, trace_objective,
+    expected_per_query_squared_error, expected_total_squared_error, l1_obj, l2_obj,
+    structural_squared_error, svd_lower_bound, svd_lower_bound_from_gram, trace_objective,
 };
 pub use calibration::{GaussianCalibration, NoiseCalibration, NoiseDistribution};
 pub use error::{DpError, Result};

@@ -100,12 +100,22 @@ pub fn check_vector(what: &str, v: &[f64], expected_len: usize) -> Result<()> {
 
 /// Workload and strategy must act on the same domain (same column count).
 pub fn check_same_domain(workload: MatRef<'_, f64>, strategy: MatRef<'_, f64>) -> Result<()> {
-    if workload.ncols() != strategy.ncols() {
+    check_same_columns("workload", workload, strategy)
+}
+
+/// `what` (a workload or its Gram matrix) and the strategy must act on the
+/// same domain (same column count).
+pub fn check_same_columns(
+    what: &str,
+    left: MatRef<'_, f64>,
+    strategy: MatRef<'_, f64>,
+) -> Result<()> {
+    if left.ncols() != strategy.ncols() {
         return Err(DpError::DimensionMismatch {
             what: format!(
-                "workload is {}x{} but strategy is {}x{}: both need the same number of columns (domain size n)",
-                workload.nrows(),
-                workload.ncols(),
+                "{what} is {}x{} but strategy is {}x{}: both need the same number of columns (domain size n)",
+                left.nrows(),
+                left.ncols(),
                 strategy.nrows(),
                 strategy.ncols()
             ),

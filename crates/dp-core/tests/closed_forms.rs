@@ -112,12 +112,15 @@ fn lrm_three_query_example_noise_on_data_is_40_over_eps_squared() {
     let w = mat(&[&[0., 2., 1., 1.], &[0., 1., 0., 2.], &[1., 0., 2., 2.]]);
     let identity = Mat::<f64>::identity(4, 4);
     for eps in [0.1, 1.0, 2.5] {
-        let noise = NoiseCalibration::for_strategy(
-            identity.as_ref(),
-            PrivacyBudget::pure(eps).unwrap(),
-            GaussianCalibration::Analytic,
-        )
-        .unwrap();
+        let laplace = |strategy: &Mat<f64>| {
+            NoiseCalibration::for_strategy(
+                strategy.as_ref(),
+                PrivacyBudget::pure(eps).unwrap(),
+                GaussianCalibration::Analytic,
+            )
+            .unwrap()
+        };
+        let noise = laplace(&identity);
         let total = expected_total_squared_error(w.as_ref(), identity.as_ref(), &noise).unwrap();
         assert!((total - 40.0 / (eps * eps)).abs() < 1e-10 / (eps * eps));
         let per_query =
@@ -126,12 +129,7 @@ fn lrm_three_query_example_noise_on_data_is_40_over_eps_squared() {
         for (got, norm2) in per_query.iter().zip([6.0, 5.0, 9.0]) {
             assert!((got - 2.0 * norm2 / (eps * eps)).abs() < 1e-10 / (eps * eps));
         }
-        let noq = NoiseCalibration::for_strategy(
-            w.as_ref(),
-            PrivacyBudget::pure(eps).unwrap(),
-            GaussianCalibration::Analytic,
-        )
-        .unwrap();
+        let noq = laplace(&w);
         let total_noq = expected_total_squared_error(w.as_ref(), w.as_ref(), &noq).unwrap();
         assert!((total_noq - 150.0 / (eps * eps)).abs() < 1e-9 / (eps * eps));
     }
@@ -149,7 +147,7 @@ fn l2_objective_and_svd_bound() {
     // Prefix workload over 4 cells, strategy H_4: bound <= l2_obj.
     let prefix = Mat::from_fn(4, 4, |i, j| if j <= i { 1.0 } else { 0.0 });
     let bound = svd_lower_bound(prefix.as_ref()).unwrap();
-    let gram = dp_linalg::gram(prefix.as_ref());
+    let gram = dp_linalg::gram(prefix.as_ref(), dp_linalg::Par::Seq);
     assert!((svd_lower_bound_from_gram(gram.as_ref()).unwrap() - bound).abs() < 1e-10);
     let l2 = l2_obj(prefix.as_ref(), h4().as_ref()).unwrap();
     assert!(bound <= l2 + 1e-12, "{bound} > {l2}");

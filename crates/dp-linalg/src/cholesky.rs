@@ -3,9 +3,9 @@
 use faer::linalg::solvers::{DenseSolveCore, Llt, LltError, Solve};
 use faer::linalg::triangular_solve;
 use faer::prelude::Reborrow;
-use faer::{Mat, MatMut, MatRef, Side};
+use faer::{Mat, MatMut, MatRef, Par, Side};
 
-use crate::{LinalgError, Result, require_finite, require_square};
+use crate::{LinalgError, Result, require_rhs, require_square, require_square_finite};
 
 /// The Cholesky factor `L` (lower triangular, positive diagonal) of a
 /// symmetric positive definite matrix `A = L Lᵀ`.
@@ -22,8 +22,7 @@ impl Cholesky {
     /// Factors `a`. Fails with [`LinalgError::NotPositiveDefinite`] when a
     /// pivot is not positive, and on non-square or non-finite input.
     pub fn factor(a: MatRef<'_, f64>) -> Result<Self> {
-        require_square("matrix to factor", a)?;
-        require_finite("matrix to factor", a)?;
+        require_square_finite("matrix to factor", a)?;
         match a.llt(Side::Lower) {
             Ok(llt) => Ok(Self { llt }),
             Err(LltError::NonPositivePivot { index }) => {
@@ -64,24 +63,16 @@ impl Cholesky {
     }
 
     /// Overwrites `b` with `L⁻¹ b` (forward substitution).
-    pub fn solve_lower_in_place(&self, b: MatMut<'_, f64>) -> Result<()> {
+    pub fn solve_lower_in_place(&self, b: MatMut<'_, f64>, par: Par) -> Result<()> {
         self.check_rhs(b.rb())?;
-        triangular_solve::solve_lower_triangular_in_place(
-            self.llt.L(),
-            b,
-            faer::get_global_parallelism(),
-        );
+        triangular_solve::solve_lower_triangular_in_place(self.llt.L(), b, par);
         Ok(())
     }
 
     /// Overwrites `b` with `L⁻ᵀ b` (back substitution).
-    pub fn solve_lower_transpose_in_place(&self, b: MatMut<'_, f64>) -> Result<()> {
+    pub fn solve_lower_transpose_in_place(&self, b: MatMut<'_, f64>, par: Par) -> Result<()> {
         self.check_rhs(b.rb())?;
-        triangular_solve::solve_upper_triangular_in_place(
-            self.llt.L().transpose(),
-            b,
-            faer::get_global_parallelism(),
-        );
+        triangular_solve::solve_upper_triangular_in_place(self.llt.L().transpose(), b, par);
         Ok(())
     }
 
@@ -100,15 +91,6 @@ impl Cholesky {
     }
 
     fn check_rhs(&self, b: MatRef<'_, f64>) -> Result<()> {
-        if b.nrows() != self.dim() {
-            return Err(LinalgError::DimensionMismatch {
-                what: "Cholesky solve",
-                left_rows: self.dim(),
-                left_cols: self.dim(),
-                right_rows: b.nrows(),
-                right_cols: b.ncols(),
-            });
-        }
-        Ok(())
+        require_rhs("Cholesky solve", self.dim(), b)
     }
 }

@@ -3,7 +3,7 @@
 
 use faer::{Mat, MatRef, Side};
 
-use crate::{LinalgError, Result, require_finite, require_square};
+use crate::{LinalgError, Result, require_finite, require_square_finite};
 
 /// `A = U diag(λ) Uᵀ` of a symmetric matrix, eigenvalues in nondecreasing
 /// order. Only the lower triangle of `A` is read.
@@ -18,8 +18,7 @@ pub struct SymmetricEigen {
 impl SymmetricEigen {
     /// Decomposes the symmetric matrix `a`.
     pub fn new(a: MatRef<'_, f64>) -> Result<Self> {
-        require_square("symmetric matrix", a)?;
-        require_finite("symmetric matrix", a)?;
+        require_square_finite("symmetric matrix", a)?;
         let evd = a
             .self_adjoint_eigen(Side::Lower)
             .map_err(|_| LinalgError::NoConvergence {
@@ -35,8 +34,7 @@ impl SymmetricEigen {
 
     /// Eigenvalues only (cheaper: no eigenvectors are accumulated).
     pub fn values_only(a: MatRef<'_, f64>) -> Result<Vec<f64>> {
-        require_square("symmetric matrix", a)?;
-        require_finite("symmetric matrix", a)?;
+        require_square_finite("symmetric matrix", a)?;
         a.self_adjoint_eigenvalues(Side::Lower)
             .map_err(|_| LinalgError::NoConvergence {
                 what: "symmetric eigenvalues",

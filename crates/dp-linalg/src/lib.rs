@@ -1,17 +1,22 @@
 //! Dense linear algebra for the matrix mechanism, as thin wrappers over
 //! [faer](https://docs.rs/faer).
 //!
+//! This is the only crate of the workspace that depends on faer: the
+//! others use the matrix types re-exported here and the kernels below.
+//! Products and triangular solves take an explicit [`Par`] (as faer's own
+//! kernels do); factorizations use faer's global parallelism setting.
+//!
 //! The rest of dpmm speaks in terms of the problem (Gram matrix, strategy,
 //! error profile); this crate speaks in terms of factorizations, and every
 //! factorization that can fail returns a [`LinalgError`] naming the failure
 //! instead of panicking. It knows nothing about differential privacy.
 //!
 //! ```
-//! use dp_linalg::{Cholesky, Mat, gram, trace_of_product};
+//! use dp_linalg::{Cholesky, Mat, Par, gram, trace_of_product};
 //!
 //! // H_2 = [[1, 1], [1, 0], [0, 1]]: its Gram matrix is [[2, 1], [1, 2]].
 //! let h2 = Mat::from_fn(3, 2, |i, j| [[1.0, 1.0], [1.0, 0.0], [0.0, 1.0]][i][j]);
-//! let g = gram(h2.as_ref());
+//! let g = gram(h2.as_ref(), Par::Seq);
 //! let chol = Cholesky::factor(g.as_ref()).expect("H_2 has full column rank");
 //! let inv = chol.inverse();
 //! // tr(G G⁻¹) = n
@@ -20,6 +25,8 @@
 
 mod cholesky;
 mod decompositions;
+mod gram_root;
+mod lu;
 mod products;
 
 pub use cholesky::Cholesky;
@@ -27,10 +34,12 @@ pub use decompositions::{
     SymmetricEigen, ThinSvd, default_rank_tolerance, numerical_rank, pseudo_inverse,
     pseudo_inverse_symmetric,
 };
-pub use faer::{Mat, MatMut, MatRef, Par};
+pub use faer::{Col, ColMut, ColRef, Mat, MatMut, MatRef, Par, Row, RowMut, RowRef, Scale};
+pub use gram_root::{gram_root, gram_root_and_spectrum};
+pub use lu::Lu;
 pub use products::{
-    all_finite, frobenius_norm, gram, matmul, matmul_tn, outer_gram, symmetrize, trace,
-    trace_of_product,
+    all_finite, frobenius_norm, gemm, gemm_into, gram, lower_triangle_of_product_into, matmul,
+    matmul_tn, outer_gram, symmetrize, trace, trace_of_product,
 };
 
 /// Why a linear-algebra routine could not produce its result.
@@ -42,6 +51,13 @@ pub enum LinalgError {
     NotPositiveDefinite {
         /// Index of the first non-positive pivot.
         pivot: usize,
+    },
+    /// A matrix required to be positive semidefinite has the eigenvalue
+    /// `eigenvalue`, negative beyond rounding.
+    #[error("matrix is not positive semidefinite (eigenvalue {eigenvalue:.3e})")]
+    NotPositiveSemidefinite {
+        /// The offending (most negative found) eigenvalue.
+        eigenvalue: f64,
     },
     /// An iterative eigenvalue or singular value solver did not converge.
     #[error("{what} did not converge")]
@@ -93,6 +109,26 @@ pub(crate) fn require_square(what: &'static str, a: MatRef<'_, f64>) -> Result<(
         });
     }
     Ok(())
+}
+
+/// A right-hand side with `dim` rows for a factorization of order `dim`.
+pub(crate) fn require_rhs(what: &'static str, dim: usize, b: MatRef<'_, f64>) -> Result<()> {
+    if b.nrows() != dim {
+        return Err(LinalgError::DimensionMismatch {
+            what,
+            left_rows: dim,
+            left_cols: dim,
+            right_rows: b.nrows(),
+            right_cols: b.ncols(),
+        });
+    }
+    Ok(())
+}
+
+/// A square matrix with finite entries (what every factorization needs).
+pub(crate) fn require_square_finite(what: &'static str, a: MatRef<'_, f64>) -> Result<()> {
+    require_square(what, a)?;
+    require_finite(what, a)
 }
 
 pub(crate) fn require_finite(what: &'static str, a: MatRef<'_, f64>) -> Result<()> {

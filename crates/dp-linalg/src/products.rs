@@ -2,7 +2,8 @@
 //! without forming what need not be formed.
 
 use faer::linalg::matmul::matmul as faer_matmul;
-use faer::{Accum, Mat, MatRef};
+use faer::linalg::matmul::triangular::{BlockStructure, matmul as faer_triangular_matmul};
+use faer::{Accum, Mat, MatRef, Par};
 
 use crate::{LinalgError, Result};
 
@@ -11,46 +12,70 @@ pub fn all_finite(a: MatRef<'_, f64>) -> bool {
     a.is_all_finite()
 }
 
-/// `A B`.
-pub fn matmul(a: MatRef<'_, f64>, b: MatRef<'_, f64>) -> Result<Mat<f64>> {
+/// `dst ← A B` with parallelism `par`.
+///
+/// The unchecked kernel behind [`matmul`], for the optimizers' inner
+/// loops whose operand shapes hold by construction: `dst` must be
+/// `A.nrows() × B.ncols()` and `A.ncols() == B.nrows()` (faer asserts
+/// this and panics otherwise). Public entry points use [`matmul`].
+pub fn gemm_into(dst: &mut Mat<f64>, a: MatRef<'_, f64>, b: MatRef<'_, f64>, par: Par) {
+    faer_matmul(dst.as_mut(), Accum::Replace, a, b, 1.0, par);
+}
+
+/// `A B` into a new matrix, with the shape precondition of [`gemm_into`].
+pub fn gemm(a: MatRef<'_, f64>, b: MatRef<'_, f64>, par: Par) -> Mat<f64> {
+    let mut out = Mat::zeros(a.nrows(), b.ncols());
+    gemm_into(&mut out, a, b, par);
+    out
+}
+
+/// `A B`, or [`LinalgError::DimensionMismatch`] when the inner
+/// dimensions differ.
+pub fn matmul(a: MatRef<'_, f64>, b: MatRef<'_, f64>, par: Par) -> Result<Mat<f64>> {
     if a.ncols() != b.nrows() {
         return Err(mismatch("matmul", a, b));
     }
-    let mut out = Mat::zeros(a.nrows(), b.ncols());
-    faer_matmul(
-        out.as_mut(),
-        Accum::Replace,
-        a,
-        b,
-        1.0,
-        faer::get_global_parallelism(),
-    );
-    Ok(out)
+    Ok(gemm(a, b, par))
 }
 
 /// `Aᵀ B` without forming `Aᵀ`.
-pub fn matmul_tn(a: MatRef<'_, f64>, b: MatRef<'_, f64>) -> Result<Mat<f64>> {
-    matmul(a.transpose(), b)
+pub fn matmul_tn(a: MatRef<'_, f64>, b: MatRef<'_, f64>, par: Par) -> Result<Mat<f64>> {
+    matmul(a.transpose(), b, par)
+}
+
+/// The lower triangle (diagonal included) of `A B` written into `dst`
+/// (n×n); the strictly upper triangle of `dst` is left untouched. Half
+/// the work of [`gemm_into`] when only a symmetric product's lower half is
+/// read. Shape precondition as [`gemm_into`], with a square result.
+pub fn lower_triangle_of_product_into(
+    dst: &mut Mat<f64>,
+    a: MatRef<'_, f64>,
+    b: MatRef<'_, f64>,
+    par: Par,
+) {
+    faer_triangular_matmul(
+        dst.as_mut(),
+        BlockStructure::TriangularLower,
+        Accum::Replace,
+        a,
+        BlockStructure::Rectangular,
+        b,
+        BlockStructure::Rectangular,
+        1.0,
+        par,
+    );
 }
 
 /// The Gram matrix `AᵀA` (n×n for a p×n strategy), exactly symmetric.
-pub fn gram(a: MatRef<'_, f64>) -> Mat<f64> {
-    let mut out = Mat::zeros(a.ncols(), a.ncols());
-    faer_matmul(
-        out.as_mut(),
-        Accum::Replace,
-        a.transpose(),
-        a,
-        1.0,
-        faer::get_global_parallelism(),
-    );
+pub fn gram(a: MatRef<'_, f64>, par: Par) -> Mat<f64> {
+    let mut out = gemm(a.transpose(), a, par);
     symmetrize(&mut out);
     out
 }
 
 /// `A Aᵀ` (m×m for an m×n matrix), exactly symmetric.
-pub fn outer_gram(a: MatRef<'_, f64>) -> Mat<f64> {
-    gram(a.transpose())
+pub fn outer_gram(a: MatRef<'_, f64>, par: Par) -> Mat<f64> {
+    gram(a.transpose(), par)
 }
 
 /// Replaces `a` by `(a + aᵀ)/2` so that later symmetric routines see an

@@ -16,7 +16,7 @@ fn random(m: usize, n: usize, seed: u64) -> Mat<f64> {
 
 fn random_spd(n: usize, seed: u64) -> Mat<f64> {
     let a = random(n + 3, n, seed);
-    let mut g = gram(a.as_ref());
+    let mut g = gram(a.as_ref(), Par::Seq);
     for i in 0..n {
         g[(i, i)] += 0.1;
     }
@@ -72,10 +72,11 @@ fn cholesky_reconstructs_solves_and_inverts_random_spd() {
 
         // Triangular solves: L (L⁻¹ b) = b and Lᵀ (L⁻ᵀ b) = b.
         let mut y = b.clone();
-        chol.solve_lower_in_place(y.as_mut()).unwrap();
+        chol.solve_lower_in_place(y.as_mut(), Par::Seq).unwrap();
         assert!(max_abs_diff(naive_matmul(l, y.as_ref()).as_ref(), b.as_ref()) < 1e-9);
         let mut z = b.clone();
-        chol.solve_lower_transpose_in_place(z.as_mut()).unwrap();
+        chol.solve_lower_transpose_in_place(z.as_mut(), Par::rayon(2))
+            .unwrap();
         assert!(max_abs_diff(naive_matmul(l.transpose(), z.as_ref()).as_ref(), b.as_ref()) < 1e-9);
 
         let c = random_spd(n, seed + 7);
@@ -98,36 +99,28 @@ fn cholesky_known_two_by_two() {
 
 #[test]
 fn cholesky_reports_not_positive_definite() {
+    let refused = |a: &Mat<f64>| Cholesky::factor(a.as_ref()).unwrap_err();
     // Indefinite: eigenvalues 3 and -1.
     let a = Mat::from_fn(2, 2, |i, j| [[1.0, 2.0], [2.0, 1.0]][i][j]);
-    assert!(matches!(
-        Cholesky::factor(a.as_ref()),
-        Err(LinalgError::NotPositiveDefinite { pivot: 1 })
-    ));
-    // Singular PSD (rank 1).
+    assert_eq!(refused(&a), LinalgError::NotPositiveDefinite { pivot: 1 });
+    // Singular PSD (rank 1), pushed just below semidefinite.
     let v = random(5, 1, 9);
-    let s = naive_matmul(v.as_ref(), v.transpose());
-    let mut s2 = s.clone();
-    s2[(4, 4)] -= 1e-3;
+    let mut s = naive_matmul(v.as_ref(), v.transpose());
+    s[(4, 4)] -= 1e-3;
     assert!(matches!(
-        Cholesky::factor(s2.as_ref()),
-        Err(LinalgError::NotPositiveDefinite { .. })
+        refused(&s),
+        LinalgError::NotPositiveDefinite { .. }
     ));
-    let z = Mat::<f64>::zeros(3, 3);
-    assert!(matches!(
-        Cholesky::factor(z.as_ref()),
-        Err(LinalgError::NotPositiveDefinite { pivot: 0 })
-    ));
+    assert_eq!(
+        refused(&Mat::<f64>::zeros(3, 3)),
+        LinalgError::NotPositiveDefinite { pivot: 0 }
+    );
     let mut nan = Mat::<f64>::identity(3, 3);
     nan[(1, 1)] = f64::NAN;
+    assert!(matches!(refused(&nan), LinalgError::NonFinite { .. }));
     assert!(matches!(
-        Cholesky::factor(nan.as_ref()),
-        Err(LinalgError::NonFinite { .. })
-    ));
-    let rect = Mat::<f64>::zeros(2, 3);
-    assert!(matches!(
-        Cholesky::factor(rect.as_ref()),
-        Err(LinalgError::NotSquare { .. })
+        refused(&Mat::<f64>::zeros(2, 3)),
+        LinalgError::NotSquare { .. }
     ));
     let chol = Cholesky::factor(Mat::<f64>::identity(3, 3).as_ref()).unwrap();
     assert!(matches!(
@@ -207,7 +200,7 @@ fn rank_and_pseudo_inverse_of_rank_deficient_matrix() {
     assert!(max_abs_diff(pa.as_ref(), pa.transpose()) < 1e-10);
 
     // Symmetric PSD pseudo-inverse agrees with the general one.
-    let g = gram(a.as_ref());
+    let g = gram(a.as_ref(), Par::Seq);
     let gp = pseudo_inverse_symmetric(g.as_ref(), None).unwrap();
     let gp2 = pseudo_inverse(g.as_ref(), None).unwrap();
     let scale = gp.norm_max();
@@ -239,7 +232,7 @@ fn pseudo_inverse_of_full_rank_is_inverse_even_when_ill_conditioned() {
 fn products_match_naive_loops() {
     let a = random(7, 5, 41);
     let b = random(5, 7, 42);
-    let g = gram(a.as_ref());
+    let g = gram(a.as_ref(), Par::Seq);
     let g_naive = naive_matmul(a.transpose(), a.as_ref());
     assert!(max_abs_diff(g.as_ref(), g_naive.as_ref()) < 1e-12);
     for j in 0..5 {
@@ -247,16 +240,16 @@ fn products_match_naive_loops() {
             assert_eq!(g[(i, j)], g[(j, i)], "gram must be exactly symmetric");
         }
     }
-    let og = outer_gram(a.as_ref());
+    let og = outer_gram(a.as_ref(), Par::Seq);
     assert!(
         max_abs_diff(
             og.as_ref(),
             naive_matmul(a.as_ref(), a.transpose()).as_ref()
         ) < 1e-12
     );
-    let ab = matmul(a.as_ref(), b.as_ref()).unwrap();
+    let ab = matmul(a.as_ref(), b.as_ref(), Par::Seq).unwrap();
     assert!(max_abs_diff(ab.as_ref(), naive_matmul(a.as_ref(), b.as_ref()).as_ref()) < 1e-12);
-    let atb = matmul_tn(b.as_ref(), a.transpose()).unwrap();
+    let atb = matmul_tn(b.as_ref(), a.transpose(), Par::Seq).unwrap();
     assert!(
         max_abs_diff(
             atb.as_ref(),
@@ -265,7 +258,7 @@ fn products_match_naive_loops() {
     );
     let t = trace_of_product(a.as_ref(), b.as_ref()).unwrap();
     assert!((t - trace(ab.as_ref()).unwrap()).abs() < 1e-12);
-    assert!(matmul(a.as_ref(), a.as_ref()).is_err());
+    assert!(matmul(a.as_ref(), a.as_ref(), Par::Seq).is_err());
     assert!(trace_of_product(a.as_ref(), a.as_ref()).is_err());
     assert!(trace(a.as_ref()).is_err());
     let mut nan = a.clone();
@@ -275,4 +268,108 @@ fn products_match_naive_loops() {
         ThinSvd::new(nan.as_ref()),
         Err(LinalgError::NonFinite { .. })
     ));
+}
+
+#[test]
+fn explicit_parallelism_products_match_naive_loops_for_every_par() {
+    // Shapes large enough for faer to split the work across threads.
+    let a = random(67, 45, 51);
+    let b = random(45, 38, 52);
+    let naive = naive_matmul(a.as_ref(), b.as_ref());
+    for par in [Par::Seq, Par::rayon(2)] {
+        let ab = gemm(a.as_ref(), b.as_ref(), par);
+        assert!(max_abs_diff(ab.as_ref(), naive.as_ref()) < 1e-12 * 45.0);
+        let mut dst = Mat::from_fn(67, 38, |_, _| f64::NAN);
+        gemm_into(&mut dst, a.as_ref(), b.as_ref(), par);
+        assert!(max_abs_diff(dst.as_ref(), naive.as_ref()) < 1e-12 * 45.0);
+
+        // Lower triangle of A Bᵀ for a square result; the upper triangle
+        // of the destination keeps its sentinel.
+        let c = random(67, 45, 53);
+        let mut lower = Mat::from_fn(67, 67, |_, _| -7.0);
+        lower_triangle_of_product_into(&mut lower, a.as_ref(), c.transpose(), par);
+        let full = naive_matmul(a.as_ref(), c.transpose());
+        for j in 0..67 {
+            for i in 0..67 {
+                if i >= j {
+                    assert!((lower[(i, j)] - full[(i, j)]).abs() < 1e-12 * 45.0);
+                } else {
+                    assert_eq!(lower[(i, j)], -7.0, "upper triangle was written");
+                }
+            }
+        }
+    }
+    // Different parallelism, same bits: the optimizers' numbers must not
+    // depend on the thread count.
+    let seq = gram(a.as_ref(), Par::Seq);
+    let par = gram(a.as_ref(), Par::rayon(2));
+    assert_eq!(seq, par);
+}
+
+#[test]
+fn lu_solves_and_inverts_a_nonsymmetric_indefinite_matrix() {
+    let n = 9;
+    let a = random(n, n, 61);
+    let b = random(n, 3, 62);
+    let lu = Lu::factor(a.as_ref()).unwrap();
+    assert_eq!(lu.dim(), n);
+    let x = lu.solve(b.as_ref()).unwrap();
+    assert!(max_abs_diff(naive_matmul(a.as_ref(), x.as_ref()).as_ref(), b.as_ref()) < 1e-9);
+    let inv = lu.inverse();
+    let ainv = naive_matmul(a.as_ref(), inv.as_ref());
+    assert!(max_abs_diff(ainv.as_ref(), Mat::<f64>::identity(n, n).as_ref()) < 1e-9);
+    // A KKT matrix [[0, 1], [1, 0]] needs pivoting (zero leading entry).
+    let kkt = Mat::from_fn(2, 2, |i, j| if i == j { 0.0 } else { 1.0 });
+    let rhs = Mat::from_fn(2, 1, |i, _| (i + 2) as f64);
+    let sol = Lu::factor(kkt.as_ref())
+        .unwrap()
+        .solve(rhs.as_ref())
+        .unwrap();
+    assert_eq!((sol[(0, 0)], sol[(1, 0)]), (3.0, 2.0));
+    // Singular: non-finite solution, reported through all_finite.
+    let singular = Mat::from_fn(2, 2, |_, _| 1.0);
+    let s = Lu::factor(singular.as_ref())
+        .unwrap()
+        .solve(rhs.as_ref())
+        .unwrap();
+    assert!(!all_finite(s.as_ref()));
+    assert!(matches!(
+        Lu::factor(random(2, 3, 1).as_ref()),
+        Err(LinalgError::NotSquare { .. })
+    ));
+    assert!(matches!(
+        lu.solve(random(n + 1, 1, 2).as_ref()),
+        Err(LinalgError::DimensionMismatch { .. })
+    ));
+}
+
+#[test]
+fn gram_root_reconstructs_the_gram_matrix_at_its_rank() {
+    // W (12×8) of rank 5: G = WᵀW has rank 5, so R is 5×8 with RᵀR = G.
+    let w = naive_matmul(random(12, 5, 71).as_ref(), random(5, 8, 72).as_ref());
+    let g = naive_matmul(w.transpose(), w.as_ref());
+    let (r, spectrum) = gram_root_and_spectrum(g.as_ref()).unwrap();
+    assert_eq!((r.nrows(), r.ncols()), (5, 8));
+    let rtr = naive_matmul(r.transpose(), r.as_ref());
+    assert!(max_abs_diff(rtr.as_ref(), g.as_ref()) < 1e-10 * g.norm_max());
+    // The spectrum: ascending, nonnegative, equal to σ(W)².
+    assert!(spectrum.windows(2).all(|p| p[0] <= p[1]) && spectrum[0] >= 0.0);
+    let mut sv2: Vec<f64> = ThinSvd::values_only(w.as_ref())
+        .unwrap()
+        .iter()
+        .map(|s| s * s)
+        .collect();
+    sv2.sort_by(f64::total_cmp);
+    for (l, s) in spectrum.iter().zip(&sv2) {
+        assert!((l - s).abs() < 1e-10 * sv2[7]);
+    }
+    assert_eq!(gram_root(g.as_ref()).unwrap(), r);
+    // Indefinite input is refused with its negative eigenvalue.
+    let indefinite = Mat::from_fn(2, 2, |i, j| if i == j { 1.0 } else { 2.0 });
+    match gram_root(indefinite.as_ref()) {
+        Err(LinalgError::NotPositiveSemidefinite { eigenvalue }) => {
+            assert!((eigenvalue + 1.0).abs() < 1e-12)
+        }
+        other => panic!("expected NotPositiveSemidefinite, got {other:?}"),
+    }
 }

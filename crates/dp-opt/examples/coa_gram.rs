@@ -38,7 +38,7 @@ fn main() -> Result<()> {
         "npy" => {
             let path = args.get(2).cloned().unwrap_or_default();
             let w = dp_workloads::npy::read_matrix(std::path::Path::new(&path))?;
-            dp_linalg::gram(w.as_ref())
+            dp_linalg::gram(w.as_ref(), dp_linalg::Par::Seq)
         }
         other => {
             return Err(DpError::InvalidParameter {

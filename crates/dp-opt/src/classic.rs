@@ -1,7 +1,11 @@
-//! Closed-form strategies behind the optimizer trait, so they can be
+//! The closed-form strategies behind the optimizer trait, so they can be
 //! compared with the iterative optimizers on equal terms: I_n, H_n, Y_n
 //! and the singular value bound strategy (matrix mechanism paper §6 and
 //! Theorem 5.25).
+//!
+//! This module only wraps: the constructions themselves live in
+//! [`dp_workloads::strategies`], which needs no optimizer; each wrapper
+//! builds its strategy there and reports its objective for the problem.
 
 use std::time::Instant;
 

@@ -1,21 +1,8 @@
-//! Small dense helpers for the optimizers: products with an explicit
-//! parallelism, Frobenius inner products, symmetric clean-up.
+//! Small dense helpers for the optimizers built on dp-linalg's kernels:
+//! Frobenius inner products, symmetric clean-up, spectral Hessians.
 
 use dp_linalg::{Mat, MatRef, Par};
-use faer::Accum;
-use faer::linalg::matmul::matmul;
-
-/// `dst ← A B`.
-pub fn gemm_into(dst: &mut Mat<f64>, a: MatRef<'_, f64>, b: MatRef<'_, f64>, par: Par) {
-    matmul(dst.as_mut(), Accum::Replace, a, b, 1.0, par);
-}
-
-/// `A B` into a new matrix.
-pub fn gemm(a: MatRef<'_, f64>, b: MatRef<'_, f64>, par: Par) -> Mat<f64> {
-    let mut out = Mat::zeros(a.nrows(), b.ncols());
-    gemm_into(&mut out, a, b, par);
-    out
-}
+pub use dp_linalg::{gemm, gemm_into};
 
 /// `⟨A, B⟩ = Σᵢⱼ Aᵢⱼ Bᵢⱼ`.
 pub fn inner(a: &Mat<f64>, b: &Mat<f64>) -> f64 {
@@ -38,7 +25,7 @@ pub fn zero_diagonal(m: &mut Mat<f64>) {
 /// the eigenvectors of `AᵀA` with eigenvalue at most `level · λ_max`.
 pub fn row_space_complement(a: &Mat<f64>, level: f64) -> dp_core::Result<Mat<f64>> {
     let n = a.ncols();
-    let gram = dp_linalg::gram(a.as_ref());
+    let gram = dp_linalg::gram(a.as_ref(), Par::rayon(0));
     let eig = dp_linalg::SymmetricEigen::new(gram.as_ref())?;
     let amax = eig.values.iter().copied().fold(0.0, f64::max);
     let keep: Vec<usize> = (0..n).filter(|&k| eig.values[k] <= level * amax).collect();
@@ -129,6 +116,15 @@ pub fn spectral_hessian_diagonal(
     let g = Mat::from_fn(r, r, gamma);
     let t = gemm(sq.as_ref(), g.as_ref(), par);
     row_dots(&t, &sq)
+}
+
+/// Test support: an m×n matrix of independent uniform entries in
+/// `[−1, 1)` (ChaCha8 seeded with `seed`).
+#[cfg(test)]
+pub fn random_uniform(m: usize, n: usize, seed: u64) -> Mat<f64> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    Mat::from_fn(m, n, |_, _| rng.random::<f64>() * 2.0 - 1.0)
 }
 
 /// Test support: asserts that `grad` is the gradient of `f` at `x` by

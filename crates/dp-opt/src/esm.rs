@@ -100,7 +100,7 @@ pub fn objective_and_gradient(
     let ivi = gemm(iv.as_ref(), inv.as_ref(), par);
     let diag: Vec<f64> = (0..n).map(|i| m[(i, i)]).collect();
     let (smax, weights) = soft_max(&diag, mu);
-    let mut grad = ivi * faer::Scale(-smax);
+    let mut grad = ivi * dp_linalg::Scale(-smax);
     for i in 0..n {
         grad[(i, i)] += trace * weights[i];
     }
@@ -129,6 +129,51 @@ fn project(m: &mut Mat<f64>, kappa: f64) -> Result<()> {
     Ok(())
 }
 
+/// The smoothing levels ε of the continuation: 0.1, 0.01, … down to (and
+/// ending at) `smoothing`.
+fn smoothing_stages(smoothing: f64) -> Vec<f64> {
+    let mut stages = Vec::new();
+    let mut eps = 0.1f64;
+    while eps > smoothing * 1.000001 {
+        stages.push(eps);
+        eps *= 0.1;
+    }
+    stages.push(smoothing);
+    stages
+}
+
+/// The start, column-major: the SVD-bound strategy's Gram
+/// `M₀ = V^{1/2} + ρI` scaled to unit largest diagonal. `ρ = 10⁻⁶` of its
+/// mean eigenvalue keeps M₀ inside the feasible set while the directions
+/// W never uses start near zero, as they end at a nearly singular optimum
+/// on low-rank workloads; the paper's `M₀ = I` is the case of a flat
+/// spectrum.
+fn svd_bound_start(v: &Mat<f64>) -> Result<Vec<f64>> {
+    let n = v.nrows();
+    let eig = SymmetricEigen::new(v.as_ref())?;
+    let mean_root = eig.values.iter().map(|l| l.max(0.0).sqrt()).sum::<f64>() / n as f64;
+    let rho = 1e-6 * mean_root.max(f64::MIN_POSITIVE);
+    let m0 = eig.map(|l| l.max(0.0).sqrt() + rho);
+    let dmax = (0..n).map(|i| m0[(i, i)]).fold(0.0, f64::max);
+    Ok((0..n * n).map(|k| m0[(k % n, k / n)] / dmax).collect())
+}
+
+/// Writes `m` column-major into `out` (the layout SPG's vectors use).
+fn write_column_major(m: &Mat<f64>, out: &mut [f64]) {
+    for (j, col) in out.chunks_mut(m.nrows()).enumerate() {
+        for (i, o) in col.iter_mut().enumerate() {
+            *o = m[(i, j)];
+        }
+    }
+}
+
+/// The strategy `M^{1/2}` of the column-major n×n `M` (eigenvalues
+/// clamped at zero).
+fn psd_root(x: &[f64], n: usize) -> Result<Mat<f64>> {
+    let m = Mat::from_fn(n, n, |i, j| x[j * n + i]);
+    Ok(SymmetricEigen::new(m.as_ref())?.map(|l| l.max(0.0).sqrt()))
+}
+
 impl StrategyOptimizer for Esm {
     fn name(&self) -> &'static str {
         "esm"
@@ -147,29 +192,8 @@ impl StrategyOptimizer for Esm {
         let (v, scale) = problem.normalized_gram()?;
         let par = o.parallelism;
         let kappa = o.min_eigenvalue;
-        let mut stages = Vec::new();
-        let mut eps = 0.1f64;
-        while eps > o.smoothing * 1.000001 {
-            stages.push(eps);
-            eps *= 0.1;
-        }
-        stages.push(o.smoothing);
-        // Start: the SVD-bound strategy's Gram, M₀ = V^{1/2} + ρI scaled to
-        // unit largest diagonal (ρ = 1e-6 of its mean eigenvalue keeps it
-        // inside the set while directions W never uses start near zero; the
-        // paper's M₀ = I is the case of a flat spectrum). Measured from
-        // M₀ = I, SPG ends 50% above COA's optimum on low-rank workloads,
-        // whose optimal M is nearly singular.
-        let mut x = {
-            let eig = SymmetricEigen::new(v.as_ref())?;
-            let mean_root = eig.values.iter().map(|l| l.max(0.0).sqrt()).sum::<f64>() / n as f64;
-            let rho = 1e-6 * mean_root.max(f64::MIN_POSITIVE);
-            let m0 = eig.map(|l| l.max(0.0).sqrt() + rho);
-            let dmax = (0..n).map(|i| m0[(i, i)]).fold(0.0, f64::max);
-            (0..n * n)
-                .map(|k| m0[(k % n, k / n)] / dmax)
-                .collect::<Vec<f64>>()
-        };
+        let stages = smoothing_stages(o.smoothing);
+        let mut x = svd_bound_start(&v)?;
         let mut history = Vec::new();
         let mut iterations = 0;
         let mut last = None;
@@ -179,11 +203,7 @@ impl StrategyOptimizer for Esm {
                 let m = Mat::from_fn(n, n, |i, j| x[j * n + i]);
                 match objective_and_gradient(&v, &m, mu, par) {
                     Some((f, grad)) => {
-                        for j in 0..n {
-                            for i in 0..n {
-                                g[j * n + i] = grad[(i, j)];
-                            }
-                        }
+                        write_column_major(&grad, g);
                         f
                     }
                     None => f64::INFINITY,
@@ -196,11 +216,7 @@ impl StrategyOptimizer for Esm {
                     projection_failed = true;
                     return;
                 }
-                for j in 0..n {
-                    for i in 0..n {
-                        x[j * n + i] = m[(i, j)];
-                    }
-                }
+                write_column_major(&m, x);
             };
             let base = iterations;
             // `spg.max_seconds` bounds the whole run, not each stage.
@@ -233,9 +249,7 @@ impl StrategyOptimizer for Esm {
             solver: "ESM",
             reason: "no stage ran".into(),
         })?;
-        let m = Mat::from_fn(n, n, |i, j| solved.x[j * n + i]);
-        let eig = SymmetricEigen::new(m.as_ref())?;
-        let root = eig.map(|l| l.max(0.0).sqrt());
+        let root = psd_root(&solved.x, n)?;
         let objective = problem.objective(root.as_ref())?;
         let (converged, termination) = match solved.stop {
             SpgStop::ProjectedGradient => (
@@ -311,7 +325,7 @@ mod tests {
     fn gradient_matches_finite_differences() {
         let n = 5;
         let w = Mat::from_fn(7, n, |i, j| (((i * 3 + j * 5) % 7) as f64 - 2.0) / 3.0);
-        let v = dp_linalg::gram(w.as_ref());
+        let v = dp_linalg::gram(w.as_ref(), dp_linalg::Par::Seq);
         let m = Mat::from_fn(
             n,
             n,
@@ -321,10 +335,10 @@ mod tests {
         let mu = 0.05;
         let (_, g) = objective_and_gradient(&v, &m, mu, Par::Seq).unwrap();
         let h = 1e-6;
-        let fp = objective_and_gradient(&v, &(&m + &dir * faer::Scale(h)), mu, Par::Seq)
+        let fp = objective_and_gradient(&v, &(&m + &dir * dp_linalg::Scale(h)), mu, Par::Seq)
             .unwrap()
             .0;
-        let fm = objective_and_gradient(&v, &(&m - &dir * faer::Scale(h)), mu, Par::Seq)
+        let fm = objective_and_gradient(&v, &(&m - &dir * dp_linalg::Scale(h)), mu, Par::Seq)
             .unwrap()
             .0;
         let fd = (fp - fm) / (2.0 * h);

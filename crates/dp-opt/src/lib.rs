@@ -20,14 +20,13 @@
 //! ```
 
 pub mod am;
-pub mod barrier;
 pub mod classic;
 pub mod coa;
 mod dense;
-pub mod dual;
 pub mod esm;
 pub mod lbfgs;
 pub mod lrm;
+pub mod multidim;
 pub mod pidentity;
 mod problem;
 pub mod projected_newton;

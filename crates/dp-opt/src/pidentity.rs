@@ -116,7 +116,7 @@ pub fn objective_and_gradient(
     }
     let tt = gemm(t.as_ref(), theta.transpose(), par); // p×p
     let tp = &t - gemm(tt.as_ref(), y.as_ref(), par);
-    let mut grad = tp * faer::Scale(-2.0);
+    let mut grad = tp * dp_linalg::Scale(-2.0);
     for j in 0..n {
         let st: f64 = (0..p).map(|k| theta[(k, j)] * t[(k, j)]).sum();
         let d_delta = 2.0 * (vp[(j, j)] - st) / delta[j];
@@ -153,6 +153,48 @@ pub fn strategy(theta: &Mat<f64>, privacy: PrivacyModel) -> Mat<f64> {
     })
 }
 
+/// The unconstrained variables of the L-BFGS runs, column-major p×n:
+/// Θ itself under (ε,δ)-DP, and φ with `Θ = φ∘φ` (entrywise) under ε-DP,
+/// which keeps Θ ≥ 0 as the ε-DP program requires.
+struct Variables {
+    pure: bool,
+    p: usize,
+}
+
+impl Variables {
+    /// The variables of Θ (`φ = √Θ` under ε-DP).
+    fn of_theta(&self, theta: &Mat<f64>) -> Vec<f64> {
+        let p = self.p;
+        (0..p * theta.ncols())
+            .map(|k| {
+                let t = theta[(k % p, k / p)];
+                if self.pure { t.sqrt() } else { t }
+            })
+            .collect()
+    }
+
+    /// Θ of the variables.
+    fn theta(&self, x: &[f64]) -> Mat<f64> {
+        let p = self.p;
+        Mat::from_fn(p, x.len() / p, |i, j| {
+            let v = x[j * p + i];
+            if self.pure { v * v } else { v }
+        })
+    }
+
+    /// The gradient in the variables from `∇_Θ` (chain rule `2φ` under
+    /// ε-DP), written into `g`.
+    fn chain_gradient(&self, x: &[f64], grad: &Mat<f64>, g: &mut [f64]) {
+        let p = self.p;
+        for j in 0..grad.ncols() {
+            for i in 0..p {
+                let chain = if self.pure { 2.0 * x[j * p + i] } else { 1.0 };
+                g[j * p + i] = grad[(i, j)] * chain;
+            }
+        }
+    }
+}
+
 impl StrategyOptimizer for PIdentity {
     fn name(&self) -> &'static str {
         "pidentity"
@@ -178,46 +220,20 @@ impl StrategyOptimizer for PIdentity {
         let privacy = problem.privacy();
         let (v, scale) = problem.normalized_gram()?;
         let par = o.parallelism;
+        let vars = Variables {
+            pure: privacy == PrivacyModel::Pure,
+            p,
+        };
         let mut rng = ChaCha8Rng::seed_from_u64(o.seed);
         let mut best: Option<(Mat<f64>, f64, LbfgsStop, Vec<f64>)> = None;
         let mut total_iterations = 0;
         for restart in 0..o.restarts {
             let theta0 = Mat::from_fn(p, n, |_, _| rng.random::<f64>());
-            // Pure: Θ = φ∘φ, φ₀ = √Θ₀.
-            let x0: Vec<f64> = (0..p * n)
-                .map(|k| {
-                    let t = theta0[(k % p, k / p)];
-                    if privacy == PrivacyModel::Pure {
-                        t.sqrt()
-                    } else {
-                        t
-                    }
-                })
-                .collect();
-            let to_theta = |x: &[f64]| {
-                Mat::from_fn(p, n, |i, j| {
-                    let v = x[j * p + i];
-                    if privacy == PrivacyModel::Pure {
-                        v * v
-                    } else {
-                        v
-                    }
-                })
-            };
+            let x0 = vars.of_theta(&theta0);
             let eval = |x: &[f64], g: &mut [f64]| -> f64 {
-                let theta = to_theta(x);
-                match objective_and_gradient(v.as_ref(), &theta, privacy, par) {
+                match objective_and_gradient(v.as_ref(), &vars.theta(x), privacy, par) {
                     Some((f, grad)) => {
-                        for j in 0..n {
-                            for i in 0..p {
-                                let chain = if privacy == PrivacyModel::Pure {
-                                    2.0 * x[j * p + i]
-                                } else {
-                                    1.0
-                                };
-                                g[j * p + i] = grad[(i, j)] * chain;
-                            }
-                        }
+                        vars.chain_gradient(x, &grad, g);
                         f
                     }
                     None => f64::INFINITY,
@@ -231,7 +247,7 @@ impl StrategyOptimizer for PIdentity {
                 );
             });
             total_iterations += result.iterations;
-            let theta = to_theta(&result.x);
+            let theta = vars.theta(&result.x);
             let history: Vec<f64> = result.history.iter().map(|f| f * scale).collect();
             if best.as_ref().is_none_or(|b| result.value < b.1) {
                 best = Some((theta, result.value, result.stop, history));
@@ -302,7 +318,7 @@ mod tests {
         let w = Mat::from_fn(n + 3, n, |i, j| {
             (((i * 7 + j * 13) % 11) as f64 - 3.0) / 4.0
         });
-        dp_linalg::gram(w.as_ref())
+        dp_linalg::gram(w.as_ref(), dp_linalg::Par::Seq)
     }
 
     /// The Woodbury objective equals `tr(V (AᵀA)⁻¹)` of the strategy with

@@ -53,7 +53,7 @@ impl Problem {
     /// From explicit workload rows (validated).
     pub fn from_workload(workload: MatRef<'_, f64>, privacy: PrivacyModel) -> Result<Self> {
         check_nonzero_matrix("workload", workload)?;
-        let gram = dp_linalg::gram(workload);
+        let gram = dp_linalg::gram(workload, dp_linalg::Par::rayon(0));
         if !dp_linalg::all_finite(gram.as_ref()) {
             return Err(DpError::InvalidParameter {
                 name: "workload",

@@ -29,9 +29,8 @@ pub struct SpgOptions {
     /// run as [`SpgStop::MaxIterations`]).
     pub max_seconds: Option<f64>,
     /// First step `α₀ = 1/‖∇f(x₀)‖∞` (a short first move) instead of the
-    /// paper's `1/‖P(x₀ − ∇f) − x₀‖∞`. On non-convex problems the first
-    /// move picks the basin: measured on LRM's L (WRange 256), the short
-    /// first step ends 5% lower.
+    /// paper's `1/‖P(x₀ − ∇f) − x₀‖∞`. On non-convex problems (LRM's) the
+    /// first move picks the basin, and a short one stays near the start.
     pub gradient_initial_step: bool,
 }
 
@@ -79,6 +78,55 @@ pub struct SpgResult {
     pub projected_gradient: f64,
 }
 
+/// The point, value, direction, slope `⟨g, d⟩` and reference value
+/// `f_max` (the largest of the last `memory` values) of one line search.
+struct Step<'a> {
+    x: &'a [f64],
+    f: f64,
+    d: &'a [f64],
+    slope: f64,
+    f_max: f64,
+}
+
+/// The nonmonotone line search of SPG (Birgin, Martínez and Raydan's
+/// SPG2): accept `λ` once `f(x + λd) ≤ f_max + γλ⟨g, d⟩` (γ = 10⁻⁴), else
+/// take the safeguarded quadratic interpolation if it lies in
+/// `[σ₁, σ₂λ]` (0.1, 0.9) and halve otherwise; at most 60 trials. The
+/// accepted point's gradient is left in `g_new`; evaluations are counted.
+fn nonmonotone_line_search(
+    eval: &mut impl FnMut(&[f64], &mut [f64]) -> f64,
+    step: &Step<'_>,
+    g_new: &mut [f64],
+    evaluations: &mut usize,
+) -> Option<(Vec<f64>, f64)> {
+    const GAMMA: f64 = 1e-4;
+    const SIGMA1: f64 = 0.1;
+    const SIGMA2: f64 = 0.9;
+    let (f, slope) = (step.f, step.slope);
+    let mut lambda = 1.0;
+    for _ in 0..60 {
+        let trial: Vec<f64> = step
+            .x
+            .iter()
+            .zip(step.d)
+            .map(|(a, b)| a + lambda * b)
+            .collect();
+        let f_trial = eval(&trial, g_new);
+        *evaluations += 1;
+        if f_trial.is_finite() && f_trial <= step.f_max + GAMMA * lambda * slope {
+            return Some((trial, f_trial));
+        }
+        let denom = f_trial - f - lambda * slope;
+        let interp = -0.5 * lambda * lambda * slope / denom;
+        lambda = if f_trial.is_finite() && interp >= SIGMA1 && interp <= SIGMA2 * lambda {
+            interp
+        } else {
+            lambda / 2.0
+        };
+    }
+    None
+}
+
 /// Minimizes `f` over a closed convex set given by its Euclidean
 /// projection `project` (applied in place). `eval(x, grad)` returns `f(x)`
 /// and writes the gradient; a non-finite value is treated as +∞.
@@ -89,9 +137,6 @@ pub fn minimize(
     options: &SpgOptions,
     mut on_iteration: impl FnMut(usize, f64, f64),
 ) -> SpgResult {
-    const GAMMA: f64 = 1e-4;
-    const SIGMA1: f64 = 0.1;
-    const SIGMA2: f64 = 0.9;
     const ALPHA_MIN: f64 = 1e-30;
     const ALPHA_MAX: f64 = 1e30;
     let n = x0.len();
@@ -151,25 +196,15 @@ pub fn minimize(
         d.iter_mut().zip(&x).for_each(|(di, xi)| *di -= xi);
         let slope = dot(&g, &d);
         let f_max = recent.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        let mut lambda = 1.0;
-        let mut accepted = None;
         let mut g_new = vec![0.0; n];
-        for _ in 0..60 {
-            let trial: Vec<f64> = x.iter().zip(&d).map(|(a, b)| a + lambda * b).collect();
-            let f_trial = eval(&trial, &mut g_new);
-            evaluations += 1;
-            if f_trial.is_finite() && f_trial <= f_max + GAMMA * lambda * slope {
-                accepted = Some((trial, f_trial));
-                break;
-            }
-            let denom = f_trial - f - lambda * slope;
-            let interp = -0.5 * lambda * lambda * slope / denom;
-            lambda = if f_trial.is_finite() && interp >= SIGMA1 && interp <= SIGMA2 * lambda {
-                interp
-            } else {
-                lambda / 2.0
-            };
-        }
+        let step = Step {
+            x: &x,
+            f,
+            d: &d,
+            slope,
+            f_max,
+        };
+        let accepted = nonmonotone_line_search(&mut eval, &step, &mut g_new, &mut evaluations);
         let Some((x_new, f_new)) = accepted else {
             break SpgStop::LineSearch;
         };

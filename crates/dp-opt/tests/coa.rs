@@ -5,13 +5,16 @@
 
 use dp_linalg::Mat;
 use dp_opt::coa::Coa;
+use dp_opt::coa::interior_point::{InteriorPointOptions, minimize_trace_inverse};
 use dp_opt::{PrivacyModel, Problem, StrategyOptimizer, by_name};
 use dp_workloads::Workload;
 use dp_workloads::workload::{AllRange, Prefix};
 
+/// n = 2, `V = [[5, 2], [2, 1]]`: feasible `X = [[1, t], [t, 1]]`,
+/// `F(t) = (V₁₁ + V₂₂ − 2tV₁₂)/(1 − t²)`, minimized by golden section;
+/// both COA and its interior-point fallback (on the Gram root) reach it.
 #[test]
 fn two_cells_match_a_brute_force_search() {
-    // n = 2: feasible X = [[1, t], [t, 1]], F(t) = tr(X⁻¹V); golden section.
     let v = Mat::from_fn(2, 2, |i, j| [[5.0, 2.0], [2.0, 1.0]][i][j]);
     let f = |t: f64| (v[(0, 0)] + v[(1, 1)] - 2.0 * t * v[(0, 1)]) / (1.0 - t * t);
     let (mut lo, mut hi) = (-0.999_999, 0.999_999);
@@ -20,6 +23,7 @@ fn two_cells_match_a_brute_force_search() {
         if f(a) < f(b) { hi = b } else { lo = a }
     }
     let best = f(0.5 * (lo + hi));
+    let root = dp_linalg::gram_root(v.as_ref()).unwrap();
     let p = Problem::from_gram(v, PrivacyModel::Approx).unwrap();
     let r = Coa::default().optimize(&p, &mut ()).unwrap();
     assert!(r.report.converged);
@@ -28,6 +32,20 @@ fn two_cells_match_a_brute_force_search() {
         "{} vs {best}",
         r.report.objective
     );
+    let solved = minimize_trace_inverse(
+        root.as_ref(),
+        None,
+        &InteriorPointOptions::default(),
+        &mut (),
+    )
+    .unwrap();
+    assert!(solved.converged, "{}", solved.reason);
+    assert!(
+        (solved.objective - best).abs() < 1e-7 * best,
+        "{} vs {best}",
+        solved.objective
+    );
+    assert!(solved.lower_bound <= best * (1.0 + 1e-12));
 }
 
 #[test]
@@ -42,7 +60,11 @@ fn certified_optimum_on_ranges_prefix_and_a_rank_deficient_workload() {
             1e-6,
         ),
         ("Prefix(40)".into(), Prefix::new(40).unwrap().gram(), 1e-6),
-        ("low rank".into(), dp_linalg::gram(low_rank.as_ref()), 1e-4),
+        (
+            "low rank".into(),
+            dp_linalg::gram(low_rank.as_ref(), dp_linalg::Par::Seq),
+            1e-4,
+        ),
     ];
     for (name, gram, tol) in cases {
         let p = Problem::from_gram(gram, PrivacyModel::Approx).unwrap();

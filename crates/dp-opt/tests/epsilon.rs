@@ -17,7 +17,7 @@ fn battery() -> Vec<(String, Mat<f64>)> {
         ("AllRange(32)".into(), AllRange::new(n).unwrap().gram()),
         ("Prefix(32)".into(), Prefix::new(n).unwrap().gram()),
     ];
-    let explicit = |w: Mat<f64>| dp_linalg::gram(w.as_ref());
+    let explicit = |w: Mat<f64>| dp_linalg::gram(w.as_ref(), dp_linalg::Par::Seq);
     let wr = dp_workloads::generators::wrange(48, n, 3).unwrap();
     out.push(("WRange(48x32)".into(), wr.gram()));
     let perm: Vec<usize> = (0..n).map(|j| (j * 13 + 5) % n).collect();

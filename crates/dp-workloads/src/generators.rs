@@ -3,7 +3,7 @@
 //! reproducible from its printed seed.
 
 use dp_core::{DpError, Result};
-use dp_linalg::Mat;
+use dp_linalg::{Mat, Par};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 use rand_distr::{Distribution, StandardNormal};
@@ -155,6 +155,6 @@ pub fn wrelated(m: usize, n: usize, s: usize, seed: u64) -> Result<ExplicitWorkl
     let mut normal = || -> f64 { StandardNormal.sample(&mut rng) };
     let base = Mat::from_fn(s, n, |_, _| normal());
     let corr = Mat::from_fn(m, s, |_, _| normal());
-    let w = dp_linalg::matmul(corr.as_ref(), base.as_ref())?;
+    let w = dp_linalg::matmul(corr.as_ref(), base.as_ref(), Par::rayon(0))?;
     ExplicitWorkload::new(format!("WRelated({m}x{n}, s = {s}, seed {seed})"), w)
 }

@@ -3,23 +3,15 @@
 //! Haar wavelet Y_n (Xiao et al.), and the singular value bound strategy
 //! (Theorem 5.25).
 
-use dp_core::accuracy::gram_root;
+use dp_core::validate::check_gram;
 use dp_core::{DpError, Result};
-use dp_linalg::{Mat, MatRef};
+use dp_linalg::{Mat, MatRef, gram_root};
 
-fn check_n(n: usize) -> Result<()> {
-    if n == 0 {
-        return Err(DpError::InvalidParameter {
-            name: "domain size",
-            reason: "must be >= 1".into(),
-        });
-    }
-    Ok(())
-}
+use crate::workload::require_domain;
 
 /// `I_n`: noise on the data (Laplace mechanism, LM). Δ₁ = Δ₂ = 1.
 pub fn identity(n: usize) -> Result<Mat<f64>> {
-    check_n(n)?;
+    require_domain(n)?;
     Ok(Mat::identity(n, n))
 }
 
@@ -27,7 +19,7 @@ pub fn identity(n: usize) -> Result<Mat<f64>> {
 /// split into `b` contiguous children of sizes differing by at most one,
 /// down to single cells; listed top-down, level by level, left to right.
 pub fn hierarchy_intervals(n: usize, branching: usize) -> Result<Vec<(usize, usize)>> {
-    check_n(n)?;
+    require_domain(n)?;
     if branching < 2 {
         return Err(DpError::InvalidParameter {
             name: "branching factor",
@@ -85,7 +77,7 @@ pub fn hierarchical(n: usize, branching: usize) -> Result<Mat<f64>> {
 /// invertible matrix), so the result has full column rank and answers
 /// every workload; Δ₁ ≤ ⌈log₂ n⌉ + 1.
 pub fn wavelet(n: usize) -> Result<Mat<f64>> {
-    check_n(n)?;
+    require_domain(n)?;
     let big = n.next_power_of_two();
     let mut rows: Vec<Vec<f64>> = vec![vec![1.0; n]];
     let mut block = big;
@@ -120,6 +112,7 @@ pub fn wavelet(n: usize) -> Result<Mat<f64>> {
 pub fn svd_bound(workload_gram: MatRef<'_, f64>) -> Result<Mat<f64>> {
     // Rows of the Gram root R = Λ^{1/2} Uᵀ have norms √λᵢ = σᵢ; scaling
     // each by σᵢ^{-1/2} gives diag(√σᵢ) Uᵀ (same rank rule as gram_root).
+    check_gram(workload_gram)?;
     let mut a = gram_root(workload_gram)?;
     for i in 0..a.nrows() {
         let norm = a.row(i).norm_l2();

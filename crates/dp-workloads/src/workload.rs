@@ -7,7 +7,7 @@ use std::fmt::Debug;
 
 use dp_core::validate::{check_nonzero_matrix, check_vector};
 use dp_core::{DpError, Result};
-use dp_linalg::{Mat, MatRef};
+use dp_linalg::{Mat, MatRef, Par};
 
 /// Largest number of entries (`m·n`) a workload builds explicitly on
 /// request (128 Mi entries = 1 GiB of f64).
@@ -88,7 +88,7 @@ impl Workload for ExplicitWorkload {
         self.matrix.nrows()
     }
     fn gram(&self) -> Mat<f64> {
-        dp_linalg::gram(self.matrix.as_ref())
+        dp_linalg::gram(self.matrix.as_ref(), Par::rayon(0))
     }
     fn column_l1_norms(&self) -> Vec<f64> {
         (0..self.matrix.ncols())
@@ -113,7 +113,8 @@ impl Workload for ExplicitWorkload {
     }
 }
 
-fn require_domain(n: usize) -> Result<()> {
+/// A domain of at least one cell.
+pub(crate) fn require_domain(n: usize) -> Result<()> {
     if n == 0 {
         return Err(DpError::InvalidParameter {
             name: "domain size",

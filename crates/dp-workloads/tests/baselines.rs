@@ -51,24 +51,18 @@ fn closed_form_errors() {
     // On all ranges the per-query error of LM is (n+2)/3 and that of HM,
     // WM Θ(log³ n) (Theorem 6.30): at n = 64 LM still wins, at n = 2048
     // both hierarchical strategies win.
-    let r64 = AllRange::new(64).unwrap();
-    let lm = Baseline::NoiseOnData
-        .expected_total_squared_error(&r64, pure, cal)
-        .unwrap();
-    let hm = Baseline::Hierarchical { branching: 2 }
-        .expected_total_squared_error(&r64, pure, cal)
-        .unwrap();
-    assert!(lm < hm);
-    let r64 = AllRange::new(2048).unwrap();
-    let lm = Baseline::NoiseOnData
-        .expected_total_squared_error(&r64, pure, cal)
-        .unwrap();
-    let hm = Baseline::Hierarchical { branching: 2 }
-        .expected_total_squared_error(&r64, pure, cal)
-        .unwrap();
-    let wm = Baseline::Wavelet
-        .expected_total_squared_error(&r64, pure, cal)
-        .unwrap();
+    let on_ranges = |n: usize, baseline: Baseline| {
+        baseline
+            .expected_total_squared_error(&AllRange::new(n).unwrap(), pure, cal)
+            .unwrap()
+    };
+    let hm = Baseline::Hierarchical { branching: 2 };
+    assert!(on_ranges(64, Baseline::NoiseOnData) < on_ranges(64, hm));
+    let (lm, hm, wm) = (
+        on_ranges(2048, Baseline::NoiseOnData),
+        on_ranges(2048, hm),
+        on_ranges(2048, Baseline::Wavelet),
+    );
     assert!(hm < lm && wm < lm, "HM {hm} WM {wm} LM {lm}");
 }
 

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use dp_linalg::{Mat, gram};
+use dp_linalg::{Mat, Par, gram};
 use dp_workloads::composite::{Kronecker, Union, k_way_marginals};
 use dp_workloads::workload::*;
 
@@ -14,7 +14,7 @@ fn assert_exact(w: &dyn Workload) {
     assert_eq!(explicit.nrows(), w.num_queries(), "{}", w.name());
     assert_eq!(explicit.ncols(), w.domain_size(), "{}", w.name());
     let g = w.gram();
-    let g_explicit = gram(explicit.as_ref());
+    let g_explicit = gram(explicit.as_ref(), Par::Seq);
     for j in 0..g.ncols() {
         for i in 0..g.nrows() {
             assert_eq!(g[(i, j)], g_explicit[(i, j)], "{} gram ({i},{j})", w.name());

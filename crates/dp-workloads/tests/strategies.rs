@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::needless_range_loop)] // tests: a failed unwrap is a failed test; index loops mirror the formulas
 
 use dp_core::{evaluate_strategy, evaluate_strategy_gram, sensitivity_l1, svd_lower_bound};
-use dp_linalg::{Mat, MatRef, ThinSvd, gram};
+use dp_linalg::{Mat, MatRef, Par, ThinSvd, gram};
 use dp_workloads::strategies::*;
 use dp_workloads::workload::{AllRange, Identity, Prefix, Workload};
 use rand::{Rng, SeedableRng};
@@ -21,7 +21,7 @@ fn h_and_y_sensitivity_is_log_n_plus_one() {
         assert_eq!(sensitivity_l1(h.as_ref()).unwrap(), (k + 1) as f64, "H_{n}");
         assert_eq!(sensitivity_l1(y.as_ref()).unwrap(), (k + 1) as f64, "Y_{n}");
         // Y_n's rows are mutually orthogonal (Haar basis, unnormalized).
-        let yyt = gram(y.transpose());
+        let yyt = gram(y.transpose(), Par::Seq);
         for i in 0..n {
             for j in 0..n {
                 if i != j {
@@ -189,7 +189,7 @@ fn svd_bound_strategy_attains_sum_of_singular_values() {
     ] {
         let s = ThinSvd::values_only(w.as_ref()).unwrap();
         let sum: f64 = s.iter().sum();
-        let a = svd_bound(gram(w.as_ref()).as_ref()).unwrap();
+        let a = svd_bound(gram(w.as_ref(), Par::Seq).as_ref()).unwrap();
         let eval = evaluate_strategy(w.as_ref(), a.as_ref()).unwrap();
         assert!(eval.support.supported);
         assert!(
@@ -207,7 +207,7 @@ fn svd_bound_strategy_attains_sum_of_singular_values() {
     assert!((eval.l2_obj() - 9.0).abs() < 1e-9);
     // Rank-deficient workload: r rows, still supported.
     let w = Mat::from_fn(3, 5, |i, j| ((i + 1) * (j % 2 + 1)) as f64);
-    let a = svd_bound(gram(w.as_ref()).as_ref()).unwrap();
+    let a = svd_bound(gram(w.as_ref(), Par::Seq).as_ref()).unwrap();
     assert_eq!(a.nrows(), 1);
     assert!(
         evaluate_strategy(w.as_ref(), a.as_ref())

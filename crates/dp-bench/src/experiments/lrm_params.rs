@@ -110,7 +110,7 @@ impl Experiment for LrmParams {
                     // (the Alternating solver); the default solver does
                     // not use it.
                     Knob::Gamma => {
-                        options.gamma = value;
+                        options.alternating.gamma = value;
                         options.solver = LrmSolver::Alternating;
                     }
                     Knob::Rank => {

@@ -29,7 +29,8 @@ const DATASET: &str = "SEARCHLOGS";
 /// sums of the profile (O(n²) for all n(n+1)/2 ranges).
 fn profile_range_stats(strategy: &Mat<f64>) -> Result<(f64, f64)> {
     let n = strategy.ncols();
-    let chol = Cholesky::factor(dp_linalg::gram(strategy.as_ref()).as_ref())?;
+    let chol =
+        Cholesky::factor(dp_linalg::gram(strategy.as_ref(), dp_linalg::Par::rayon(0)).as_ref())?;
     let profile = chol.inverse();
     let mut p = vec![0.0; (n + 1) * (n + 1)];
     for i in 0..n {

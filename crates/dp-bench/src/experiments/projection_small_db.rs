@@ -123,7 +123,7 @@ impl Experiment for ProjectionSmallDb {
         let delta2_sq = (0..n)
             .map(|e| w.col(e).squared_norm_l2())
             .fold(0.0, f64::max);
-        let gm_cov = Mat::<f64>::identity(m, m) * faer::Scale(delta2_sq);
+        let gm_cov = Mat::<f64>::identity(m, m) * dp_linalg::Scale(delta2_sq);
         let gm = GeneralizedGaussian::new(w, gm_cov.as_ref(), budget, CALIBRATION)?;
         let c = gm.multiplier();
         // COA.

@@ -6,7 +6,7 @@
 //! into n×n buffers the caller owns ([`Scratch`]) instead of allocating,
 //! and a Newton step keeps its CG vectors only until the direction is
 //! found, so a step peaks near a dozen n×n matrices (`cargo xtask bench
-//! coa` reports the measured peak).
+//! coa` reports the peak).
 
 use dp_linalg::{Cholesky, Mat, Par, symmetrize};
 
@@ -248,7 +248,7 @@ mod tests {
         let a = Mat::from_fn(n + 2, n, |i, j| {
             (((i * 31 + j * 17 + seed as usize) % 23) as f64 - 11.0) / 7.0
         });
-        let mut g = dp_linalg::gram(a.as_ref());
+        let mut g = dp_linalg::gram(a.as_ref(), dp_linalg::Par::Seq);
         for i in 0..n {
             g[(i, i)] += 0.5;
         }

@@ -90,7 +90,7 @@ pub(super) fn complete_support(
             .map(|j| out.col(j).squared_norm_l2())
             .fold(0.0, f64::max)
             .sqrt();
-        out *= faer::Scale(1.0 / delta);
+        out *= dp_linalg::Scale(1.0 / delta);
         let Ok(f) = objective_of(&out) else {
             continue;
         };

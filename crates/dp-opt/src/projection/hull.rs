@@ -57,7 +57,7 @@ impl SymmetricHull {
         }
         Ok(Self {
             vertices: vertices.to_owned(),
-            gram: dp_linalg::gram(vertices),
+            gram: dp_linalg::gram(vertices, dp_linalg::Par::rayon(0)),
         })
     }
 
@@ -66,15 +66,9 @@ impl SymmetricHull {
         self.vertices.nrows()
     }
 
-    /// `argmin ‖z − target‖` over the hull, to a Frank–Wolfe gap of
-    /// `tolerance` (absolute, > 0) within `max_iterations` steps.
-    pub fn project(
-        &self,
-        target: &[f64],
-        tolerance: f64,
-        max_iterations: usize,
-    ) -> Result<HullProjection> {
-        let (m, n) = (self.vertices.nrows(), self.vertices.ncols());
+    /// A target of the space's dimension, finite, and a positive tolerance.
+    fn check_target(&self, target: &[f64], tolerance: f64) -> Result<()> {
+        let m = self.vertices.nrows();
         if target.len() != m {
             return Err(DpError::DimensionMismatch {
                 what: format!(
@@ -95,6 +89,19 @@ impl SymmetricHull {
                 reason: "must be positive".into(),
             });
         }
+        Ok(())
+    }
+
+    /// `argmin ‖z − target‖` over the hull, to a Frank–Wolfe gap of
+    /// `tolerance` (absolute, > 0) within `max_iterations` steps.
+    pub fn project(
+        &self,
+        target: &[f64],
+        tolerance: f64,
+        max_iterations: usize,
+    ) -> Result<HullProjection> {
+        self.check_target(target, tolerance)?;
+        let (m, n) = (self.vertices.nrows(), self.vertices.ncols());
         let g = &self.gram;
         let b: Vec<f64> = (0..n)
             .map(|e| {
@@ -246,8 +253,10 @@ mod tests {
                 b[(p, 0)] = verts[i].iter().zip(t).map(|(x, y)| x * y).sum();
             }
             b[(k, 0)] = 1.0;
-            let lu = a.as_ref().partial_piv_lu();
-            let sol = faer::linalg::solvers::Solve::solve(&lu, b.as_ref());
+            let Ok(sol) = dp_linalg::Lu::factor(a.as_ref()).and_then(|lu| lu.solve(b.as_ref()))
+            else {
+                continue;
+            };
             if !sol.as_ref().is_all_finite() || (0..k).any(|p| sol[(p, 0)] < -1e-12) {
                 continue;
             }

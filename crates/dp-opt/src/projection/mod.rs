@@ -24,6 +24,7 @@
 
 pub mod covariance;
 pub mod hull;
+pub mod ky_fan;
 
 pub use covariance::{KyFanCovariance, KyFanOptions, optimal_covariance};
 pub use hull::{HullProjection, SymmetricHull, project_symmetric_hull};
@@ -79,7 +80,7 @@ impl GeneralizedGaussian {
         })?;
         // ‖L⁻¹ w_e‖² = w_eᵀ Σ⁻¹ w_e.
         let mut whitened = workload.to_owned();
-        chol.solve_lower_in_place(whitened.as_mut())?;
+        chol.solve_lower_in_place(whitened.as_mut(), dp_linalg::Par::rayon(0))?;
         let largest = (0..whitened.ncols())
             .map(|e| whitened.col(e).squared_norm_l2())
             .fold(0.0, f64::max);
@@ -223,7 +224,7 @@ impl ProjectionMechanism {
         let top = top_vectors.as_ref() * top_vectors.transpose();
         let mut rest = Mat::<f64>::identity(m, m) - &top;
         dp_linalg::symmetrize(&mut rest);
-        let vertices = (rest.as_ref() * workload) * faer::Scale(records);
+        let vertices = (rest.as_ref() * workload) * dp_linalg::Scale(records);
         Ok(Self {
             gaussian,
             top,
@@ -380,11 +381,12 @@ mod tests {
             }
             let chol = Cholesky::factor(shape.as_ref()).unwrap();
             let mut wh = w.clone();
-            chol.solve_lower_in_place(wh.as_mut()).unwrap();
+            chol.solve_lower_in_place(wh.as_mut(), dp_linalg::Par::Seq)
+                .unwrap();
             let q = (0..n)
                 .map(|e| wh.col(e).squared_norm_l2())
                 .fold(0.0, f64::max);
-            let sigma = &shape * faer::Scale(q);
+            let sigma = &shape * dp_linalg::Scale(q);
             let g = GeneralizedGaussian::new(
                 w.as_ref(),
                 sigma.as_ref(),
@@ -396,7 +398,7 @@ mod tests {
             // Theorem 2.2 at ε = 1, δ = 1e-6: (0.5√ε + √(2 ln(1/δ)))/ε.
             let c = 0.5 * 1f64.sqrt() + (2.0 * 1e6f64.ln()).sqrt();
             assert!((g.multiplier() - c).abs() < 1e-12);
-            let tight = &sigma * faer::Scale(0.999);
+            let tight = &sigma * dp_linalg::Scale(0.999);
             assert!(
                 GeneralizedGaussian::new(
                     w.as_ref(),
@@ -446,7 +448,7 @@ mod tests {
         let r2 = (0..n)
             .map(|e| w.col(e).squared_norm_l2())
             .fold(0.0, f64::max);
-        let sigma = Mat::<f64>::identity(m, m) * faer::Scale(r2);
+        let sigma = Mat::<f64>::identity(m, m) * dp_linalg::Scale(r2);
         let budget = PrivacyBudget::approx(1.0, 1e-6).unwrap();
         let mech = ProjectionMechanism::new(
             w.as_ref(),

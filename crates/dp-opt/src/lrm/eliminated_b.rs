@@ -1,0 +1,276 @@
+//! Formulation (7) of the LRM paper with B eliminated: for L with full
+//! column rank the smallest B with `BL = W` is `W L⁺`, so the program is
+//! `min tr(WᵀW (LᵀL)⁻¹)` over L with columns in the unit ball, the form
+//! [`LrmSolver::Penalty`] minimizes directly when `r ≥ n`.
+
+use dp_core::{DpError, Result};
+use dp_linalg::{Cholesky, Mat, MatMut, MatRef, Par};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+#[allow(unused_imports)] // doc links
+use super::LrmSolver;
+use super::l1_ball::spg_over_columns;
+use super::{ColumnNorm, Decomposition, Lrm, Scaled, frob_residual};
+use crate::Observer;
+use crate::dense::{gemm, inner};
+use crate::spg::{self, SpgOptions};
+
+impl Lrm {
+    /// [`LrmSolver::Penalty`] for `r ≥ n`: SPG on
+    /// [`eliminated_b_objective`] over the unit balls of `norm`, from the
+    /// identity plus random rows; the exact `B = W L⁺` (residual 0) at the
+    /// end. Converged when SPG's own test held (not its iteration limit or
+    /// a failed line search), C is fitted to `10⁻⁶‖C‖_F` and
+    /// `‖B‖²_F ≤ ‖W‖²_F`.
+    pub(super) fn eliminated_b_form(
+        &self,
+        c: &Mat<f64>,
+        r: usize,
+        colmax: f64,
+        norm: ColumnNorm,
+        observer: &mut dyn Observer,
+    ) -> Result<Decomposition> {
+        let o = self.options;
+        let par = o.parallelism;
+        let n = c.ncols();
+        let extra = r - n;
+        let mut rng = ChaCha8Rng::seed_from_u64(o.penalty.seed);
+        // Identity plus a uniform start on the extra rows, each
+        // extra column summing to about 2 before the columns are
+        // normalized; with no extra row, a small uniform perturbation of
+        // the identity (the identity itself is a KKT point).
+        let scale = if extra > 0 {
+            4.0 / extra as f64
+        } else {
+            1.0 / n as f64
+        };
+        let mut l = Mat::from_fn(r, n, |i, j| {
+            let noise = if extra == 0 || i >= n {
+                scale * rng.random::<f64>()
+            } else {
+                0.0
+            };
+            f64::from(u8::from(i == j)) + noise
+        });
+        for j in 0..n {
+            let length = norm.norm(l.col(j).iter().copied());
+            l.col_mut(j).iter_mut().for_each(|v| *v /= length);
+        }
+        let eval = |lx: MatRef<'_, f64>, grad: MatMut<'_, f64>| {
+            eliminated_b_objective_into(c, lx, grad, par).unwrap_or(f64::INFINITY)
+        };
+        let spg_options = SpgOptions {
+            max_seconds: o.max_seconds,
+            ..o.penalty.spg
+        };
+        let (l, solved) = spg_over_columns(&l, norm, eval, &spg_options, |k, f, pg| {
+            observer.observe(
+                k,
+                &[
+                    ("trace_btb", f * colmax * colmax),
+                    ("projected_gradient", pg),
+                ],
+            );
+        });
+        // B = W L⁺ = C (LᵀL)⁻¹ Lᵀ.
+        let b = Cholesky::factor(gemm(l.transpose(), l.as_ref(), par).as_ref())
+            .and_then(|chol| {
+                let mut yt = c.transpose().to_owned();
+                chol.solve_in_place(yt.as_mut())?;
+                Ok(gemm(yt.transpose(), l.transpose(), par))
+            })
+            .map_err(|_| DpError::NotConverged {
+                solver: "LRM",
+                reason: "L lost full column rank".into(),
+            })?;
+        let residual = frob_residual(c, &b, &l, par);
+        let trace_btb = inner(&b, &b);
+        let w_fro2 = inner(c, c);
+        let converged = solved.stop != spg::SpgStop::MaxIterations
+            && solved.stop != spg::SpgStop::LineSearch
+            && residual <= 1e-6 * w_fro2.sqrt()
+            && trace_btb <= w_fro2 * (1.0 + 1e-12);
+        let stop = match solved.stop {
+            spg::SpgStop::Stalled => format!(
+                "eliminated-B form: SPG decreased f by less than {:.0e} (relative) over the last \
+                 {} of its {} iterations",
+                spg_options.stall_tolerance,
+                4 * spg_options.memory.max(1),
+                solved.iterations
+            ),
+            other => format!(
+                "eliminated-B form: SPG {other:?} after {} iterations",
+                solved.iterations
+            ),
+        };
+        let scaled = Scaled {
+            b,
+            l,
+            residual,
+            trace_btb,
+            stop,
+        };
+        Ok(Decomposition::from_scaled(
+            scaled,
+            colmax,
+            solved.iterations,
+            converged,
+        ))
+    }
+}
+
+/// The objective of formulation (7) with B eliminated, for L (r × n) with
+/// full column rank: `f(L) = tr(C (LᵀL)⁻¹ Cᵀ) = min{‖B‖²_F : BL = C}`
+/// (the minimizer is `B = C L⁺`), with gradient
+/// `∇f = −2 L (LᵀL)⁻¹ CᵀC (LᵀL)⁻¹`. `None` when LᵀL is not numerically
+/// positive definite (f = +∞ there).
+///
+/// The L1-ball projection leaves L sparse, so `LᵀL` and `L Z` are formed
+/// row by row for rows with at most n/8 nonzeros and by dense products for
+/// the rest. The dense work is the Cholesky factor (n³/3), the solve
+/// `(LᵀL)⁻¹Cᵀ` (2n²s) and `Z = (LᵀL)⁻¹CᵀC(LᵀL)⁻¹` (2n²s), s = rank(W).
+pub fn eliminated_b_objective(c: &Mat<f64>, l: &Mat<f64>, par: Par) -> Option<(f64, Mat<f64>)> {
+    let mut grad = Mat::<f64>::zeros(l.nrows(), l.ncols());
+    let f = eliminated_b_objective_into(c, l.as_ref(), grad.as_mut(), par)?;
+    Some((f, grad))
+}
+
+/// [`eliminated_b_objective`] writing the gradient into `grad` (r × n).
+fn eliminated_b_objective_into(
+    c: &Mat<f64>,
+    l: MatRef<'_, f64>,
+    mut grad: MatMut<'_, f64>,
+    par: Par,
+) -> Option<f64> {
+    let n = l.ncols();
+    let rows = SplitRows::new(l);
+    // The dense rows of L, gathered once for LᵀL and for L Z.
+    let ld = (!rows.dense.is_empty())
+        .then(|| Mat::from_fn(rows.dense.len(), n, |k, j| l[(rows.dense[k], j)]));
+    let mut m = match &ld {
+        Some(ld) => gemm(ld.transpose(), ld.as_ref(), par),
+        None => Mat::zeros(n, n),
+    };
+    for (_, entries) in &rows.sparse {
+        for &(a, va) in entries {
+            for &(b, vb) in entries {
+                m[(a, b)] += va * vb;
+            }
+        }
+    }
+    let chol = Cholesky::factor(m.as_ref()).ok()?;
+    // Yᵀ = (LᵀL)⁻¹ Cᵀ (n × s).
+    let mut yt = c.transpose().to_owned();
+    chol.solve_in_place(yt.as_mut()).ok()?;
+    let f: f64 = (0..yt.ncols())
+        .map(|k| {
+            c.row(k)
+                .iter()
+                .zip(yt.col(k).iter())
+                .map(|(a, b)| a * b)
+                .sum::<f64>()
+        })
+        .sum();
+    if !(f.is_finite() && f >= 0.0) {
+        return None;
+    }
+    // Z = YᵀY (symmetric), ∇f = −2 L Z.
+    let z = gemm(yt.as_ref(), yt.transpose(), par);
+    grad.fill(0.0);
+    if let Some(ld) = &ld {
+        let gd = gemm(ld.as_ref(), z.as_ref(), par);
+        for (k, &i) in rows.dense.iter().enumerate() {
+            for j in 0..n {
+                grad[(i, j)] = -2.0 * gd[(k, j)];
+            }
+        }
+    }
+    let mut row = vec![0.0; n];
+    for (i, entries) in &rows.sparse {
+        row.fill(0.0);
+        for &(k, v) in entries {
+            row.iter_mut()
+                .zip(z.col(k).iter())
+                .for_each(|(acc, zk)| *acc += v * zk);
+        }
+        for (j, value) in row.iter().enumerate() {
+            grad[(*i, j)] = -2.0 * value;
+        }
+    }
+    Some(f)
+}
+
+/// The rows of L split into dense ones (more than n/8 nonzeros) and the
+/// nonzero entries of the others.
+struct SplitRows {
+    dense: Vec<usize>,
+    sparse: Vec<(usize, Vec<(usize, f64)>)>,
+}
+
+impl SplitRows {
+    fn new(l: MatRef<'_, f64>) -> Self {
+        let (r, n) = (l.nrows(), l.ncols());
+        let mut entries: Vec<Vec<(usize, f64)>> = vec![Vec::new(); r];
+        for j in 0..n {
+            for (i, &v) in l.col(j).iter().enumerate() {
+                if v != 0.0 {
+                    entries[i].push((j, v));
+                }
+            }
+        }
+        let mut dense = Vec::new();
+        let mut sparse = Vec::new();
+        for (i, e) in entries.into_iter().enumerate() {
+            if 8 * e.len() > n {
+                dense.push(i);
+            } else if !e.is_empty() {
+                sparse.push((i, e));
+            }
+        }
+        Self { dense, sparse }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// The eliminated-B objective against a direct computation (normal
+    /// equations: tr(C (LᵀL)⁻¹ Cᵀ) by explicit inverse) and its gradient
+    /// against central differences, on an L with both dense rows (more
+    /// than n/8 nonzeros) and sparse ones, so both product paths run.
+    #[test]
+    fn eliminated_b_objective_gradient_matches_finite_differences() {
+        let (s, r, n) = (3, 23, 20);
+        let c = Mat::from_fn(s, n, |i, j| (((i * 5 + j * 3) % 7) as f64 - 3.0) / 2.0);
+        let l = Mat::from_fn(r, n, |i, j| {
+            if i < n {
+                // Identity block with a few off-diagonal entries (sparse rows).
+                f64::from(u8::from(i == j)) + if (i + 2 * j) % 17 == 0 { 0.3 } else { 0.0 }
+            } else {
+                // Dense rows.
+                (((i * 2 + j * 7) % 5) as f64 - 2.0) / 5.0
+            }
+        });
+        let rows = SplitRows::new(l.as_ref());
+        assert!(!rows.dense.is_empty() && !rows.sparse.is_empty());
+        let (f, g) = eliminated_b_objective(&c, &l, Par::Seq).unwrap();
+        let ltl = l.transpose() * &l;
+        let inv = dp_linalg::Lu::factor(ltl.as_ref()).unwrap().inverse();
+        let direct = (&c * &inv * c.transpose()).diagonal().column_vector().sum();
+        assert!((f - direct).abs() < 1e-10 * direct, "{f} vs {direct}");
+        crate::dense::assert_gradient_by_central_differences(
+            "eliminated-B objective",
+            |x| eliminated_b_objective(&c, x, Par::Seq).unwrap().0,
+            &l,
+            &g,
+            1e-6,
+            1e-6,
+        );
+        // Rank-deficient L (fewer rows than columns): +∞ (None).
+        let thin = Mat::from_fn(4, n, |i, j| f64::from(u8::from(i == j)));
+        assert!(eliminated_b_objective(&c, &thin, Par::Seq).is_none());
+    }
+}
