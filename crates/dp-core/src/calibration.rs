@@ -37,6 +37,11 @@ pub enum GaussianCalibration {
     /// ε > 0.
     #[default]
     Analytic,
+    /// Discrete Gaussian under zCDP (Canonne, Kamath and Steinke 2020):
+    /// `c = 1/√(2ρ)` with ρ the largest zCDP budget whose exact conversion
+    /// (their Corollary 13) is (ε,δ)-DP. The calibration of an (ε,δ)
+    /// [`crate::Session`]; valid for every ε in range.
+    Zcdp,
 }
 
 impl GaussianCalibration {
@@ -47,6 +52,7 @@ impl GaussianCalibration {
             Self::Coa => "coa",
             Self::Projection => "projection",
             Self::Analytic => "analytic",
+            Self::Zcdp => "zcdp",
         }
     }
 
@@ -57,10 +63,11 @@ impl GaussianCalibration {
             "coa" => Ok(Self::Coa),
             "projection" => Ok(Self::Projection),
             "analytic" => Ok(Self::Analytic),
+            "zcdp" => Ok(Self::Zcdp),
             other => Err(DpError::InvalidParameter {
                 name: "gaussian calibration",
                 reason: format!(
-                    "unknown calibration '{other}' (expected classic, coa, projection or analytic)"
+                    "unknown calibration '{other}' (expected classic, coa, projection, analytic or zcdp)"
                 ),
             }),
         }
@@ -96,6 +103,7 @@ impl GaussianCalibration {
                 Ok((0.5 * eps.sqrt() + (2.0 * (1.0 / del).ln()).sqrt()) / eps)
             }
             Self::Analytic => analytic_gaussian_sigma(1.0, eps, del),
+            Self::Zcdp => Ok((0.5 / crate::kernel::zcdp_rho_for(eps, del)?).sqrt()),
         }
     }
 }
@@ -140,8 +148,16 @@ pub fn analytic_gaussian_sigma(sensitivity: f64, epsilon: f64, delta: f64) -> Re
     let profile = |s: f64| gaussian_delta_for_sigma(sensitivity, epsilon, s);
     // Bracket: lo too small (δ(lo) > δ), hi large enough (δ(hi) ≤ δ).
     let mut hi = sensitivity * (2.0 * (1.25 / delta).ln()).sqrt() / epsilon.min(1.0);
+    let mut doublings = 0;
     while profile(hi) > delta {
         hi *= 2.0;
+        doublings += 1;
+        if doublings > 200 || !hi.is_finite() {
+            return Err(DpError::NotConverged {
+                solver: "analytic Gaussian calibration",
+                reason: "could not bracket sigma".into(),
+            });
+        }
     }
     let mut lo = hi;
     while profile(lo) <= delta {
@@ -169,8 +185,17 @@ pub fn analytic_gaussian_sigma(sensitivity: f64, epsilon: f64, delta: f64) -> Re
             break;
         }
     }
-    // `hi` always satisfies δ(hi) ≤ δ: never return a σ that is too small.
-    Ok(hi)
+    // `hi` satisfies δ(hi) ≤ δ as evaluated; rounding outward by a few
+    // ulp more covers the evaluation error of δ(σ) (erfc to ~1 ulp), so
+    // the σ returned is at least the exact one.
+    // (δ(σ) as evaluated is not monotone at the ulp scale: keep `hi` if
+    // the widened value evaluates above δ.)
+    let widened = hi * (1.0 + 16.0 * f64::EPSILON);
+    Ok(if profile(widened) <= delta {
+        widened
+    } else {
+        hi
+    })
 }
 
 /// Which noise distribution a calibration uses.

@@ -6,11 +6,11 @@ use dp_linalg::LinalgError;
 /// Each variant names the problem precisely enough for a one-line message.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum DpError {
-    /// ε must be finite and strictly positive.
-    #[error("invalid epsilon {0}: epsilon must be finite and > 0")]
+    /// ε outside the documented range `[MIN_EPSILON, MAX_EPSILON]`.
+    #[error("invalid epsilon {0}: epsilon must be in [1e-6, 100]")]
     InvalidEpsilon(f64),
-    /// δ must lie strictly between 0 and 1.
-    #[error("invalid delta {0}: delta must be finite and in (0, 1)")]
+    /// δ outside the documented range `[MIN_DELTA, MAX_DELTA]`.
+    #[error("invalid delta {0}: delta must be in [1e-100, 0.5]")]
     InvalidDelta(f64),
     /// A matrix or vector with no entries.
     #[error("{what} is empty ({rows}x{cols})")]
@@ -79,6 +79,21 @@ pub enum DpError {
     /// An input file is missing, unreadable or malformed.
     #[error("{0}")]
     Io(String),
+    /// The operating system could not provide entropy for the noise.
+    #[error("no operating-system entropy for the noise source: {0}")]
+    Entropy(String),
+    /// A measurement would spend more than the session has left; nothing
+    /// was drawn or released.
+    #[error("privacy budget exceeded: the measurement costs {requested}, {remaining} remains")]
+    BudgetExceeded {
+        /// Cost of the refused measurement (ε or ρ).
+        requested: f64,
+        /// What the session still had.
+        remaining: f64,
+    },
+    /// The persistent ledger is corrupted, edited or unusable.
+    #[error("ledger: {0}")]
+    Ledger(String),
     /// An iterative solver stopped without meeting its tolerance.
     #[error("{solver} did not converge: {reason}")]
     NotConverged {

@@ -1,38 +1,52 @@
-//! The privacy core of dpmm: validated privacy parameters, sensitivities,
-//! noise calibration and sampling, the matrix mechanism (measure, least
-//! squares reconstruction, answer) and its error formulas.
+//! The privacy core of dpmm: the privacy kernel (private data, exact
+//! samplers, budget accountant, persistent ledger), validated privacy
+//! parameters, sensitivities and noise calibrations, the matrix mechanism
+//! (measure, least squares reconstruction, answer) and its error formulas.
 //!
-//! Everything that touches the private histogram `x` and draws noise lives
-//! in [`mechanism`]; optimizers and experiments only see strategies and
-//! error formulas (Ektelo's privacy-kernel split).
+//! [`kernel`] is the only code that reads the private histogram, draws
+//! noise or charges a budget: a [`Session`] holds the total budget and the
+//! noise source, and every measurement ([`Session::measure_linear`]) is
+//! charged before its noise is drawn. Optimizers, error formulas and
+//! experiments see strategies and measurements only; what they compute
+//! from a measurement is post-processing. Reproducible (seeded) sessions
+//! exist only under [`experiments`].
 //!
 //! ```
-//! use dp_core::{MatrixMechanism, NoiseSource, PrivacyBudget, l1_obj};
+//! use dp_core::{Cost, LinearStrategy, MatrixMechanism, PrivacyBudget, PrivateHistogram, Session};
 //! use dp_linalg::Mat;
 //!
-//! // Identity strategy on 3 cells, workload = the three prefix sums.
+//! // The data owner aggregates records into counts; the kernel keeps them opaque.
+//! let data = PrivateHistogram::from_counts(vec![10, 20, 30]).unwrap();
+//! // A session holding ε = 1 in total, drawing from the operating system.
+//! let mut session = Session::pure(1.0).unwrap();
+//!
+//! // A direct measurement: the identity strategy at ε = 0.4. The kernel
+//! // computes the sensitivity (1) itself; values are multiples of the grid.
+//! let identity = LinearStrategy::dense(Mat::<f64>::identity(3, 3).as_ref()).unwrap();
+//! let m = session.measure_linear(&identity, &data, Cost::Epsilon(0.4)).unwrap();
+//! assert!(m.values.iter().all(|v| (v / m.granularity).fract() == 0.0));
+//!
+//! // The matrix mechanism (ε = 0.6): prefix sums answered from the identity strategy.
 //! let workload = Mat::from_fn(3, 3, |i, j| if j <= i { 1.0 } else { 0.0 });
 //! let strategy = Mat::<f64>::identity(3, 3);
-//! // l1_obj = Δ₁(I)² · tr(WᵀW) = 1 · (1 + 2 + 3) = 6.
-//! assert!((l1_obj(workload.as_ref(), strategy.as_ref()).unwrap() - 6.0).abs() < 1e-12);
-//!
-//! let budget = PrivacyBudget::pure(1.0).unwrap();
-//! let mechanism = MatrixMechanism::new(strategy.as_ref(), budget).unwrap();
-//! // Experiments use a seeded generator; real releases use NoiseSource::default().
-//! let mut rng = NoiseSource::seeded(7);
-//! let answers = mechanism
-//!     .release(workload.as_ref(), &[10.0, 20.0, 30.0], &mut rng)
-//!     .unwrap();
+//! let mechanism = MatrixMechanism::new(strategy.as_ref(), PrivacyBudget::pure(0.6).unwrap()).unwrap();
+//! let answers = mechanism.release(workload.as_ref(), &data, &mut session).unwrap();
 //! assert_eq!(answers.len(), 3);
+//!
+//! // The budget is spent: a further measurement is refused, nothing drawn.
+//! assert!(session.measure_linear(&identity, &data, Cost::Epsilon(0.1)).is_err());
 //! ```
 
 pub mod accuracy;
 pub mod calibration;
 mod error;
+pub mod experiments;
+pub mod kernel;
 mod least_squares;
+pub mod ledger;
 pub mod mechanism;
 pub mod privacy;
-pub mod sampling;
+mod sampling;
 pub mod sensitivity;
 pub mod validate;
 
@@ -43,6 +57,9 @@ pub use accuracy::{
 };
 pub use calibration::{GaussianCalibration, NoiseCalibration, NoiseDistribution};
 pub use error::{DpError, Result};
+pub use kernel::{
+    Cost, LinearStrategy, Measurement, MeasurementNoise, PrivateHistogram, Session, SessionBudget,
+};
 pub use mechanism::{MatrixMechanism, SupportCheck, check_support};
 pub use privacy::{Delta, Epsilon, PrivacyBudget};
 pub use sampling::NoiseSource;

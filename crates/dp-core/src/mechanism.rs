@@ -2,36 +2,35 @@
 //! Proposition 4): measure the strategy `y = A x + noise`, estimate
 //! `x̂ = A⁺ y` by least squares, answer `W x̂`.
 //!
-//! This module is the privacy kernel: it is the only code that reads the
-//! private histogram `x` and draws noise. Everything after [`MatrixMechanism::measure`]
-//! is post-processing.
+//! The measurement goes through the privacy kernel
+//! ([`Session::measure_linear`]), which reads the private histogram,
+//! charges the session and draws exact discrete noise; everything after
+//! [`MatrixMechanism::measure`] is post-processing.
 
 use dp_linalg::{Mat, MatRef};
 
-use crate::calibration::{GaussianCalibration, NoiseCalibration, NoiseDistribution};
+use crate::calibration::{GaussianCalibration, NoiseCalibration};
+use crate::kernel::{Cost, LinearStrategy, Measurement, PrivateHistogram, Session, zcdp_rho_for};
 use crate::least_squares::StrategyFactors;
 use crate::privacy::PrivacyBudget;
-use crate::sampling::{NoiseSource, gaussian, laplace};
 use crate::validate::{check_nonzero_matrix, check_same_domain, check_vector};
 use crate::{DpError, Result};
 
-/// Adds i.i.d. noise to exact answers: the direct mechanisms (Laplace on
-/// every query, NOQ; Gaussian on every query, GM). The caller computed
-/// `exact = W x` for the query set whose sensitivity `noise` was
-/// calibrated to; this function is the only place that perturbs them.
-pub fn add_noise(
-    mut exact: Vec<f64>,
-    noise: &NoiseCalibration,
-    rng: &mut NoiseSource,
-) -> Result<Vec<f64>> {
-    check_vector("exact answers", &exact, exact.len())?;
-    for v in &mut exact {
-        *v += match noise.distribution {
-            NoiseDistribution::Laplace => laplace(rng, noise.scale),
-            NoiseDistribution::Gaussian => gaussian(rng, noise.scale),
-        };
-    }
-    Ok(exact)
+/// The kernel cost of one measurement under `budget`: ε under pure DP;
+/// under approximate DP the zCDP cost `ρ = 1/(2c²)` of discrete Gaussian
+/// noise `σ = Δ₂ c` (CKS20 Theorem 14), `c` the calibration's multiplier.
+/// With [`GaussianCalibration::Zcdp`] it is exactly the ρ of an (ε,δ)
+/// [`Session`], so one release spends it; the continuous-Gaussian
+/// calibrations (analytic, classic, …) give a larger ρ, which an (ε,δ)
+/// session refuses and an experiments session accepts.
+pub fn cost_for(budget: PrivacyBudget, calibration: GaussianCalibration) -> Result<Cost> {
+    Ok(match budget {
+        PrivacyBudget::Pure { epsilon } => Cost::Epsilon(epsilon.get()),
+        PrivacyBudget::Approx { epsilon, delta } => Cost::Rho(match calibration {
+            GaussianCalibration::Zcdp => zcdp_rho_for(epsilon.get(), delta.get())?,
+            _ => (0.5 / calibration.multiplier(epsilon, delta)?.powi(2)).next_up(),
+        }),
+    })
 }
 
 /// Default tolerance of the support test: the workload's rows may leave
@@ -90,8 +89,10 @@ pub(crate) fn support_from_factors(
 #[derive(Debug, Clone)]
 pub struct MatrixMechanism {
     strategy: Mat<f64>,
+    kernel_strategy: LinearStrategy,
     factors: StrategyFactors,
     noise: NoiseCalibration,
+    cost: Cost,
 }
 
 impl MatrixMechanism {
@@ -110,11 +111,19 @@ impl MatrixMechanism {
     ) -> Result<Self> {
         check_nonzero_matrix("strategy", strategy)?;
         let noise = NoiseCalibration::for_strategy(strategy, budget, calibration)?;
+        let cost = cost_for(budget, calibration)?;
         Ok(Self {
             strategy: strategy.to_owned(),
+            kernel_strategy: LinearStrategy::dense(strategy)?,
             factors: StrategyFactors::new(strategy)?,
             noise,
+            cost,
         })
+    }
+
+    /// What one measurement charges the session ([`cost_for`]).
+    pub fn cost(&self) -> Cost {
+        self.cost
     }
 
     /// The strategy `A`.
@@ -132,19 +141,12 @@ impl MatrixMechanism {
         self.factors.rank()
     }
 
-    /// The measurement `y = A x + z`, `z` i.i.d. Laplace(Δ₁/ε) or
-    /// N(0, (Δ₂ c)²). The only function that reads `x`.
-    pub fn measure(&self, x: &[f64], rng: &mut NoiseSource) -> Result<Vec<f64>> {
-        check_vector("data vector x", x, self.strategy.ncols())?;
-        let p = self.strategy.nrows();
-        let mut y = vec![0.0; p];
-        for (j, &xj) in x.iter().enumerate() {
-            let col = self.strategy.col(j);
-            for (i, yi) in y.iter_mut().enumerate() {
-                *yi += col[i] * xj;
-            }
-        }
-        add_noise(y, &self.noise, rng)
+    /// The measurement `y = Ã x + z` by the kernel: `Ã` is `A` on a
+    /// power-of-two grid (relative accuracy about 2⁻⁴⁰), `z` i.i.d.
+    /// discrete Laplace of scale `Δ₁(Ã)/ε` or discrete Gaussian of
+    /// variance `Δ₂(Ã)²/(2ρ)`; charged to `session` before any draw.
+    pub fn measure(&self, data: &PrivateHistogram, session: &mut Session) -> Result<Measurement> {
+        session.measure_linear(&self.kernel_strategy, data, self.cost)
     }
 
     /// Least-squares estimate `x̂ = A⁺ y` (minimum-norm when A is rank
@@ -156,9 +158,9 @@ impl MatrixMechanism {
 
     /// Measures and reconstructs: `x̂ = A⁺(A x + z)`, for workloads that are
     /// answered from `x̂` without an explicit matrix.
-    pub fn estimate(&self, x: &[f64], rng: &mut NoiseSource) -> Result<Vec<f64>> {
-        let y = self.measure(x, rng)?;
-        self.reconstruct(&y)
+    pub fn estimate(&self, data: &PrivateHistogram, session: &mut Session) -> Result<Vec<f64>> {
+        let y = self.measure(data, session)?;
+        self.reconstruct(&y.values)
     }
 
     /// The released answers `W x̂`. Refuses workloads the strategy does not
@@ -167,10 +169,10 @@ impl MatrixMechanism {
     pub fn release(
         &self,
         workload: MatRef<'_, f64>,
-        x: &[f64],
-        rng: &mut NoiseSource,
+        data: &PrivateHistogram,
+        session: &mut Session,
     ) -> Result<Vec<f64>> {
-        let mut answers = self.release_many(workload, x, 1, rng)?;
+        let mut answers = self.release_many(workload, data, 1, session)?;
         answers.pop().ok_or_else(|| DpError::InvalidParameter {
             name: "releases",
             reason: "no release was drawn".into(),
@@ -181,15 +183,15 @@ impl MatrixMechanism {
     /// with fresh noise, drawn in the order [`Self::release`] draws them
     /// (so equal to that many calls of it with the same generator); the
     /// support of W is checked once (an O(m n·rank) product) instead of
-    /// per release. Each release spends the mechanism's whole budget:
-    /// together they are `releases` compositions, for experiments that
-    /// measure the error distribution, not for publishing.
+    /// per release. Each release is charged to `session` (they compose
+    /// sequentially): for experiments that measure the error distribution
+    /// with an unlimited [`crate::experiments::SeededSession`].
     pub fn release_many(
         &self,
         workload: MatRef<'_, f64>,
-        x: &[f64],
+        data: &PrivateHistogram,
         releases: usize,
-        rng: &mut NoiseSource,
+        session: &mut Session,
     ) -> Result<Vec<Vec<f64>>> {
         check_nonzero_matrix("workload", workload)?;
         check_same_domain(workload, self.strategy.as_ref())?;
@@ -202,7 +204,7 @@ impl MatrixMechanism {
         }
         (0..releases)
             .map(|_| {
-                let x_hat = self.estimate(x, rng)?;
+                let x_hat = self.estimate(data, session)?;
                 let answers = workload * MatRef::from_column_major_slice(&x_hat, x_hat.len(), 1);
                 Ok(answers.col(0).iter().copied().collect())
             })

@@ -4,18 +4,30 @@ use serde::{Deserialize, Serialize};
 
 use crate::{DpError, Result};
 
-/// The privacy-loss parameter ε: finite and strictly positive.
+/// The privacy-loss parameter ε, in the documented range
+/// [`crate::kernel::MIN_EPSILON`]`..=`[`crate::kernel::MAX_EPSILON`]
+/// (deserialization validates too).
 #[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize, Deserialize)]
+#[serde(try_from = "f64", into = "f64")]
 pub struct Epsilon(f64);
+
+impl TryFrom<f64> for Epsilon {
+    type Error = DpError;
+    fn try_from(v: f64) -> Result<Self> {
+        Self::new(v)
+    }
+}
+
+impl From<Epsilon> for f64 {
+    fn from(e: Epsilon) -> f64 {
+        e.0
+    }
+}
 
 impl Epsilon {
     /// Validates ε.
     pub fn new(value: f64) -> Result<Self> {
-        if value.is_finite() && value > 0.0 {
-            Ok(Self(value))
-        } else {
-            Err(DpError::InvalidEpsilon(value))
-        }
+        crate::kernel::check_epsilon(value).map(Self)
     }
 
     /// The value.
@@ -24,18 +36,29 @@ impl Epsilon {
     }
 }
 
-/// The failure probability δ of approximate differential privacy, in (0, 1).
+/// The failure probability δ of approximate differential privacy, in the
+/// documented range [`crate::kernel::MIN_DELTA`]`..=`[`crate::kernel::MAX_DELTA`].
 #[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize, Deserialize)]
+#[serde(try_from = "f64", into = "f64")]
 pub struct Delta(f64);
+
+impl TryFrom<f64> for Delta {
+    type Error = DpError;
+    fn try_from(v: f64) -> Result<Self> {
+        Self::new(v)
+    }
+}
+
+impl From<Delta> for f64 {
+    fn from(d: Delta) -> f64 {
+        d.0
+    }
+}
 
 impl Delta {
     /// Validates δ.
     pub fn new(value: f64) -> Result<Self> {
-        if value.is_finite() && value > 0.0 && value < 1.0 {
-            Ok(Self(value))
-        } else {
-            Err(DpError::InvalidDelta(value))
-        }
+        crate::kernel::check_delta(value).map(Self)
     }
 
     /// The value.

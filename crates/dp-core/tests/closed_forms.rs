@@ -241,42 +241,47 @@ fn bad_inputs_are_typed_errors() {
         l1_obj(good.as_ref(), wrong.as_ref()),
         Err(DpError::DimensionMismatch { .. })
     ));
-    for eps in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+    for eps in [0.0, -1.0, 1e-310, 1e3, f64::NAN, f64::INFINITY] {
         assert!(matches!(
             PrivacyBudget::pure(eps),
             Err(DpError::InvalidEpsilon(_))
         ));
     }
-    for delta in [0.0, 1.0, -0.1, 1.5, f64::NAN] {
+    for delta in [0.0, 1.0, 0.9, 1e-310, -0.1, 1.5, f64::NAN] {
         assert!(matches!(
             PrivacyBudget::approx(1.0, delta),
             Err(DpError::InvalidDelta(_))
         ));
     }
     let mech = MatrixMechanism::new(good.as_ref(), PrivacyBudget::pure(1.0).unwrap()).unwrap();
-    let mut rng = NoiseSource::seeded(1);
-    assert!(mech.measure(&[1.0, 2.0], &mut rng).is_err());
-    assert!(mech.measure(&[1.0, f64::NAN, 2.0], &mut rng).is_err());
+    let mut session = experiments::SeededSession::unlimited(1);
+    let short = PrivateHistogram::from_counts(vec![1, 2]).unwrap();
+    assert!(mech.measure(&short, &mut session).is_err());
     let unsupported = mat(&[&[1., 0., 0.]]);
     let rank1 = mat(&[&[1., 1., 1.]]);
     let mech = MatrixMechanism::new(rank1.as_ref(), PrivacyBudget::pure(1.0).unwrap()).unwrap();
+    let data = PrivateHistogram::from_counts(vec![1, 2, 3]).unwrap();
     assert!(matches!(
-        mech.release(unsupported.as_ref(), &[1.0, 2.0, 3.0], &mut rng),
+        mech.release(unsupported.as_ref(), &data, &mut session),
         Err(DpError::UnsupportedWorkload { .. })
     ));
     assert!(matches!(
-        mech.release_many(unsupported.as_ref(), &[1.0, 2.0, 3.0], 4, &mut rng),
+        mech.release_many(unsupported.as_ref(), &data, 4, &mut session),
         Err(DpError::UnsupportedWorkload { .. })
     ));
     // release_many draws exactly what as many release calls draw.
     let w = mat(&[&[2., 2., 2.], &[-1., -1., -1.]]);
-    let x = [1.0, 2.0, 3.0];
     let many = mech
-        .release_many(w.as_ref(), &x, 3, &mut NoiseSource::seeded(9))
+        .release_many(
+            w.as_ref(),
+            &data,
+            3,
+            &mut experiments::SeededSession::unlimited(9),
+        )
         .unwrap();
-    let mut rng = NoiseSource::seeded(9);
+    let mut session = experiments::SeededSession::unlimited(9);
     let one_by_one: Vec<Vec<f64>> = (0..3)
-        .map(|_| mech.release(w.as_ref(), &x, &mut rng).unwrap())
+        .map(|_| mech.release(w.as_ref(), &data, &mut session).unwrap())
         .collect();
     assert_eq!(many, one_by_one);
     assert!(many[0] != many[1]);

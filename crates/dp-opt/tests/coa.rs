@@ -296,12 +296,13 @@ fn gaussian_mechanism_with_the_coa_strategy_end_to_end() {
     let truth: Vec<f64> = (0..20)
         .map(|i| (0..16).map(|j| w[(i, j)] * x[j]).sum())
         .collect();
-    let mut rng = dp_core::NoiseSource::seeded(42);
+    let mut rng = dp_core::experiments::SeededSession::unlimited(42);
+    let data = dp_core::PrivateHistogram::from_f64_counts(&x).unwrap();
     let reps = 4000;
     let mut sq = [0.0; 20];
     let mut bias = [0.0; 20];
     for _ in 0..reps {
-        let a = mech.release(w.as_ref(), &x, &mut rng).unwrap();
+        let a = mech.release(w.as_ref(), &data, &mut rng).unwrap();
         for i in 0..20 {
             let e = a[i] - truth[i];
             sq[i] += e * e / reps as f64;

@@ -3,15 +3,15 @@
 //! query), GM (Gaussian noise on every query), WM (Haar wavelet strategy)
 //! and HM (hierarchical strategy with least squares).
 
-use dp_core::mechanism::add_noise;
+use dp_core::mechanism::cost_for;
 use dp_core::{
-    DpError, GaussianCalibration, MatrixMechanism, NoiseCalibration, NoiseSource, PrivacyBudget,
-    Result, evaluate_strategy_gram,
+    DpError, GaussianCalibration, LinearStrategy, MatrixMechanism, NoiseCalibration, PrivacyBudget,
+    PrivateHistogram, Result, Session, evaluate_strategy_gram,
 };
 use dp_linalg::Mat;
 
 use crate::strategies::{hierarchical, identity, wavelet};
-use crate::workload::{Workload, check_x, workload_sensitivity_l1, workload_sensitivity_l2};
+use crate::workload::{Workload, workload_sensitivity_l1, workload_sensitivity_l2};
 
 /// A baseline mechanism.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,26 +112,45 @@ impl Baseline {
         }
     }
 
-    /// Noisy answers to every query of the workload.
+    /// Noisy answers to every query of the workload, measured by the
+    /// privacy kernel (which computes the sensitivity from the workload's
+    /// explicit matrix for NOQ and GM) and charged to `session`.
     pub fn release(
         &self,
         workload: &dyn Workload,
-        x: &[f64],
+        data: &PrivateHistogram,
         budget: PrivacyBudget,
         calibration: GaussianCalibration,
-        rng: &mut NoiseSource,
+        session: &mut Session,
     ) -> Result<Vec<f64>> {
-        check_x(workload, x)?;
+        if data.len() != workload.domain_size() {
+            return Err(DpError::DimensionMismatch {
+                what: format!(
+                    "workload has {} cells, histogram {}",
+                    workload.domain_size(),
+                    data.len()
+                ),
+            });
+        }
         match self.strategy(workload.domain_size())? {
             None => {
-                let noise = self.direct_noise(workload, budget, calibration)?;
-                add_noise(workload.answer(x)?, &noise, rng)
+                self.direct_noise(workload, budget, calibration)?;
+                let w = workload
+                    .explicit()
+                    .ok_or_else(|| DpError::InvalidParameter {
+                        name: "workload",
+                        reason: format!("{} needs an explicit workload matrix", self.name()),
+                    })?;
+                let strategy = LinearStrategy::dense(w.as_ref())?;
+                Ok(session
+                    .measure_linear(&strategy, data, cost_for(budget, calibration)?)?
+                    .values)
             }
             Some(a) => {
                 // I_n, H_n and Y_n have full column rank: every workload is
                 // supported, so answering from x̂ is unbiased.
                 let mech = MatrixMechanism::with_calibration(a.as_ref(), budget, calibration)?;
-                let x_hat = mech.estimate(x, rng)?;
+                let x_hat = mech.estimate(data, session)?;
                 workload.answer(&x_hat)
             }
         }

@@ -2,7 +2,7 @@
 
 #![allow(clippy::unwrap_used, clippy::needless_range_loop)] // tests: a failed unwrap is a failed test; index loops mirror the formulas
 
-use dp_core::{GaussianCalibration, NoiseSource, PrivacyBudget};
+use dp_core::{GaussianCalibration, PrivacyBudget};
 use dp_workloads::baselines::Baseline;
 use dp_workloads::workload::{AllRange, Identity, Prefix, Workload};
 
@@ -98,10 +98,11 @@ fn released_answers_match_the_closed_form_in_expectation() {
         let expected = baseline
             .expected_total_squared_error(&w, budget, cal)
             .unwrap();
-        let mut rng = NoiseSource::seeded(seed);
+        let mut rng = dp_core::experiments::SeededSession::unlimited(seed);
+        let data = dp_core::PrivateHistogram::from_f64_counts(&x).unwrap();
         let errs: Vec<f64> = (0..draws)
             .map(|_| {
-                let a = baseline.release(&w, &x, budget, cal, &mut rng).unwrap();
+                let a = baseline.release(&w, &data, budget, cal, &mut rng).unwrap();
                 a.iter().zip(&truth).map(|(a, t)| (a - t).powi(2)).sum()
             })
             .collect();

@@ -14,7 +14,7 @@
 //! summary.
 
 use dp_core::calibration::GaussianCalibration;
-use dp_core::{MatrixMechanism, NoiseSource, PrivacyBudget, Result};
+use dp_core::{MatrixMechanism, PrivacyBudget, Result};
 use dp_linalg::{Cholesky, Mat, MatRef};
 use dp_opt::coa::{Coa, CoaOptions};
 use dp_opt::{Observer, PrivacyModel, Problem, StrategyOptimizer};
@@ -77,7 +77,7 @@ impl Experiment for CoaConvergence {
             .map(|(name, _)| histogram(name, n, cfg, progress))
             .collect::<Result<_>>()?;
         let c = gaussian_multiplier(budget, calibration)?;
-        let mut rng = NoiseSource::seeded(cfg.seed);
+        let mut rng = dp_core::experiments::SeededSession::unlimited(cfg.seed);
         progress.start(families.len() as u64);
         let mut points = Vec::new();
         let mut plots = Vec::new();

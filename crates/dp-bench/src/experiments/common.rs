@@ -2,7 +2,7 @@
 //! synthetic fallback, and repeated measurement of a mechanism.
 
 use dp_core::calibration::GaussianCalibration;
-use dp_core::{MatrixMechanism, NoiseSource, PrivacyBudget, Result};
+use dp_core::{MatrixMechanism, PrivacyBudget, Result};
 use dp_linalg::MatRef;
 use dp_workloads::Workload;
 use dp_workloads::datasets::{self, Histogram};
@@ -97,13 +97,14 @@ pub fn measure_per_query(
     workload: &dyn Workload,
     x: &[f64],
     repetitions: usize,
-    rng: &mut NoiseSource,
+    rng: &mut dp_core::Session,
 ) -> Result<MeanCi> {
     let truth = workload.answer(x)?;
+    let data = dp_core::PrivateHistogram::from_f64_counts(x)?;
     let m = truth.len() as f64;
     let mut samples = Vec::with_capacity(repetitions);
     for _ in 0..repetitions {
-        let x_hat = mechanism.estimate(x, rng)?;
+        let x_hat = mechanism.estimate(&data, rng)?;
         let ans = workload.answer(&x_hat)?;
         samples.push(
             ans.iter()
@@ -167,10 +168,15 @@ pub fn measure_total(
     x: &[f64],
     truth: &[f64],
     repetitions: usize,
-    rng: &mut NoiseSource,
+    rng: &mut dp_core::Session,
 ) -> Result<MeanCi> {
     let samples: Vec<f64> = mechanism
-        .release_many(workload, x, repetitions, rng)?
+        .release_many(
+            workload,
+            &dp_core::PrivateHistogram::from_f64_counts(x)?,
+            repetitions,
+            rng,
+        )?
         .iter()
         .map(|answers| {
             answers

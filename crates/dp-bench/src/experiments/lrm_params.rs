@@ -8,7 +8,7 @@
 //! the queries, mean over the releases, beside the closed form
 //! `2 l1_obj / ε²` of the strategy L (least-squares answers).
 
-use dp_core::{MatrixMechanism, NoiseSource, PrivacyBudget, Result};
+use dp_core::{MatrixMechanism, PrivacyBudget, Result};
 use dp_opt::lrm::{Lrm, LrmOptions, LrmSolver};
 use dp_opt::{PrivacyModel, Problem, StrategyOptimizer};
 
@@ -52,7 +52,7 @@ impl Experiment for LrmParams {
         // 20 releases per point, as the paper.
         let reps = cfg.repetitions.unwrap_or(20);
         let max_seconds = cfg.by_scale(Some(2.0), Some(10.0), None);
-        let mut rng = NoiseSource::seeded(cfg.seed);
+        let mut rng = dp_core::experiments::SeededSession::unlimited(cfg.seed);
         let hist = histogram("SEARCHLOGS", n, cfg, progress)?;
         progress.start((grid.len() * FAMILIES.len()) as u64);
         let label = match self.knob {

@@ -3,7 +3,7 @@
 //! and Y_n, Θ(n) for I_n — computed in closed form for every range and
 //! measured by releasing all ranges of a real histogram.
 
-use dp_core::{MatrixMechanism, NoiseSource, PrivacyBudget, Result, sensitivity_l1};
+use dp_core::{MatrixMechanism, PrivacyBudget, Result, sensitivity_l1};
 use dp_linalg::{Cholesky, Mat};
 use dp_workloads::strategies::{hierarchical, identity, wavelet};
 use dp_workloads::workload::AllRange;
@@ -67,7 +67,7 @@ impl Experiment for RangeErrorGrowth {
         let ks: Vec<usize> = (4..=max_k).collect();
         let reps = cfg.repetitions.unwrap_or(cfg.by_scale(20, 20, 50));
         let budget = PrivacyBudget::pure(EPSILON)?;
-        let mut rng = NoiseSource::seeded(cfg.seed);
+        let mut rng = dp_core::experiments::SeededSession::unlimited(cfg.seed);
         let names = ["I_n (LM)", "H_n (HM)", "Y_n (WM)"];
         let mut points = Vec::new();
         // [strategy][k] → (avg expected, max expected, measured mean, ci)

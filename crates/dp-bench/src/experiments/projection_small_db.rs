@@ -20,7 +20,7 @@
 //! with variance at most `c² σ_{k+1}²` because `w_eᵀΣ⁻¹w_e ≤ 1`).
 
 use dp_core::calibration::GaussianCalibration;
-use dp_core::{MatrixMechanism, NoiseSource, PrivacyBudget, Result};
+use dp_core::{MatrixMechanism, PrivacyBudget, Result};
 use dp_linalg::{Mat, MatRef, SymmetricEigen};
 use dp_opt::projection::{
     GeneralizedGaussian, KyFanCovariance, KyFanOptions, ProjectionMechanism, optimal_covariance,
@@ -100,7 +100,9 @@ impl Experiment for ProjectionSmallDb {
         );
         let reps = cfg.repetitions.unwrap_or(cfg.by_scale(5, 100, 200));
         let budget = PrivacyBudget::approx(EPSILON, DELTA)?;
-        let mut rng = NoiseSource::seeded(cfg.seed);
+        let mut rng = dp_core::experiments::SeededSession::unlimited(cfg.seed);
+        // Subsampling the database is not a privacy mechanism: a plain seeded generator.
+        let mut sampler = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(cfg.seed);
         let workload = wrange(m, n, cfg.seed)?;
         let w = workload.matrix();
         let workload_name = dp_workloads::Workload::name(&workload);
@@ -140,7 +142,8 @@ impl Experiment for ProjectionSmallDb {
         let mut solved: Vec<Solved> = Vec::new();
         let mut rank = 0;
         for &records_n in &records {
-            let x = subsample(&hist, records_n as usize, &mut rng)?;
+            let x = subsample(&hist, records_n as usize, &mut sampler)?;
+            let data = dp_core::PrivateHistogram::from_f64_counts(&x)?;
             let truth = mat_vec(w, &x);
             let k = ((EPSILON * records_n).floor() as usize).min(m);
             if !solved.iter().any(|s| s.k == k) {
@@ -174,11 +177,11 @@ impl Experiment for ProjectionSmallDb {
             let mut unconverged = 0usize;
             let kept_truth = mat_vec(mech.projector(), &truth);
             for _ in 0..reps {
-                let y = gm.release(&x, &mut rng)?;
+                let y = gm.release(&data, &mut rng)?;
                 s_gm.push(squared_distance(&y, &truth) / m as f64);
-                let y = coa_mech.release(w, &x, &mut rng)?;
+                let y = coa_mech.release(w, &data, &mut rng)?;
                 s_coa.push(squared_distance(&y, &truth) / m as f64);
-                let out = mech.release(&x, &mut rng)?;
+                let out = mech.release(&data, &mut rng)?;
                 fw_iterations += out.projection.iterations;
                 unconverged += usize::from(!out.projection.converged);
                 s_proj.push(squared_distance(&out.answers, &truth) / m as f64);

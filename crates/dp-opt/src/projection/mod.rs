@@ -30,15 +30,16 @@ pub use covariance::{KyFanCovariance, KyFanOptions, optimal_covariance};
 pub use hull::{HullProjection, SymmetricHull, project_symmetric_hull};
 
 use dp_core::calibration::GaussianCalibration;
-use dp_core::{DpError, PrivacyBudget, Result};
+use dp_core::mechanism::cost_for;
+use dp_core::{Cost, DpError, LinearStrategy, PrivacyBudget, PrivateHistogram, Result, Session};
 use dp_linalg::{Cholesky, Mat, MatRef};
-use rand::Rng;
-use rand_distr::{Distribution, StandardNormal};
 
 /// The generalized Gaussian mechanism of Theorem 2.2.
 #[derive(Debug, Clone)]
 pub struct GeneralizedGaussian {
-    workload: Mat<f64>,
+    /// `L⁻¹ W`, the strategy the kernel measures (`L Lᵀ = Σ`).
+    whitened: LinearStrategy,
+    cost: Cost,
     covariance: Mat<f64>,
     factor: Mat<f64>,
     multiplier: f64,
@@ -101,7 +102,14 @@ impl GeneralizedGaussian {
         }
         let multiplier = calibration.multiplier(budget.epsilon(), delta)?;
         Ok(Self {
-            workload: workload.to_owned(),
+            whitened: LinearStrategy::dense(whitened.as_ref())?,
+            // The kernel draws σ = Δ₂(L⁻¹W)/√(2ρ); charging the cost of
+            // multiplier c scaled by the condition's value keeps σ = c
+            // (the stated noise) and charges only what it buys.
+            cost: match cost_for(budget, calibration)? {
+                Cost::Rho(rho) => Cost::Rho(rho * largest.min(1.0)),
+                other => other,
+            },
             covariance: covariance.to_owned(),
             factor: chol.lower().to_owned(),
             multiplier,
@@ -131,21 +139,20 @@ impl GeneralizedGaussian {
         self.multiplier * self.multiplier * trace
     }
 
-    /// One release `W x + c L z` (`L Lᵀ = Σ`, z standard normal).
-    pub fn release<R: Rng + ?Sized>(&self, x: &[f64], rng: &mut R) -> Result<Vec<f64>> {
-        let (m, n) = (self.workload.nrows(), self.workload.ncols());
-        if x.len() != n || x.iter().any(|v| !v.is_finite()) {
-            return Err(DpError::InvalidParameter {
-                name: "histogram",
-                reason: format!("need {n} finite entries"),
-            });
-        }
-        let z: Vec<f64> = (0..m).map(|_| StandardNormal.sample(rng)).collect();
+    /// One release `L (L⁻¹W x + z)` (`L Lᵀ = Σ`): the kernel measures the
+    /// whitened strategy `L⁻¹ W` (L2 sensitivity ≤ 1 by the privacy
+    /// condition; the kernel computes it itself) with i.i.d. discrete
+    /// Gaussian noise of standard deviation `Δ₂ c` charged to `session`, and
+    /// `L` maps the measurement back: correlated noise `N(0, c²Σ)` in
+    /// distribution up to the discretization, as post-processing.
+    pub fn release(&self, data: &PrivateHistogram, session: &mut Session) -> Result<Vec<f64>> {
+        let measured = session.measure_linear(&self.whitened, data, self.cost)?;
+        let m = self.factor.nrows();
         Ok((0..m)
             .map(|i| {
-                let wx: f64 = (0..n).map(|j| self.workload[(i, j)] * x[j]).sum();
-                let noise: f64 = (0..=i).map(|k| self.factor[(i, k)] * z[k]).sum();
-                wx + self.multiplier * noise
+                (0..=i)
+                    .map(|k| self.factor[(i, k)] * measured.values[k])
+                    .sum()
             })
             .collect())
     }
@@ -296,8 +303,12 @@ impl ProjectionMechanism {
     }
 
     /// One release for the private histogram x.
-    pub fn release<R: Rng + ?Sized>(&self, x: &[f64], rng: &mut R) -> Result<ProjectionRelease> {
-        let y = self.gaussian.release(x, rng)?;
+    pub fn release(
+        &self,
+        data: &PrivateHistogram,
+        session: &mut Session,
+    ) -> Result<ProjectionRelease> {
+        let y = self.gaussian.release(data, session)?;
         let m = y.len();
         let py: Vec<f64> = (0..m)
             .map(|i| (0..m).map(|j| self.top[(i, j)] * y[j]).sum())
@@ -350,7 +361,7 @@ fn projection_rank(m: usize, budget: PrivacyBudget, records: f64) -> Result<usiz
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use rand::SeedableRng;
+    use rand::{Rng, SeedableRng};
 
     /// The privacy condition: Σ = s·WWᵀ-free choice `Σ = r² I` with r the
     /// largest column norm is accepted exactly at the boundary and refused
@@ -456,11 +467,12 @@ mod tests {
         let truth: Vec<f64> = (0..m)
             .map(|i| (0..n).map(|j| w[(i, j)] * x[j]).sum())
             .collect();
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(17);
+        let mut session = dp_core::experiments::SeededSession::unlimited(17);
+        let data = PrivateHistogram::from_f64_counts(&x).unwrap();
         let (mut proj, mut gauss) = (0.0, 0.0);
         let reps = 200;
         for _ in 0..reps {
-            let out = mech.release(&x, &mut rng).unwrap();
+            let out = mech.release(&data, &mut session).unwrap();
             assert!(out.projection.converged);
             proj += out
                 .answers
@@ -525,7 +537,8 @@ mod tests {
         let c2 = mech.gaussian().multiplier().powi(2);
         let expected = mech.expected_kept_error();
         assert!((expected - c2 * cov.objective).abs() < 1e-8 * expected);
-        let x = vec![0.125; n];
+        // N = 5 records, one in each of five cells.
+        let x: Vec<f64> = (0..n).map(|j| if j % 8 == 0 { 1.0 } else { 0.0 }).collect();
         let truth: Vec<f64> = (0..m)
             .map(|i| (0..n).map(|j| w[(i, j)] * x[j]).sum())
             .collect();
@@ -533,11 +546,12 @@ mod tests {
         let kept_truth: Vec<f64> = (0..m)
             .map(|i| (0..m).map(|j| pi[(i, j)] * truth[j]).sum())
             .collect();
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(23);
+        let mut session = dp_core::experiments::SeededSession::unlimited(23);
+        let data = PrivateHistogram::from_f64_counts(&x).unwrap();
         let reps = 400;
         let mut samples = Vec::with_capacity(reps);
         for _ in 0..reps {
-            let out = mech.release(&x, &mut rng).unwrap();
+            let out = mech.release(&data, &mut session).unwrap();
             assert!(out.projection.converged);
             let kept: Vec<f64> = (0..m)
                 .map(|i| (0..m).map(|j| pi[(i, j)] * out.gaussian[j]).sum())
@@ -587,11 +601,12 @@ mod tests {
         let c2 = g.multiplier().powi(2);
         let x = [3.0, 5.0, 7.0];
         let truth = [10.0, 12.0];
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+        let mut session = dp_core::experiments::SeededSession::unlimited(3);
+        let data = PrivateHistogram::from_f64_counts(&x).unwrap();
         let draws = 20_000;
         let (mut s0, mut s1, mut s00, mut s11, mut s01) = (0.0, 0.0, 0.0, 0.0, 0.0);
         for _ in 0..draws {
-            let y = g.release(&x, &mut rng).unwrap();
+            let y = g.release(&data, &mut session).unwrap();
             let (a, b) = (y[0] - truth[0], y[1] - truth[1]);
             s0 += a;
             s1 += b;

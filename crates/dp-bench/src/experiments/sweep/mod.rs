@@ -24,7 +24,7 @@
 //! hour at `--full`), reported as non-convergence when it binds.
 
 use dp_core::calibration::GaussianCalibration;
-use dp_core::{MatrixMechanism, NoiseSource, PrivacyBudget, Result};
+use dp_core::{MatrixMechanism, PrivacyBudget, Result};
 use dp_opt::{PrivacyModel, Problem};
 use dp_workloads::datasets::Histogram;
 use dp_workloads::generators::{DiscreteEntries, wdiscrete, wmarginal, wrange, wrelated};
@@ -235,7 +235,7 @@ impl Experiment for Sweep {
         let reps = cfg.repetitions.unwrap_or(20);
         let (budget, privacy, calibration, noise_factor) = self.paper.setting()?;
         let time_budget = Some(cfg.by_scale(2.0, 15.0, FULL_BUDGET_SECONDS));
-        let mut rng = NoiseSource::seeded(cfg.seed);
+        let mut rng = dp_core::experiments::SeededSession::unlimited(cfg.seed);
         progress.start((sizes.grid.len() * mechanisms.len()) as u64);
         let mut table: Vec<Vec<Cell>> = Vec::new();
         let mut points = Vec::new();

@@ -1,0 +1,207 @@
+//! Privacy accounting: pure ε-DP and ρ-zCDP (Bun and Steinke, TCC 2016),
+//! and the exact conversion from ρ-zCDP to (ε,δ)-DP of Canonne, Kamath and
+//! Steinke (NeurIPS 2020, Corollary 13).
+//!
+//! Composition is sequential: k measurements of costs ε₁…ε_k (pure) are
+//! (Σεᵢ)-DP, of costs ρ₁…ρ_k are (Σρᵢ)-zCDP (Bun–Steinke Lemma 2.3), and
+//! an ε-DP measurement is (ε²/2)-zCDP (Bun–Steinke Proposition 1.4).
+
+use crate::{DpError, Result};
+
+/// Smallest ε accepted anywhere (below it the noise is astronomically
+/// large and the calibrations lose their floating-point meaning).
+pub const MIN_EPSILON: f64 = 1e-6;
+/// Largest ε accepted (beyond it the guarantee is void in practice).
+pub const MAX_EPSILON: f64 = 100.0;
+/// Smallest δ accepted.
+pub const MIN_DELTA: f64 = 1e-100;
+/// Largest δ accepted (a δ near 1 is no guarantee).
+pub const MAX_DELTA: f64 = 0.5;
+/// Smallest ρ accepted (below ρ = ε²/2 at [`MIN_EPSILON`], room for
+/// the (ε,δ) conversion at that ε).
+pub const MIN_RHO: f64 = 1e-16;
+/// Largest ρ accepted.
+pub const MAX_RHO: f64 = 5000.0;
+
+/// `a + b` rounded upward: the floating-point sum, moved one ulp up when
+/// it fell below the exact sum (detected exactly by Knuth's TwoSum), so a
+/// running total of charges never under-counts.
+pub fn add_up(a: f64, b: f64) -> f64 {
+    let s = a + b;
+    let bb = s - a;
+    let err = (a - (s - bb)) + (b - bb);
+    if err > 0.0 { s.next_up() } else { s }
+}
+
+/// Checks `rho` against [`MIN_RHO`]..=[`MAX_RHO`].
+pub fn check_rho(rho: f64) -> Result<f64> {
+    if rho.is_finite() && (MIN_RHO..=MAX_RHO).contains(&rho) {
+        Ok(rho)
+    } else {
+        Err(DpError::InvalidParameter {
+            name: "rho",
+            reason: format!("must be in [{MIN_RHO:e}, {MAX_RHO}], got {rho}"),
+        })
+    }
+}
+
+/// The δ of CKS20 Corollary 13: a ρ-zCDP mechanism is (ε,δ)-DP for
+///
+/// `δ = inf_{α>1} exp((α−1)(αρ−ε)) / (α−1) · (1 − 1/α)^α`.
+///
+/// Every α gives a valid δ; the exponent is convex in α with derivative
+/// `(2α−1)ρ − ε + ln(1 − 1/α)`, whose root is found by bisection. The
+/// result is inflated by a relative margin covering the floating-point
+/// error of the exponent, so it is never below the value at the α used.
+pub fn zcdp_delta(rho: f64, epsilon: f64) -> f64 {
+    let exponent = |a: f64| {
+        let t1 = (a - 1.0) * (a * rho - epsilon);
+        let t2 = a * (-1.0 / a).ln_1p();
+        let t3 = -(a - 1.0).ln();
+        let margin = 1e-12 * (t1.abs() + t2.abs() + t3.abs() + 1.0);
+        t1 + t2 + t3 + margin
+    };
+    let derivative = |a: f64| (2.0 * a - 1.0) * rho - epsilon + (-1.0 / a).ln_1p();
+    let (mut lo, mut hi) = (1.0 + 1e-9, (epsilon + 1.0) / (2.0 * rho) + 2.0);
+    for _ in 0..200 {
+        let mid = 0.5 * (lo + hi);
+        if mid <= lo || mid >= hi {
+            break;
+        }
+        if derivative(mid) < 0.0 {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    exponent(hi).exp().min(1.0)
+}
+
+/// The largest ρ (to a relative 1e-12, rounded down) whose CKS20
+/// conversion gives (ε,δ)-DP: `zcdp_delta(ρ, ε) ≤ δ`. A session stated as
+/// (ε,δ) holds this ρ as its zCDP budget.
+pub fn zcdp_rho_for(epsilon: f64, delta: f64) -> Result<f64> {
+    check_epsilon(epsilon)?;
+    check_delta(delta)?;
+    // ρ = ε already gives δ ≥ e^{-1/4}/… > MAX_DELTA for every ε in range;
+    // halve down until admissible (ρ ≤ ε²/(16 ln(1/δ)) always is, by the
+    // loose bound ρ + 2√(ρ ln(1/δ)) ≤ ε).
+    let mut hi = epsilon;
+    let mut lo = epsilon * epsilon / (16.0 * (1.0 / delta).ln().max(1.0));
+    if zcdp_delta(lo, epsilon) > delta {
+        return Err(DpError::NotConverged {
+            solver: "zCDP conversion",
+            reason: format!("no rho found for epsilon {epsilon}, delta {delta}"),
+        });
+    }
+    for _ in 0..200 {
+        let mid = (lo * hi).sqrt();
+        if mid <= lo || mid >= hi || hi - lo <= lo * 1e-12 {
+            break;
+        }
+        if zcdp_delta(mid, epsilon) <= delta {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    check_rho(lo)
+}
+
+/// Checks ε against the documented range [`MIN_EPSILON`]..=[`MAX_EPSILON`].
+pub fn check_epsilon(epsilon: f64) -> Result<f64> {
+    if epsilon.is_finite() && (MIN_EPSILON..=MAX_EPSILON).contains(&epsilon) {
+        Ok(epsilon)
+    } else {
+        Err(DpError::InvalidEpsilon(epsilon))
+    }
+}
+
+/// Checks δ against the documented range [`MIN_DELTA`]..=[`MAX_DELTA`].
+pub fn check_delta(delta: f64) -> Result<f64> {
+    if delta.is_finite() && (MIN_DELTA..=MAX_DELTA).contains(&delta) {
+        Ok(delta)
+    } else {
+        Err(DpError::InvalidDelta(delta))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+mod tests {
+    use super::*;
+
+    /// Brute force: the minimum over a fine grid of α of the closed form,
+    /// computed independently of the bisection.
+    fn grid_delta(rho: f64, eps: f64) -> f64 {
+        let mut best = f64::INFINITY;
+        let mut a = 1.0001;
+        while a < 1e4 {
+            let v = ((a - 1.0) * (a * rho - eps)).exp() / (a - 1.0) * (1.0 - 1.0 / a).powf(a);
+            best = best.min(v);
+            a *= 1.0005;
+        }
+        best.min(1.0)
+    }
+
+    #[test]
+    fn delta_matches_brute_force_and_is_never_below_it() {
+        for &(rho, eps) in &[
+            (0.5, 3.0),
+            (0.01, 1.0),
+            (0.1, 0.5),
+            (2.0, 10.0),
+            (1e-4, 0.1),
+        ] {
+            let d = zcdp_delta(rho, eps);
+            let g = grid_delta(rho, eps);
+            // The infimum is at most the grid minimum; the bisection finds it.
+            assert!(
+                d >= g * (1.0 - 1e-3),
+                "rho {rho} eps {eps}: {d} far below grid {g}"
+            );
+            assert!(
+                d <= g * (1.0 + 1e-3),
+                "rho {rho} eps {eps}: {d} far above grid {g}"
+            );
+        }
+    }
+
+    #[test]
+    fn rho_for_is_tighter_than_the_loose_bound_and_admissible() {
+        for &(eps, delta) in &[(1.0, 1e-6), (0.1, 1e-9), (5.0, 1e-5), (1e-6, 1e-10)] {
+            let rho = zcdp_rho_for(eps, delta).unwrap();
+            assert!(zcdp_delta(rho, eps) <= delta);
+            // Slightly more ρ breaks δ (the bisection found the boundary).
+            assert!(zcdp_delta(rho * 1.001, eps) > delta);
+            // The loose conversion ε = ρ + 2√(ρ ln 1/δ) gives less ρ.
+            let l = (1.0 / delta).ln();
+            let loose = ((l + eps).sqrt() - l.sqrt()).powi(2);
+            assert!(
+                rho > loose,
+                "eps {eps} delta {delta}: {rho} <= loose {loose}"
+            );
+        }
+    }
+
+    #[test]
+    fn ranges_are_enforced() {
+        for bad in [0.0, -1.0, 1e-310, f64::NAN, f64::INFINITY, 1e3] {
+            assert!(check_epsilon(bad).is_err(), "{bad}");
+            assert!(zcdp_rho_for(bad, 1e-6).is_err());
+        }
+        for bad in [0.0, 1.0, 0.9, 1e-310, f64::NAN] {
+            assert!(check_delta(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn add_up_never_undercounts() {
+        assert_eq!(add_up(0.5, 0.5), 1.0);
+        let s = add_up(0.1, 0.2);
+        // 0.1 + 0.2 in exact rationals of the two doubles is below 0.30000000000000004.
+        assert!(s >= 0.1 + 0.2);
+        let s = add_up(1.0, 1e-20);
+        assert!(s > 1.0);
+    }
+}

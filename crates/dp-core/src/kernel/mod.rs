@@ -1,0 +1,337 @@
+//! The privacy kernel: the only code that reads the private histogram,
+//! draws noise or charges a privacy budget (Ektelo's kernel split; the
+//! measurement/accountant shape of OpenDP).
+//!
+//! - [`PrivateHistogram`]: the data, opaque outside this module.
+//! - [`Session`]: a total budget (pure ε, or ρ-zCDP, possibly stated as
+//!   (ε,δ) and converted exactly by CKS20 Corollary 13), a running total
+//!   of what was spent, and the [`NoiseSource`]. Composition is
+//!   sequential: the session is (Σ costs)-private. Each measurement is
+//!   charged *before* any noise is drawn; a measurement that would
+//!   overspend is refused with [`DpError::BudgetExceeded`] and nothing is
+//!   drawn or released.
+//! - [`Session::measure_linear`]: `y = Ã x + G·z` for a [`LinearStrategy`]
+//!   quantized to the power-of-two granularity `G` (see
+//!   [`strategy`](self::strategy)), `z` i.i.d. discrete Laplace (cost
+//!   ε, scale `Δ₁(Ã)/(G ε)` on ℤ) or discrete Gaussian (cost ρ, variance
+//!   `(Δ₂(Ã)/G)²/(2ρ)` on ℤ), drawn exactly (CKS20). The kernel computes
+//!   the sensitivities itself; every value returned is an exact multiple
+//!   of `G`. Anything computed from a [`Measurement`] is post-processing.
+
+mod accounting;
+mod histogram;
+pub mod strategy;
+
+pub use accounting::{
+    MAX_DELTA, MAX_EPSILON, MAX_RHO, MIN_DELTA, MIN_EPSILON, MIN_RHO, add_up, check_delta,
+    check_epsilon, check_rho, zcdp_delta, zcdp_rho_for,
+};
+pub use histogram::PrivateHistogram;
+pub use strategy::{LinearStrategy, MAX_COUNT};
+
+use num_bigint::BigUint;
+use serde::Serialize;
+
+use crate::sampling::{NoiseSource, exact_ratio, signed};
+use crate::{DpError, Result};
+
+/// The total budget a session holds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub enum SessionBudget {
+    /// Pure ε-DP: only Laplace measurements.
+    PureDp {
+        /// Total ε.
+        epsilon: f64,
+    },
+    /// ρ-zCDP: Gaussian measurements (cost ρ) and Laplace ones (an ε-DP
+    /// measurement is ε²/2-zCDP).
+    Zcdp {
+        /// Total ρ.
+        rho: f64,
+    },
+    /// No limit: only [`crate::experiments`] sessions, which measure error
+    /// distributions over many hypothetical releases.
+    Unlimited,
+}
+
+/// What a measurement costs, and so which noise it gets.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub enum Cost {
+    /// ε-DP by discrete Laplace noise of scale `Δ₁/ε`.
+    Epsilon(f64),
+    /// ρ-zCDP by discrete Gaussian noise of variance `Δ₂²/(2ρ)` (CKS20
+    /// Theorem 14 for integer-valued queries).
+    Rho(f64),
+}
+
+/// Which noise a measurement received, in the units of the answers.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub enum MeasurementNoise {
+    /// Discrete Laplace on the grid: `P[z = kG] ∝ exp(−|k|G/scale)`.
+    DiscreteLaplace {
+        /// `scale = Δ₁(Ã)/ε`.
+        scale: f64,
+    },
+    /// Discrete Gaussian on the grid: `P[z = kG] ∝ exp(−(kG)²/(2σ²))`.
+    DiscreteGaussian {
+        /// `σ = Δ₂(Ã)/√(2ρ)`.
+        sigma: f64,
+    },
+}
+
+/// The result of a measurement: noisy answers `Ã x + noise`, each an
+/// exact multiple of `granularity`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Measurement {
+    /// The noisy answers, one per strategy row.
+    pub values: Vec<f64>,
+    /// `G`: every value is an integer multiple of it.
+    pub granularity: f64,
+    /// The noise distribution and its scale.
+    pub noise: MeasurementNoise,
+    /// Variance of the noise on each row: exact for the discrete Laplace
+    /// (`2e^{-1/t}/(1−e^{-1/t})²·G²`, `t = scale/G`); for the discrete
+    /// Gaussian `σ²`, an upper bound (CKS20 Proposition 19).
+    pub variance: f64,
+    /// Sensitivity of the measured (quantized) strategy: L1 for Laplace,
+    /// L2 for Gaussian, in the units of the answers.
+    pub sensitivity: f64,
+    /// What the session was charged.
+    pub cost: Cost,
+}
+
+/// A privacy session: the total budget, what has been spent, the noise
+/// source. See the [module documentation](self).
+#[derive(Debug)]
+pub struct Session {
+    budget: SessionBudget,
+    spent: f64,
+    measurements: usize,
+    noise: NoiseSource,
+}
+
+impl Session {
+    /// A pure ε-DP session drawing from operating-system entropy.
+    pub fn pure(epsilon: f64) -> Result<Self> {
+        let epsilon = check_epsilon(epsilon)?;
+        Ok(Self::with_source(
+            SessionBudget::PureDp { epsilon },
+            NoiseSource::from_os_entropy()?,
+        ))
+    }
+
+    /// A ρ-zCDP session drawing from operating-system entropy.
+    pub fn zcdp(rho: f64) -> Result<Self> {
+        let rho = check_rho(rho)?;
+        Ok(Self::with_source(
+            SessionBudget::Zcdp { rho },
+            NoiseSource::from_os_entropy()?,
+        ))
+    }
+
+    /// An (ε,δ)-DP session: a ρ-zCDP session with the largest ρ whose
+    /// CKS20 conversion is (ε,δ)-DP ([`zcdp_rho_for`]).
+    pub fn approx(epsilon: f64, delta: f64) -> Result<Self> {
+        Self::zcdp(zcdp_rho_for(epsilon, delta)?)
+    }
+
+    pub(crate) fn with_source(budget: SessionBudget, noise: NoiseSource) -> Self {
+        Self {
+            budget,
+            spent: 0.0,
+            measurements: 0,
+            noise,
+        }
+    }
+
+    /// The total budget.
+    pub fn budget(&self) -> SessionBudget {
+        self.budget
+    }
+
+    /// Spent so far, in the budget's unit (ε or ρ; rounded upward).
+    pub fn spent(&self) -> f64 {
+        self.spent
+    }
+
+    /// Left to spend (`+∞` for an unlimited experiments session).
+    pub fn remaining(&self) -> f64 {
+        match self.budget {
+            SessionBudget::PureDp { epsilon } => (epsilon - self.spent).max(0.0),
+            SessionBudget::Zcdp { rho } => (rho - self.spent).max(0.0),
+            SessionBudget::Unlimited => f64::INFINITY,
+        }
+    }
+
+    /// Number of measurements charged.
+    pub fn measurements(&self) -> usize {
+        self.measurements
+    }
+
+    /// Whether the noise replays from a seed ([`crate::experiments`]).
+    pub fn is_reproducible(&self) -> bool {
+        self.noise.is_seeded()
+    }
+
+    /// Charges `cost` or refuses it, touching nothing, when it would
+    /// overspend or does not fit the budget's kind.
+    fn charge(&mut self, cost: Cost) -> Result<()> {
+        let amount = match (self.budget, cost) {
+            (SessionBudget::PureDp { .. }, Cost::Epsilon(e)) => check_epsilon(e)?,
+            (SessionBudget::PureDp { .. }, Cost::Rho(_)) => {
+                return Err(DpError::InvalidParameter {
+                    name: "cost",
+                    reason: "a pure-DP session cannot pay for a zCDP (Gaussian) measurement".into(),
+                });
+            }
+            (SessionBudget::Zcdp { .. }, Cost::Epsilon(e)) => {
+                (check_epsilon(e)?.powi(2) / 2.0).next_up()
+            }
+            (_, Cost::Rho(r)) => check_rho(r)?,
+            (SessionBudget::Unlimited, Cost::Epsilon(e)) => check_epsilon(e)?,
+        };
+        let total = match self.budget {
+            SessionBudget::PureDp { epsilon } => epsilon,
+            SessionBudget::Zcdp { rho } => rho,
+            SessionBudget::Unlimited => f64::INFINITY,
+        };
+        let after = add_up(self.spent, amount);
+        if after > total {
+            return Err(DpError::BudgetExceeded {
+                requested: amount,
+                remaining: self.remaining(),
+            });
+        }
+        self.spent = if total.is_finite() { after } else { 0.0 };
+        self.measurements += 1;
+        Ok(())
+    }
+
+    /// Measures `strategy` on `data` at `cost`: validates, computes the
+    /// exact sensitivity of the quantized strategy, charges the session,
+    /// then computes `Ã x` exactly and adds exact discrete noise. On any
+    /// error before the charge nothing is spent; the noise is drawn only
+    /// after it.
+    pub fn measure_linear(
+        &mut self,
+        strategy: &LinearStrategy,
+        data: &PrivateHistogram,
+        cost: Cost,
+    ) -> Result<Measurement> {
+        if strategy.ncols() != data.len() {
+            return Err(DpError::DimensionMismatch {
+                what: format!(
+                    "strategy has {} columns, histogram {} cells",
+                    strategy.ncols(),
+                    data.len()
+                ),
+            });
+        }
+        let q = strategy.quantized()?;
+        let g = q.granularity();
+        let plan = NoisePlan::new(q, cost)?;
+        self.charge(cost)?;
+        let mut answers = q.apply(data.counts());
+        for a in &mut answers {
+            let z = match &plan.kind {
+                PlanKind::Laplace { num, den } => signed(self.noise.discrete_laplace(num, den))?,
+                PlanKind::Gaussian { num, den } => signed(self.noise.discrete_gaussian(num, den))?,
+            };
+            *a = a.checked_add(z).ok_or_else(|| DpError::InvalidParameter {
+                name: "measurement",
+                reason: "noisy answer beyond 2^127".into(),
+            })?;
+        }
+        // i128 → f64 rounds to the nearest double, which is still a
+        // multiple of the power of two G (see Measurement).
+        let values = answers.iter().map(|&a| a as f64 * g).collect();
+        Ok(Measurement {
+            values,
+            granularity: g,
+            noise: plan.noise_in_units(g),
+            variance: plan.variance_in_units(g),
+            sensitivity: plan.sensitivity * g,
+            cost,
+        })
+    }
+}
+
+enum PlanKind {
+    /// Discrete Laplace of integer scale `num/den`.
+    Laplace { num: BigUint, den: BigUint },
+    /// Discrete Gaussian of integer variance `num/den`.
+    Gaussian { num: BigUint, den: BigUint },
+}
+
+/// The exact noise parameters of a measurement, in units of `G`.
+struct NoisePlan {
+    kind: PlanKind,
+    /// Approximate scale (Laplace t, Gaussian σ) for reporting.
+    scale: f64,
+    sensitivity: f64,
+}
+
+impl NoisePlan {
+    fn new(q: &strategy::QuantizedStrategy, cost: Cost) -> Result<Self> {
+        match cost {
+            Cost::Epsilon(eps) => {
+                // t = Δ₁/ε exactly: ε = a/b ⇒ t = Δ₁ b / a.
+                let (a, b) = exact_ratio(check_epsilon(eps)?)?;
+                let d1 = q.sensitivity_l1();
+                let sensitivity = to_f64(&d1);
+                Ok(Self {
+                    kind: PlanKind::Laplace {
+                        num: d1 * b,
+                        den: a,
+                    },
+                    scale: sensitivity / eps,
+                    sensitivity,
+                })
+            }
+            Cost::Rho(rho) => {
+                // σ² = Δ₂²/(2ρ) exactly: ρ = a/b ⇒ σ² = Δ₂² b / (2a).
+                let (a, b) = exact_ratio(check_rho(rho)?)?;
+                let d2sq = q.sensitivity_l2_squared();
+                let sensitivity = to_f64(&d2sq).sqrt();
+                Ok(Self {
+                    kind: PlanKind::Gaussian {
+                        num: d2sq * b,
+                        den: a * 2u8,
+                    },
+                    scale: sensitivity / (2.0 * rho).sqrt(),
+                    sensitivity,
+                })
+            }
+        }
+    }
+
+    fn noise_in_units(&self, g: f64) -> MeasurementNoise {
+        match self.kind {
+            PlanKind::Laplace { .. } => MeasurementNoise::DiscreteLaplace {
+                scale: self.scale * g,
+            },
+            PlanKind::Gaussian { .. } => MeasurementNoise::DiscreteGaussian {
+                sigma: self.scale * g,
+            },
+        }
+    }
+
+    fn variance_in_units(&self, g: f64) -> f64 {
+        match self.kind {
+            PlanKind::Laplace { .. } => discrete_laplace_variance(self.scale) * g * g,
+            PlanKind::Gaussian { .. } => self.scale * self.scale * g * g,
+        }
+    }
+}
+
+/// Variance of the discrete Laplace of scale `t` on ℤ:
+/// `2 e^{-1/t} / (1 − e^{-1/t})²`.
+pub fn discrete_laplace_variance(t: f64) -> f64 {
+    let q = (-1.0 / t).exp();
+    2.0 * q / (-(-1.0 / t).exp_m1()).powi(2)
+}
+
+fn to_f64(v: &BigUint) -> f64 {
+    // Exact parsing of the decimal representation, correctly rounded.
+    v.to_string().parse().unwrap_or(f64::INFINITY)
+}

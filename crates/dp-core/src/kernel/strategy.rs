@@ -1,0 +1,505 @@
+//! The linear operators the kernel measures, their exact integer images
+//! and their sensitivities.
+//!
+//! A [`LinearStrategy`] is a stack of terms `w_t · (A_{t,1} ⊗ … ⊗ A_{t,K})`
+//! (a dense matrix is one term with one factor). Before measuring, the
+//! kernel quantizes every factor to a power-of-two grid so that the
+//! strategy it measures, `Ã`, has entries `G · (integer)` for one common
+//! power of two `G` (the granularity). With integer counts `x`, `Ã x / G`
+//! is then computed exactly in 128-bit integers, mode by mode for a
+//! Kronecker term (never densifying the operator) and over every cell,
+//! zero or not, so the time taken does not depend on the data.
+//!
+//! Sensitivities are computed exactly, in units of `G`, from the integer
+//! factors: a neighbour adds or removes one record, moving `Ã x` by one
+//! column of `Ã`. A Kronecker product's column `(j₁,…,j_K)` is the
+//! Kronecker product of the factors' columns, whose L1 and L2 norms are
+//! the products of the factors' column norms, so `Δ(⊗ A_k) = Π Δ(A_k)`.
+//! For a stack of terms a column is the stack of the terms' columns, so
+//! `‖col‖₁ = Σ_t ‖col_t‖₁ ≤ Σ_t |w_t| Π_k Δ₁(A_{t,k})` and
+//! `‖col‖₂² = Σ_t ‖col_t‖₂² ≤ Σ_t w_t² Π_k Δ₂(A_{t,k})²`: the maximum of
+//! a sum is at most the sum of the maxima (equality for one term).
+
+use dp_linalg::{Mat, MatRef};
+use num_bigint::BigUint;
+
+use crate::validate::check_matrix;
+use crate::{DpError, Result};
+
+/// Largest count a [`super::PrivateHistogram`] cell may hold (2⁴⁰); the
+/// exact-arithmetic bounds below rely on it.
+pub const MAX_COUNT: u64 = 1 << 40;
+
+/// Bits of relative precision the quantization aims for per term (shared
+/// among its K factors: each factor's largest entry is kept to about
+/// 2^(−60/K) relative accuracy; fewer bits only when 128-bit arithmetic
+/// would not hold the answers).
+const TARGET_BITS: i32 = 60;
+/// Fewest bits accepted before refusing a strategy as too large.
+const MIN_BITS: i32 = 12;
+
+/// A linear strategy for the kernel: a dense matrix, a Kronecker product
+/// of dense factors, or a stacked union of weighted Kronecker products.
+#[derive(Debug, Clone)]
+pub struct LinearStrategy {
+    terms: Vec<(f64, Vec<Mat<f64>>)>,
+    rows: usize,
+    cols: usize,
+    /// The quantized form, computed on first measurement.
+    quantized: std::sync::OnceLock<QuantizedStrategy>,
+}
+
+impl LinearStrategy {
+    /// A dense strategy matrix (p × n).
+    pub fn dense(matrix: MatRef<'_, f64>) -> Result<Self> {
+        Self::union(vec![(1.0, vec![matrix.to_owned()])])
+    }
+
+    /// The Kronecker product `A₁ ⊗ … ⊗ A_K` acting on the row-major
+    /// (last attribute fastest) flattening of a K-way histogram.
+    pub fn kronecker(factors: &[MatRef<'_, f64>]) -> Result<Self> {
+        Self::union(vec![(1.0, factors.iter().map(|f| f.to_owned()).collect())])
+    }
+
+    /// The rows of every `w_t (A_{t,1} ⊗ … ⊗ A_{t,K})` stacked in order;
+    /// all terms must act on the same domain.
+    pub fn union(terms: Vec<(f64, Vec<Mat<f64>>)>) -> Result<Self> {
+        if terms.is_empty() {
+            return Err(invalid("strategy", "has no terms".into()));
+        }
+        let mut cols = None;
+        let mut rows = 0usize;
+        for (weight, factors) in &terms {
+            if !(weight.is_finite() && *weight != 0.0) {
+                return Err(invalid(
+                    "strategy weight",
+                    format!("must be finite and nonzero, got {weight}"),
+                ));
+            }
+            if factors.is_empty() {
+                return Err(invalid("strategy", "a term has no factors".into()));
+            }
+            let (mut p, mut n) = (1usize, 1usize);
+            for f in factors {
+                check_matrix("strategy factor", f.as_ref())?;
+                if f.norm_max() == 0.0 {
+                    return Err(DpError::ZeroMatrix {
+                        what: "strategy factor".into(),
+                    });
+                }
+                p = p.checked_mul(f.nrows()).ok_or_else(too_large)?;
+                n = n.checked_mul(f.ncols()).ok_or_else(too_large)?;
+            }
+            if *cols.get_or_insert(n) != n {
+                return Err(DpError::DimensionMismatch {
+                    what: format!(
+                        "strategy terms act on domains of {} and {n} cells",
+                        cols.unwrap_or(0)
+                    ),
+                });
+            }
+            rows = rows.checked_add(p).ok_or_else(too_large)?;
+        }
+        Ok(Self {
+            terms,
+            rows,
+            cols: cols.unwrap_or(0),
+            quantized: std::sync::OnceLock::new(),
+        })
+    }
+
+    /// Number of rows (measurements).
+    pub fn nrows(&self) -> usize {
+        self.rows
+    }
+
+    /// Number of cells of the domain.
+    pub fn ncols(&self) -> usize {
+        self.cols
+    }
+
+    /// The strategy as one dense matrix (for tests and small domains).
+    pub fn to_dense(&self) -> Mat<f64> {
+        let mut out = Mat::zeros(self.rows, self.cols);
+        let mut r0 = 0;
+        for (w, factors) in &self.terms {
+            let mut k = factors[0].clone();
+            for f in &factors[1..] {
+                k = kron(k.as_ref(), f.as_ref());
+            }
+            for j in 0..self.cols {
+                for i in 0..k.nrows() {
+                    out[(r0 + i, j)] = w * k[(i, j)];
+                }
+            }
+            r0 += k.nrows();
+        }
+        out
+    }
+
+    /// The integer form the kernel measures (computed once).
+    pub(crate) fn quantized(&self) -> Result<&QuantizedStrategy> {
+        if let Some(q) = self.quantized.get() {
+            return Ok(q);
+        }
+        let q = self.quantize()?;
+        Ok(self.quantized.get_or_init(|| q))
+    }
+
+    /// Quantizes to the integer form the kernel measures.
+    fn quantize(&self) -> Result<QuantizedStrategy> {
+        let mut bits = TARGET_BITS;
+        loop {
+            if let Some(q) = self.quantize_with(bits)? {
+                return Ok(q);
+            }
+            bits -= 4;
+            if bits < MIN_BITS {
+                return Err(invalid(
+                    "strategy",
+                    "too large for exact 128-bit measurement (too many factors or cells)".into(),
+                ));
+            }
+        }
+    }
+
+    /// Quantization keeping about `bits` bits per factor, or `None` when
+    /// the answers could overflow 127 bits for some histogram with counts
+    /// up to [`MAX_COUNT`] (a bound that does not look at the data).
+    fn quantize_with(&self, bits: i32) -> Result<Option<QuantizedStrategy>> {
+        // Grids of factors 2..K: a power of two 2^-bits below the factor's
+        // largest entry. The first factor's grid is set per term so that
+        // every term lands on one common output grid G = 2^g_exp.
+        let mut later_exps = Vec::with_capacity(self.terms.len());
+        let mut g_exp = i32::MAX;
+        for (w, factors) in &self.terms {
+            // Each of the K factors keeps bits/K bits, so every term's
+            // product keeps about `bits` bits and the terms share a grid.
+            let per = (bits / factors.len() as i32).max(1);
+            let exps: Vec<i32> = factors[1..]
+                .iter()
+                .map(|f| exponent_of(f.norm_max()) - per)
+                .collect();
+            let first = exponent_of(w.abs() * factors[0].norm_max()) - per;
+            g_exp = g_exp.min(first + exps.iter().sum::<i32>());
+            later_exps.push(exps);
+        }
+        let mut terms = Vec::with_capacity(self.terms.len());
+        for ((w, factors), exps) in self.terms.iter().zip(later_exps) {
+            let first_exp = g_exp - exps.iter().sum::<i32>();
+            // An entry beyond 62 bits (terms of very different scales on
+            // one grid): retry with fewer bits.
+            let Some(first_ints) = to_integers(factors[0].as_ref(), *w, first_exp) else {
+                return Ok(None);
+            };
+            let mut ints = vec![first_ints];
+            for (f, &e) in factors[1..].iter().zip(&exps) {
+                let Some(next) = to_integers(f.as_ref(), 1.0, e) else {
+                    return Ok(None);
+                };
+                ints.push(next);
+            }
+            // Data-independent bound on every intermediate and final
+            // |answer| / G: MAX_COUNT · Π_k (largest row L1 of factor k).
+            let mut bound = BigUint::from(MAX_COUNT);
+            for f in &ints {
+                bound *= f.max_row_l1();
+            }
+            if bound.bits() > 120 {
+                return Ok(None);
+            }
+            terms.push(ints);
+        }
+        let sensitivity_l1 = terms
+            .iter()
+            .map(|t| t.iter().map(IntMatrix::max_col_l1).product::<BigUint>())
+            .sum();
+        let sensitivity_l2_squared = terms
+            .iter()
+            .map(|t| {
+                t.iter()
+                    .map(IntMatrix::max_col_l2_squared)
+                    .product::<BigUint>()
+            })
+            .sum();
+        Ok(Some(QuantizedStrategy {
+            terms,
+            granularity_exp: g_exp,
+            rows: self.rows,
+            sensitivity_l1,
+            sensitivity_l2_squared,
+        }))
+    }
+}
+
+fn too_large() -> DpError {
+    invalid("strategy", "dimensions overflow".into())
+}
+
+fn invalid(name: &'static str, reason: String) -> DpError {
+    DpError::InvalidParameter { name, reason }
+}
+
+/// `e` with `2^e ≤ v < 2^(e+1)` for a finite `v > 0`.
+fn exponent_of(v: f64) -> i32 {
+    let mut e = v.log2().floor() as i32;
+    while 2f64.powi(e) > v {
+        e -= 1;
+    }
+    while 2f64.powi(e + 1) <= v {
+        e += 1;
+    }
+    e
+}
+
+/// Dense Kronecker product (tests and `to_dense` only).
+fn kron(a: MatRef<'_, f64>, b: MatRef<'_, f64>) -> Mat<f64> {
+    Mat::from_fn(a.nrows() * b.nrows(), a.ncols() * b.ncols(), |i, j| {
+        a[(i / b.nrows(), j / b.ncols())] * b[(i % b.nrows(), j % b.ncols())]
+    })
+}
+
+/// `round(weight · m / 2^exp)` entrywise, as i64; `None` when an entry
+/// needs more than 62 bits.
+fn to_integers(m: MatRef<'_, f64>, weight: f64, exp: i32) -> Option<IntMatrix> {
+    let scale = 2f64.powi(-exp);
+    let mut data = Vec::with_capacity(m.nrows() * m.ncols());
+    for i in 0..m.nrows() {
+        for j in 0..m.ncols() {
+            // Multiplying by a power of two is exact; the weight product
+            // rounds once, then the quantization rounds to the grid.
+            let v = ((weight * m[(i, j)]) * scale).round();
+            if v.is_nan() || v.abs() >= 2f64.powi(62) {
+                return None;
+            }
+            data.push(v as i64);
+        }
+    }
+    Some(IntMatrix {
+        rows: m.nrows(),
+        cols: m.ncols(),
+        data,
+    })
+}
+
+/// A row-major integer matrix.
+#[derive(Debug, Clone)]
+pub(crate) struct IntMatrix {
+    rows: usize,
+    cols: usize,
+    data: Vec<i64>,
+}
+
+impl IntMatrix {
+    fn get(&self, i: usize, j: usize) -> i64 {
+        self.data[i * self.cols + j]
+    }
+
+    fn max_row_l1(&self) -> BigUint {
+        (0..self.rows)
+            .map(|i| {
+                (0..self.cols)
+                    .map(|j| u128::from(self.get(i, j).unsigned_abs()))
+                    .sum::<u128>()
+            })
+            .max()
+            .map(BigUint::from)
+            .unwrap_or_default()
+    }
+
+    fn max_col_l1(&self) -> BigUint {
+        (0..self.cols)
+            .map(|j| {
+                (0..self.rows)
+                    .map(|i| u128::from(self.get(i, j).unsigned_abs()))
+                    .sum::<u128>()
+            })
+            .max()
+            .map(BigUint::from)
+            .unwrap_or_default()
+    }
+
+    fn max_col_l2_squared(&self) -> BigUint {
+        (0..self.cols)
+            .map(|j| {
+                let mut acc = BigUint::ZERO;
+                let mut part = 0u128;
+                for i in 0..self.rows {
+                    let sq = u128::from(self.get(i, j).unsigned_abs()).pow(2);
+                    match part.checked_add(sq) {
+                        Some(v) => part = v,
+                        None => {
+                            acc += part;
+                            part = sq;
+                        }
+                    }
+                }
+                acc + part
+            })
+            .max()
+            .unwrap_or_default()
+    }
+}
+
+/// The quantized strategy `Ã = G · (integer terms)`.
+#[derive(Debug, Clone)]
+pub(crate) struct QuantizedStrategy {
+    terms: Vec<Vec<IntMatrix>>,
+    granularity_exp: i32,
+    rows: usize,
+    sensitivity_l1: BigUint,
+    sensitivity_l2_squared: BigUint,
+}
+
+impl QuantizedStrategy {
+    /// `G`, the power of two every entry of `Ã` is a multiple of.
+    pub(crate) fn granularity(&self) -> f64 {
+        2f64.powi(self.granularity_exp)
+    }
+
+    /// `Δ₁(Ã)/G` exactly for one term, an upper bound (sum over terms)
+    /// for a union.
+    pub(crate) fn sensitivity_l1(&self) -> BigUint {
+        self.sensitivity_l1.clone()
+    }
+
+    /// `(Δ₂(Ã)/G)²` exactly for one term, an upper bound for a union.
+    pub(crate) fn sensitivity_l2_squared(&self) -> BigUint {
+        self.sensitivity_l2_squared.clone()
+    }
+
+    /// `Ã x / G` exactly, for counts `x` (each ≤ [`MAX_COUNT`], which keeps
+    /// every partial sum within the bound checked at quantization).
+    pub(crate) fn apply(&self, x: &[u64]) -> Vec<i128> {
+        let mut out = Vec::with_capacity(self.rows);
+        for factors in &self.terms {
+            out.extend(apply_kronecker(factors, x));
+        }
+        out
+    }
+}
+
+/// `(F₁ ⊗ … ⊗ F_K) x` by mode products: the tensor of shape
+/// `(n₁,…,n_K)` is multiplied along mode k by `F_k` in turn, each step
+/// touching every entry (no skipping of zeros).
+fn apply_kronecker(factors: &[IntMatrix], x: &[u64]) -> Vec<i128> {
+    let mut shape: Vec<usize> = factors.iter().map(|f| f.cols).collect();
+    let mut t: Vec<i128> = x.iter().map(|&v| i128::from(v)).collect();
+    for (k, f) in factors.iter().enumerate() {
+        let outer: usize = shape[..k].iter().product();
+        let inner: usize = shape[k + 1..].iter().product();
+        let mut next = vec![0i128; outer * f.rows * inner];
+        for o in 0..outer {
+            for i in 0..f.rows {
+                for j in 0..f.cols {
+                    let a = i128::from(f.get(i, j));
+                    let src = &t[(o * f.cols + j) * inner..(o * f.cols + j + 1) * inner];
+                    let dst = &mut next[(o * f.rows + i) * inner..(o * f.rows + i + 1) * inner];
+                    for (d, &s) in dst.iter_mut().zip(src) {
+                        // Bounded by the quantization check (< 2^120).
+                        *d += a * s;
+                    }
+                }
+            }
+        }
+        shape[k] = f.rows;
+        t = next;
+    }
+    t
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+mod tests {
+    use super::*;
+
+    fn sample(p: usize, n: usize, seed: u64) -> Mat<f64> {
+        Mat::from_fn(p, n, |i, j| {
+            (((i * 7 + j * 13 + seed as usize) % 11) as f64 - 5.0) / 3.0
+        })
+    }
+
+    #[test]
+    fn kronecker_apply_matches_the_densified_operator() {
+        let a = sample(3, 2, 1);
+        let b = sample(2, 4, 2);
+        let c = sample(2, 3, 3);
+        let s = LinearStrategy::union(vec![
+            (1.5, vec![a.clone(), b.clone(), c.clone()]),
+            (-0.25, vec![sample(2, 24, 5)]),
+        ])
+        .unwrap();
+        let q = s.quantized().unwrap();
+        let g = q.granularity();
+        let x: Vec<u64> = (0..24).map(|i| (i * 37 % 17) as u64).collect();
+        let y = q.apply(&x);
+        let dense = s.to_dense();
+        assert_eq!(y.len(), dense.nrows());
+        for (i, &yi) in y.iter().enumerate() {
+            let exact: f64 = (0..24).map(|j| dense[(i, j)] * x[j] as f64).sum();
+            // Quantization error: each entry within a relative 2^-(60/K)
+            // of its factor's largest entry (K = 3 here: 2^-20).
+            assert!(
+                (yi as f64 * g - exact).abs() <= 1e-4 * (1.0 + exact.abs()),
+                "{i}"
+            );
+        }
+    }
+
+    #[test]
+    fn sensitivities_are_the_densified_column_norms() {
+        let a = sample(3, 2, 1);
+        let b = sample(2, 4, 2);
+        let s = LinearStrategy::kronecker(&[a.as_ref(), b.as_ref()]).unwrap();
+        let q = s.quantized().unwrap();
+        let g = q.granularity();
+        let d = s.to_dense();
+        let l1 = crate::sensitivity_l1(d.as_ref()).unwrap();
+        let l2 = crate::sensitivity_l2(d.as_ref()).unwrap();
+        let q1: f64 = q.sensitivity_l1().to_string().parse::<f64>().unwrap() * g;
+        let q2: f64 = q
+            .sensitivity_l2_squared()
+            .to_string()
+            .parse::<f64>()
+            .unwrap()
+            .sqrt()
+            * g;
+        assert!((q1 - l1).abs() <= 1e-7 * l1);
+        assert!((q2 - l2).abs() <= 1e-7 * l2);
+        // A union: the stated bound is at least the true column norm.
+        let u = LinearStrategy::union(vec![
+            (1.0, vec![a.clone(), b.clone()]),
+            (2.0, vec![sample(5, 8, 9)]),
+        ])
+        .unwrap();
+        let qu = u.quantized().unwrap();
+        let du = u.to_dense();
+        let gu = qu.granularity();
+        let b1: f64 = qu.sensitivity_l1().to_string().parse::<f64>().unwrap() * gu;
+        let b2: f64 = qu
+            .sensitivity_l2_squared()
+            .to_string()
+            .parse::<f64>()
+            .unwrap()
+            .sqrt()
+            * gu;
+        assert!(b1 >= crate::sensitivity_l1(du.as_ref()).unwrap() * (1.0 - 1e-7));
+        assert!(b2 >= crate::sensitivity_l2(du.as_ref()).unwrap() * (1.0 - 1e-7));
+    }
+
+    #[test]
+    fn invalid_strategies_are_refused() {
+        assert!(LinearStrategy::union(vec![]).is_err());
+        assert!(LinearStrategy::union(vec![(0.0, vec![sample(2, 2, 0)])]).is_err());
+        assert!(
+            LinearStrategy::union(vec![
+                (1.0, vec![sample(2, 2, 0)]),
+                (1.0, vec![sample(2, 3, 0)])
+            ])
+            .is_err()
+        );
+        assert!(LinearStrategy::dense(Mat::<f64>::zeros(2, 2).as_ref()).is_err());
+        let nan = Mat::from_fn(2, 2, |_, _| f64::NAN);
+        assert!(LinearStrategy::dense(nan.as_ref()).is_err());
+    }
+}
