@@ -40,8 +40,7 @@ enum Command {
     /// Regression gate: objectives and time ratios of every optimizer on
     /// fixed workloads against the committed baseline.
     Regress(regress_cmd::RegressArgs),
-    /// Plan a multi-dimensional workload spec: structured strategy,
-    /// objective, certificate and expected errors (`--out` writes the plan).
+    /// Plan a workload spec: structured strategy, certificate, errors.
     Plan(plan_cmd::PlanArgs),
 }
 
