@@ -12,6 +12,7 @@ mod error_cmd;
 mod experiment_cmd;
 mod optimize_cmd;
 mod output;
+mod plan_cmd;
 mod regress_cmd;
 
 #[derive(Parser)]
@@ -39,6 +40,9 @@ enum Command {
     /// Regression gate: objectives and time ratios of every optimizer on
     /// fixed workloads against the committed baseline.
     Regress(regress_cmd::RegressArgs),
+    /// Plan a multi-dimensional workload spec: structured strategy,
+    /// objective, certificate and expected errors (`--out` writes the plan).
+    Plan(plan_cmd::PlanArgs),
 }
 
 fn main() -> ExitCode {
@@ -55,6 +59,7 @@ fn main() -> ExitCode {
         Command::Experiment(args) => experiment_cmd::run(&args),
         Command::Bench(args) => bench_cmd::run(&args),
         Command::Regress(args) => regress_cmd::run(&args),
+        Command::Plan(args) => plan_cmd::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -26,6 +26,7 @@ mod dense;
 pub mod esm;
 pub mod lbfgs;
 pub mod lrm;
+pub mod multidim;
 pub mod pidentity;
 mod problem;
 pub mod projected_newton;

@@ -8,9 +8,9 @@
 //!
 //! # Policies and stability
 //!
-//! Each attribute's schema says whether a value outside its domain (or a
-//! number that does not parse) and a missing value `drop` the record or are
-//! an `error`. A record is looked at whole: if any attribute says `error`,
+//! Each attribute's schema says whether a value outside its domain, a
+//! numeric field that is not a number, and a missing value `drop` the
+//! record or are an `error`. A record is looked at whole: if any attribute says `error`,
 //! reading stops with an error naming the line and column (the first such
 //! attribute in domain order); otherwise, if any says `drop`, the record is
 //! left out of every table. So the outcome does not depend on column order.
@@ -43,6 +43,13 @@ use crate::source;
 /// Default limit on the cells kept in memory: 2²⁴ counts (128 MiB of u64).
 pub const DEFAULT_CELL_LIMIT: u64 = 1 << 24;
 
+/// The largest cell limit honoured (2³¹ counts, 16 GiB): a larger
+/// `cell_limit` is lowered to it, so no layout asks for an allocation that
+/// cannot be indexed or is far beyond any machine.
+pub const MAX_CELL_LIMIT: u64 = 1 << 31;
+
+const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
+
 /// The name of the count column of a pre-aggregated table.
 pub const COUNT_COLUMN: &str = "count";
 
@@ -60,6 +67,7 @@ impl Layout {
     /// The full histogram (one table over every attribute), if its cell
     /// count is at most `cell_limit`.
     pub fn full(domain: &Domain, cell_limit: u64) -> Result<Self, RecordsError> {
+        let cell_limit = cell_limit.min(MAX_CELL_LIMIT);
         let cells = domain.cells_f64();
         if cells > cell_limit as f64 {
             return Err(RecordsError::TooManyCells {
@@ -83,6 +91,7 @@ impl Layout {
         subsets: &[Vec<usize>],
         cell_limit: u64,
     ) -> Result<Self, RecordsError> {
+        let cell_limit = cell_limit.min(MAX_CELL_LIMIT);
         let shape = domain.shape();
         let mut total = 0.0;
         for (index, subset) in subsets.iter().enumerate() {
@@ -123,7 +132,7 @@ impl Layout {
         subsets: &[Vec<usize>],
         cell_limit: u64,
     ) -> Result<Self, RecordsError> {
-        if domain.cells_f64() <= cell_limit as f64 {
+        if domain.cells_f64() <= cell_limit.min(MAX_CELL_LIMIT) as f64 {
             Self::full(domain, cell_limit)
         } else {
             Self::marginals(domain, subsets, cell_limit)
@@ -150,17 +159,26 @@ pub(crate) struct CountTable {
 }
 
 impl CountTable {
-    fn new(attributes: &[usize], shape: &[usize]) -> Self {
+    /// A zero table; an allocation the system refuses is an error, not an
+    /// abort.
+    fn new(attributes: &[usize], shape: &[usize]) -> Result<Self, RecordsError> {
         let mut strides = vec![1usize; attributes.len()];
         for j in (0..attributes.len().saturating_sub(1)).rev() {
             strides[j] = strides[j + 1] * shape[attributes[j + 1]];
         }
-        let cells = attributes.iter().map(|&a| shape[a]).product();
-        Self {
+        let cells: usize = attributes.iter().map(|&a| shape[a]).product();
+        let mut counts = Vec::new();
+        counts
+            .try_reserve_exact(cells)
+            .map_err(|_| RecordsError::OutOfMemory {
+                cells: cells as f64,
+            })?;
+        counts.resize(cells, 0);
+        Ok(Self {
             attributes: attributes.to_vec(),
             strides,
-            counts: vec![0; cells],
-        }
+            counts,
+        })
     }
 
     #[inline]
@@ -195,16 +213,16 @@ impl std::fmt::Debug for PrivateCounts {
 }
 
 impl PrivateCounts {
-    fn zeros(layout: &Layout) -> Self {
+    fn zeros(layout: &Layout) -> Result<Self, RecordsError> {
         let tables = layout
             .tables
             .iter()
             .map(|attrs| CountTable::new(attrs, &layout.shape))
-            .collect();
-        Self {
+            .collect::<Result<_, _>>()?;
+        Ok(Self {
             layout: layout.clone(),
             tables,
-        }
+        })
     }
 
     /// The layout the counts were kept in (public: it depends only on the
@@ -305,17 +323,16 @@ impl Reader {
             // The CSV reader rejects rows with another field count than the
             // header, so the column exists; treat a gap as missing anyway.
             let field = row.get(column).unwrap_or(b"").trim_ascii();
-            let (policy, missing) = match encoder.encode(field) {
+            let (policy, code) = match encoder.encode(field) {
                 Code::Cell(c) => {
                     codes[i] = c;
                     continue;
                 }
-                Code::Outside => (encoder.outside, false),
-                Code::Missing => (encoder.missing_policy, true),
+                code => (encoder.policy(code), code),
             };
             match policy {
                 Policy::Drop => verdict = Verdict::Drop,
-                Policy::Error => return Err(self.refusal(i, missing, line)),
+                Policy::Error => return Err(self.refusal(i, code, line)),
             }
         }
         Ok(verdict)
@@ -323,15 +340,20 @@ impl Reader {
 
     /// The error for attribute `i` on `line`: names the line, column and
     /// attribute, never the field.
-    fn refusal(&self, i: usize, missing: bool, line: u64) -> RecordsError {
+    fn refusal(&self, i: usize, code: Code, line: u64) -> RecordsError {
         let (column, attribute) = self.names[i].clone();
-        match missing {
-            true => RecordsError::MissingValue {
+        match code {
+            Code::Missing => RecordsError::MissingValue {
                 line,
                 column,
                 attribute,
             },
-            false => RecordsError::OutsideDomain {
+            Code::Unparsable => RecordsError::NotANumber {
+                line,
+                column,
+                attribute,
+            },
+            _ => RecordsError::OutsideDomain {
                 line,
                 column,
                 attribute,
@@ -380,10 +402,20 @@ fn header(
     reader: &mut csv::Reader<Box<dyn Read + '_>>,
     source_name: &str,
 ) -> Result<ByteRecord, RecordsError> {
-    let header = reader
+    let raw = reader
         .byte_headers()
-        .map_err(|e| csv_error(e, source_name))?
-        .clone();
+        .map_err(|e| csv_error(e, source_name))?;
+    // A UTF-8 byte-order mark (spreadsheet exports) is not part of the
+    // first name; the CSV reader strips it only when it arrives whole in
+    // its first buffer, which a chained or decompressing reader need not do.
+    let header: ByteRecord = raw
+        .iter()
+        .enumerate()
+        .map(|(i, h)| match (i, h.strip_prefix(UTF8_BOM)) {
+            (0, Some(rest)) => rest,
+            _ => h,
+        })
+        .collect();
     if header.is_empty() || (header.len() == 1 && header[0].trim_ascii().is_empty()) {
         return Err(RecordsError::NoHeader(source_name.to_string()));
     }
@@ -406,7 +438,7 @@ pub fn aggregate_records<'a, R: Read + 'a>(
     })?;
     let mut reader = csv_reader(input);
     let compiled = Reader::new(schema, &header(&mut reader, source_name)?)?;
-    let mut counts = PrivateCounts::zeros(layout);
+    let mut counts = PrivateCounts::zeros(layout)?;
     let mut codes = vec![0usize; schema.attributes().len()];
     let mut row = ByteRecord::new();
     while reader
@@ -490,7 +522,7 @@ pub fn aggregate_counts_table<'a, R: Read + 'a>(
         )));
     }
     let compiled = Reader::new(schema, &header)?;
-    let mut counts = PrivateCounts::zeros(layout);
+    let mut counts = PrivateCounts::zeros(layout)?;
     let mut codes = vec![0usize; schema.attributes().len()];
     let mut row = ByteRecord::new();
     while reader

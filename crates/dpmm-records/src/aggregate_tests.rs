@@ -181,7 +181,7 @@ fn error_policies_name_line_and_column_but_never_the_value() {
         ),
         // A row with a quoted line break: the next row is on line 4.
         (
-            "sex,age,region\n\"f\",\"3\n0\",n\nm,20,Q9X\n",
+            "sex,age,region,note\nf,30,n,\"two\nlines\"\nm,20,Q9X,x\n",
             RecordsError::OutsideDomain {
                 line: 4,
                 column: "region".into(),
@@ -225,6 +225,14 @@ fn malformed_rows_and_headers_are_refused_without_content() {
         Err(RecordsError::EmptyHeaderColumn(2))
     );
     assert!(matches!(run(b"", &layout), Err(RecordsError::NoHeader(_))));
+    // A UTF-8 byte-order mark (spreadsheet exports) is not part of the
+    // first column's name; CRLF line ends are line ends.
+    let mut one = vec![0u64; 24];
+    one[4] = 1; // (f, [18,65), n)
+    assert_eq!(
+        run("\u{feff}sex,age,region\r\nf,30,n\r\n".as_bytes(), &layout),
+        Ok(vec![one])
+    );
     // A header and no rows is a valid, empty input.
     assert_eq!(run(b"sex,age,region\n", &layout), Ok(vec![vec![0; 24]]));
     // A corrupt gzip stream is an I/O error, not silently fewer records.
@@ -245,6 +253,21 @@ fn layouts_are_checked_before_anything_is_allocated() {
         Err(RecordsError::TooManyCells { .. })
     ));
     assert!(Layout::full(&domain, 24).is_ok());
+    // A limit past MAX_CELL_LIMIT is lowered to it: 40 binary attributes
+    // (2⁴⁰ cells) are refused before any allocation.
+    let huge: Vec<String> = (0..40)
+        .map(|i| format!(r#"{{"name": "q{i}", "values": ["no", "yes"]}}"#))
+        .collect();
+    let wide = Schema::from_json(&format!("{{\"domain\": [{}]}}", huge.join(",")))
+        .expect("schema")
+        .domain();
+    assert!(matches!(
+        Layout::full(&wide, u64::MAX),
+        Err(RecordsError::TooManyCells {
+            limit: MAX_CELL_LIMIT,
+            ..
+        })
+    ));
     // 6 + 8 + 12 = 26 cells.
     assert!(Layout::marginals(&domain, &all_two_way(), 26).is_ok());
     assert!(matches!(
@@ -366,4 +389,33 @@ fn debug_output_of_the_counts_shows_no_count() {
     let debug = format!("{counts:?}");
     assert!(!debug.contains("987654321"), "{debug}");
     assert!(debug.contains("<private>"));
+}
+
+#[test]
+fn a_field_that_is_not_a_number_follows_its_own_policy() {
+    // age drops values outside its bins; by default text that is not a
+    // number is an error all the same.
+    let strict = schema();
+    let csv = b"sex,age,region\nf,30,n\nm,Zanzibar-77,s\n";
+    let e = aggregate_records(&csv[..], "t", &strict, &full(&strict)).expect_err("not a number");
+    assert_eq!(
+        e,
+        RecordsError::NotANumber {
+            line: 3,
+            column: "age".into(),
+            attribute: "age".into()
+        }
+    );
+    assert_secret_free(&e);
+    // With unparsable = drop the row is left out like any dropped row.
+    let lenient = Schema::from_json(&SCHEMA.replace(
+        r#""outside": "drop"}"#,
+        r#""outside": "drop", "unparsable": "drop"}"#,
+    ))
+    .expect("schema");
+    assert_eq!(lenient.attributes()[1].unparsable, Policy::Drop);
+    let counts = aggregate_records(&csv[..], "t", &lenient, &full(&lenient)).expect("dropped");
+    let mut want = vec![0u64; 24];
+    want[4] = 1; // (f, [18,65), n)
+    assert_eq!(counts.tables()[0].counts, want);
 }

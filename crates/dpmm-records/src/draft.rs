@@ -201,6 +201,12 @@ mod tests {
     }
 
     #[test]
+    fn a_byte_order_mark_and_crlf_are_not_part_of_the_names() {
+        let draft = draft_from_header("\u{feff}a,b\r\n1,2\r\n".as_bytes(), "t").expect("draft");
+        assert_eq!(draft.columns(), ["a", "b"]);
+    }
+
+    #[test]
     fn bad_headers_are_typed_errors() {
         assert!(matches!(
             draft_from_header(&b""[..], "t"),

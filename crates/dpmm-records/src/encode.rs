@@ -10,8 +10,10 @@ pub(crate) enum Code {
     /// The value's index in the attribute.
     Cell(usize),
     /// Outside the domain: a category not listed, a number outside the
-    /// bins, or text that is not a finite number for a numeric attribute.
+    /// bins.
     Outside,
+    /// Text that is not a finite number, for a numeric attribute.
+    Unparsable,
     /// One of the missing-value markers.
     Missing,
 }
@@ -32,6 +34,8 @@ pub(crate) struct Encoder {
     missing: Vec<Box<[u8]>>,
     /// Policy for [`Code::Outside`].
     pub(crate) outside: Policy,
+    /// Policy for [`Code::Unparsable`].
+    pub(crate) unparsable: Policy,
     /// Policy for [`Code::Missing`].
     pub(crate) missing_policy: Policy,
 }
@@ -59,7 +63,18 @@ impl Encoder {
                 .map(|m| m.as_bytes().into())
                 .collect(),
             outside: attribute.outside,
+            unparsable: attribute.unparsable,
             missing_policy: attribute.missing,
+        }
+    }
+
+    /// The policy for a non-cell code.
+    #[inline]
+    pub(crate) fn policy(&self, code: Code) -> Policy {
+        match code {
+            Code::Missing => self.missing_policy,
+            Code::Unparsable => self.unparsable,
+            Code::Outside | Code::Cell(_) => self.outside,
         }
     }
 
@@ -77,7 +92,7 @@ impl Encoder {
             Lookup::Hashed(values) => values.get(field).map_or(Code::Outside, |&i| Code::Cell(i)),
             Lookup::Bins(edges) => match parse_finite(field) {
                 Some(x) => bin_of(edges, x),
-                None => Code::Outside,
+                None => Code::Unparsable,
             },
         }
     }
@@ -128,6 +143,7 @@ mod tests {
             column: "a".into(),
             encoding,
             outside: Policy::Error,
+            unparsable: Policy::Error,
             missing: Policy::Error,
         }
     }
@@ -145,16 +161,16 @@ mod tests {
             (b"9.99", Code::Cell(2)),
             (b"10", Code::Outside),
             (b"-5.01", Code::Outside),
-            (b"NaN", Code::Outside),
-            (b"inf", Code::Outside),
+            (b"NaN", Code::Unparsable),
+            (b"inf", Code::Unparsable),
             (b"NA", Code::Missing),
         ];
         for (field, code) in cases {
             assert_eq!(e.encode(field), code, "{}", String::from_utf8_lossy(field));
         }
         assert_eq!(e.encode(b"1e0"), Code::Cell(1));
-        assert_eq!(e.encode(b"abc"), Code::Outside);
-        assert_eq!(e.encode(&[0xff, 0xfe]), Code::Outside);
+        assert_eq!(e.encode(b"abc"), Code::Unparsable);
+        assert_eq!(e.encode(&[0xff, 0xfe]), Code::Unparsable);
     }
 
     #[test]

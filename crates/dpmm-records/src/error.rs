@@ -83,7 +83,7 @@ pub enum SchemaError {
     UnknownPolicy {
         /// The attribute.
         attribute: String,
-        /// `"outside"` or `"missing"`.
+        /// `"outside"`, `"unparsable"` or `"missing"`.
         field: &'static str,
         /// What the schema says.
         found: String,
@@ -149,6 +149,10 @@ pub enum SchemaError {
         /// The number of values or bins.
         actual: usize,
     },
+    /// `unparsable` given for a categorical attribute (where any text not
+    /// listed is outside the domain).
+    #[error("schema: attribute '{0}' is categorical: \"unparsable\" applies to bins only")]
+    UnparsableOnCategorical(String),
     /// A name that is not an attribute of the schema.
     #[error("schema: unknown attribute '{0}'")]
     UnknownAttribute(String),
@@ -193,13 +197,27 @@ pub enum RecordsError {
         /// What is wrong, without any field's content.
         reason: String,
     },
-    /// A value outside the attribute's domain (or a number that does not
-    /// parse) under the `outside: error` policy.
+    /// A value outside the attribute's domain under the `outside: error`
+    /// policy.
     #[error(
         "line {line}, column '{column}': value outside the domain of attribute '{attribute}' \
          (policy outside = error)"
     )]
     OutsideDomain {
+        /// 1-based line number.
+        line: u64,
+        /// The CSV column.
+        column: String,
+        /// The attribute.
+        attribute: String,
+    },
+    /// A numeric field that is not a finite number under the
+    /// `unparsable: error` policy.
+    #[error(
+        "line {line}, column '{column}': not a number, for attribute '{attribute}' \
+         (policy unparsable = error)"
+    )]
+    NotANumber {
         /// 1-based line number.
         line: u64,
         /// The CSV column.
@@ -241,6 +259,12 @@ pub enum RecordsError {
         cells: f64,
         /// The limit.
         limit: u64,
+    },
+    /// The system refused the memory for the count tables.
+    #[error("cannot allocate {cells:.3e} counts")]
+    OutOfMemory {
+        /// Cells that were to be allocated.
+        cells: f64,
     },
     /// A marginal that names an attribute position twice, out of order or
     /// past the domain, or is listed twice.

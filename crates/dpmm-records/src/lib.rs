@@ -44,8 +44,8 @@ pub mod source;
 mod example_tests;
 
 pub use aggregate::{
-    COUNT_COLUMN, DEFAULT_CELL_LIMIT, Layout, PrivateCounts, aggregate_counts_table,
-    aggregate_counts_table_file, aggregate_records, aggregate_records_file,
+    COUNT_COLUMN, DEFAULT_CELL_LIMIT, Layout, MAX_CELL_LIMIT, PrivateCounts,
+    aggregate_counts_table, aggregate_counts_table_file, aggregate_records, aggregate_records_file,
 };
 pub use draft::{DRAFT_NOTE, SchemaDraft, draft_from_header, draft_from_path};
 pub use error::{RecordsError, SchemaError};

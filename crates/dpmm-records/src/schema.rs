@@ -13,11 +13,14 @@
 //! * `bins`: numeric, `[lo, hi)` intervals, as an edge list (strictly
 //!   increasing) or `{start, stop, width}` (a whole number of bins).
 //! * `outside`: what a value outside the domain does (a category not
-//!   listed, a number below the first or at/above the last edge, or a field
-//!   that is not a number for `bins`): `"drop"` the record or `"error"`.
+//!   listed, a number below the first or at/above the last edge): `"drop"`
+//!   the record or `"error"`.
+//! * `unparsable` (`bins` only): what a field that is not a finite number
+//!   does, `"drop"` or `"error"`; separate from `outside` so that dropping
+//!   out-of-range values never silently drops garbage too.
 //! * `missing`: what a missing value does (the field equals one of
 //!   `missing_markers`, by default `""` and `"NA"`): `"drop"` or `"error"`.
-//!   Both policies default to `"error"`: nothing is changed silently.
+//!   Every policy defaults to `"error"`: nothing is changed silently.
 //! * `column` defaults to `name`; an optional `size` must match; `note`
 //!   fields (schema-wide or per attribute) are free text for people.
 //!
@@ -86,8 +89,11 @@ pub struct AttributeSchema {
     pub column: String,
     /// Values or bins.
     pub encoding: Encoding,
-    /// Policy for values outside the domain (and unparsable numbers).
+    /// Policy for values outside the domain.
     pub outside: Policy,
+    /// Policy for numeric fields that are not finite numbers (`bins` only;
+    /// `Error` for categorical attributes, where it never applies).
+    pub unparsable: Policy,
     /// Policy for missing values.
     pub missing: Policy,
 }
@@ -163,6 +169,8 @@ struct RawAttribute {
     bins: Option<Value>,
     #[serde(default)]
     outside: Option<String>,
+    #[serde(default)]
+    unparsable: Option<String>,
     #[serde(default)]
     missing: Option<String>,
     #[serde(default)]
@@ -276,13 +284,18 @@ fn parse_attribute(position: usize, raw: RawAttribute) -> Result<AttributeSchema
             actual: encoding.size(),
         });
     }
+    if raw.unparsable.is_some() && matches!(encoding, Encoding::Categorical { .. }) {
+        return Err(SchemaError::UnparsableOnCategorical(name));
+    }
     let outside = parse_policy(&name, "outside", raw.outside)?;
+    let unparsable = parse_policy(&name, "unparsable", raw.unparsable)?;
     let missing = parse_policy(&name, "missing", raw.missing)?;
     Ok(AttributeSchema {
         column: raw.column.unwrap_or_else(|| name.clone()),
         name,
         encoding,
         outside,
+        unparsable,
         missing,
     })
 }

@@ -35,6 +35,7 @@ fn a_valid_schema_has_the_stated_domain_and_defaults() {
     };
     assert_eq!(age.column, "AGEP");
     assert_eq!((age.outside, age.missing), (Policy::Drop, Policy::Error));
+    assert_eq!(age.unparsable, Policy::Error);
     // column defaults to the name; policies default to error.
     assert_eq!(race.column, "race");
     assert_eq!((race.outside, race.missing), (Policy::Error, Policy::Drop));
@@ -141,6 +142,18 @@ fn every_malformed_schema_has_its_own_error() {
         }
     );
     assert_eq!(
+        err(r#"{"name": "a", "values": ["x"], "unparsable": "drop"}"#),
+        SchemaError::UnparsableOnCategorical(s("a"))
+    );
+    assert_eq!(
+        err(r#"{"name": "a", "bins": [0, 1], "unparsable": "skip"}"#),
+        SchemaError::UnknownPolicy {
+            attribute: s("a"),
+            field: "unparsable",
+            found: s("skip")
+        }
+    );
+    assert_eq!(
         err(r#"{"name": "a", "bins": [3]}"#),
         SchemaError::TooFewEdges(s("a"))
     );
@@ -219,6 +232,7 @@ fn schemas_built_in_code_are_validated_too() {
         column: "a".into(),
         encoding: Encoding::Bins { edges },
         outside: Policy::Error,
+        unparsable: Policy::Error,
         missing: Policy::Error,
     };
     assert_eq!(

@@ -1,0 +1,226 @@
+//! The `plan` entry point: a workload spec (DESIGN.md §7) and a privacy
+//! budget → an optimized structured strategy, a report of its expected
+//! error with the certificate, and the plan file.
+//!
+//! Expected errors follow from the strategy alone: with noise of variance
+//! `v` per strategy row (Laplace `2(Δ₁/ε)²`, Gaussian `(c(ε,δ)Δ₂)²`) and
+//! least squares, query group g has total squared error
+//! `v/Δ² · obj_g` where `obj_g = Δ² tr(W_gᵀW_g (AᵀA)⁺)` is its share of the
+//! objective (so the whole workload's is `v/Δ² · objective`).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use dp_core::{GaussianCalibration, NoiseCalibration, PrivacyBudget, Result};
+use dp_workloads::spec::load_spec;
+use dp_workloads::structured::StructuredWorkload;
+use serde::Serialize;
+
+use super::{PlanOptions, StructuredPlan, plan_strategy};
+use crate::PrivacyModel;
+
+/// Errors of one query group.
+#[derive(Debug, Clone, Serialize)]
+pub struct GroupReport {
+    /// The group's label.
+    pub label: String,
+    /// Number of queries.
+    pub queries: f64,
+    /// Expected total squared error of the group.
+    pub expected_squared_error: f64,
+    /// Root mean squared error per query of the group.
+    pub rmse: f64,
+}
+
+/// What `plan` prints.
+#[derive(Debug, Clone, Serialize)]
+pub struct PlanReport {
+    /// `pure` or `approx`.
+    pub privacy: &'static str,
+    /// ε.
+    pub epsilon: f64,
+    /// δ (approx only).
+    pub delta: Option<f64>,
+    /// Which method produced the strategy.
+    pub method: &'static str,
+    /// Number of attributes.
+    pub attributes: usize,
+    /// Number of cells (f64: it may exceed every integer type).
+    pub cells: f64,
+    /// Number of queries.
+    pub queries: f64,
+    /// `l1_obj` (pure) or `l2_obj` (approx).
+    pub objective_name: &'static str,
+    /// The objective of the strategy.
+    pub objective: f64,
+    /// A proven lower bound on the optimal objective, when known.
+    pub lower_bound: Option<f64>,
+    /// `(objective − lower_bound)/objective`.
+    pub duality_gap: Option<f64>,
+    /// `Δ₁` or `Δ₂` of the strategy.
+    pub sensitivity: f64,
+    /// Laplace scale or Gaussian σ per strategy row.
+    pub noise_scale: f64,
+    /// Expected total squared error over every query.
+    pub expected_total_squared_error: f64,
+    /// Per query group.
+    pub groups: Vec<GroupReport>,
+    /// Kronecker terms in the strategy.
+    pub strategy_terms: usize,
+    /// Block-coordinate passes.
+    pub rounds: usize,
+    /// Wall-clock seconds of planning.
+    pub seconds: f64,
+}
+
+/// The plan file (DESIGN.md §7): the strategy as a weighted union of
+/// Kronecker products of per-attribute matrices; an attribute not named in
+/// a term has the factor `[[1, …, 1]]`.
+#[derive(Debug, Clone, Serialize)]
+pub struct PlanFile {
+    /// Always 1.
+    pub version: u32,
+    /// `pure` or `approx`.
+    pub privacy: &'static str,
+    /// The domain, in order.
+    pub domain: Vec<DomainEntry>,
+    /// `l1_obj` or `l2_obj`.
+    pub objective_name: &'static str,
+    /// The objective.
+    pub objective: f64,
+    /// The lower bound, when known.
+    pub lower_bound: Option<f64>,
+    /// `Δ₁` or `Δ₂` of the stacked strategy.
+    pub sensitivity: f64,
+    /// The stacked terms.
+    pub terms: Vec<PlanTerm>,
+}
+
+/// An attribute of the plan file's domain.
+#[derive(Debug, Clone, Serialize)]
+pub struct DomainEntry {
+    /// Name.
+    pub name: String,
+    /// Size.
+    pub size: usize,
+}
+
+/// One `weight · ⊗ factors` term of the plan file.
+#[derive(Debug, Clone, Serialize)]
+pub struct PlanTerm {
+    /// Multiplies every row.
+    pub weight: f64,
+    /// Attribute name → factor rows.
+    pub factors: BTreeMap<String, Vec<Vec<f64>>>,
+}
+
+/// Loads the spec at `path` and plans it under `budget`.
+pub fn plan_spec(
+    path: &Path,
+    budget: PrivacyBudget,
+    calibration: GaussianCalibration,
+    options: &PlanOptions,
+) -> Result<(StructuredWorkload, StructuredPlan, PlanReport)> {
+    let workload = load_spec(path)?;
+    let (plan, report) = plan_workload(&workload, budget, calibration, options)?;
+    Ok((workload, plan, report))
+}
+
+/// Plans `workload` under `budget` and reports its expected errors.
+pub fn plan_workload(
+    workload: &StructuredWorkload,
+    budget: PrivacyBudget,
+    calibration: GaussianCalibration,
+    options: &PlanOptions,
+) -> Result<(StructuredPlan, PlanReport)> {
+    let privacy = match budget {
+        PrivacyBudget::Pure { .. } => PrivacyModel::Pure,
+        PrivacyBudget::Approx { .. } => PrivacyModel::Approx,
+    };
+    let plan = plan_strategy(workload, privacy, options)?;
+    let noise = match budget {
+        PrivacyBudget::Pure { epsilon } => NoiseCalibration::laplace(plan.sensitivity, epsilon)?,
+        PrivacyBudget::Approx { epsilon, delta } => {
+            NoiseCalibration::gaussian(plan.sensitivity, epsilon, delta, calibration)?
+        }
+    };
+    // Error per unit of objective: v / Δ².
+    let per_unit = noise.variance() / (plan.sensitivity * plan.sensitivity);
+    let groups = plan
+        .groups
+        .iter()
+        .map(|g| GroupReport {
+            label: g.label.clone(),
+            queries: g.queries,
+            expected_squared_error: per_unit * g.objective,
+            rmse: (per_unit * g.objective / g.queries).sqrt(),
+        })
+        .collect();
+    let report = PlanReport {
+        privacy: privacy.name(),
+        epsilon: budget.epsilon().get(),
+        delta: budget.delta().map(|d| d.get()),
+        method: plan.method,
+        attributes: workload.domain().len(),
+        cells: workload.domain().cells_f64(),
+        queries: workload.num_queries(),
+        objective_name: objective_name(privacy),
+        objective: plan.objective,
+        lower_bound: plan.certificate.map(|c| c.lower_bound),
+        duality_gap: plan.certificate.map(|c| c.relative_gap),
+        sensitivity: plan.sensitivity,
+        noise_scale: noise.scale,
+        expected_total_squared_error: per_unit * plan.objective,
+        groups,
+        strategy_terms: plan.strategy.terms.len(),
+        rounds: plan.rounds,
+        seconds: plan.seconds,
+    };
+    Ok((plan, report))
+}
+
+fn objective_name(privacy: PrivacyModel) -> &'static str {
+    match privacy {
+        PrivacyModel::Pure => "l1_obj",
+        PrivacyModel::Approx => "l2_obj",
+    }
+}
+
+/// The plan file of `plan` on `workload`'s domain.
+pub fn plan_file(workload: &StructuredWorkload, plan: &StructuredPlan) -> PlanFile {
+    let attrs = workload.domain().attributes();
+    let terms = plan
+        .strategy
+        .terms
+        .iter()
+        .map(|t| PlanTerm {
+            weight: t.weight,
+            factors: t
+                .factors
+                .iter()
+                .map(|(i, m)| {
+                    let rows = (0..m.nrows())
+                        .map(|r| (0..m.ncols()).map(|c| m[(r, c)]).collect())
+                        .collect();
+                    (attrs[*i].name.clone(), rows)
+                })
+                .collect(),
+        })
+        .collect();
+    PlanFile {
+        version: 1,
+        privacy: plan.privacy.name(),
+        domain: attrs
+            .iter()
+            .map(|a| DomainEntry {
+                name: a.name.clone(),
+                size: a.size,
+            })
+            .collect(),
+        objective_name: objective_name(plan.privacy),
+        objective: plan.objective,
+        lower_bound: plan.certificate.map(|c| c.lower_bound),
+        sensitivity: plan.sensitivity,
+        terms,
+    }
+}
