@@ -117,7 +117,7 @@ fn run_child(args: &BenchArgs) -> Result<()> {
         "duality_gap": gap,
         "rank": diag("rank"),
         "residual": diag("residual"),
-        "converged": r.report.converged,
+        "termination": r.report.termination,
         "iterations": r.report.iterations,
         "gemm_seconds": gemm_seconds,
         "gram_seconds": gram_seconds,
@@ -164,7 +164,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             "t/gemm",
             "objective",
             if lrm { "residual" } else { "gap" },
-            "conv",
+            "stop",
             "peak MB",
             "peak/(n²·8)"
         );
@@ -206,7 +206,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
                     f("seconds") / f("gemm_seconds"),
                     f("objective"),
                     if lrm { f("residual") } else { f("duality_gap") },
-                    v["converged"].as_bool().unwrap_or(false),
+                    v["termination"]["kind"].as_str().unwrap_or("-"),
                     f("peak_rss_bytes") / 1e6,
                     f("peak_in_nxn_matrices"),
                 );

@@ -152,73 +152,15 @@ fn cases() -> Vec<Case> {
     ]
 }
 
-/// The optimizer `name`, weakened if `worsen` names it.
+/// The optimizer `name`, weakened (its registry entry's reduced settings)
+/// if `worsen` names it.
 fn optimizer(name: &str, worsen: bool) -> Result<Box<dyn StrategyOptimizer>> {
-    if !worsen {
-        return dp_opt::by_name(name);
+    let descriptor = dp_opt::registry::descriptor(name)?;
+    if worsen {
+        descriptor.weakened()
+    } else {
+        descriptor.build(&dp_opt::Params::default())
     }
-    Ok(match name {
-        "coa" => Box::new(dp_opt::coa::Coa {
-            options: dp_opt::coa::CoaOptions {
-                gap_tolerance: 0.05,
-                max_newton_steps: 2,
-                dual_iterations: 2,
-                ..Default::default()
-            },
-        }),
-        "pidentity" => {
-            let d = dp_opt::pidentity::PIdentityOptions::default();
-            Box::new(dp_opt::pidentity::PIdentity {
-                options: dp_opt::pidentity::PIdentityOptions {
-                    lbfgs: dp_opt::lbfgs::LbfgsOptions {
-                        max_iterations: 3,
-                        ..d.lbfgs
-                    },
-                    ..d
-                },
-            })
-        }
-        "esm" => {
-            let d = dp_opt::esm::EsmOptions::default();
-            Box::new(dp_opt::esm::Esm {
-                options: dp_opt::esm::EsmOptions {
-                    spg: dp_opt::spg::SpgOptions {
-                        max_iterations: 3,
-                        ..d.spg
-                    },
-                    ..d
-                },
-            })
-        }
-        "am" => Box::new(dp_opt::am::Am {
-            options: dp_opt::am::AmOptions {
-                max_iterations: 3,
-                ..Default::default()
-            },
-        }),
-        "lrm" => {
-            let d = dp_opt::lrm::LrmOptions::default();
-            Box::new(dp_opt::lrm::Lrm {
-                options: dp_opt::lrm::LrmOptions {
-                    penalty: dp_opt::lrm::PenaltyOptions {
-                        stages: 1,
-                        spg: dp_opt::spg::SpgOptions {
-                            max_iterations: 3,
-                            ..d.penalty.spg
-                        },
-                        ..d.penalty
-                    },
-                    ..d
-                },
-            })
-        }
-        other => {
-            return Err(DpError::InvalidParameter {
-                name: "worsen",
-                reason: format!("no weakened variant of '{other}'"),
-            });
-        }
-    })
 }
 
 /// Seconds per call of `f`: repeat until 0.2 s (at least 3 calls), best
@@ -319,6 +261,17 @@ pub fn run(args: &RegressArgs) -> Result<()> {
         .num_threads(1)
         .build_global()
         .map_err(|e| DpError::Io(format!("cannot configure the thread pool: {e}")))?;
+    if let Some(name) = args.worsen.as_deref() {
+        // An unknown name, one without a weakened variant or one no case
+        // runs is an error, not a gate that silently checks nothing.
+        dp_opt::registry::descriptor(name)?.weakened()?;
+        if !cases().iter().any(|c| c.optimizer == name) {
+            return Err(DpError::InvalidParameter {
+                name: "worsen",
+                reason: format!("no regression case runs '{name}'"),
+            });
+        }
+    }
     let path = args.baseline.clone().unwrap_or_else(default_baseline);
     let with_time = !args.no_time;
     let mut current = measure(args.worsen.as_deref(), with_time || args.bless, None)?;

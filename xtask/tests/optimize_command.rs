@@ -90,7 +90,9 @@ fn closed_form_strategies_report_recomputed_objectives() {
                     "{tag} {optimizer} {privacy}: {obj} vs {r}"
                 );
                 assert!((v["svd_bound"].as_f64().unwrap() - bound).abs() <= 1e-9 * bound);
-                assert_eq!(v["converged"], true);
+                let kind = v["termination"]["kind"].as_str().unwrap();
+                assert!(matches!(kind, "converged" | "closed_form"), "{v}");
+                assert!(v.get("converged").is_none(), "{v}");
                 assert_eq!(v["n"], 13);
                 assert_eq!(v["m"], w.nrows());
                 if optimizer == "identity" {
@@ -137,7 +139,47 @@ fn unknown_optimizer_and_bad_workload_are_refused() {
         assert_eq!(o.status.code(), Some(2));
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(err.lines().count(), 1, "{err}");
+        if opt == "nope" {
+            // The error lists every registered optimizer.
+            for d in dp_opt::REGISTRY {
+                assert!(err.contains(d.name), "{err}");
+            }
+        }
     }
+}
+
+/// `optimize --help` lists every registered optimizer with its
+/// description; a branching factor for an optimizer without one is refused.
+#[test]
+fn help_lists_the_registry_and_parameters_are_checked() {
+    let o = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["optimize", "--help"])
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let help = String::from_utf8_lossy(&o.stdout);
+    for d in dp_opt::REGISTRY {
+        let line = help.lines().find(|l| l.trim_start().starts_with(d.name));
+        assert!(line.is_some_and(|l| l.contains(d.description)), "{help}");
+    }
+    let dir = tmpdir("branching");
+    let wp = dir.join("w.npy");
+    write_matrix(&wp, Mat::<f64>::identity(4, 4).as_ref()).unwrap();
+    let run = |opt: &str| {
+        Command::new(env!("CARGO_BIN_EXE_xtask"))
+            .args(["optimize", "--workload", wp.to_str().unwrap()])
+            .args(["--optimizer", opt, "--privacy", "pure", "--branching", "4"])
+            .output()
+            .unwrap()
+    };
+    let o = run("wavelet");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("branching"));
+    let o = run("hierarchical");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    // A 4-ary tree over 4 cells: the 4 leaves and the root.
+    assert_eq!(v["p"], 5);
 }
 
 /// `bench coa` runs each size in a child process and prints one row per
@@ -170,7 +212,11 @@ fn bench_coa_prints_time_objective_gap_and_memory() {
     assert_eq!(rows.len(), 2);
     for (row, n) in rows.iter().zip([16.0, 32.0]) {
         assert_eq!(row["n"].as_f64(), Some(n));
-        assert_eq!(row["converged"].as_bool(), Some(true), "{row}");
+        assert_eq!(
+            row["termination"]["kind"].as_str(),
+            Some("converged"),
+            "{row}"
+        );
         assert!(row["duality_gap"].as_f64().unwrap() <= 1e-6, "{row}");
         assert_eq!(
             row["workload_rank"].as_f64(),

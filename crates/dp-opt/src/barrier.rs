@@ -51,6 +51,7 @@ use dp_linalg::{Cholesky, Mat, MatRef, Par, SymmetricEigen};
 use crate::Observer;
 use crate::dense::{gemm, inner};
 use crate::dual::certified_lower_bound;
+use crate::report::{BoundSource, Event, Stage};
 
 /// Options of [`minimize_trace_inverse`].
 #[derive(Debug, Clone, Copy)]
@@ -424,14 +425,20 @@ pub fn minimize_trace_inverse(
                 best_bound = bound;
                 best_multipliers.clone_from(&multipliers);
             }
-            observer.observe(
-                steps,
-                &[
-                    ("barrier_mu", mu),
-                    ("barrier_objective", best_objective),
-                    ("barrier_bound", best_bound),
-                ],
-            );
+            observer.observe(&Event::Stage {
+                iteration: steps,
+                stage: Stage::BarrierWeight(mu),
+            });
+            observer.observe(&Event::Candidate {
+                iteration: steps,
+                name: "interior point",
+                objective: Some(best_objective),
+            });
+            observer.observe(&Event::LowerBound {
+                iteration: steps,
+                bound: best_bound,
+                source: BoundSource::InteriorPoint,
+            });
             mu /= options.mu_decrease;
             continue;
         }

@@ -26,7 +26,7 @@
 use dp_core::calibration::GaussianCalibration;
 use dp_core::{MatrixMechanism, NoiseSource, PrivacyBudget, Result};
 use dp_linalg::Mat;
-use dp_opt::{PrivacyModel, Problem, StrategyOptimizer};
+use dp_opt::{PrivacyModel, Problem};
 use dp_workloads::datasets::Histogram;
 use dp_workloads::generators::{DiscreteEntries, wdiscrete, wmarginal, wrange, wrelated};
 use dp_workloads::workload::ExplicitWorkload;
@@ -198,28 +198,21 @@ pub(super) fn strategy(
     budget_seconds: Option<f64>,
 ) -> Result<(Mat<f64>, bool, f64)> {
     let start = std::time::Instant::now();
-    let out = match mechanism {
-        "LM" | "GM" => dp_opt::classic::Identity.optimize(problem, &mut ())?,
-        "WM" => dp_opt::classic::Wavelet.optimize(problem, &mut ())?,
-        "HM" => dp_opt::classic::Hierarchical::default().optimize(problem, &mut ())?,
-        "ESM" => {
-            let mut esm = dp_opt::esm::Esm::default();
-            esm.options.spg.max_seconds = budget_seconds;
-            esm.optimize(problem, &mut ())?
-        }
-        "AM" => dp_opt::am::Am::default().optimize(problem, &mut ())?,
-        "COA" => dp_opt::coa::Coa::default().optimize(problem, &mut ())?,
-        _ => {
-            // Program (4) of the COA paper: L1 columns under ε-DP, L2
-            // columns under (ε,δ)-DP (the problem's privacy model).
-            let mut lrm = dp_opt::lrm::Lrm::default();
-            lrm.options.max_seconds = budget_seconds;
-            lrm.optimize(problem, &mut ())?
-        }
+    // The papers' label names a registered optimizer; those with a
+    // wall-clock budget get the sweep's (LRM's Program (4) uses L1 columns
+    // under ε-DP and L2 under (ε,δ)-DP, the problem's privacy model).
+    let descriptor = dp_opt::registry::by_label(mechanism)?;
+    let takes_budget = descriptor
+        .params
+        .contains(&dp_opt::registry::Param::MaxSeconds);
+    let params = dp_opt::Params {
+        max_seconds: budget_seconds.filter(|_| takes_budget),
+        ..dp_opt::Params::default()
     };
+    let out = descriptor.build(&params)?.optimize(problem, &mut ())?;
     Ok((
         out.strategy,
-        out.report.converged,
+        out.report.converged(),
         start.elapsed().as_secs_f64(),
     ))
 }

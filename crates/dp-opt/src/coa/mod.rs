@@ -20,6 +20,7 @@
 //! run stops on the relative duality gap, measured against the original
 //! `WᵀW` (θ = 0).
 
+mod descriptor;
 mod newton;
 mod support;
 
@@ -29,12 +30,15 @@ use dp_core::{DpError, Result};
 use dp_linalg::gram_root_and_spectrum;
 use dp_linalg::{Cholesky, Mat, MatRef, Par};
 
+pub use descriptor::DESCRIPTOR;
+
 use crate::barrier::{BarrierOptions, minimize_trace_inverse};
 use crate::dense::gemm;
 use crate::dual::{DualPoint, certified_lower_bound, dual_point, maximize};
+use crate::engine::Termination;
+use crate::report::{BoundSource, Event, Stage};
 use crate::{
     Certificate, Observer, OptimizeReport, Optimized, PrivacyModel, Problem, StrategyOptimizer,
-    TerminationReason,
 };
 use dp_linalg::symmetrize;
 use newton::{Preconditioner, Scratch, iterate, newton_direction, sandwich};
@@ -227,7 +231,6 @@ fn active_cells(gram: MatRef<'_, f64>) -> Vec<usize> {
 
 /// Counters and history shared by the stages of one run.
 struct Trace {
-    start: Instant,
     scale: f64,
     history: Vec<f64>,
     iterations: usize,
@@ -307,19 +310,26 @@ impl Coa {
             };
             trace.iterations += 1;
             trace.history.push(it.f * trace.scale);
-            observer.observe(
-                trace.iterations,
-                &[
-                    ("theta", theta),
-                    ("objective", it.f * trace.scale),
-                    ("newton_decrement", -slope / it.f),
-                    ("cg_iterations", cg_iters as f64),
-                    ("last_step", last_step),
-                    ("last_trials", last_trials as f64),
-                    ("seconds", trace.start.elapsed().as_secs_f64()),
-                ],
-            );
-            observer.observe_gram(trace.iterations, it.x.as_ref());
+            let iteration = trace.iterations;
+            observer.observe(&Event::Stage {
+                iteration,
+                stage: Stage::Homotopy(theta),
+            });
+            observer.observe(&Event::Iteration {
+                iteration,
+                objective: it.f * trace.scale,
+            });
+            observer.observe(&Event::Newton {
+                iteration,
+                decrement: -slope / it.f,
+                cg_iterations: cg_iters,
+                step: last_step,
+                trials: last_trials,
+            });
+            observer.observe(&Event::GramIterate {
+                iteration,
+                gram: it.x.as_ref(),
+            });
             if -slope <= tolerance * it.f || slope >= 0.0 {
                 *x = it.x;
                 return Ok(StageEnd::Converged);
@@ -498,7 +508,6 @@ impl StrategyOptimizer for Coa {
         let lambda_min = spectrum.first().copied().unwrap_or(0.0);
         let full_rank = root.nrows() == n && lambda_min > o.full_rank_threshold;
         let mut trace = Trace {
-            start,
             scale,
             history: Vec::new(),
             iterations: 0,
@@ -534,10 +543,11 @@ impl StrategyOptimizer for Coa {
                 candidates.push((chol.lower().transpose().to_owned(), f));
             }
             if let Some(p) = point {
-                observer.observe(
-                    trace.iterations,
-                    &[("primal_multiplier_bound", p.lower_bound * scale)],
-                );
+                observer.observe(&Event::LowerBound {
+                    iteration: trace.iterations,
+                    bound: p.lower_bound * scale,
+                    source: BoundSource::PrimalMultipliers,
+                });
                 let gap = candidates
                     .last()
                     .map_or(f64::INFINITY, |c| (c.1 - p.lower_bound) / c.1);
@@ -580,16 +590,16 @@ impl StrategyOptimizer for Coa {
                 trace.iterations += solved.iterations;
                 let (strategy, _) = solved.point.strategy(root.as_ref(), par);
                 let (strategy, objective, _) = complete_support(strategy, &v0, false)?;
-                observer.observe(
-                    trace.iterations,
-                    &[
-                        ("dual_bound", solved.point.lower_bound * scale),
-                        ("dual_strategy_objective", objective * scale),
-                        ("dual_newton_iterations", solved.iterations as f64),
-                        ("dual_cg_iterations", solved.cg_iterations as f64),
-                        ("seconds", start.elapsed().as_secs_f64()),
-                    ],
-                );
+                observer.observe(&Event::LowerBound {
+                    iteration: trace.iterations,
+                    bound: solved.point.lower_bound * scale,
+                    source: BoundSource::Dual,
+                });
+                observer.observe(&Event::Candidate {
+                    iteration: trace.iterations,
+                    name: "dual",
+                    objective: Some(objective * scale),
+                });
                 trace.history.push(objective * scale);
                 candidates.push((strategy, objective));
                 if bound
@@ -688,15 +698,16 @@ impl StrategyOptimizer for Coa {
                 trace.iterations += solved.newton_steps;
                 let (barrier_strategy, barrier_objective, barrier_floor) =
                     finalize(solved.strategy)?;
-                observer.observe(
-                    trace.iterations,
-                    &[
-                        ("barrier_newton_steps", solved.newton_steps as f64),
-                        ("barrier_bound", solved.lower_bound * scale),
-                        ("barrier_objective", barrier_objective),
-                        ("seconds", start.elapsed().as_secs_f64()),
-                    ],
-                );
+                observer.observe(&Event::LowerBound {
+                    iteration: trace.iterations,
+                    bound: solved.lower_bound * scale,
+                    source: BoundSource::InteriorPoint,
+                });
+                observer.observe(&Event::Candidate {
+                    iteration: trace.iterations,
+                    name: "interior point",
+                    objective: Some(barrier_objective),
+                });
                 trace.history.push(barrier_objective);
                 if barrier_objective < objective {
                     (strategy, objective, floor) =
@@ -713,7 +724,7 @@ impl StrategyOptimizer for Coa {
         let relative_gap = ((objective - lower_bound) / objective).max(0.0);
         let converged = relative_gap <= o.gap_tolerance + floor;
         let termination = if converged {
-            TerminationReason::Converged {
+            Termination::Converged {
                 criterion: if floor > 0.0 {
                     format!(
                         "relative duality gap {relative_gap:.2e} <= {:.0e} + {floor:.2e} \
@@ -729,9 +740,11 @@ impl StrategyOptimizer for Coa {
                 },
             }
         } else if let Some(reason) = stalled {
-            TerminationReason::Stalled { reason }
+            Termination::Stalled { reason }
         } else {
-            TerminationReason::MaxIterations
+            Termination::MaxIterations {
+                iterations: o.max_newton_steps,
+            }
         };
         Ok(Optimized {
             strategy,
@@ -740,13 +753,14 @@ impl StrategyOptimizer for Coa {
                 iterations: trace.iterations,
                 termination,
                 seconds: start.elapsed().as_secs_f64(),
-                converged,
                 objective,
                 certificate: Some(Certificate {
                     lower_bound,
                     relative_gap,
                 }),
                 diagnostics: vec![("rounding_floor", floor)],
+                candidates: Vec::new(),
+                chosen: None,
             },
         })
     }
