@@ -1,44 +1,25 @@
 //! `cargo xtask bench coa|lrm`: an optimizer's time, objective,
 //! certificate (COA) or residual and rank (LRM) and peak memory against n
-//! (and m, and for LRM the rank r), side by side.
-//!
-//! Each (workload, n, m) runs in a child process of this binary so that
-//! its peak resident memory (`VmHWM` of `/proc/self/status`, Linux) is its
-//! own; the table reports it also in units of one n×n `f64` matrix. A
-//! dense n×n product is timed in the same child, so times can be compared
-//! across machines as ratios.
+//! (and m, and for LRM the rank r), side by side. Each point is
+//! [`dp_bench::scaling::measure_point`] run in a child process of this
+//! binary, so that its peak resident memory is its own.
 
 use std::process::Command;
-use std::time::Instant;
 
-use clap::{Args, ValueEnum};
+use clap::Args;
+use dp_bench::scaling::{ScalingRow, ScalingTarget, ScalingWorkload, measure_point};
 use dp_core::{DpError, Result};
-use dp_linalg::Mat;
-use dp_opt::{PrivacyModel, Problem, StrategyOptimizer, coa::Coa};
-use dp_workloads::Workload;
-use serde_json::{Value, json};
-
-/// Workloads the benchmark knows.
-#[derive(Clone, Copy, Debug, ValueEnum)]
-pub enum BenchWorkload {
-    /// All ranges (implicit Gram).
-    Allrange,
-    /// WRange: m random ranges (explicit, seeded).
-    Wrange,
-    /// Prefix sums (implicit Gram).
-    Prefix,
-}
 
 /// Arguments of `cargo xtask bench`.
 #[derive(Args, Debug)]
 pub struct BenchArgs {
     /// What to benchmark: `coa` ((ε,δ), certificate) or `lrm` (ε-DP,
     /// residual; time against n and against the rank r).
-    #[arg(value_parser = ["coa", "lrm"])]
-    target: String,
+    #[arg(value_enum)]
+    target: ScalingTarget,
     /// Workload family.
     #[arg(long, value_enum, default_value = "allrange")]
-    workload: BenchWorkload,
+    workload: ScalingWorkload,
     /// Domain sizes, comma separated.
     #[arg(long, value_delimiter = ',', default_value = "256,512,1024")]
     sizes: Vec<usize>,
@@ -57,76 +38,44 @@ pub struct BenchArgs {
     child: bool,
 }
 
-fn gram(workload: BenchWorkload, n: usize, m: usize) -> Result<Mat<f64>> {
-    Ok(match workload {
-        BenchWorkload::Allrange => dp_workloads::workload::AllRange::new(n)?.gram(),
-        BenchWorkload::Prefix => dp_workloads::workload::Prefix::new(n)?.gram(),
-        BenchWorkload::Wrange => dp_workloads::generators::wrange(m, n, 2016)?.gram(),
-    })
+fn child(args: &BenchArgs, n: usize, m: usize, rank: Option<usize>) -> Result<ScalingRow> {
+    let exe = std::env::current_exe().map_err(|e| DpError::Io(e.to_string()))?;
+    let mut cmd = Command::new(exe);
+    cmd.args(["bench", args.target.name(), "--child"])
+        .args(["--workload", args.workload.name()])
+        .args(["--sizes", &n.to_string(), "--m", &m.max(1).to_string()]);
+    if let Some(r) = rank {
+        cmd.args(["--ranks", &r.to_string()]);
+    }
+    let out = cmd.output().map_err(|e| DpError::Io(e.to_string()))?;
+    if !out.status.success() {
+        return Err(DpError::Io(format!(
+            "child for n = {n} failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    serde_json::from_slice(&out.stdout).map_err(|e| DpError::Io(format!("child output: {e}")))
 }
 
-fn peak_rss_bytes() -> Option<f64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024.0)
-}
-
-fn run_child(args: &BenchArgs) -> Result<()> {
-    let (n, m) = (args.sizes[0], args.m[0]);
-    // Forming WᵀW is the only step whose cost grows with m: every
-    // optimizer sees the n×n Gram. Its rank (the dimension COA's dual and
-    // barrier work in) is reported beside the time.
-    let t = Instant::now();
-    let g = gram(args.workload, n, m)?;
-    let gram_seconds = t.elapsed().as_secs_f64();
-    let problem = Problem::from_gram(g, PrivacyModel::Approx)?;
-    let svd_bound = problem.svd_bound()?;
-    let workload_rank = dp_linalg::gram_root(problem.gram())?.nrows();
-    // Reference product, timed in the same process.
-    let mut reference = crate::output::ReferenceProduct::new(n);
-    let t = Instant::now();
-    reference.run();
-    let gemm_seconds = t.elapsed().as_secs_f64();
-    drop(reference);
-    let r = if args.target == "lrm" {
-        let problem = Problem::from_gram(problem.gram().to_owned(), PrivacyModel::Pure)?;
-        let options = dp_opt::lrm::LrmOptions {
-            rank: args.ranks.first().copied(),
-            ..Default::default()
-        };
-        dp_opt::lrm::Lrm { options }.optimize(&problem, &mut ())?
-    } else {
-        Coa::default().optimize(&problem, &mut ())?
-    };
-    let gap = r.report.certificate.map(|c| c.relative_gap);
-    let diag = |k: &str| {
-        r.report
-            .diagnostics
-            .iter()
-            .find(|(name, _)| *name == k)
-            .map(|(_, v)| *v)
-    };
-    let peak = peak_rss_bytes();
-    let out = json!({
-        "n": n,
-        "m": m,
-        "seconds": r.report.seconds,
-        "objective": r.report.objective,
-        "svd_bound": svd_bound,
-        "duality_gap": gap,
-        "rank": diag("rank"),
-        "residual": diag("residual"),
-        "termination": r.report.termination,
-        "iterations": r.report.iterations,
-        "gemm_seconds": gemm_seconds,
-        "gram_seconds": gram_seconds,
-        "workload_rank": workload_rank,
-        "peak_rss_bytes": peak,
-        "peak_in_nxn_matrices": peak.map(|p| p / (8.0 * (n * n) as f64)),
-    });
-    println!("{out}");
-    Ok(())
+/// One table line; `m` is 0 for families without a query count.
+fn print_row(row: &ScalingRow, m: usize, lrm: bool) {
+    let opt = |x: Option<f64>| x.unwrap_or(f64::NAN);
+    let (o, q, t) = (&row.outcome, &row.quality, &row.times);
+    println!(
+        "{:>6} {:>6} {:>7} {:>6} {:>9.2} {:>9.2} {:>10.1} {:>20.10e} {:>10.2e} {:>5} {:>8.0} {:>11.1}",
+        row.n,
+        if m == 0 { "-".into() } else { m.to_string() },
+        row.workload_rank,
+        q.rank.map_or("-".into(), |r| format!("{r}")),
+        t.gram_seconds,
+        t.seconds,
+        t.seconds / t.gemm_seconds,
+        o.objective,
+        opt(if lrm { q.residual } else { q.duality_gap }),
+        o.termination.kind(),
+        opt(row.memory.peak_rss_bytes) / 1e6,
+        opt(row.memory.peak_in_nxn_matrices),
+    );
 }
 
 /// Runs the benchmark.
@@ -138,14 +87,24 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         });
     }
     if args.child {
-        return run_child(args);
+        let (n, m) = (args.sizes[0], args.m[0]);
+        let row = measure_point(
+            args.target,
+            args.workload,
+            n,
+            m,
+            args.ranks.first().copied(),
+        )?;
+        let text = serde_json::to_string(&row).map_err(|e| DpError::Io(e.to_string()))?;
+        println!("{text}");
+        return Ok(());
     }
-    let exe = std::env::current_exe().map_err(|e| DpError::Io(e.to_string()))?;
-    let ms: Vec<usize> = match args.workload {
-        BenchWorkload::Wrange => args.m.clone(),
-        _ => vec![0],
+    let ms = if args.workload.has_queries() {
+        args.m.clone()
+    } else {
+        vec![0]
     };
-    let lrm = args.target == "lrm";
+    let lrm = args.target == ScalingTarget::Lrm;
     let ranks: Vec<Option<usize>> = if lrm && !args.ranks.is_empty() {
         args.ranks.iter().map(|&r| Some(r)).collect()
     } else {
@@ -169,48 +128,19 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             "peak/(n²·8)"
         );
     }
-    let mut rows: Vec<Value> = Vec::new();
+    let mut rows = Vec::new();
     for &n in &args.sizes {
         for &m in &ms {
-            for rank in &ranks {
-                let workload = format!("{:?}", args.workload).to_lowercase();
-                let mut cmd = Command::new(&exe);
-                cmd.args(["bench", &args.target, "--child", "--workload", &workload])
-                    .args(["--sizes", &n.to_string(), "--m", &m.max(1).to_string()]);
-                if let Some(r) = rank {
-                    cmd.args(["--ranks", &r.to_string()]);
+            for &rank in &ranks {
+                let row = child(args, n, m, rank)?;
+                if table {
+                    print_row(&row, m, lrm);
+                } else {
+                    let text =
+                        serde_json::to_string(&row).map_err(|e| DpError::Io(e.to_string()))?;
+                    println!("{text}");
                 }
-                let out = cmd.output().map_err(|e| DpError::Io(e.to_string()))?;
-                if !out.status.success() {
-                    return Err(DpError::Io(format!(
-                        "child for n = {n} failed: {}",
-                        String::from_utf8_lossy(&out.stderr).trim()
-                    )));
-                }
-                let v: Value = serde_json::from_slice(&out.stdout)
-                    .map_err(|e| DpError::Io(format!("child output: {e}")))?;
-                let f = |k: &str| v[k].as_f64().unwrap_or(f64::NAN);
-                if !table {
-                    println!("{v}");
-                    rows.push(v);
-                    continue;
-                }
-                println!(
-                    "{:>6} {:>6} {:>7} {:>6} {:>9.2} {:>9.2} {:>10.1} {:>20.10e} {:>10.2e} {:>5} {:>8.0} {:>11.1}",
-                    n,
-                    if m == 0 { "-".into() } else { m.to_string() },
-                    f("workload_rank"),
-                    v["rank"].as_f64().map_or("-".into(), |r| format!("{r}")),
-                    f("gram_seconds"),
-                    f("seconds"),
-                    f("seconds") / f("gemm_seconds"),
-                    f("objective"),
-                    if lrm { f("residual") } else { f("duality_gap") },
-                    v["termination"]["kind"].as_str().unwrap_or("-"),
-                    f("peak_rss_bytes") / 1e6,
-                    f("peak_in_nxn_matrices"),
-                );
-                rows.push(v);
+                rows.push(row);
             }
         }
     }
@@ -221,14 +151,8 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         );
     }
     if args.sizes.len() >= 2 && ms.len() == 1 && ranks.len() == 1 && table {
-        let xs: Vec<f64> = rows
-            .iter()
-            .map(|v| v["n"].as_f64().unwrap_or(0.0))
-            .collect();
-        let ys: Vec<f64> = rows
-            .iter()
-            .map(|v| v["seconds"].as_f64().unwrap_or(f64::NAN))
-            .collect();
+        let xs: Vec<f64> = rows.iter().map(|r| r.n as f64).collect();
+        let ys: Vec<f64> = rows.iter().map(|r| r.times.seconds).collect();
         println!(
             "fitted exponent: time ~ n^{:.2}",
             dp_bench::stats::fitted_exponent(&xs, &ys)

@@ -8,7 +8,9 @@ use dp_core::{NoiseCalibration, Result};
 use dp_workloads::npy::read_matrix;
 use serde_json::json;
 
-use crate::output::{Privacy, PrivacyArgs, num, print_json};
+use dp_opt::PrivacyModel;
+
+use crate::output::{PrivacyArgs, num, print_json};
 
 #[derive(Debug, Args)]
 pub struct ErrorArgs {
@@ -40,7 +42,7 @@ pub fn run(args: &ErrorArgs) -> Result<()> {
     };
     let mut obj = serde_json::Map::new();
     for (k, v) in [
-        ("privacy", json!(args.privacy.privacy.name())),
+        ("privacy", json!(args.privacy.privacy.0.name())),
         ("n", json!(w.ncols())),
         ("m", json!(w.nrows())),
         ("p", json!(a.nrows())),
@@ -54,13 +56,13 @@ pub fn run(args: &ErrorArgs) -> Result<()> {
     ] {
         obj.insert(k.into(), v);
     }
-    match args.privacy.privacy {
-        Privacy::Pure => {
+    match args.privacy.privacy.0 {
+        PrivacyModel::Pure => {
             obj.insert("l1_obj".into(), num(eval.l1_obj()));
             obj.insert("sensitivity_l1".into(), num(eval.sensitivity_l1));
             obj.insert("noise".into(), json!("laplace"));
         }
-        Privacy::Approx => {
+        PrivacyModel::Approx => {
             obj.insert("l2_obj".into(), num(eval.l2_obj()));
             obj.insert("sensitivity_l2".into(), num(eval.sensitivity_l2));
             obj.insert("delta".into(), json!(args.privacy.delta));

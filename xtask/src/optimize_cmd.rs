@@ -3,9 +3,9 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use dp_core::accuracy::evaluate_strategy;
-use dp_core::{DpError, Result, svd_lower_bound};
-use dp_opt::{Params, PrivacyModel, Problem};
+use dp_bench::verify::verify_strategy;
+use dp_core::Result;
+use dp_opt::{Params, Problem};
 use dp_workloads::npy::{read_matrix, write_matrix};
 use serde_json::json;
 
@@ -51,10 +51,7 @@ fn registered_optimizers() -> String {
 
 pub fn run(args: &OptimizeArgs) -> Result<()> {
     let w = read_matrix(&args.workload)?;
-    let model = match args.privacy {
-        Privacy::Pure => PrivacyModel::Pure,
-        Privacy::Approx => PrivacyModel::Approx,
-    };
+    let model = args.privacy.0;
     let params = Params {
         branching: args.branching,
         ..Params::default()
@@ -62,16 +59,14 @@ pub fn run(args: &OptimizeArgs) -> Result<()> {
     let optimizer = dp_opt::registry::descriptor(&args.optimizer)?.build(&params)?;
     let problem = Problem::from_workload(w.as_ref(), model)?;
     let result = optimizer.optimize(&problem, &mut ())?;
-    // Recompute the objective from the returned strategy and the explicit
-    // workload: the number printed never comes from solver bookkeeping.
-    let eval = evaluate_strategy(w.as_ref(), result.strategy.as_ref())?;
-    if !eval.support.supported {
-        return Err(DpError::UnsupportedWorkload {
-            relative_residual: eval.support.relative_residual,
-            tolerance: eval.support.tolerance,
-        });
-    }
-    let objective = model.objective(&eval);
+    // The objective and gap printed are recomputed from the strategy and
+    // the explicit workload, never taken from solver bookkeeping.
+    let checked = verify_strategy(
+        w.as_ref(),
+        result.strategy.as_ref(),
+        model,
+        result.report.certificate,
+    )?;
     if let Some(out) = &args.out {
         write_matrix(out, result.strategy.as_ref())?;
     }
@@ -84,8 +79,8 @@ pub fn run(args: &OptimizeArgs) -> Result<()> {
         ("m", json!(w.nrows())),
         ("p", json!(result.strategy.nrows())),
         ("seconds", num(report.seconds)),
-        ("objective", num(objective)),
-        ("svd_bound", num(svd_lower_bound(w.as_ref())?)),
+        ("objective", num(checked.objective)),
+        ("svd_bound", num(checked.svd_bound)),
         ("iterations", json!(report.iterations)),
         ("termination", json!(report.termination)),
         ("chosen", json!(report.chosen)),
@@ -96,12 +91,8 @@ pub fn run(args: &OptimizeArgs) -> Result<()> {
     for (k, v) in &report.diagnostics {
         obj.insert((*k).into(), num(*v));
     }
-    if let Some(cert) = report.certificate {
-        // The gap is recomputed against the objective printed above (the
-        // explicit W's, which can differ from the solver's Gram-based value
-        // in the last digits), so the three numbers are consistent.
-        obj.insert("lower_bound".into(), num(cert.lower_bound));
-        let gap = ((objective - cert.lower_bound) / objective).max(0.0);
+    if let (Some(bound), Some(gap)) = (checked.lower_bound, checked.duality_gap) {
+        obj.insert("lower_bound".into(), num(bound));
         obj.insert("duality_gap".into(), num(gap));
     }
     if let Some(out) = &args.out {

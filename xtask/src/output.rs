@@ -1,23 +1,25 @@
 //! Shared command-line plumbing: privacy flags and JSON output.
 
+use clap::builder::PossibleValue;
 use clap::{Args, ValueEnum};
 use dp_core::{DpError, GaussianCalibration, PrivacyBudget, Result};
+use dp_opt::PrivacyModel;
 
-/// Which privacy model the objective refers to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Privacy {
-    /// ε-DP, Laplace noise, objective l1_obj.
-    Pure,
-    /// (ε,δ)-DP, Gaussian noise, objective l2_obj.
-    Approx,
-}
+/// `--privacy pure|approx`: [`PrivacyModel`] as a command-line value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Privacy(pub PrivacyModel);
 
-impl Privacy {
-    pub fn name(self) -> &'static str {
-        match self {
-            Privacy::Pure => "pure",
-            Privacy::Approx => "approx",
-        }
+impl ValueEnum for Privacy {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[Privacy(PrivacyModel::Pure), Privacy(PrivacyModel::Approx)]
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        let help = match self.0 {
+            PrivacyModel::Pure => "ε-DP, Laplace noise, objective l1_obj",
+            PrivacyModel::Approx => "(ε,δ)-DP, Gaussian noise, objective l2_obj",
+        };
+        Some(PossibleValue::new(self.0.name()).help(help))
     }
 }
 
@@ -40,9 +42,9 @@ pub struct PrivacyArgs {
 
 impl PrivacyArgs {
     pub fn budget(&self) -> Result<PrivacyBudget> {
-        match self.privacy {
-            Privacy::Pure => PrivacyBudget::pure(self.epsilon),
-            Privacy::Approx => PrivacyBudget::approx(self.epsilon, self.delta),
+        match self.privacy.0 {
+            PrivacyModel::Pure => PrivacyBudget::pure(self.epsilon),
+            PrivacyModel::Approx => PrivacyBudget::approx(self.epsilon, self.delta),
         }
     }
 
@@ -65,33 +67,5 @@ pub fn num(x: f64) -> serde_json::Value {
         serde_json::json!(x)
     } else {
         serde_json::Value::Null
-    }
-}
-
-/// A dense n×n `f64` product (dp-linalg's product kernel, the current
-/// rayon pool): the yardstick benchmarks and the regression gate express
-/// times in, so they compare across machines as ratios.
-pub struct ReferenceProduct {
-    a: dp_linalg::Mat<f64>,
-    c: dp_linalg::Mat<f64>,
-}
-
-impl ReferenceProduct {
-    /// Operands of size n.
-    pub fn new(n: usize) -> Self {
-        Self {
-            a: dp_linalg::Mat::from_fn(n, n, |i, j| ((i * 31 + j * 17) % 13) as f64 - 6.0),
-            c: dp_linalg::Mat::zeros(n, n),
-        }
-    }
-
-    /// One product `C = A·A`.
-    pub fn run(&mut self) {
-        dp_linalg::gemm_into(
-            &mut self.c,
-            self.a.as_ref(),
-            self.a.as_ref(),
-            dp_linalg::Par::rayon(0),
-        );
     }
 }

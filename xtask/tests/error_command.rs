@@ -4,8 +4,11 @@
 
 #![allow(clippy::unwrap_used, clippy::needless_range_loop)] // tests: a failed unwrap is a failed test; index loops mirror the formulas
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
+
+use std::path::Path;
+
+use common::{Run, arg, tmpdir, xtask};
 
 /// Writes a `.npy` file byte by byte (format 1.0), independently of the
 /// crate under test.
@@ -65,26 +68,13 @@ fn i64_matrix(path: &Path, rows: &[&[i64]]) {
     write_npy(path, "<i8", false, &[rows.len(), rows[0].len()], &payload);
 }
 
-fn tmpdir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("dpmm-xtask-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn run(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn json(stdout: &str) -> serde_json::Value {
-    serde_json::from_str(stdout).unwrap()
+/// `xtask error` on workload `w` and strategy `a` under `privacy`, with
+/// `extra` arguments.
+fn error(w: &Path, a: &Path, privacy: &str, extra: &[&str]) -> Run {
+    let mut args = vec!["error", "--workload", arg(w), "--strategy", arg(a)];
+    args.extend(["--privacy", privacy]);
+    args.extend(extra);
+    xtask(&args)
 }
 
 const H4: [&[f64]; 7] = [
@@ -108,19 +98,9 @@ fn objectives_of_h4_and_the_lrm_example() {
     let e1 = dir.join("e1.npy");
     i64_matrix(&e1, &[&[1, 0, 0, 0]]);
     for strategy in [&h4, &h4f] {
-        let (code, out, err) = run(&[
-            "error",
-            "--workload",
-            e1.to_str().unwrap(),
-            "--strategy",
-            strategy.to_str().unwrap(),
-            "--privacy",
-            "pure",
-            "--epsilon",
-            "0.5",
-        ]);
-        assert_eq!(code, 0, "{err}");
-        let v = json(&out);
+        let v = error(&e1, strategy, "pure", &["--epsilon", "0.5"])
+            .ok()
+            .json();
         let l1 = v["l1_obj"].as_f64().unwrap();
         assert!((l1 / (9.0 * 13.0 / 21.0) - 1.0).abs() < 1e-12, "{l1}");
         assert_eq!(v["supported"], true);
@@ -142,35 +122,13 @@ fn objectives_of_h4_and_the_lrm_example() {
         ],
         true,
     );
-    let (code, out, _) = run(&[
-        "error",
-        "--workload",
-        w.to_str().unwrap(),
-        "--strategy",
-        id.to_str().unwrap(),
-        "--privacy",
-        "pure",
-    ]);
-    assert_eq!(code, 0);
-    let v = json(&out);
+    let v = error(&w, &id, "pure", &[]).ok().json();
     assert!((v["l1_obj"].as_f64().unwrap() - 20.0).abs() < 1e-12);
     assert!((v["expected_total_squared_error"].as_f64().unwrap() - 40.0).abs() < 1e-11);
     // approx: l2_obj = Δ₂(I)² · 20 = 20.
-    let (code, out, _) = run(&[
-        "error",
-        "--workload",
-        w.to_str().unwrap(),
-        "--strategy",
-        id.to_str().unwrap(),
-        "--privacy",
-        "approx",
-        "--epsilon",
-        "0.5",
-        "--delta",
-        "1e-5",
-    ]);
-    assert_eq!(code, 0);
-    assert!((json(&out)["l2_obj"].as_f64().unwrap() - 20.0).abs() < 1e-12);
+    let extra = ["--epsilon", "0.5", "--delta", "1e-5"];
+    let v = error(&w, &id, "approx", &extra).ok().json();
+    assert!((v["l2_obj"].as_f64().unwrap() - 20.0).abs() < 1e-12);
 }
 
 #[test]
@@ -186,31 +144,11 @@ fn rank_deficient_strategies_report_support() {
     f64_matrix(&ok, &[&[1., 1., 1., 1.], &[3., 3., -1., -1.]], false);
     let bad = dir.join("bad.npy");
     f64_matrix(&bad, &[&[1., 0., 0., 0.]], false);
-    let (code, out, _) = run(&[
-        "error",
-        "--workload",
-        ok.to_str().unwrap(),
-        "--strategy",
-        a.to_str().unwrap(),
-        "--privacy",
-        "pure",
-    ]);
-    assert_eq!(code, 0);
-    let v = json(&out);
+    let v = error(&ok, &a, "pure", &[]).ok().json();
     assert_eq!(v["supported"], true);
     // tr = 4 (see dp-core's closed-form test), Δ₁ = 3 → l1_obj = 36.
     assert!((v["l1_obj"].as_f64().unwrap() - 36.0).abs() < 1e-11);
-    let (code, out, _) = run(&[
-        "error",
-        "--workload",
-        bad.to_str().unwrap(),
-        "--strategy",
-        a.to_str().unwrap(),
-        "--privacy",
-        "approx",
-    ]);
-    assert_eq!(code, 0);
-    let v = json(&out);
+    let v = error(&bad, &a, "approx", &[]).ok().json();
     assert_eq!(v["supported"], false);
     assert!(v["expected_total_squared_error"].is_null());
 }
@@ -239,49 +177,32 @@ fn bad_input_is_one_line_and_exit_2() {
     let wide = dir.join("wide.npy");
     f64_matrix(&wide, &[&[1., 0., 0.]], false);
     let missing = dir.join("missing.npy");
-    let cases: Vec<(&Path, &Path, Vec<&str>, &str)> = vec![
-        (&nan, &good, vec![], "non-finite"),
-        (&good, &inf, vec![], "non-finite"),
-        (&one_d, &good, vec![], "2-d"),
-        (&empty, &good, vec![], "empty"),
-        (&complex, &good, vec![], "dtype"),
-        (&truncated, &good, vec![], "truncated"),
-        (&text, &good, vec![], "not a valid .npy"),
-        (&zero, &good, vec![], "zero"),
-        (&wide, &good, vec![], "mismatch"),
-        (&missing, &good, vec![], "cannot open"),
-        (&good, &good, vec!["--epsilon", "0"], "epsilon"),
-        (&good, &good, vec!["--epsilon", "-2"], "epsilon"),
-        (
-            &good,
-            &good,
-            vec!["--privacy", "approx", "--delta", "1.5"],
-            "delta",
-        ),
-        (
-            &good,
-            &good,
-            vec!["--privacy", "approx", "--delta", "0"],
-            "delta",
-        ),
+    let good = good.as_path();
+    let cases: [(&Path, &Path, &str, &[&str], &str); 14] = [
+        (&nan, good, "pure", &[], "non-finite"),
+        (good, &inf, "pure", &[], "non-finite"),
+        (&one_d, good, "pure", &[], "2-d"),
+        (&empty, good, "pure", &[], "empty"),
+        (&complex, good, "pure", &[], "dtype"),
+        (&truncated, good, "pure", &[], "truncated"),
+        (&text, good, "pure", &[], "not a valid .npy"),
+        (&zero, good, "pure", &[], "zero"),
+        (&wide, good, "pure", &[], "mismatch"),
+        (&missing, good, "pure", &[], "cannot open"),
+        (good, good, "pure", &["--epsilon", "0"], "epsilon"),
+        (good, good, "pure", &["--epsilon", "-2"], "epsilon"),
+        (good, good, "approx", &["--delta", "1.5"], "delta"),
+        (good, good, "approx", &["--delta", "0"], "delta"),
     ];
-    for (w, a, extra, needle) in cases {
-        let mut args = vec![
-            "error",
-            "--workload",
-            w.to_str().unwrap(),
-            "--strategy",
-            a.to_str().unwrap(),
-        ];
-        if !extra.contains(&"--privacy") {
-            args.extend(["--privacy", "pure"]);
-        }
-        args.extend(extra.iter().copied());
-        let (code, out, err) = run(&args);
-        assert_eq!(code, 2, "{args:?}: stdout {out} stderr {err}");
-        assert_eq!(err.lines().count(), 1, "{err}");
-        assert!(err.starts_with("error: "), "{err}");
-        assert!(err.to_lowercase().contains(needle), "{args:?}: {err}");
-        assert!(!out.contains("NaN"));
+    for (w, a, privacy, extra, needle) in cases {
+        let r = error(w, a, privacy, extra);
+        r.refused();
+        let what = format!("{w:?} {a:?} {privacy} {extra:?}");
+        assert!(
+            r.stderr.to_lowercase().contains(needle),
+            "{what}: {}",
+            r.stderr
+        );
+        assert!(!r.stdout.contains("NaN"));
     }
 }

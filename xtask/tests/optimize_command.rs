@@ -3,36 +3,19 @@
 
 #![allow(clippy::unwrap_used, clippy::needless_range_loop)] // tests: a failed unwrap is a failed test; index loops mirror the formulas
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
+
+use std::path::Path;
+
+use common::{arg, tmpdir, xtask};
 
 use dp_linalg::{Mat, gram, pseudo_inverse_symmetric, trace_of_product};
 use dp_workloads::npy::{read_matrix, write_matrix};
 
-fn tmpdir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("dpmm-opt-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 fn optimize(w: &Path, optimizer: &str, privacy: &str, out: &Path) -> serde_json::Value {
-    let o = Command::new(env!("CARGO_BIN_EXE_xtask"))
-        .args([
-            "optimize",
-            "--workload",
-            w.to_str().unwrap(),
-            "--optimizer",
-            optimizer,
-            "--privacy",
-            privacy,
-            "--out",
-            out.to_str().unwrap(),
-            "--json",
-        ])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    serde_json::from_slice(&o.stdout).unwrap()
+    let mut args = vec!["optimize", "--workload", arg(w), "--optimizer", optimizer];
+    args.extend(["--privacy", privacy, "--out", arg(out), "--json"]);
+    xtask(&args).ok().json()
 }
 
 /// Δ² · tr(WᵀW (AᵀA)⁺) with the pseudo-inverse of the Gram matrix (a
@@ -124,25 +107,13 @@ fn unknown_optimizer_and_bad_workload_are_refused() {
     let zero = dir.join("z.npy");
     write_matrix(&zero, Mat::<f64>::zeros(3, 3).as_ref()).unwrap();
     for (w, opt) in [(&wp, "nope"), (&zero, "identity")] {
-        let o = Command::new(env!("CARGO_BIN_EXE_xtask"))
-            .args([
-                "optimize",
-                "--workload",
-                w.to_str().unwrap(),
-                "--optimizer",
-                opt,
-                "--privacy",
-                "pure",
-            ])
-            .output()
-            .unwrap();
-        assert_eq!(o.status.code(), Some(2));
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(err.lines().count(), 1, "{err}");
+        let args = ["optimize", "--workload", arg(w), "--optimizer", opt];
+        let run = xtask(&[&args[..], &["--privacy", "pure"]].concat());
+        run.refused();
         if opt == "nope" {
             // The error lists every registered optimizer.
             for d in dp_opt::REGISTRY {
-                assert!(err.contains(d.name), "{err}");
+                assert!(run.stderr.contains(d.name), "{}", run.stderr);
             }
         }
     }
@@ -152,12 +123,7 @@ fn unknown_optimizer_and_bad_workload_are_refused() {
 /// description; a branching factor for an optimizer without one is refused.
 #[test]
 fn help_lists_the_registry_and_parameters_are_checked() {
-    let o = Command::new(env!("CARGO_BIN_EXE_xtask"))
-        .args(["optimize", "--help"])
-        .output()
-        .unwrap();
-    assert!(o.status.success());
-    let help = String::from_utf8_lossy(&o.stdout);
+    let help = xtask(&["optimize", "--help"]).ok().stdout;
     for d in dp_opt::REGISTRY {
         let line = help.lines().find(|l| l.trim_start().starts_with(d.name));
         assert!(line.is_some_and(|l| l.contains(d.description)), "{help}");
@@ -166,20 +132,14 @@ fn help_lists_the_registry_and_parameters_are_checked() {
     let wp = dir.join("w.npy");
     write_matrix(&wp, Mat::<f64>::identity(4, 4).as_ref()).unwrap();
     let run = |opt: &str| {
-        Command::new(env!("CARGO_BIN_EXE_xtask"))
-            .args(["optimize", "--workload", wp.to_str().unwrap()])
-            .args(["--optimizer", opt, "--privacy", "pure", "--branching", "4"])
-            .output()
-            .unwrap()
+        let args = ["optimize", "--workload", arg(&wp), "--optimizer", opt];
+        xtask(&[&args[..], &["--privacy", "pure", "--branching", "4"]].concat())
     };
-    let o = run("wavelet");
-    assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("branching"));
-    let o = run("hierarchical");
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let refused = run("wavelet");
+    refused.refused();
+    assert!(refused.stderr.contains("branching"), "{}", refused.stderr);
     // A 4-ary tree over 4 cells: the 4 leaves and the root.
-    assert_eq!(v["p"], 5);
+    assert_eq!(run("hierarchical").ok().json()["p"], 5);
 }
 
 /// `bench coa` runs each size in a child process and prints one row per
@@ -187,28 +147,12 @@ fn help_lists_the_registry_and_parameters_are_checked() {
 /// same rows as objects.
 #[test]
 fn bench_coa_prints_time_objective_gap_and_memory() {
-    let o = Command::new(env!("CARGO_BIN_EXE_xtask"))
-        .args(["bench", "coa", "--workload", "prefix", "--sizes", "16,32"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let out = String::from_utf8(o.stdout).unwrap();
+    let coa = ["bench", "coa", "--workload", "prefix", "--sizes", "16,32"];
+    let out = xtask(&coa).ok().stdout;
     assert!(out.contains("fitted exponent"), "{out}");
     assert!(out.lines().next().unwrap().contains("peak MB"), "{out}");
-    let json_rows = |args: &[&str]| -> Vec<serde_json::Value> {
-        let o = Command::new(env!("CARGO_BIN_EXE_xtask"))
-            .args(args)
-            .arg("--json")
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        String::from_utf8(o.stdout)
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
-    };
-    let rows = json_rows(&["bench", "coa", "--workload", "prefix", "--sizes", "16,32"]);
+    let json_rows = |args: &[&str]| xtask(&[args, &["--json"]].concat()).ok().json_lines();
+    let rows = json_rows(&coa);
     assert_eq!(rows.len(), 2);
     for (row, n) in rows.iter().zip([16.0, 32.0]) {
         assert_eq!(row["n"].as_f64(), Some(n));
@@ -264,9 +208,5 @@ fn bench_coa_prints_time_objective_gap_and_memory() {
         assert!(objective <= identity * (1.0 + 1e-9), "{row}");
         assert!(objective >= svd * (1.0 - 1e-9), "{row}");
     }
-    let bad = Command::new(env!("CARGO_BIN_EXE_xtask"))
-        .args(["bench", "coa", "--sizes", "0"])
-        .output()
-        .unwrap();
-    assert_eq!(bad.status.code(), Some(2));
+    xtask(&["bench", "coa", "--sizes", "0"]).refused();
 }

@@ -17,7 +17,10 @@
 
 pub mod experiments;
 pub mod output;
+pub mod regress;
+pub mod scaling;
 pub mod stats;
+pub mod verify;
 
 use std::path::PathBuf;
 
@@ -53,6 +56,19 @@ impl RunConfig {
             datasets: None,
             repetitions: None,
             smoke: false,
+        }
+    }
+
+    /// The value for this run's scale: `smoke` for a smoke run, `full` at
+    /// the paper's scale, `default` otherwise (every experiment's sizes,
+    /// grids and budgets are chosen this way).
+    pub fn by_scale<T>(&self, smoke: T, default: T, full: T) -> T {
+        if self.smoke {
+            smoke
+        } else if self.full {
+            full
+        } else {
+            default
         }
     }
 }

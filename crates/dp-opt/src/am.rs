@@ -105,10 +105,70 @@ fn evaluate(g: &Mat<f64>, d2: &[f64], y: &[f64], q: f64) -> Eval {
     }
 }
 
+/// Gradient and Hessian (lower triangle mirrored) of the barrier function
+/// `Σ dᵢ² tᵢ^{-q} − μ Σⱼ log(1 − (Gt)ⱼ)` at `t` with slacks
+/// `slack = 1 − Gt`.
+fn newton_system(
+    g: &Mat<f64>,
+    d2: &[f64],
+    q: f64,
+    t: &[f64],
+    slack: &[f64],
+    mu: f64,
+) -> (Vec<f64>, Mat<f64>) {
+    let (n, k) = (g.nrows(), g.ncols());
+    let mut grad: Vec<f64> = (0..k).map(|i| -q * d2[i] * t[i].powf(-q - 1.0)).collect();
+    let mut hess = Mat::<f64>::zeros(k, k);
+    for j in 0..n {
+        let w1 = mu / slack[j];
+        let w2 = mu / (slack[j] * slack[j]);
+        for a in 0..k {
+            let ga = g[(j, a)];
+            if ga == 0.0 {
+                continue;
+            }
+            grad[a] += w1 * ga;
+            for b in 0..=a {
+                hess[(a, b)] += w2 * ga * g[(j, b)];
+            }
+        }
+    }
+    for i in 0..k {
+        hess[(i, i)] += q * (q + 1.0) * d2[i] * t[i].powf(-q - 2.0);
+        for b in 0..i {
+            hess[(b, i)] = hess[(i, b)];
+        }
+    }
+    (grad, hess)
+}
+
+/// The dual bound at a centred point, the better of two dual-feasible
+/// multiplier estimates (both clamped at 0): the central-path `y = μ/s`
+/// and the primal-dual `y⁺ = μ/s + (μ/s²)∘(GΔ)` from the Newton step Δ,
+/// which satisfies the linearized stationarity `∇f + H_f Δ + Gᵀy⁺ = 0`
+/// exactly (where constraints are nearly tight the curvature μ/s² dwarfs
+/// the gradient and `y` alone misses stationarity). `−∞` if neither is
+/// finite.
+fn centred_bound(g: &Mat<f64>, d2: &[f64], q: f64, slack: &[f64], mu: f64, step: &Mat<f64>) -> f64 {
+    let (n, k) = (g.nrows(), g.ncols());
+    let y: Vec<f64> = slack.iter().map(|s| mu / s).collect();
+    let g_step: Vec<f64> = (0..n)
+        .map(|j| (0..k).map(|i| g[(j, i)] * step[(i, 0)]).sum::<f64>())
+        .collect();
+    let y_plus: Vec<f64> = (0..n)
+        .map(|j| (y[j] + y[j] / slack[j] * g_step[j]).max(0.0))
+        .collect();
+    [y, y_plus]
+        .into_iter()
+        .map(|y| evaluate(g, d2, &y, q).bound)
+        .filter(|b| b.is_finite())
+        .fold(f64::NEG_INFINITY, f64::max)
+}
+
 /// The barrier method of the module notes on `min Σ dᵢ² tᵢ^{-q}` s.t.
 /// `G t ≤ 1`: returns the best weights (as an [`Eval`]), the best dual
 /// bound, the history of the best primal value and the Newton steps.
-fn barrier(
+fn log_barrier_newton(
     g: &Mat<f64>,
     d2: &[f64],
     q: f64,
@@ -164,29 +224,7 @@ fn barrier(
             break;
         }
         let slack: Vec<f64> = gt_of(&t).iter().map(|v| 1.0 - v).collect();
-        // Gradient and Hessian of the barrier function.
-        let mut grad: Vec<f64> = (0..k).map(|i| -q * d2[i] * t[i].powf(-q - 1.0)).collect();
-        let mut hess = Mat::<f64>::zeros(k, k);
-        for j in 0..n {
-            let w1 = mu / slack[j];
-            let w2 = mu / (slack[j] * slack[j]);
-            for a in 0..k {
-                let ga = g[(j, a)];
-                if ga == 0.0 {
-                    continue;
-                }
-                grad[a] += w1 * ga;
-                for b in 0..=a {
-                    hess[(a, b)] += w2 * ga * g[(j, b)];
-                }
-            }
-        }
-        for i in 0..k {
-            hess[(i, i)] += q * (q + 1.0) * d2[i] * t[i].powf(-q - 2.0);
-            for b in 0..i {
-                hess[(b, i)] = hess[(i, b)];
-            }
-        }
+        let (grad, hess) = newton_system(g, d2, q, &t, &slack, mu);
         let Ok(chol) = dp_linalg::Cholesky::factor(hess.as_ref()) else {
             stall = Some("AM: the barrier Hessian is not positive definite");
             break;
@@ -202,25 +240,10 @@ fn barrier(
             break;
         }
         if decrement <= 0.01 * n as f64 * mu {
-            // Centred: certify, then move along the path. Where constraints
-            // are nearly tight the curvature μ/s² dwarfs the gradient, so
-            // y = μ/s misses stationarity by 5-30% (measured on ε-DP ranges;
-            // the bound then stalled at a gap of 3e-6); the primal-dual
-            // estimate y⁺ = μ/s + (μ/s²)∘(GΔ) from this Newton step satisfies
-            // the linearized stationarity ∇f + H_f Δ + Gᵀy⁺ = 0 exactly.
-            // Both (clamped at 0) give valid bounds; the better counts.
-            let y: Vec<f64> = slack.iter().map(|s| mu / s).collect();
-            let g_step: Vec<f64> = (0..n)
-                .map(|j| (0..k).map(|i| g[(j, i)] * step[(i, 0)]).sum::<f64>())
-                .collect();
-            let y_plus: Vec<f64> = (0..n)
-                .map(|j| (y[j] + y[j] / slack[j] * g_step[j]).max(0.0))
-                .collect();
-            for y in [y, y_plus] {
-                let b = evaluate(g, d2, &y, q).bound;
-                if b.is_finite() {
-                    bound = bound.max(b);
-                }
+            // Centred: certify, then move along the path.
+            let b = centred_bound(g, d2, q, &slack, mu, &step);
+            if b.is_finite() {
+                bound = bound.max(b);
             }
             observe(steps, best.primal, bound, mu);
             mu /= 10.0;
@@ -294,7 +317,7 @@ impl StrategyOptimizer for Am {
                 source: BoundSource::InteriorPoint,
             });
         };
-        let (best, bound, history, iterations, stall) = barrier(&g, &d2, q, o, observe);
+        let (best, bound, history, iterations, stall) = log_barrier_newton(&g, &d2, q, o, observe);
         let history: Vec<f64> = history.iter().map(|v| v * scale).collect();
         // λ from t, normalized so that the sensitivity is exactly 1.
         let gmax = best.gt.iter().copied().fold(0.0, f64::max);

@@ -132,6 +132,51 @@ fn project(m: &mut Mat<f64>, kappa: f64) -> Result<()> {
     Ok(())
 }
 
+/// The smoothing levels ε of the continuation: 0.1, 0.01, … down to (and
+/// ending at) `smoothing`.
+fn smoothing_stages(smoothing: f64) -> Vec<f64> {
+    let mut stages = Vec::new();
+    let mut eps = 0.1f64;
+    while eps > smoothing * 1.000001 {
+        stages.push(eps);
+        eps *= 0.1;
+    }
+    stages.push(smoothing);
+    stages
+}
+
+/// The start, column-major: the SVD-bound strategy's Gram
+/// `M₀ = V^{1/2} + ρI` scaled to unit largest diagonal. `ρ = 10⁻⁶` of its
+/// mean eigenvalue keeps M₀ inside the feasible set while the directions
+/// W never uses start near zero, as they end at a nearly singular optimum
+/// on low-rank workloads; the paper's `M₀ = I` is the case of a flat
+/// spectrum.
+fn svd_bound_start(v: &Mat<f64>) -> Result<Vec<f64>> {
+    let n = v.nrows();
+    let eig = SymmetricEigen::new(v.as_ref())?;
+    let mean_root = eig.values.iter().map(|l| l.max(0.0).sqrt()).sum::<f64>() / n as f64;
+    let rho = 1e-6 * mean_root.max(f64::MIN_POSITIVE);
+    let m0 = eig.map(|l| l.max(0.0).sqrt() + rho);
+    let dmax = (0..n).map(|i| m0[(i, i)]).fold(0.0, f64::max);
+    Ok((0..n * n).map(|k| m0[(k % n, k / n)] / dmax).collect())
+}
+
+/// Writes `m` column-major into `out` (the layout SPG's vectors use).
+fn write_column_major(m: &Mat<f64>, out: &mut [f64]) {
+    for (j, col) in out.chunks_mut(m.nrows()).enumerate() {
+        for (i, o) in col.iter_mut().enumerate() {
+            *o = m[(i, j)];
+        }
+    }
+}
+
+/// The strategy `M^{1/2}` of the column-major n×n `M` (eigenvalues
+/// clamped at zero).
+fn psd_root(x: &[f64], n: usize) -> Result<Mat<f64>> {
+    let m = Mat::from_fn(n, n, |i, j| x[j * n + i]);
+    Ok(SymmetricEigen::new(m.as_ref())?.map(|l| l.max(0.0).sqrt()))
+}
+
 impl StrategyOptimizer for Esm {
     fn name(&self) -> &'static str {
         "esm"
@@ -150,29 +195,8 @@ impl StrategyOptimizer for Esm {
         let (v, scale) = problem.normalized_gram()?;
         let par = o.parallelism;
         let kappa = o.min_eigenvalue;
-        let mut stages = Vec::new();
-        let mut eps = 0.1f64;
-        while eps > o.smoothing * 1.000001 {
-            stages.push(eps);
-            eps *= 0.1;
-        }
-        stages.push(o.smoothing);
-        // Start: the SVD-bound strategy's Gram, M₀ = V^{1/2} + ρI scaled to
-        // unit largest diagonal (ρ = 1e-6 of its mean eigenvalue keeps it
-        // inside the set while directions W never uses start near zero; the
-        // paper's M₀ = I is the case of a flat spectrum). Measured from
-        // M₀ = I, SPG ends 50% above COA's optimum on low-rank workloads,
-        // whose optimal M is nearly singular.
-        let mut x = {
-            let eig = SymmetricEigen::new(v.as_ref())?;
-            let mean_root = eig.values.iter().map(|l| l.max(0.0).sqrt()).sum::<f64>() / n as f64;
-            let rho = 1e-6 * mean_root.max(f64::MIN_POSITIVE);
-            let m0 = eig.map(|l| l.max(0.0).sqrt() + rho);
-            let dmax = (0..n).map(|i| m0[(i, i)]).fold(0.0, f64::max);
-            (0..n * n)
-                .map(|k| m0[(k % n, k / n)] / dmax)
-                .collect::<Vec<f64>>()
-        };
+        let stages = smoothing_stages(o.smoothing);
+        let mut x = svd_bound_start(&v)?;
         let mut history = Vec::new();
         let mut iterations = 0;
         let mut last = None;
@@ -182,11 +206,7 @@ impl StrategyOptimizer for Esm {
                 let m = Mat::from_fn(n, n, |i, j| x[j * n + i]);
                 match objective_and_gradient(&v, &m, mu, par) {
                     Some((f, grad)) => {
-                        for j in 0..n {
-                            for i in 0..n {
-                                g[j * n + i] = grad[(i, j)];
-                            }
-                        }
+                        write_column_major(&grad, g);
                         f
                     }
                     None => f64::INFINITY,
@@ -199,11 +219,7 @@ impl StrategyOptimizer for Esm {
                     projection_failed = true;
                     return;
                 }
-                for j in 0..n {
-                    for i in 0..n {
-                        x[j * n + i] = m[(i, j)];
-                    }
-                }
+                write_column_major(&m, x);
             };
             // `spg.max_seconds` bounds the whole run, not each stage.
             let mut stage = o.spg;
@@ -234,9 +250,7 @@ impl StrategyOptimizer for Esm {
             solver: "ESM",
             reason: "no stage ran".into(),
         })?;
-        let m = Mat::from_fn(n, n, |i, j| solved.x[j * n + i]);
-        let eig = SymmetricEigen::new(m.as_ref())?;
-        let root = eig.map(|l| l.max(0.0).sqrt());
+        let root = psd_root(&solved.x, n)?;
         let draft = Draft {
             iterations,
             history,

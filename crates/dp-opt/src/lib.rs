@@ -20,12 +20,10 @@
 //! ```
 
 pub mod am;
-pub mod barrier;
 pub mod best_of;
 pub mod classic;
 pub mod coa;
 mod dense;
-pub mod dual;
 pub mod engine;
 pub mod esm;
 pub mod lbfgs;

@@ -155,6 +155,48 @@ pub fn strategy(theta: &Mat<f64>, privacy: PrivacyModel) -> Mat<f64> {
     })
 }
 
+/// The unconstrained variables of the L-BFGS runs, column-major p×n:
+/// Θ itself under (ε,δ)-DP, and φ with `Θ = φ∘φ` (entrywise) under ε-DP,
+/// which keeps Θ ≥ 0 as the ε-DP program requires.
+struct Variables {
+    pure: bool,
+    p: usize,
+}
+
+impl Variables {
+    /// The variables of Θ (`φ = √Θ` under ε-DP).
+    fn of_theta(&self, theta: &Mat<f64>) -> Vec<f64> {
+        let p = self.p;
+        (0..p * theta.ncols())
+            .map(|k| {
+                let t = theta[(k % p, k / p)];
+                if self.pure { t.sqrt() } else { t }
+            })
+            .collect()
+    }
+
+    /// Θ of the variables.
+    fn theta(&self, x: &[f64]) -> Mat<f64> {
+        let p = self.p;
+        Mat::from_fn(p, x.len() / p, |i, j| {
+            let v = x[j * p + i];
+            if self.pure { v * v } else { v }
+        })
+    }
+
+    /// The gradient in the variables from `∇_Θ` (chain rule `2φ` under
+    /// ε-DP), written into `g`.
+    fn chain_gradient(&self, x: &[f64], grad: &Mat<f64>, g: &mut [f64]) {
+        let p = self.p;
+        for j in 0..grad.ncols() {
+            for i in 0..p {
+                let chain = if self.pure { 2.0 * x[j * p + i] } else { 1.0 };
+                g[j * p + i] = grad[(i, j)] * chain;
+            }
+        }
+    }
+}
+
 /// p-Identity's own search (restarts of L-BFGS), without the identity
 /// candidate [`PIdentity`] compares it with.
 struct Search(PIdentityOptions);
@@ -184,6 +226,10 @@ impl StrategyOptimizer for Search {
         let privacy = problem.privacy();
         let (v, scale) = problem.normalized_gram()?;
         let par = o.parallelism;
+        let vars = Variables {
+            pure: privacy == PrivacyModel::Pure,
+            p,
+        };
         let mut rng = ChaCha8Rng::seed_from_u64(o.seed);
         let mut best: Option<(Mat<f64>, f64, Termination, Vec<f64>)> = None;
         let mut total_iterations = 0;
@@ -193,41 +239,11 @@ impl StrategyOptimizer for Search {
                 stage: Stage::Restart(restart),
             });
             let theta0 = Mat::from_fn(p, n, |_, _| rng.random::<f64>());
-            // Pure: Θ = φ∘φ, φ₀ = √Θ₀.
-            let x0: Vec<f64> = (0..p * n)
-                .map(|k| {
-                    let t = theta0[(k % p, k / p)];
-                    if privacy == PrivacyModel::Pure {
-                        t.sqrt()
-                    } else {
-                        t
-                    }
-                })
-                .collect();
-            let to_theta = |x: &[f64]| {
-                Mat::from_fn(p, n, |i, j| {
-                    let v = x[j * p + i];
-                    if privacy == PrivacyModel::Pure {
-                        v * v
-                    } else {
-                        v
-                    }
-                })
-            };
+            let x0 = vars.of_theta(&theta0);
             let eval = |x: &[f64], g: &mut [f64]| -> f64 {
-                let theta = to_theta(x);
-                match objective_and_gradient(v.as_ref(), &theta, privacy, par) {
+                match objective_and_gradient(v.as_ref(), &vars.theta(x), privacy, par) {
                     Some((f, grad)) => {
-                        for j in 0..n {
-                            for i in 0..p {
-                                let chain = if privacy == PrivacyModel::Pure {
-                                    2.0 * x[j * p + i]
-                                } else {
-                                    1.0
-                                };
-                                g[j * p + i] = grad[(i, j)] * chain;
-                            }
-                        }
+                        vars.chain_gradient(x, &grad, g);
                         f
                     }
                     None => f64::INFINITY,
@@ -239,7 +255,7 @@ impl StrategyOptimizer for Search {
                 .run(Lbfgs::new(eval, x0, &o.lbfgs));
             total_iterations += run.iterations;
             let result = run.output;
-            let theta = to_theta(&result.x);
+            let theta = vars.theta(&result.x);
             if best.as_ref().is_none_or(|b| result.value < b.1) {
                 best = Some((theta, result.value, run.termination, run.history));
             }

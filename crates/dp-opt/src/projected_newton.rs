@@ -3,7 +3,7 @@
 //! with f concave and positively homogeneous of degree ½ (so the best point
 //! on each ray `{t y}` is known in closed form, `t = (f/Σy)²`).
 //!
-//! COA's dual ([`crate::dual`], `f = tr(C D Cᵀ)^{1/2}`) and the Ky Fan dual
+//! COA's dual ([`crate::coa::dual`], `f = tr(C D Cᵀ)^{1/2}`) and the Ky Fan dual
 //! of the projection mechanism's covariance ([`crate::projection`],
 //! `f = h_k(C D Cᵀ)`) are the two instances: they differ only in how a
 //! point is evaluated, which is what [`ConcaveDual`] abstracts.
@@ -141,70 +141,10 @@ pub fn maximize<D: ConcaveDual>(
             .map(|(yi, gi)| !(*yi <= eps && *gi < 0.0))
             .collect();
         let diag = dual.neg_hessian_diagonal(&point);
-        let restrict = |v: &mut [f64]| {
-            for (vi, f) in v.iter_mut().zip(&free) {
-                if !f {
-                    *vi = 0.0;
-                }
-            }
-        };
-        let free_rows: Vec<usize> = (0..n).filter(|&i| free[i]).collect();
-        let mut b = grad.clone();
-        restrict(&mut b);
-        // PCG on the free set for (−∇²g + μI)_FF d_F = ∇g_F; returns the
-        // direction, the preconditioner and whether CG met its tolerance.
-        let mut newton = |mu: f64| -> (Vec<f64>, Vec<f64>, bool) {
-            let precond: Vec<f64> = diag.iter().map(|d| 1.0 / (d + mu).max(1e-300)).collect();
-            let b_norm = dot(&b, &b).sqrt();
-            let forcing = b_norm.sqrt().min(0.1);
-            let mut d = vec![0.0; n];
-            let mut res = b.clone();
-            let mut z: Vec<f64> = res.iter().zip(&precond).map(|(a, p)| a * p).collect();
-            let mut p = z.clone();
-            let mut rz = dot(&res, &z);
-            let mut solved = false;
-            for _ in 0..(4 * n).max(50) {
-                if rz.is_nan() || rz <= 0.0 {
-                    break;
-                }
-                cg_total += 1;
-                let mut hp = dual.neg_hessian_times(&point, &p, &free_rows);
-                for (h, pi) in hp.iter_mut().zip(&p) {
-                    *h += mu * pi;
-                }
-                restrict(&mut hp);
-                let php = dot(&p, &hp);
-                if !(php > 0.0 && php.is_finite()) {
-                    break;
-                }
-                let alpha = rz / php;
-                for i in 0..n {
-                    d[i] += alpha * p[i];
-                    res[i] -= alpha * hp[i];
-                }
-                if dot(&res, &res).sqrt() <= forcing * b_norm {
-                    solved = true;
-                    break;
-                }
-                z = res.iter().zip(&precond).map(|(a, p)| a * p).collect();
-                let rz_new = dot(&res, &z);
-                for i in 0..n {
-                    p[i] = z[i] + (rz_new / rz) * p[i];
-                }
-                rz = rz_new;
-            }
-            if dot(&b, &d).partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
-                d = b.iter().zip(&precond).map(|(a, p)| a * p).collect();
-                solved = false;
-            }
-            for i in 0..n {
-                if !free[i] {
-                    d[i] = grad[i] * precond[i];
-                }
-            }
-            (d, precond, solved)
-        };
         let mean_diag = diag.iter().sum::<f64>() / n as f64;
+        let mut newton = |mu: f64| {
+            free_set_newton_direction(dual, &point, &grad, &diag, &free, mu, &mut cg_total)
+        };
         let (mut d, mut precond, solved) = newton(damping * mean_diag);
         if !solved {
             let mu = 1e-3 * diag.iter().sum::<f64>() / n as f64 * proj_grad.min(1.0);
@@ -272,6 +212,84 @@ pub fn maximize<D: ConcaveDual>(
         cg_iterations: cg_total,
         termination,
     })
+}
+
+/// Preconditioned conjugate gradients on the free set F for
+/// `(−∇²g + μI)_FF d_F = ∇g_F` (Jacobi preconditioner from the Hessian
+/// diagonal `diag`), to the forcing tolerance `min(‖b‖^{1/2}, 0.1)·‖b‖`.
+/// When CG yields no ascent direction the preconditioned gradient
+/// replaces it; the fixed variables take the preconditioned gradient.
+/// Returns the direction, the preconditioner and whether CG met its
+/// tolerance; CG iterations are added to `cg_total`.
+fn free_set_newton_direction<D: ConcaveDual>(
+    dual: &D,
+    point: &D::Point,
+    grad: &[f64],
+    diag: &[f64],
+    free: &[bool],
+    mu: f64,
+    cg_total: &mut usize,
+) -> (Vec<f64>, Vec<f64>, bool) {
+    let n = grad.len();
+    let restrict = |v: &mut [f64]| {
+        for (vi, f) in v.iter_mut().zip(free) {
+            if !f {
+                *vi = 0.0;
+            }
+        }
+    };
+    let free_rows: Vec<usize> = (0..n).filter(|&i| free[i]).collect();
+    let mut b = grad.to_vec();
+    restrict(&mut b);
+    let precond: Vec<f64> = diag.iter().map(|d| 1.0 / (d + mu).max(1e-300)).collect();
+    let b_norm = dot(&b, &b).sqrt();
+    let forcing = b_norm.sqrt().min(0.1);
+    let mut d = vec![0.0; n];
+    let mut res = b.clone();
+    let mut z: Vec<f64> = res.iter().zip(&precond).map(|(a, p)| a * p).collect();
+    let mut p = z.clone();
+    let mut rz = dot(&res, &z);
+    let mut solved = false;
+    for _ in 0..(4 * n).max(50) {
+        if rz.is_nan() || rz <= 0.0 {
+            break;
+        }
+        *cg_total += 1;
+        let mut hp = dual.neg_hessian_times(point, &p, &free_rows);
+        for (h, pi) in hp.iter_mut().zip(&p) {
+            *h += mu * pi;
+        }
+        restrict(&mut hp);
+        let php = dot(&p, &hp);
+        if !(php > 0.0 && php.is_finite()) {
+            break;
+        }
+        let alpha = rz / php;
+        for i in 0..n {
+            d[i] += alpha * p[i];
+            res[i] -= alpha * hp[i];
+        }
+        if dot(&res, &res).sqrt() <= forcing * b_norm {
+            solved = true;
+            break;
+        }
+        z = res.iter().zip(&precond).map(|(a, p)| a * p).collect();
+        let rz_new = dot(&res, &z);
+        for i in 0..n {
+            p[i] = z[i] + (rz_new / rz) * p[i];
+        }
+        rz = rz_new;
+    }
+    if dot(&b, &d).partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
+        d = b.iter().zip(&precond).map(|(a, p)| a * p).collect();
+        solved = false;
+    }
+    for i in 0..n {
+        if !free[i] {
+            d[i] = grad[i] * precond[i];
+        }
+    }
+    (d, precond, solved)
 }
 
 /// Armijo backtracking along `max(0, y + step·d)`, at most thirty

@@ -11,6 +11,8 @@
 //! * [`baselines`]: LM, NOQ, GM, WM, HM.
 //! * [`datasets`]: the real histograms, verified against the manifest.
 //! * [`npy`]: `.npy` input and output.
+//! * [`domain`], [`structured`], [`marginals`]: multi-dimensional domains,
+//!   Kronecker/union/marginal workloads kept structured (DESIGN.md §7).
 //!
 //! ```
 //! use dp_workloads::workload::{AllRange, Workload};
@@ -29,9 +31,13 @@
 pub mod baselines;
 pub mod composite;
 pub mod datasets;
+pub mod domain;
 pub mod generators;
+pub mod marginals;
 pub mod npy;
+pub mod spec;
 pub mod strategies;
+pub mod structured;
 pub mod workload;
 
 pub use workload::Workload;

@@ -24,6 +24,7 @@
 
 pub mod covariance;
 pub mod hull;
+pub mod ky_fan;
 
 pub use covariance::{KyFanCovariance, KyFanOptions, optimal_covariance};
 pub use hull::{HullProjection, SymmetricHull, project_symmetric_hull};

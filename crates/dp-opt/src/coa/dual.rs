@@ -192,7 +192,7 @@ pub fn certified_lower_bound(root: MatRef<'_, f64>, y: &[f64]) -> Result<f64> {
     Ok(nuclear * nuclear / total)
 }
 
-/// Outcome of [`maximize`].
+/// Outcome of [`maximize_trace_dual`].
 pub type DualSolve = NewtonSolve<DualPoint>;
 
 /// COA's dual as a [`ConcaveDual`]: `f(y) = tr(C D Cᵀ)^{1/2}`.
@@ -245,7 +245,7 @@ impl ConcaveDual for TraceDual<'_> {
 /// projected Newton method of [`crate::projected_newton`] (exact
 /// Hessian-vector products, see the module notes), stopping when the
 /// primal-dual ratio [`DualPoint::relative_gap`] is at most `tolerance`.
-pub fn maximize(
+pub fn maximize_trace_dual(
     root: MatRef<'_, f64>,
     y0: &[f64],
     tolerance: f64,
@@ -317,7 +317,7 @@ mod tests {
         let eval = dp_core::accuracy::evaluate_strategy_gram(gram.as_ref(), a.as_ref()).unwrap();
         assert!((eval.l2_obj() - obj).abs() < 1e-9 * obj);
         assert!(p.lower_bound <= obj);
-        let solved = maximize(c.as_ref(), &y, 1e-10, 100, Par::Seq).unwrap();
+        let solved = maximize_trace_dual(c.as_ref(), &y, 1e-10, 100, Par::Seq).unwrap();
         assert!(solved.point.relative_gap() <= 1e-10);
         assert!(solved.point.lower_bound >= p.lower_bound);
         // Optimality, independently of the solver's own gap: the error

@@ -15,7 +15,7 @@
 //! the same minimum (the inequalities hold with equality wherever the
 //! multiplier is positive; cells with a zero multiplier are measured below
 //! unit norm, which is how rank-deficient workloads reach the boundary of
-//! Program (10)). Its Lagrange dual is the one of [`crate::dual`]:
+//! Program (10)). Its Lagrange dual is the one of [`crate::coa::dual`]:
 //! `g(y) = 2 tr(C D Cᵀ)^{1/2} − Σ yᵢ` for `y ≥ 0`.
 //!
 //! **The method** (Boyd & Vandenberghe, *Convex Optimization*, §11.3):
@@ -24,7 +24,7 @@
 //! divide μ by `mu_decrease` once the Newton decrement falls below
 //! `centering · n · μ`. On the central path `yᵢ = μ/σᵢ` are dual feasible,
 //! so every centred iterate yields the bound `ℓ(y) = f(y)²/Σyᵢ` of
-//! [`crate::dual`] (valid for any `y ≥ 0`, so never an approximation) and
+//! [`crate::coa::dual`] (valid for any `y ≥ 0`, so never an approximation) and
 //! the feasible strategy `Y^{1/2}C`: the run stops on their relative gap.
 //!
 //! **One Newton step.** In the eigenbasis `Y = U diag(λ) Uᵀ`, with
@@ -45,17 +45,20 @@
 //! the run stops there (non-finite or non-positive slacks end it with the
 //! best certified iterate), so ask for gaps of 1e-8 or more.
 
-use dp_core::{DpError, Result};
-use dp_linalg::{Cholesky, Mat, MatRef, Par, SymmetricEigen};
+mod newton_step;
 
+use dp_core::{DpError, Result};
+use dp_linalg::{Mat, MatRef, Par, SymmetricEigen};
+
+use super::dual::certified_lower_bound;
 use crate::Observer;
-use crate::dense::{gemm, inner};
-use crate::dual::certified_lower_bound;
+use crate::dense::gemm;
 use crate::report::{BoundSource, Event, Stage};
+use newton_step::{Point, log_barrier_value, newton_step, quadratic_forms, slacks};
 
 /// Options of [`minimize_trace_inverse`].
 #[derive(Debug, Clone, Copy)]
-pub struct BarrierOptions {
+pub struct InteriorPointOptions {
     /// Target relative gap between the best strategy and the best bound.
     pub gap_tolerance: f64,
     /// Factor by which μ falls after each centring (10).
@@ -72,7 +75,7 @@ pub struct BarrierOptions {
     pub parallelism: Par,
 }
 
-impl Default for BarrierOptions {
+impl Default for InteriorPointOptions {
     fn default() -> Self {
         Self {
             gap_tolerance: 1e-7,
@@ -85,7 +88,7 @@ impl Default for BarrierOptions {
     }
 }
 
-impl BarrierOptions {
+impl InteriorPointOptions {
     fn validate(&self) -> Result<()> {
         let ok = self.gap_tolerance > 0.0
             && self.gap_tolerance < 1.0
@@ -111,7 +114,7 @@ impl BarrierOptions {
 
 /// The outcome of [`minimize_trace_inverse`].
 #[derive(Debug, Clone)]
-pub struct BarrierSolve {
+pub struct InteriorPointSolve {
     /// The best strategy found, `Y^{1/2} C` rescaled to `Δ₂ = 1` (r×n).
     pub strategy: Mat<f64>,
     /// Its objective `tr(Y⁻¹) · maxᵢ cᵢᵀYcᵢ` (= `l2_obj` for `V = CᵀC`).
@@ -128,239 +131,11 @@ pub struct BarrierSolve {
     pub reason: String,
 }
 
-impl BarrierSolve {
+impl InteriorPointSolve {
     /// `(objective − lower_bound) / objective`.
     pub fn relative_gap(&self) -> f64 {
         ((self.objective - self.lower_bound) / self.objective).max(0.0)
     }
-}
-
-/// The iterate in its eigenbasis, with everything one step needs.
-struct Point {
-    /// Eigenvalues of Y (ascending, positive).
-    lambda: Vec<f64>,
-    /// Eigenvectors U.
-    basis: Mat<f64>,
-    /// `A = CᵀU` (n×r).
-    a: Mat<f64>,
-    /// Slacks `σᵢ = 1 − cᵢᵀYcᵢ`.
-    slack: Vec<f64>,
-}
-
-impl Point {
-    fn new(root: MatRef<'_, f64>, y: &Mat<f64>, par: Par) -> Option<Self> {
-        let eig = SymmetricEigen::new(y.as_ref()).ok()?;
-        if eig.values.iter().any(|l| !(l.is_finite() && *l > 0.0)) {
-            return None;
-        }
-        let a = gemm(root.transpose(), eig.vectors.as_ref(), par);
-        let slack = slacks(&a, &eig.values);
-        if slack.iter().any(|s| !(s.is_finite() && *s > 0.0)) {
-            return None;
-        }
-        Some(Self {
-            lambda: eig.values,
-            basis: eig.vectors,
-            a,
-            slack,
-        })
-    }
-
-    fn trace_inverse(&self) -> f64 {
-        self.lambda.iter().map(|l| 1.0 / l).sum()
-    }
-
-    /// `tr(Y⁻¹) · maxᵢ cᵢᵀYcᵢ`: the objective of `Y^{1/2}C` rescaled to unit
-    /// sensitivity.
-    fn objective(&self) -> f64 {
-        let smallest = self.slack.iter().copied().fold(f64::INFINITY, f64::min);
-        self.trace_inverse() * (1.0 - smallest)
-    }
-
-    /// `Y^{1/2} C / √(maxᵢ cᵢᵀYcᵢ)`.
-    fn strategy(&self, par: Par) -> Mat<f64> {
-        let smallest = self.slack.iter().copied().fold(f64::INFINITY, f64::min);
-        let scale = 1.0 / (1.0 - smallest).sqrt();
-        let r = self.lambda.len();
-        // Y^{1/2} C = U diag(√λ) Uᵀ C = U diag(√λ) Aᵀ.
-        let scaled_at = Mat::from_fn(r, self.a.nrows(), |k, i| {
-            self.a[(i, k)] * self.lambda[k].sqrt() * scale
-        });
-        gemm(self.basis.as_ref(), scaled_at.as_ref(), par)
-    }
-}
-
-/// `σᵢ = 1 − Σ_k λ_k A_ik²`.
-fn slacks(a: &Mat<f64>, lambda: &[f64]) -> Vec<f64> {
-    let mut out = vec![1.0; a.nrows()];
-    for (k, &l) in lambda.iter().enumerate() {
-        for (o, v) in out.iter_mut().zip(a.col_as_slice(k)) {
-            *o -= l * v * v;
-        }
-    }
-    out
-}
-
-/// `dᵢ = aᵢᵀ T aᵢ` for the rows `aᵢ` of `a` (n×r) and symmetric `t` (r×r).
-fn quadratic_forms(a: &Mat<f64>, t: &Mat<f64>, par: Par) -> Vec<f64> {
-    let at = gemm(a.as_ref(), t.as_ref(), par);
-    let mut out = vec![0.0; a.nrows()];
-    for k in 0..a.ncols() {
-        for ((o, x), y) in out
-            .iter_mut()
-            .zip(at.col_as_slice(k))
-            .zip(a.col_as_slice(k))
-        {
-            *o += x * y;
-        }
-    }
-    out
-}
-
-/// Pivoted Cholesky of `K̃_kl = 2√(λ_kλ_l)/(λ_k+λ_l)` (unit diagonal,
-/// positive definite), stopped when the largest remaining diagonal entry
-/// is at most `tolerance`; returns the factor's columns scaled to
-/// `w_q = λ^{3/2}/√2 ∘ L_q`, so that `Ω ≈ Σ_q w_q w_qᵀ`.
-fn kernel_factors(lambda: &[f64], tolerance: f64) -> Vec<Vec<f64>> {
-    let r = lambda.len();
-    let kernel =
-        |k: usize, l: usize| 2.0 * (lambda[k] * lambda[l]).sqrt() / (lambda[k] + lambda[l]);
-    let mut residual = vec![1.0; r];
-    let mut columns: Vec<Vec<f64>> = Vec::new();
-    while columns.len() < r {
-        let (pivot, largest) = residual
-            .iter()
-            .copied()
-            .enumerate()
-            .fold((0, f64::NEG_INFINITY), |b, c| if c.1 > b.1 { c } else { b });
-        if largest.is_nan() || largest <= tolerance {
-            break;
-        }
-        let root = largest.sqrt();
-        let mut column: Vec<f64> = (0..r).map(|k| kernel(k, pivot)).collect();
-        for previous in &columns {
-            let p = previous[pivot];
-            for (c, v) in column.iter_mut().zip(previous) {
-                *c -= v * p;
-            }
-        }
-        for c in column.iter_mut() {
-            *c /= root;
-        }
-        for (res, c) in residual.iter_mut().zip(&column) {
-            *res -= c * c;
-        }
-        residual[pivot] = 0.0;
-        columns.push(column);
-    }
-    columns
-        .into_iter()
-        .map(|col| {
-            col.iter()
-                .zip(lambda)
-                .map(|(c, l)| c * l * l.sqrt() / std::f64::consts::SQRT_2)
-                .collect()
-        })
-        .collect()
-}
-
-/// `H = Σ_q (A diag(w_q) Aᵀ) ∘ (A diag(w_q) Aᵀ)`, lower triangle (the upper
-/// is left as zero).
-fn schur_matrix(a: &Mat<f64>, factors: &[Vec<f64>], par: Par) -> Mat<f64> {
-    let n = a.nrows();
-    let mut h = Mat::<f64>::zeros(n, n);
-    let mut g = Mat::<f64>::zeros(n, n);
-    for w in factors {
-        let scaled = Mat::from_fn(a.ncols(), n, |k, i| a[(i, k)] * w[k]);
-        dp_linalg::lower_triangle_of_product_into(&mut g, a.as_ref(), scaled.as_ref(), par);
-        for j in 0..n {
-            let (hc, gc) = (h.col_as_slice_mut(j), g.col_as_slice(j));
-            for i in j..n {
-                hc[i] += gc[i] * gc[i];
-            }
-        }
-    }
-    h
-}
-
-/// A Newton step of `φ_μ` in the eigenbasis of Y.
-struct NewtonStep {
-    /// `Uᵀ ∇φ_μ U = −diag(λ⁻²) + Aᵀ diag(μ/σ) A` (read by the tests).
-    #[cfg_attr(not(test), allow(dead_code))]
-    gradient: Mat<f64>,
-    /// `UᵀΔU`, the Newton direction.
-    step: Mat<f64>,
-    /// `−⟨∇φ_μ, Δ⟩`.
-    decrement: f64,
-}
-
-/// Solves `∇²φ_μ[Δ] = −∇φ_μ` by the Woodbury reduction of the module
-/// notes: `v = S⁻¹ b` with `S = H + diag(σ²/μ)`, `bᵢ = aᵢᵀ(Ω ∘ −G̃)aᵢ`,
-/// then `Δ̃ = Ω ∘ (−G̃ − Aᵀ diag(v) A)`. `None` when S is not numerically
-/// positive definite.
-fn newton_step(point: &Point, mu: f64, kernel_tolerance: f64, par: Par) -> Option<NewtonStep> {
-    let (n, r) = (point.a.nrows(), point.lambda.len());
-    let lambda = &point.lambda;
-    let weighted = Mat::from_fn(n, r, |i, k| point.a[(i, k)] * mu / point.slack[i]);
-    let mut gradient = gemm(point.a.transpose(), weighted.as_ref(), par);
-    for (k, l) in lambda.iter().enumerate() {
-        gradient[(k, k)] -= 1.0 / (l * l);
-    }
-    dp_linalg::symmetrize(&mut gradient);
-    let omega = |k: usize, l: usize| {
-        let (a, b) = (lambda[k], lambda[l]);
-        a * a * b * b / (a + b)
-    };
-    let neg_grad_scaled = Mat::from_fn(r, r, |k, l| -gradient[(k, l)] * omega(k, l));
-    let rhs = quadratic_forms(&point.a, &neg_grad_scaled, par);
-    let factors = kernel_factors(lambda, kernel_tolerance);
-    let mut schur = schur_matrix(&point.a, &factors, par);
-    for (i, s) in point.slack.iter().enumerate() {
-        schur[(i, i)] += s * s / mu;
-    }
-    let chol = Cholesky::factor(schur.as_ref()).ok()?;
-    let rhs_mat = Mat::from_fn(n, 1, |i, _| rhs[i]);
-    let v = chol.solve(rhs_mat.as_ref()).ok()?;
-    let weighted = Mat::from_fn(n, r, |i, k| point.a[(i, k)] * v[(i, 0)]);
-    let correction = gemm(point.a.transpose(), weighted.as_ref(), par);
-    let mut step = Mat::from_fn(r, r, |k, l| {
-        (-gradient[(k, l)] - correction[(k, l)]) * omega(k, l)
-    });
-    dp_linalg::symmetrize(&mut step);
-    let decrement = -inner(&gradient, &step);
-    Some(NewtonStep {
-        gradient,
-        step,
-        decrement,
-    })
-}
-
-/// `φ_μ` along the step: `tr((Λ + αΔ)⁻¹) − μ Σ log(σᵢ − α δσᵢ)`, or `None`
-/// outside the domain.
-fn barrier_value(
-    lambda: &[f64],
-    step: &Mat<f64>,
-    alpha: f64,
-    slack: &[f64],
-    slack_change: &[f64],
-    mu: f64,
-) -> Option<f64> {
-    let r = lambda.len();
-    let mut log_sum = 0.0;
-    for (s, ds) in slack.iter().zip(slack_change) {
-        let t = s - alpha * ds;
-        if t.is_nan() || t <= 0.0 {
-            return None;
-        }
-        log_sum += t.ln();
-    }
-    let m = Mat::from_fn(r, r, |k, l| {
-        alpha * step[(k, l)] + if k == l { lambda[k] } else { 0.0 }
-    });
-    let chol = Cholesky::factor(m.as_ref()).ok()?;
-    let inv = chol.inverse();
-    let trace: f64 = (0..r).map(|k| inv[(k, k)]).sum();
-    (trace.is_finite() && trace > 0.0).then_some(trace - mu * log_sum)
 }
 
 /// Minimizes `tr(Y⁻¹)` subject to `cᵢᵀYcᵢ ≤ 1` for the columns `cᵢ` of
@@ -370,9 +145,9 @@ fn barrier_value(
 pub fn minimize_trace_inverse(
     root: MatRef<'_, f64>,
     start: Option<&[f64]>,
-    options: &BarrierOptions,
+    options: &InteriorPointOptions,
     observer: &mut dyn Observer,
-) -> Result<BarrierSolve> {
+) -> Result<InteriorPointSolve> {
     options.validate()?;
     let (r, n) = (root.nrows(), root.ncols());
     if r == 0 || n == 0 || !dp_linalg::all_finite(root) {
@@ -443,7 +218,7 @@ pub fn minimize_trace_inverse(
             continue;
         }
         let slack_change = quadratic_forms(&point.a, step, par);
-        let value0 = barrier_value(lambda, step, 0.0, &point.slack, &slack_change, mu);
+        let value0 = log_barrier_value(lambda, step, 0.0, &point.slack, &slack_change, mu);
         let Some(value0) = value0 else {
             reason = "barrier not finite at the current iterate".into();
             break;
@@ -451,7 +226,7 @@ pub fn minimize_trace_inverse(
         let mut alpha = 1.0;
         let mut accepted = false;
         for _ in 0..60 {
-            if let Some(v) = barrier_value(lambda, step, alpha, &point.slack, &slack_change, mu)
+            if let Some(v) = log_barrier_value(lambda, step, alpha, &point.slack, &slack_change, mu)
                 && v <= value0 - 0.25 * alpha * decrement
             {
                 accepted = true;
@@ -483,7 +258,7 @@ pub fn minimize_trace_inverse(
         }
     }
     let converged = (best_objective - best_bound) / best_objective <= options.gap_tolerance;
-    Ok(BarrierSolve {
+    Ok(InteriorPointSolve {
         strategy: best_strategy,
         objective: best_objective,
         lower_bound: best_bound,
@@ -538,114 +313,6 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
-    /// The Schur matrix from the kernel factorization equals the direct
-    /// four-index sum, and the factorization reproduces Ω.
-    #[test]
-    fn schur_matrix_matches_the_direct_sum() {
-        let (n, r) = (7, 5);
-        let a = Mat::from_fn(n, r, |i, k| (((i * 7 + k * 3) % 11) as f64 - 5.0) / 4.0);
-        let lambda = [1e-4, 3e-2, 0.5, 7.0, 1e3];
-        let omega = |k: usize, l: usize| {
-            let (x, y) = (lambda[k], lambda[l]);
-            x * x * y * y / (x + y)
-        };
-        let factors = kernel_factors(&lambda, 1e-15);
-        for k in 0..r {
-            for l in 0..r {
-                let approx: f64 = factors.iter().map(|w| w[k] * w[l]).sum();
-                assert!(
-                    (approx - omega(k, l)).abs() <= 1e-12 * omega(k, l),
-                    "({k},{l})"
-                );
-            }
-        }
-        let h = schur_matrix(&a, &factors, Par::Seq);
-        for i in 0..n {
-            for j in 0..=i {
-                let mut direct = 0.0;
-                for k in 0..r {
-                    for l in 0..r {
-                        direct += omega(k, l) * a[(i, k)] * a[(i, l)] * a[(j, k)] * a[(j, l)];
-                    }
-                }
-                assert!(
-                    (h[(i, j)] - direct).abs() <= 1e-10 * direct.abs().max(1e-3),
-                    "({i},{j}): {} vs {direct}",
-                    h[(i, j)]
-                );
-            }
-        }
-    }
-    /// `φ_μ(Y)` and `∇φ_μ(Y) = −Y⁻² + Σ (μ/σᵢ) cᵢcᵢᵀ` computed directly in
-    /// the original coordinates (independent of the eigenbasis code).
-    fn direct(c: &Mat<f64>, y: &Mat<f64>, mu: f64) -> (f64, Mat<f64>) {
-        let (r, n) = (c.nrows(), c.ncols());
-        let inv = Cholesky::factor(y.as_ref()).unwrap().inverse();
-        let yc = y * c;
-        let slack: Vec<f64> = (0..n)
-            .map(|i| 1.0 - (0..r).map(|k| c[(k, i)] * yc[(k, i)]).sum::<f64>())
-            .collect();
-        let value = (0..r).map(|k| inv[(k, k)]).sum::<f64>()
-            - mu * slack.iter().map(|s| s.ln()).sum::<f64>();
-        let mut grad = -(&inv * &inv);
-        for (i, s) in slack.iter().enumerate() {
-            for k in 0..r {
-                for l in 0..r {
-                    grad[(k, l)] += mu / s * c[(k, i)] * c[(l, i)];
-                }
-            }
-        }
-        (value, grad)
-    }
-
-    fn small_problem() -> (Mat<f64>, Mat<f64>) {
-        let (r, n) = (3, 6);
-        let c = Mat::from_fn(r, n, |k, i| {
-            (((k * 5 + i * 3) % 7) as f64 - 3.0) / 3.0 + if k == i { 1.0 } else { 0.0 }
-        });
-        // A feasible Y: 0.2 (C Cᵀ)^{-1/2}-like, checked by Point::new.
-        let g = &c * c.transpose();
-        let eig = SymmetricEigen::new(g.as_ref()).unwrap();
-        let y = eig.map(|l| 0.3 / l.sqrt());
-        (c, y)
-    }
-
-    /// The gradient against central differences of φ_μ, and the Newton
-    /// step against finite differences of the (directly computed)
-    /// gradient: `∇²φ_μ[Δ] = −∇φ_μ`.
-    #[test]
-    fn newton_step_matches_finite_differences() {
-        let (c, y) = small_problem();
-        let mu = 0.37;
-        let point = Point::new(c.as_ref(), &y, Par::Seq).unwrap();
-        let step = newton_step(&point, mu, 1e-15, Par::Seq).unwrap();
-        let u = &point.basis;
-        let grad = u * &step.gradient * u.transpose();
-        let delta = u * &step.step * u.transpose();
-        let (_, direct_grad) = direct(&c, &y, mu);
-        assert!((&grad - &direct_grad).norm_max() < 1e-10 * direct_grad.norm_max());
-        let r = y.nrows();
-        let e = Mat::from_fn(r, r, |k, l| {
-            ((k + 2 * l) % 3) as f64 - 1.0 + ((l + 2 * k) % 3) as f64 - 1.0
-        });
-        let h = 1e-6;
-        let fd = (direct(&c, &(&y + &e * h), mu).0 - direct(&c, &(&y - &e * h), mu).0) / (2.0 * h);
-        let analytic = inner(&grad, &e);
-        assert!(
-            (fd - analytic).abs() < 1e-6 * analytic.abs().max(1.0),
-            "{fd} vs {analytic}"
-        );
-        let hd = (direct(&c, &(&y + &delta * h), mu).1 - direct(&c, &(&y - &delta * h), mu).1)
-            * (1.0 / (2.0 * h));
-        let residual = &hd + &grad;
-        assert!(
-            residual.norm_max() < 1e-6 * grad.norm_max(),
-            "Hessian·Δ + ∇φ = {:e}",
-            residual.norm_max()
-        );
-        assert!((step.decrement - (-inner(&grad, &delta))).abs() < 1e-10 * step.decrement.abs());
-    }
-
     /// Two cells, `V = [[5, 2], [2, 1]]`: feasible `X = [[1, t], [t, 1]]`,
     /// `F(t) = (V₁₁ + V₂₂ − 2tV₁₂)/(1 − t²)`, minimized by golden section.
     #[test]
@@ -659,9 +326,13 @@ mod tests {
         }
         let best = f(0.5 * (lo + hi));
         let root = dp_linalg::gram_root(v.as_ref()).unwrap();
-        let solved =
-            minimize_trace_inverse(root.as_ref(), None, &BarrierOptions::default(), &mut ())
-                .unwrap();
+        let solved = minimize_trace_inverse(
+            root.as_ref(),
+            None,
+            &InteriorPointOptions::default(),
+            &mut (),
+        )
+        .unwrap();
         assert!(solved.converged, "{}", solved.reason);
         assert!(
             (solved.objective - best).abs() < 1e-7 * best,
@@ -693,9 +364,13 @@ mod tests {
         let gram = dp_linalg::gram(w.as_ref(), dp_linalg::Par::Seq);
         let root = dp_linalg::gram_root(gram.as_ref()).unwrap();
         assert!(root.nrows() < n);
-        let solved =
-            minimize_trace_inverse(root.as_ref(), None, &BarrierOptions::default(), &mut ())
-                .unwrap();
+        let solved = minimize_trace_inverse(
+            root.as_ref(),
+            None,
+            &InteriorPointOptions::default(),
+            &mut (),
+        )
+        .unwrap();
         assert!(solved.converged, "{}", solved.reason);
         assert!(solved.relative_gap() <= 1e-7);
         let eval =

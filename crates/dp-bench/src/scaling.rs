@@ -1,0 +1,250 @@
+//! One point of `cargo xtask bench`: an optimizer's time, objective,
+//! certificate (COA) or residual and rank (LRM) and peak memory at one
+//! domain size n (and query count m), as a typed [`ScalingRow`].
+//!
+//! The command runs each point in a child process so that the peak
+//! resident memory ([`peak_rss_bytes`]) is that point's own; a dense n×n
+//! product ([`ReferenceProduct`]) is timed in the same process, so times
+//! compare across machines as ratios.
+
+use std::time::Instant;
+
+use dp_core::Result;
+use dp_linalg::Mat;
+use dp_opt::{PrivacyModel, Problem, StrategyOptimizer, Termination, coa::Coa, lrm};
+use dp_workloads::Workload;
+use serde::{Deserialize, Serialize};
+
+use crate::regress::ReferenceProduct;
+
+/// The optimizers the scaling benchmark measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+pub enum ScalingTarget {
+    /// COA (Yuan et al. 2016) on the (ε,δ) objective; reports the
+    /// duality gap of its certificate.
+    Coa,
+    /// LRM (Yuan et al. 2012) on the ε-DP objective; reports the
+    /// decomposition's rank and residual.
+    Lrm,
+}
+
+impl ScalingTarget {
+    /// Command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Coa => "coa",
+            Self::Lrm => "lrm",
+        }
+    }
+}
+
+/// Workload families of the scaling benchmark.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+pub enum ScalingWorkload {
+    /// All ranges (implicit Gram).
+    Allrange,
+    /// WRange: m random ranges (explicit, seed 2016).
+    Wrange,
+    /// Prefix sums (implicit Gram).
+    Prefix,
+}
+
+impl ScalingWorkload {
+    /// Command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Allrange => "allrange",
+            Self::Wrange => "wrange",
+            Self::Prefix => "prefix",
+        }
+    }
+
+    /// Whether the family has a query count m (only WRange).
+    pub fn has_queries(self) -> bool {
+        matches!(self, Self::Wrange)
+    }
+
+    /// `WᵀW` of the n-column member (m queries for WRange).
+    pub fn gram(self, n: usize, m: usize) -> Result<Mat<f64>> {
+        Ok(match self {
+            Self::Allrange => dp_workloads::workload::AllRange::new(n)?.gram(),
+            Self::Prefix => dp_workloads::workload::Prefix::new(n)?.gram(),
+            Self::Wrange => dp_workloads::generators::wrange(m, n, 2016)?.gram(),
+        })
+    }
+}
+
+/// One measured point (one JSON object per line in the command's output;
+/// the groups are flattened into it).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ScalingRow {
+    /// Domain size.
+    pub n: usize,
+    /// Number of queries (WRange; as given otherwise).
+    pub m: usize,
+    /// rank(W), the dimension COA's dual and interior point work in.
+    pub workload_rank: usize,
+    /// What the optimizer returned.
+    #[serde(flatten)]
+    pub outcome: PointOutcome,
+    /// Its certificate or decomposition, per optimizer.
+    #[serde(flatten)]
+    pub quality: PointQuality,
+    /// Wall-clock times.
+    #[serde(flatten)]
+    pub times: PointTimes,
+    /// Peak resident memory of the process (Linux only).
+    #[serde(flatten)]
+    pub memory: PointMemory,
+}
+
+/// The optimizer's result at one point.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PointOutcome {
+    /// Objective of the returned strategy.
+    pub objective: f64,
+    /// The SVD lower bound `(Σσᵢ(W))²/n` of the (ε,δ) objective.
+    pub svd_bound: f64,
+    /// Why the optimizer stopped.
+    pub termination: Termination,
+    /// Iterations the optimizer reports.
+    pub iterations: usize,
+}
+
+/// Per-optimizer quality figures (absent for the other optimizer).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PointQuality {
+    /// COA: relative duality gap of its certificate.
+    pub duality_gap: Option<f64>,
+    /// LRM: rank r of the decomposition.
+    pub rank: Option<f64>,
+    /// LRM: relative residual of the decomposition.
+    pub residual: Option<f64>,
+}
+
+/// Seconds spent at one point.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PointTimes {
+    /// The optimizer (its own report).
+    pub seconds: f64,
+    /// The reference n×n product.
+    pub gemm_seconds: f64,
+    /// Forming `WᵀW`.
+    pub gram_seconds: f64,
+}
+
+/// Peak resident memory at one point.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PointMemory {
+    /// Bytes (`VmHWM`).
+    pub peak_rss_bytes: Option<f64>,
+    /// The peak in units of one n×n `f64` matrix.
+    pub peak_in_nxn_matrices: Option<f64>,
+}
+
+/// Peak resident set size of this process (`VmHWM` of
+/// `/proc/self/status`); `None` where that file does not exist.
+pub fn peak_rss_bytes() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024.0)
+}
+
+/// Measures `target` on the (n, m) member of `workload`; `rank` sets
+/// LRM's decomposition rank (its own default when `None`).
+pub fn measure_point(
+    target: ScalingTarget,
+    workload: ScalingWorkload,
+    n: usize,
+    m: usize,
+    rank: Option<usize>,
+) -> Result<ScalingRow> {
+    // Forming WᵀW is the only step whose cost grows with m: every
+    // optimizer sees the n×n Gram.
+    let t = Instant::now();
+    let g = workload.gram(n, m)?;
+    let gram_seconds = t.elapsed().as_secs_f64();
+    let problem = Problem::from_gram(g, PrivacyModel::Approx)?;
+    let svd_bound = problem.svd_bound()?;
+    let workload_rank = dp_linalg::gram_root(problem.gram())?.nrows();
+    let mut reference = ReferenceProduct::new(n);
+    let t = Instant::now();
+    reference.run();
+    let gemm_seconds = t.elapsed().as_secs_f64();
+    drop(reference);
+    let r = match target {
+        ScalingTarget::Lrm => {
+            let problem = Problem::from_gram(problem.gram().to_owned(), PrivacyModel::Pure)?;
+            let options = lrm::LrmOptions {
+                rank,
+                ..Default::default()
+            };
+            lrm::Lrm { options }.optimize(&problem, &mut ())?
+        }
+        ScalingTarget::Coa => Coa::default().optimize(&problem, &mut ())?,
+    };
+    let report = &r.report;
+    let diagnostic = |key: &str| {
+        report
+            .diagnostics
+            .iter()
+            .find(|(name, _)| *name == key)
+            .map(|(_, v)| *v)
+    };
+    let peak = peak_rss_bytes();
+    Ok(ScalingRow {
+        n,
+        m,
+        workload_rank,
+        outcome: PointOutcome {
+            objective: report.objective,
+            svd_bound,
+            termination: report.termination.clone(),
+            iterations: report.iterations,
+        },
+        quality: PointQuality {
+            duality_gap: report.certificate.map(|c| c.relative_gap),
+            rank: diagnostic("rank"),
+            residual: diagnostic("residual"),
+        },
+        times: PointTimes {
+            seconds: report.seconds,
+            gemm_seconds,
+            gram_seconds,
+        },
+        memory: PointMemory {
+            peak_rss_bytes: peak,
+            peak_in_nxn_matrices: peak.map(|p| p / (8.0 * (n * n) as f64)),
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_small_point_reports_coa_certificate_and_lrm_rank() {
+        let coa = measure_point(ScalingTarget::Coa, ScalingWorkload::Prefix, 16, 1, None)
+            .unwrap_or_else(|e| panic!("{e}"));
+        // Prefix(n) has full rank n; COA minimizes l2_obj, which the SVD
+        // bound (Σσᵢ(W))²/n bounds from below for every strategy.
+        assert_eq!(coa.workload_rank, 16);
+        assert!(coa.outcome.objective >= coa.outcome.svd_bound * (1.0 - 1e-9));
+        assert!(coa.quality.duality_gap.is_some() && coa.quality.rank.is_none());
+        // The row the child prints is the row the parent reads.
+        let text = serde_json::to_string(&coa).unwrap_or_else(|e| panic!("{e}"));
+        assert!(text.contains("\"duality_gap\":") && !text.contains("\"quality\""));
+        let back: ScalingRow = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(back, coa);
+        let lrm = measure_point(ScalingTarget::Lrm, ScalingWorkload::Wrange, 16, 8, Some(4))
+            .unwrap_or_else(|e| panic!("{e}"));
+        // 8 ranges on 16 cells: rank(W) ≤ 8.
+        assert!(lrm.workload_rank <= 8);
+        assert_eq!(lrm.quality.rank, Some(4.0));
+        assert!(lrm.quality.residual.is_some() && lrm.quality.duality_gap.is_none());
+    }
+}

@@ -1,0 +1,249 @@
+//! Marginal workloads in the residual basis (ResidualPlanner, Xiao, He,
+//! Zhang, Kifer, NeurIPS 2023).
+//!
+//! On attribute i split `R^{nᵢ} = span(1) ⊕ 1^⊥` with projectors
+//! `P¹ᵢ = 11ᵀ/nᵢ` and `P⊥ᵢ = I − 11ᵀ/nᵢ`. For every attribute set T the
+//! "residual" projector `P_T = ⊗_{i∈T} P⊥ᵢ ⊗_{i∉T} P¹ᵢ` has rank
+//! `Π_{i∈T}(nᵢ − 1)`, and the `P_T` are orthogonal and sum to I. A marginal
+//! on S has Gram `⊗_{i∈S} I ⊗_{i∉S} 11ᵀ = ⊗_{i∈S}(P¹ᵢ + P⊥ᵢ) ⊗_{i∉S} nᵢP¹ᵢ
+//! = Π_{i∉S} nᵢ · Σ_{T⊆S} P_T`, so a weighted marginal workload has Gram
+//! `Σ_T λ_T P_T` with
+//!
+//! `λ_T = Σ_{workload marginals S ⊇ T} w_S² Π_{i∉S} nᵢ`
+//!
+//! — its eigen-decomposition in closed form, with no cell ever indexed.
+
+use std::collections::HashMap;
+
+use dp_linalg::Mat;
+
+use crate::domain::{Domain, SResult, StructuredError};
+use crate::structured::{AttrSet, MAX_MARGINAL_ATTRIBUTES, kron_all, members};
+
+/// Most (S, T ⊆ S) pairs enumerated when building a spectrum.
+pub const MAX_SUBSET_PAIRS: f64 = 1e8;
+
+/// One residual subspace: the attribute set T, the Gram's eigenvalue on it
+/// and its dimension.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ResidualEigen {
+    /// The set T.
+    pub set: AttrSet,
+    /// `λ_T` (> 0).
+    pub eigenvalue: f64,
+    /// `Π_{i∈T}(nᵢ − 1)` (f64: it may exceed any integer type).
+    pub multiplicity: f64,
+}
+
+/// The non-zero part of the spectrum of `Σ_S w_S² · Gram(marginal S)`
+/// (`weights` = `(S, w_S²)`), one entry per residual subspace with
+/// `λ_T > 0` and non-zero dimension, ordered by |T| then mask.
+pub fn residual_spectrum(
+    domain: &Domain,
+    weights: &[(AttrSet, f64)],
+) -> SResult<Vec<ResidualEigen>> {
+    let d = domain.len();
+    if d > MAX_MARGINAL_ATTRIBUTES {
+        return Err(StructuredError::TooManyAttributes {
+            what: "the residual basis",
+            found: d,
+            max: MAX_MARGINAL_ATTRIBUTES,
+        });
+    }
+    let sizes = domain.shape();
+    let pairs: f64 = weights
+        .iter()
+        .map(|(s, _)| 2f64.powi(s.count_ones() as i32))
+        .sum();
+    if pairs > MAX_SUBSET_PAIRS {
+        return Err(StructuredError::TooLarge {
+            what: "residual subspaces",
+            cells: pairs,
+            action: "enumerate",
+        });
+    }
+    let mut lambda: HashMap<AttrSet, f64> = HashMap::new();
+    for &(s, w2) in weights {
+        if !(w2.is_finite() && w2 > 0.0) {
+            return Err(StructuredError::BadWeight(w2.sqrt()));
+        }
+        let outside: f64 = (0..d)
+            .filter(|&i| s & (1u128 << i) == 0)
+            .map(|i| sizes[i] as f64)
+            .product();
+        let c = w2 * outside;
+        // Every T ⊆ S, by the standard sub-mask walk.
+        let mut t = s;
+        loop {
+            *lambda.entry(t).or_insert(0.0) += c;
+            if t == 0 {
+                break;
+            }
+            t = (t - 1) & s;
+        }
+    }
+    let mut out: Vec<ResidualEigen> = lambda
+        .into_iter()
+        .filter_map(|(set, eigenvalue)| {
+            let multiplicity: f64 = members(set).map(|i| (sizes[i] - 1) as f64).product();
+            (multiplicity > 0.0).then_some(ResidualEigen {
+                set,
+                eigenvalue,
+                multiplicity,
+            })
+        })
+        .collect();
+    if let Some(bad) = out.iter().find(|e| !e.eigenvalue.is_finite()) {
+        return Err(StructuredError::Overflow(format!(
+            "the Gram eigenvalue of residual set {:#x} overflows f64",
+            bad.set
+        )));
+    }
+    out.sort_by_key(|e| (e.set.count_ones(), e.set));
+    Ok(out)
+}
+
+/// The singular value bound `(Σᵢ σᵢ(W))² / N = (Σ_T mult_T √λ_T)² / N` on
+/// `l2_obj` (Li & Miklau; N = cells), from the residual spectrum.
+pub fn svd_bound(domain: &Domain, spectrum: &[ResidualEigen]) -> SResult<f64> {
+    let s: f64 = spectrum
+        .iter()
+        .map(|e| e.multiplicity * e.eigenvalue.sqrt())
+        .sum();
+    let b = s * s / domain.cells_f64();
+    if !b.is_finite() {
+        return Err(StructuredError::Overflow(
+            "the singular value bound overflows f64".into(),
+        ));
+    }
+    Ok(b)
+}
+
+/// The dense residual projector `P_T` (tests and small domains; the
+/// caller checks the size).
+pub fn dense_projector(domain: &Domain, set: AttrSet) -> Mat<f64> {
+    let mats: Vec<Mat<f64>> = domain
+        .attributes()
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            let n = a.size;
+            let inv = 1.0 / n as f64;
+            if set & (1u128 << i) != 0 {
+                Mat::from_fn(n, n, |r, c| if r == c { 1.0 - inv } else { -inv })
+            } else {
+                Mat::from_fn(n, n, |_, _| inv)
+            }
+        })
+        .collect();
+    kron_all(&mats)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::structured::{Queries, QueryGroup, StructuredWorkload};
+    use dp_linalg::SymmetricEigen;
+
+    fn workload(domain: &Domain, sets: &[(AttrSet, f64)]) -> StructuredWorkload {
+        let groups = sets
+            .iter()
+            .map(|&(s, w)| QueryGroup {
+                label: format!("m{s}"),
+                weight: w,
+                queries: Queries::Marginals(vec![s]),
+            })
+            .collect();
+        StructuredWorkload::new(domain.clone(), groups).unwrap()
+    }
+
+    #[test]
+    fn spectrum_matches_dense_eigenvalues() {
+        let domain = Domain::from_pairs(&[("a", 2), ("b", 3), ("c", 4)]).unwrap();
+        // Weighted marginals, one repeated (weights add in squares).
+        let sets = [
+            (0b011, 1.5),
+            (0b110, 0.7),
+            (0b000, 2.0),
+            (0b100, 1.1),
+            (0b011, 0.4),
+        ];
+        let w = workload(&domain, &sets);
+        let weights = w.marginal_weights().unwrap();
+        assert_eq!(weights.len(), 4);
+        let spec = residual_spectrum(&domain, &weights).unwrap();
+        // Dense truth: eigenvalues of W^T W built from explicit rows.
+        let wm = w.dense_matrix().unwrap();
+        let g = dp_linalg::gram(wm.as_ref());
+        let mut dense = SymmetricEigen::values_only(g.as_ref()).unwrap();
+        dense.sort_by(|a, b| b.total_cmp(a));
+        let mut closed: Vec<f64> = Vec::new();
+        for e in &spec {
+            closed.extend(std::iter::repeat_n(e.eigenvalue, e.multiplicity as usize));
+        }
+        closed.resize(24, 0.0);
+        closed.sort_by(|a, b| b.total_cmp(a));
+        let scale = dense[0];
+        for (x, y) in dense.iter().zip(&closed) {
+            assert!((x - y).abs() <= 1e-10 * scale, "{x} vs {y}");
+        }
+        // And the Gram itself is Σ λ_T P_T.
+        let mut g2 = Mat::<f64>::zeros(24, 24);
+        for e in &spec {
+            g2 += dense_projector(&domain, e.set) * e.eigenvalue;
+        }
+        let diff = (&g - &g2).norm_l2() / g.norm_l2();
+        assert!(diff < 1e-12, "{diff}");
+        // The SVD bound matches the dense one, (Σ√λ)²/N over the dense
+        // eigenvalues (rounding-level ones, ≤ 1e-12·λ_max, are zeros whose
+        // square roots would otherwise add ~1e-7 each).
+        let s: f64 = dense
+            .iter()
+            .filter(|&&l| l > 1e-12 * scale)
+            .map(|l| l.sqrt())
+            .sum();
+        let dense_bound = s * s / 24.0;
+        let b = svd_bound(&domain, &spec).unwrap();
+        assert!(
+            (b - dense_bound).abs() <= 1e-10 * dense_bound,
+            "{b} vs {dense_bound}"
+        );
+    }
+
+    #[test]
+    fn sizes_one_have_no_residual() {
+        let domain = Domain::from_pairs(&[("a", 1), ("b", 3)]).unwrap();
+        let spec = residual_spectrum(&domain, &[(0b11, 1.0)]).unwrap();
+        assert!(spec.iter().all(|e| e.set & 1 == 0));
+        assert_eq!(spec.len(), 2);
+    }
+
+    #[test]
+    fn hundred_attributes_closed_form() {
+        // All 3-way marginals on 100 attributes of size 10: the eigenvalue
+        // of |T| = t is C(100 − t, 3 − t) · 10^97 (each S ⊇ T contributes
+        // Π_{i∉S} nᵢ = 10^97).
+        let pairs: Vec<(String, usize)> = (0..100).map(|i| (format!("a{i}"), 10)).collect();
+        let p: Vec<(&str, usize)> = pairs.iter().map(|(n, s)| (n.as_str(), *s)).collect();
+        let domain = Domain::from_pairs(&p).unwrap();
+        let mut weights = Vec::new();
+        for i in 0..100u32 {
+            for j in i + 1..100 {
+                for k in j + 1..100 {
+                    weights.push(((1u128 << i) | (1u128 << j) | (1u128 << k), 1.0));
+                }
+            }
+        }
+        let spec = residual_spectrum(&domain, &weights).unwrap();
+        assert_eq!(spec.len(), 1 + 100 + 4950 + 161_700);
+        let binom =
+            |n: f64, k: u32| (0..k).fold(1.0, |acc, i| acc * (n - i as f64) / (i + 1) as f64);
+        for e in [&spec[0], &spec[1], &spec[200], &spec[spec.len() - 1]] {
+            let t = e.set.count_ones();
+            let want = binom((100 - t) as f64, 3 - t) * 1e97;
+            assert!((e.eigenvalue - want).abs() <= 1e-12 * want);
+            assert_eq!(e.multiplicity, 9f64.powi(t as i32));
+        }
+    }
+}

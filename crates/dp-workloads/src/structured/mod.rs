@@ -1,0 +1,344 @@
+//! Structured workloads on a multi-dimensional [`Domain`]: weighted unions
+//! of Kronecker products of per-attribute factors, and marginals
+//! (HDMM, McKenna et al. VLDB 2018, §5: implicit workloads), never
+//! densified unless the domain is small.
+//!
+//! Gram algebra stays structured: the Gram of `⊗ Wᵢ` is `⊗ WᵢᵀWᵢ`, a
+//! union's Gram is the weighted sum `Σ c² ⊗ Gᵢ` kept as terms, and a
+//! marginal workload's Gram is diagonal in the residual basis
+//! ([`crate::marginals`]). Whatever would densify checks the size first.
+
+mod factor;
+#[cfg(test)]
+mod tests;
+
+pub use factor::{Factor, kron_all, kron_matvec};
+
+use dp_linalg::Mat;
+
+use crate::domain::{Domain, SResult, StructuredError};
+use crate::workload::EXPLICIT_ENTRY_LIMIT;
+
+/// A set of attributes as a bit mask over domain positions (bit i =
+/// attribute i). Marginal workloads therefore support up to 128
+/// attributes.
+pub type AttrSet = u128;
+
+/// Most attributes a marginal workload may have ([`AttrSet`]'s width).
+pub const MAX_MARGINAL_ATTRIBUTES: usize = 128;
+
+/// Largest domain whose Gram is densified on request (4096 cells: a
+/// 128 MiB matrix).
+pub const DENSE_GRAM_CELL_LIMIT: f64 = 4096.0;
+
+/// The queries of one spec entry.
+#[derive(Debug, Clone)]
+pub enum Queries {
+    /// One Kronecker product, one factor per domain attribute (in domain
+    /// order); rows in row-major order, last attribute fastest.
+    Kron(Vec<Factor>),
+    /// Marginals on the given attribute sets, in this order; each is
+    /// identity on the set and total elsewhere.
+    Marginals(Vec<AttrSet>),
+}
+
+/// One weighted entry of a workload (a "query group": per-group errors are
+/// reported for it).
+#[derive(Debug, Clone)]
+pub struct QueryGroup {
+    /// A label for reports (e.g. `kron[sex=identity, age=prefix]`).
+    pub label: String,
+    /// Multiplies every row (> 0, finite).
+    pub weight: f64,
+    /// The queries.
+    pub queries: Queries,
+}
+
+/// A weighted union of Kronecker products and marginals on one domain.
+#[derive(Debug, Clone)]
+pub struct StructuredWorkload {
+    domain: Domain,
+    groups: Vec<QueryGroup>,
+}
+
+/// Bits of the attributes in `set`, ascending.
+pub fn members(set: AttrSet) -> impl Iterator<Item = usize> {
+    (0..MAX_MARGINAL_ATTRIBUTES).filter(move |&i| set & (1u128 << i) != 0)
+}
+
+impl StructuredWorkload {
+    /// Validates every group against `domain`: weights finite and > 0,
+    /// one factor per attribute with matching sizes, marginal sets inside
+    /// the domain (≤ 128 attributes when marginals are used).
+    pub fn new(domain: Domain, groups: Vec<QueryGroup>) -> SResult<Self> {
+        if groups.is_empty() {
+            return Err(StructuredError::Spec("the workload has no queries".into()));
+        }
+        let d = domain.len();
+        for g in &groups {
+            if !(g.weight.is_finite() && g.weight > 0.0) {
+                return Err(StructuredError::BadWeight(g.weight));
+            }
+            match &g.queries {
+                Queries::Kron(factors) => {
+                    if factors.len() != d {
+                        return Err(StructuredError::Spec(format!(
+                            "{}: {} factors for {d} attributes",
+                            g.label,
+                            factors.len()
+                        )));
+                    }
+                    for (f, a) in factors.iter().zip(domain.attributes()) {
+                        if f.size() != a.size {
+                            return Err(StructuredError::SizeMismatch {
+                                attribute: a.name.clone(),
+                                expected: a.size,
+                                found: f.size(),
+                            });
+                        }
+                    }
+                }
+                Queries::Marginals(sets) => {
+                    if d > MAX_MARGINAL_ATTRIBUTES {
+                        return Err(StructuredError::TooManyAttributes {
+                            what: "a marginal workload",
+                            found: d,
+                            max: MAX_MARGINAL_ATTRIBUTES,
+                        });
+                    }
+                    if sets.is_empty() || sets.iter().any(|&s| d < 128 && s >> d != 0) {
+                        return Err(StructuredError::Spec(format!(
+                            "{}: marginal sets outside the domain or none",
+                            g.label
+                        )));
+                    }
+                }
+            }
+        }
+        Ok(Self { domain, groups })
+    }
+
+    /// The domain.
+    pub fn domain(&self) -> &Domain {
+        &self.domain
+    }
+
+    /// The groups, in query order.
+    pub fn groups(&self) -> &[QueryGroup] {
+        &self.groups
+    }
+
+    /// The factors of marginal `set`: identity on it, total elsewhere.
+    pub fn marginal_factors(&self, set: AttrSet) -> Vec<Factor> {
+        self.domain
+            .attributes()
+            .iter()
+            .enumerate()
+            .map(|(i, a)| {
+                if set & (1u128 << i) != 0 {
+                    Factor::Identity(a.size)
+                } else {
+                    Factor::Total(a.size)
+                }
+            })
+            .collect()
+    }
+
+    /// Every Kronecker product of the workload with its weight, in query
+    /// order (marginals expanded; callers on huge marginal workloads use
+    /// [`Self::marginal_weights`] instead).
+    pub fn products(&self) -> Vec<(f64, Vec<Factor>)> {
+        let mut out = Vec::new();
+        for g in &self.groups {
+            match &g.queries {
+                Queries::Kron(f) => out.push((g.weight, f.clone())),
+                Queries::Marginals(sets) => {
+                    out.extend(sets.iter().map(|&s| (g.weight, self.marginal_factors(s))));
+                }
+            }
+        }
+        out
+    }
+
+    /// Number of rows of a group (f64: it may exceed any integer type).
+    pub fn group_queries(&self, g: &QueryGroup) -> f64 {
+        match &g.queries {
+            Queries::Kron(f) => f.iter().map(|f| f.num_queries() as f64).product(),
+            Queries::Marginals(sets) => sets
+                .iter()
+                .map(|&s| {
+                    members(s)
+                        .map(|i| self.domain.attributes()[i].size as f64)
+                        .product::<f64>()
+                })
+                .sum(),
+        }
+    }
+
+    /// Total number of rows m.
+    pub fn num_queries(&self) -> f64 {
+        self.groups.iter().map(|g| self.group_queries(g)).sum()
+    }
+
+    /// If every product is a marginal (each factor identity or total), the
+    /// marginal weights `(S, Σ c_S²)` with repeated sets merged, in order
+    /// of first appearance; otherwise `None`.
+    pub fn marginal_weights(&self) -> Option<Vec<(AttrSet, f64)>> {
+        if self.domain.len() > MAX_MARGINAL_ATTRIBUTES {
+            return None;
+        }
+        let mut out: Vec<(AttrSet, f64)> = Vec::new();
+        let mut index = std::collections::HashMap::new();
+        let mut add = |s: AttrSet, w2: f64| {
+            let k = *index.entry(s).or_insert_with(|| {
+                out.push((s, 0.0));
+                out.len() - 1
+            });
+            out[k].1 += w2;
+        };
+        for g in &self.groups {
+            let w2 = g.weight * g.weight;
+            match &g.queries {
+                Queries::Kron(factors) => {
+                    let mut s: AttrSet = 0;
+                    for (i, f) in factors.iter().enumerate() {
+                        if f.is_identity() {
+                            s |= 1u128 << i;
+                        } else if !f.is_total() {
+                            return None;
+                        }
+                    }
+                    add(s, w2);
+                }
+                Queries::Marginals(sets) => sets.iter().for_each(|&s| add(s, w2)),
+            }
+        }
+        Some(out)
+    }
+
+    /// The structured Gram: `[(c², [G₁, …, G_d])]`, one term per Kronecker
+    /// product, `WᵀW = Σ c² ⊗ Gᵢ`. Refused for marginal groups with more
+    /// than `max_terms` sets (use the residual basis instead).
+    pub fn gram_terms(&self, max_terms: usize) -> SResult<Vec<(f64, Vec<Mat<f64>>)>> {
+        let count: usize = self
+            .groups
+            .iter()
+            .map(|g| match &g.queries {
+                Queries::Kron(_) => 1,
+                Queries::Marginals(s) => s.len(),
+            })
+            .sum();
+        if count > max_terms {
+            return Err(StructuredError::TooLarge {
+                what: "Kronecker terms",
+                cells: count as f64,
+                action: "expand as separate Gram terms",
+            });
+        }
+        self.products()
+            .into_iter()
+            .map(|(w, fs)| {
+                let grams = fs.iter().map(Factor::gram).collect::<SResult<Vec<_>>>()?;
+                Ok((w * w, grams))
+            })
+            .collect()
+    }
+
+    /// `WᵀW x` through the structure (cells ≤ 2²⁷).
+    pub fn gram_apply(&self, x: &[f64]) -> SResult<Vec<f64>> {
+        let n = self.domain.cells("index cells")?;
+        if x.len() != n {
+            return Err(StructuredError::Spec(format!(
+                "vector of length {} on {n} cells",
+                x.len()
+            )));
+        }
+        let mut out = vec![0.0; n];
+        for (c2, grams) in self.gram_terms(usize::MAX)? {
+            let refs: Vec<&Mat<f64>> = grams.iter().collect();
+            for (o, v) in out.iter_mut().zip(kron_matvec(&refs, x)?) {
+                *o += c2 * v;
+            }
+        }
+        Ok(out)
+    }
+
+    /// The answers `W x`, stacked in query order (cells ≤ 2²⁷).
+    pub fn answer(&self, x: &[f64]) -> SResult<Vec<f64>> {
+        let n = self.domain.cells("index cells")?;
+        if x.len() != n {
+            return Err(StructuredError::Spec(format!(
+                "data vector of length {} on {n} cells",
+                x.len()
+            )));
+        }
+        let mut out = Vec::new();
+        for (w, factors) in self.products() {
+            let mats = factors
+                .iter()
+                .map(|f| f.explicit())
+                .collect::<SResult<Vec<_>>>()?;
+            let refs: Vec<&Mat<f64>> = mats.iter().collect();
+            out.extend(kron_matvec(&refs, x)?.into_iter().map(|v| w * v));
+        }
+        Ok(out)
+    }
+
+    /// The dense Gram `WᵀW`, refused past [`DENSE_GRAM_CELL_LIMIT`] cells
+    /// with an error naming the count.
+    pub fn dense_gram(&self) -> SResult<Mat<f64>> {
+        let n = self.check_dense()?;
+        let mut g = Mat::zeros(n, n);
+        for (c2, grams) in self.gram_terms(usize::MAX)? {
+            g += kron_all(&grams) * c2;
+        }
+        Ok(g)
+    }
+
+    /// The dense rows `W` (m×n), built from the factors' rows (not their
+    /// Grams), refused past the explicit-entry limit.
+    pub fn dense_matrix(&self) -> SResult<Mat<f64>> {
+        let n = self.check_dense()?;
+        let entries = self.num_queries() * n as f64;
+        if entries > EXPLICIT_ENTRY_LIMIT as f64 {
+            return Err(StructuredError::TooLarge {
+                what: "matrix entries",
+                cells: entries,
+                action: "densify",
+            });
+        }
+        let blocks = self
+            .products()
+            .into_iter()
+            .map(|(w, fs)| {
+                let mats = fs
+                    .iter()
+                    .map(Factor::explicit)
+                    .collect::<SResult<Vec<_>>>()?;
+                Ok(kron_all(&mats) * w)
+            })
+            .collect::<SResult<Vec<_>>>()?;
+        let m: usize = blocks.iter().map(|b| b.nrows()).sum();
+        let mut out = Mat::zeros(m, n);
+        let mut row = 0;
+        for b in blocks {
+            out.as_mut()
+                .submatrix_mut(row, 0, b.nrows(), n)
+                .copy_from(b.as_ref());
+            row += b.nrows();
+        }
+        Ok(out)
+    }
+
+    fn check_dense(&self) -> SResult<usize> {
+        let cells = self.domain.cells_f64();
+        if cells > DENSE_GRAM_CELL_LIMIT {
+            return Err(StructuredError::TooLarge {
+                what: "cells",
+                cells,
+                action: "densify",
+            });
+        }
+        self.domain.cells("densify")
+    }
+}

@@ -1,0 +1,77 @@
+//! Streaming throughput: generated fertility-like records (8 columns: six
+//! yes/no or male/female, age 21–35, weeks worked 0–52) through the schema
+//! of `examples/fertility1980`, plain and gzip'ed, into the full histogram
+//! and into all 28 two-way marginals. Records per second = elements/s.
+
+use std::hint::black_box;
+use std::io::Write;
+use std::path::Path;
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use dpmm_records::{DEFAULT_CELL_LIMIT, Layout, Schema, aggregate_records};
+use flate2::{Compression, write::GzEncoder};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+const RECORDS: usize = 1_000_000;
+
+fn generated_csv(rows: usize) -> Vec<u8> {
+    let mut rng = ChaCha8Rng::seed_from_u64(1980);
+    let mut out = b"morekids,gender1,gender2,age,afam,hispanic,other,work\n".to_vec();
+    let yn = ["no", "yes"];
+    let mf = ["male", "female"];
+    for _ in 0..rows {
+        writeln!(
+            out,
+            "{},{},{},{},{},{},{},{}",
+            yn[rng.random_range(0..2)],
+            mf[rng.random_range(0..2)],
+            mf[rng.random_range(0..2)],
+            rng.random_range(21..36),
+            yn[rng.random_range(0..2)],
+            yn[rng.random_range(0..2)],
+            yn[rng.random_range(0..2)],
+            rng.random_range(0..53),
+        )
+        .expect("in-memory write");
+    }
+    out
+}
+
+fn bench(c: &mut Criterion) {
+    let schema_path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/fertility1980/schema.json");
+    let schema = Schema::from_path(&schema_path).expect("example schema");
+    let domain = schema.domain();
+    let d = domain.attributes().len();
+    let pairs: Vec<Vec<usize>> = (0..d)
+        .flat_map(|i| (i + 1..d).map(move |j| vec![i, j]))
+        .collect();
+    let full = Layout::full(&domain, DEFAULT_CELL_LIMIT).expect("fits");
+    let marginals = Layout::marginals(&domain, &pairs, DEFAULT_CELL_LIMIT).expect("fits");
+    let csv = generated_csv(RECORDS);
+    let mut enc = GzEncoder::new(Vec::new(), Compression::default());
+    enc.write_all(&csv).expect("in-memory write");
+    let gz = enc.finish().expect("in-memory gzip");
+
+    let mut group = c.benchmark_group("aggregate_1e6_records");
+    group.sample_size(10);
+    group.throughput(Throughput::Elements(RECORDS as u64));
+    for (name, input, layout) in [
+        ("csv_full", &csv, &full),
+        ("gzip_full", &gz, &full),
+        ("csv_28_marginals", &csv, &marginals),
+    ] {
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                black_box(
+                    aggregate_records(&input[..], "bench", &schema, layout).expect("valid records"),
+                )
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -1,0 +1,526 @@
+//! Streaming aggregation: records (or a pre-aggregated contingency table)
+//! in, count tables out, one record at a time.
+//!
+//! Memory is the count tables plus one CSV row buffer, whatever the number
+//! of records. What is kept is chosen by a [`Layout`]: the full histogram
+//! when the domain's cell count fits a limit, otherwise one table per
+//! attribute subset (the marginals a workload needs).
+//!
+//! # Policies and stability
+//!
+//! Each attribute's schema says whether a value outside its domain (or a
+//! number that does not parse) and a missing value `drop` the record or are
+//! an `error`. A record is looked at whole: if any attribute says `error`,
+//! reading stops with an error naming the line and column (the first such
+//! attribute in domain order); otherwise, if any says `drop`, the record is
+//! left out of every table. So the outcome does not depend on column order.
+//!
+//! Dropping is a stable transformation (McSherry, "Privacy Integrated
+//! Queries", SIGMOD 2009, §2.2: a per-record filter is 1-stable): whether a
+//! record is kept depends on that record alone, so adding or removing one
+//! person's record adds or removes at most that one record after the
+//! filter, and changes at most one count by 1 in each table. The
+//! sensitivity the privacy kernel uses for the kept counts is therefore
+//! the same as without the filter.
+//!
+//! # Nothing exact leaks
+//!
+//! The result is a [`PrivateCounts`]: no public method returns a count, a
+//! total, or how many rows were read or dropped. It exists to be handed to
+//! the privacy kernel (dp-core), which measures it with noise. Errors name
+//! a line and a column, never a value.
+
+use std::io::Read;
+use std::path::Path;
+
+use csv::{ByteRecord, ReaderBuilder};
+
+use crate::encode::{Code, Encoder};
+use crate::error::RecordsError;
+use crate::schema::{Domain, Policy, Schema};
+use crate::source;
+
+/// Default limit on the cells kept in memory: 2²⁴ counts (128 MiB of u64).
+pub const DEFAULT_CELL_LIMIT: u64 = 1 << 24;
+
+/// The name of the count column of a pre-aggregated table.
+pub const COUNT_COLUMN: &str = "count";
+
+/// Which count tables to keep: validated against a domain and a cell
+/// limit before anything is allocated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    shape: Vec<usize>,
+    /// Attribute positions of each table (strictly increasing).
+    tables: Vec<Vec<usize>>,
+    full: bool,
+}
+
+impl Layout {
+    /// The full histogram (one table over every attribute), if its cell
+    /// count is at most `cell_limit`.
+    pub fn full(domain: &Domain, cell_limit: u64) -> Result<Self, RecordsError> {
+        let cells = domain.cells_f64();
+        if cells > cell_limit as f64 {
+            return Err(RecordsError::TooManyCells {
+                what: "full histogram",
+                cells,
+                limit: cell_limit,
+            });
+        }
+        Ok(Self {
+            shape: domain.shape(),
+            tables: vec![(0..domain.attributes().len()).collect()],
+            full: true,
+        })
+    }
+
+    /// One table per attribute subset (positions in the domain, strictly
+    /// increasing; `[]` is the grand total), if their cells together are
+    /// at most `cell_limit`.
+    pub fn marginals(
+        domain: &Domain,
+        subsets: &[Vec<usize>],
+        cell_limit: u64,
+    ) -> Result<Self, RecordsError> {
+        let shape = domain.shape();
+        let mut total = 0.0;
+        for (index, subset) in subsets.iter().enumerate() {
+            let bad = |reason: &str| RecordsError::BadMarginal {
+                index,
+                reason: reason.to_string(),
+            };
+            if subset.windows(2).any(|w| w[1] <= w[0]) {
+                return Err(bad("attribute positions must increase strictly"));
+            }
+            if subset.iter().any(|&p| p >= shape.len()) {
+                return Err(bad("an attribute position is past the domain"));
+            }
+            if subsets[..index].contains(subset) {
+                return Err(bad("the same marginal is listed twice"));
+            }
+            total += subset.iter().map(|&p| shape[p] as f64).product::<f64>();
+        }
+        if total > cell_limit as f64 {
+            return Err(RecordsError::TooManyCells {
+                what: "marginal tables",
+                cells: total,
+                limit: cell_limit,
+            });
+        }
+        Ok(Self {
+            shape,
+            tables: subsets.to_vec(),
+            full: false,
+        })
+    }
+
+    /// The full histogram if it fits `cell_limit`, else the marginals
+    /// `subsets` (the full histogram answers every marginal, so it is
+    /// preferred whenever it fits).
+    pub fn choose(
+        domain: &Domain,
+        subsets: &[Vec<usize>],
+        cell_limit: u64,
+    ) -> Result<Self, RecordsError> {
+        if domain.cells_f64() <= cell_limit as f64 {
+            Self::full(domain, cell_limit)
+        } else {
+            Self::marginals(domain, subsets, cell_limit)
+        }
+    }
+
+    /// Whether this is the full histogram.
+    pub fn is_full(&self) -> bool {
+        self.full
+    }
+
+    /// The attribute positions of each table, in order.
+    pub fn tables(&self) -> &[Vec<usize>] {
+        &self.tables
+    }
+}
+
+/// One count table: row-major over its attributes (last fastest).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CountTable {
+    pub(crate) attributes: Vec<usize>,
+    strides: Vec<usize>,
+    pub(crate) counts: Vec<u64>,
+}
+
+impl CountTable {
+    fn new(attributes: &[usize], shape: &[usize]) -> Self {
+        let mut strides = vec![1usize; attributes.len()];
+        for j in (0..attributes.len().saturating_sub(1)).rev() {
+            strides[j] = strides[j + 1] * shape[attributes[j + 1]];
+        }
+        let cells = attributes.iter().map(|&a| shape[a]).product();
+        Self {
+            attributes: attributes.to_vec(),
+            strides,
+            counts: vec![0; cells],
+        }
+    }
+
+    #[inline]
+    fn cell(&self, codes: &[usize]) -> usize {
+        self.attributes
+            .iter()
+            .zip(&self.strides)
+            .map(|(&a, &s)| codes[a] * s)
+            .sum()
+    }
+}
+
+/// Counts of private records, opaque: no public method reveals a count, a
+/// total or the number of records read or dropped.
+///
+/// It is to be handed to the privacy kernel (dp-core's private histogram
+/// type, in progress), which alone reads the counts and adds noise; the
+/// hand-off will be a conversion in this crate, the only place that can see
+/// the tables. Its `Debug` shows the layout only.
+pub struct PrivateCounts {
+    layout: Layout,
+    tables: Vec<CountTable>,
+}
+
+impl std::fmt::Debug for PrivateCounts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PrivateCounts")
+            .field("layout", &self.layout)
+            .field("tables", &"<private>")
+            .finish()
+    }
+}
+
+impl PrivateCounts {
+    fn zeros(layout: &Layout) -> Self {
+        let tables = layout
+            .tables
+            .iter()
+            .map(|attrs| CountTable::new(attrs, &layout.shape))
+            .collect();
+        Self {
+            layout: layout.clone(),
+            tables,
+        }
+    }
+
+    /// The layout the counts were kept in (public: it depends only on the
+    /// schema and the workload).
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// The tables, for the hand-off to the kernel and for this crate's
+    /// tests only.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn tables(&self) -> &[CountTable] {
+        &self.tables
+    }
+
+    #[inline]
+    fn add_one(&mut self, codes: &[usize]) {
+        for table in &mut self.tables {
+            let cell = table.cell(codes);
+            table.counts[cell] += 1;
+        }
+    }
+
+    fn add(&mut self, codes: &[usize], count: u64, line: u64) -> Result<(), RecordsError> {
+        for table in &mut self.tables {
+            let cell = table.cell(codes);
+            table.counts[cell] = table.counts[cell]
+                .checked_add(count)
+                .ok_or(RecordsError::CountOverflow { line })?;
+        }
+        Ok(())
+    }
+}
+
+/// The schema compiled against one input's header.
+struct Reader {
+    encoders: Vec<Encoder>,
+    /// Header index of each attribute's column.
+    columns: Vec<usize>,
+    /// Column and attribute names for error messages.
+    names: Vec<(String, String)>,
+}
+
+enum Verdict {
+    Keep,
+    Drop,
+}
+
+impl Reader {
+    fn new(schema: &Schema, header: &ByteRecord) -> Result<Self, RecordsError> {
+        let header: Vec<&[u8]> = header.iter().map(<[u8]>::trim_ascii).collect();
+        if let Some(i) = header.iter().position(|h| h.is_empty()) {
+            return Err(RecordsError::EmptyHeaderColumn(i + 1));
+        }
+        let mut columns = Vec::with_capacity(schema.attributes().len());
+        for a in schema.attributes() {
+            let mut found = header
+                .iter()
+                .enumerate()
+                .filter(|(_, h)| **h == a.column.as_bytes());
+            let Some((index, _)) = found.next() else {
+                return Err(RecordsError::MissingColumn {
+                    column: a.column.clone(),
+                    attribute: a.name.clone(),
+                });
+            };
+            if found.next().is_some() {
+                return Err(RecordsError::DuplicateHeaderColumn(a.column.clone()));
+            }
+            columns.push(index);
+        }
+        Ok(Self {
+            encoders: schema
+                .attributes()
+                .iter()
+                .map(|a| Encoder::new(a, schema.missing_markers()))
+                .collect(),
+            columns,
+            names: schema
+                .attributes()
+                .iter()
+                .map(|a| (a.column.clone(), a.name.clone()))
+                .collect(),
+        })
+    }
+
+    /// Encodes one row into `codes`; the first `error` outcome in domain
+    /// order wins over any `drop`.
+    #[inline]
+    fn encode(
+        &self,
+        row: &ByteRecord,
+        line: u64,
+        codes: &mut [usize],
+    ) -> Result<Verdict, RecordsError> {
+        let mut verdict = Verdict::Keep;
+        for (i, (encoder, &column)) in self.encoders.iter().zip(&self.columns).enumerate() {
+            // The CSV reader rejects rows with another field count than the
+            // header, so the column exists; treat a gap as missing anyway.
+            let field = row.get(column).unwrap_or(b"").trim_ascii();
+            let (policy, missing) = match encoder.encode(field) {
+                Code::Cell(c) => {
+                    codes[i] = c;
+                    continue;
+                }
+                Code::Outside => (encoder.outside, false),
+                Code::Missing => (encoder.missing_policy, true),
+            };
+            match policy {
+                Policy::Drop => verdict = Verdict::Drop,
+                Policy::Error => return Err(self.refusal(i, missing, line)),
+            }
+        }
+        Ok(verdict)
+    }
+
+    /// The error for attribute `i` on `line`: names the line, column and
+    /// attribute, never the field.
+    fn refusal(&self, i: usize, missing: bool, line: u64) -> RecordsError {
+        let (column, attribute) = self.names[i].clone();
+        match missing {
+            true => RecordsError::MissingValue {
+                line,
+                column,
+                attribute,
+            },
+            false => RecordsError::OutsideDomain {
+                line,
+                column,
+                attribute,
+            },
+        }
+    }
+}
+
+fn csv_reader<'a>(input: Box<dyn Read + 'a>) -> csv::Reader<Box<dyn Read + 'a>> {
+    ReaderBuilder::new()
+        .has_headers(true)
+        .flexible(false)
+        .buffer_capacity(1 << 16)
+        .from_reader(input)
+}
+
+/// Maps a CSV reader error to a [`RecordsError`] without any field content.
+fn csv_error(e: csv::Error, source_name: &str) -> RecordsError {
+    let line = e.position().map_or(0, |p| p.line());
+    match e.into_kind() {
+        csv::ErrorKind::Io(io) => RecordsError::Io {
+            path: source_name.to_string(),
+            reason: io.to_string(),
+        },
+        csv::ErrorKind::UnequalLengths {
+            expected_len, len, ..
+        } => RecordsError::MalformedRow {
+            line,
+            reason: format!("{len} fields where the header has {expected_len}"),
+        },
+        _ => RecordsError::MalformedRow {
+            line,
+            reason: "unreadable row".to_string(),
+        },
+    }
+}
+
+fn check_layout(schema: &Schema, layout: &Layout) -> Result<(), RecordsError> {
+    if layout.shape != schema.domain().shape() {
+        return Err(RecordsError::LayoutMismatch);
+    }
+    Ok(())
+}
+
+fn header(
+    reader: &mut csv::Reader<Box<dyn Read + '_>>,
+    source_name: &str,
+) -> Result<ByteRecord, RecordsError> {
+    let header = reader
+        .byte_headers()
+        .map_err(|e| csv_error(e, source_name))?
+        .clone();
+    if header.is_empty() || (header.len() == 1 && header[0].trim_ascii().is_empty()) {
+        return Err(RecordsError::NoHeader(source_name.to_string()));
+    }
+    Ok(header)
+}
+
+/// Streams CSV records (plain or gzip'ed, with a header) into the counts of
+/// `layout`, applying the schema's policies. `source_name` is used in I/O
+/// error messages only.
+pub fn aggregate_records<'a, R: Read + 'a>(
+    input: R,
+    source_name: &str,
+    schema: &Schema,
+    layout: &Layout,
+) -> Result<PrivateCounts, RecordsError> {
+    check_layout(schema, layout)?;
+    let input = source::decompressing(input).map_err(|e| RecordsError::Io {
+        path: source_name.to_string(),
+        reason: e.to_string(),
+    })?;
+    let mut reader = csv_reader(input);
+    let compiled = Reader::new(schema, &header(&mut reader, source_name)?)?;
+    let mut counts = PrivateCounts::zeros(layout);
+    let mut codes = vec![0usize; schema.attributes().len()];
+    let mut row = ByteRecord::new();
+    while reader
+        .read_byte_record(&mut row)
+        .map_err(|e| csv_error(e, source_name))?
+    {
+        let line = row.position().map_or(0, |p| p.line());
+        if let Verdict::Keep = compiled.encode(&row, line, &mut codes)? {
+            counts.add_one(&codes);
+        }
+    }
+    Ok(counts)
+}
+
+/// [`aggregate_records`] on a file (gzip detected by its magic bytes).
+pub fn aggregate_records_file(
+    path: &Path,
+    schema: &Schema,
+    layout: &Layout,
+) -> Result<PrivateCounts, RecordsError> {
+    let name = path.display().to_string();
+    aggregate_records(source::open_path(path)?, &name, schema, layout)
+}
+
+/// Reads a pre-aggregated contingency table (`column₁,…,column_k,count`:
+/// the schema's CSV columns, in any order, plus a `count` column) into the
+/// counts of `layout`, with the same validation and policies as records: a
+/// row is one group of identical records, so dropping it drops each of its
+/// records, again a stable transformation.
+///
+/// Such a table comes from one GROUP BY in an engine built for large data,
+/// e.g. DuckDB:
+///
+/// ```sql
+/// COPY (SELECT morekids, gender1, gender2, age, afam, hispanic, other, work,
+///              count(*) AS count
+///       FROM read_csv('records.csv') GROUP BY ALL)
+/// TO 'table.csv' (HEADER);
+/// ```
+///
+/// (NULLs are written as empty fields, which the default missing-value
+/// markers treat as missing.)
+pub fn aggregate_counts_table<'a, R: Read + 'a>(
+    input: R,
+    source_name: &str,
+    schema: &Schema,
+    layout: &Layout,
+) -> Result<PrivateCounts, RecordsError> {
+    check_layout(schema, layout)?;
+    let input = source::decompressing(input).map_err(|e| RecordsError::Io {
+        path: source_name.to_string(),
+        reason: e.to_string(),
+    })?;
+    let mut reader = csv_reader(input);
+    let header = header(&mut reader, source_name)?;
+    let mut count_columns = header
+        .iter()
+        .enumerate()
+        .filter(|(_, h)| h.trim_ascii() == COUNT_COLUMN.as_bytes());
+    let count_column = match (count_columns.next(), count_columns.next()) {
+        (Some((i, _)), None) => i,
+        (None, _) => {
+            return Err(RecordsError::BadHeader(format!(
+                "a counts table needs a '{COUNT_COLUMN}' column"
+            )));
+        }
+        (Some(_), Some(_)) => {
+            return Err(RecordsError::DuplicateHeaderColumn(
+                COUNT_COLUMN.to_string(),
+            ));
+        }
+    };
+    if let Some(a) = schema
+        .attributes()
+        .iter()
+        .find(|a| a.column == COUNT_COLUMN)
+    {
+        return Err(RecordsError::BadHeader(format!(
+            "attribute '{}' reads the '{COUNT_COLUMN}' column of a counts table",
+            a.name
+        )));
+    }
+    let compiled = Reader::new(schema, &header)?;
+    let mut counts = PrivateCounts::zeros(layout);
+    let mut codes = vec![0usize; schema.attributes().len()];
+    let mut row = ByteRecord::new();
+    while reader
+        .read_byte_record(&mut row)
+        .map_err(|e| csv_error(e, source_name))?
+    {
+        let line = row.position().map_or(0, |p| p.line());
+        let count = row
+            .get(count_column)
+            .and_then(|c| std::str::from_utf8(c.trim_ascii()).ok())
+            .filter(|c| !c.is_empty() && c.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|c| c.parse::<u64>().ok())
+            .ok_or(RecordsError::BadCount { line })?;
+        if let Verdict::Keep = compiled.encode(&row, line, &mut codes)? {
+            counts.add(&codes, count, line)?;
+        }
+    }
+    Ok(counts)
+}
+
+/// [`aggregate_counts_table`] on a file (gzip detected by its magic bytes).
+pub fn aggregate_counts_table_file(
+    path: &Path,
+    schema: &Schema,
+    layout: &Layout,
+) -> Result<PrivateCounts, RecordsError> {
+    let name = path.display().to_string();
+    aggregate_counts_table(source::open_path(path)?, &name, schema, layout)
+}
+
+#[cfg(test)]
+#[path = "aggregate_tests.rs"]
+mod tests;

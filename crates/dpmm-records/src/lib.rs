@@ -1,0 +1,52 @@
+//! Records in, counts out: the records schema (DESIGN.md §7) and the
+//! streaming aggregation of CSV or gzip'ed CSV records (or a pre-aggregated
+//! contingency table) into the count tables the `dpmm release` command
+//! measures.
+//!
+//! * [`schema`]: each attribute's CSV column and its domain, categorical
+//!   `values` or numeric `bins`, with `outside`/`missing` policies
+//!   (`drop | error`); loaded from JSON with one typed error per mistake.
+//! * [`aggregate`]: one pass over the records, memory bounded by the counts
+//!   kept (the full histogram, or one table per marginal), returning an
+//!   opaque [`PrivateCounts`] that only the privacy kernel is meant to read.
+//! * [`draft`]: a starting schema from a CSV's header line alone.
+//!
+//! Domains are public knowledge written by a person; nothing here derives
+//! one from the data, and no error or method reveals a value, a count or
+//! the number of records read or dropped.
+//!
+//! ```
+//! use dpmm_records::{Layout, Schema, aggregate_records, DEFAULT_CELL_LIMIT};
+//!
+//! let schema = Schema::from_json(r#"{"domain": [
+//!     {"name": "kids", "column": "morekids", "values": ["no", "yes"]},
+//!     {"name": "age", "column": "age", "bins": {"start": 21, "stop": 36, "width": 5},
+//!      "outside": "drop"}
+//! ]}"#).unwrap();
+//! assert_eq!(schema.domain().shape(), vec![2, 3]);
+//!
+//! let layout = Layout::choose(&schema.domain(), &[vec![0], vec![1]], DEFAULT_CELL_LIMIT).unwrap();
+//! assert!(layout.is_full()); // 6 cells fit: the full histogram is kept
+//! let csv = "morekids,age\nyes,27\nno,40\nno,21\n";
+//! let counts = aggregate_records(csv.as_bytes(), "example", &schema, &layout).unwrap();
+//! // `counts` is opaque: it goes to the privacy kernel, never to a printout.
+//! assert!(counts.layout().is_full());
+//! ```
+
+pub mod aggregate;
+pub mod draft;
+mod encode;
+pub mod error;
+pub mod schema;
+pub mod source;
+
+#[cfg(test)]
+mod example_tests;
+
+pub use aggregate::{
+    COUNT_COLUMN, DEFAULT_CELL_LIMIT, Layout, PrivateCounts, aggregate_counts_table,
+    aggregate_counts_table_file, aggregate_records, aggregate_records_file,
+};
+pub use draft::{DRAFT_NOTE, SchemaDraft, draft_from_header, draft_from_path};
+pub use error::{RecordsError, SchemaError};
+pub use schema::{AttributeSchema, Domain, DomainAttribute, Encoding, Policy, Schema};

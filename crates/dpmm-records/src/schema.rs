@@ -1,0 +1,493 @@
+//! The records schema (DESIGN.md §7): how each CSV column becomes one
+//! attribute of the domain.
+//!
+//! ```json
+//! {"domain": [
+//!   {"name": "age",  "column": "age",  "bins": [21, 24, 27, 30, 33, 36], "outside": "drop"},
+//!   {"name": "race", "column": "race", "values": ["white", "black", "asian", "other"], "missing": "error"},
+//!   {"name": "work", "column": "work", "bins": {"start": 0, "stop": 53, "width": 1}}
+//! ]}
+//! ```
+//!
+//! * `values`: categorical, in order; the attribute's size is their number.
+//! * `bins`: numeric, `[lo, hi)` intervals, as an edge list (strictly
+//!   increasing) or `{start, stop, width}` (a whole number of bins).
+//! * `outside`: what a value outside the domain does (a category not
+//!   listed, a number below the first or at/above the last edge, or a field
+//!   that is not a number for `bins`): `"drop"` the record or `"error"`.
+//! * `missing`: what a missing value does (the field equals one of
+//!   `missing_markers`, by default `""` and `"NA"`): `"drop"` or `"error"`.
+//!   Both policies default to `"error"`: nothing is changed silently.
+//! * `column` defaults to `name`; an optional `size` must match; `note`
+//!   fields (schema-wide or per attribute) are free text for people.
+//!
+//! Domains are public knowledge written by a person from a codebook:
+//! nothing here, nor anywhere in dpmm, derives a domain from the data (a
+//! domain read off the data would itself leak, e.g. the largest age).
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::error::SchemaError;
+
+/// Largest number of values or bins one attribute may have (2²⁴).
+pub const MAX_ATTRIBUTE_SIZE: usize = 1 << 24;
+
+/// The placeholder that [`crate::draft`] writes in place of `values`/`bins`;
+/// the loader refuses it with [`SchemaError::Placeholder`].
+pub const PLACEHOLDER_PREFIX: &str = "TODO";
+
+/// Missing-value markers when the schema names none: the empty field and R's `NA`.
+pub const DEFAULT_MISSING_MARKERS: [&str; 2] = ["", "NA"];
+
+/// What happens to a record whose value is outside the domain or missing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Policy {
+    /// Leave the record out of every count (a stable transformation: see
+    /// [`crate::aggregate`]).
+    Drop,
+    /// Stop with an error naming the line and column (never the value).
+    Error,
+}
+
+/// How one column's text becomes a cell index of its attribute.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Encoding {
+    /// Categorical: the field equals `values[i]` exactly (after trimming
+    /// surrounding ASCII whitespace) → index `i`.
+    Categorical {
+        /// The values, in order.
+        values: Vec<String>,
+    },
+    /// Numeric: the field parses as a finite number `x` with
+    /// `edges[i] ≤ x < edges[i+1]` → index `i`.
+    Bins {
+        /// Strictly increasing finite edges, at least two.
+        edges: Vec<f64>,
+    },
+}
+
+impl Encoding {
+    /// The number of values or bins.
+    pub fn size(&self) -> usize {
+        match self {
+            Encoding::Categorical { values } => values.len(),
+            Encoding::Bins { edges } => edges.len() - 1,
+        }
+    }
+}
+
+/// One attribute of the schema.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AttributeSchema {
+    /// The attribute's name in the domain and the workload spec.
+    pub name: String,
+    /// The CSV header column it is read from.
+    pub column: String,
+    /// Values or bins.
+    pub encoding: Encoding,
+    /// Policy for values outside the domain (and unparsable numbers).
+    pub outside: Policy,
+    /// Policy for missing values.
+    pub missing: Policy,
+}
+
+/// One attribute of a [`Domain`]: name and size (mirrors
+/// `dp_workloads::domain::Attribute` field for field).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DomainAttribute {
+    /// The name.
+    pub name: String,
+    /// Number of values (≥ 1).
+    pub size: usize,
+}
+
+/// The schema's domain: attribute names and sizes in order; the cells are
+/// their product, row-major (last attribute fastest), as in DESIGN.md §7.
+///
+/// Seam: this is a local stand-in for `dp_workloads::domain::Domain` (the
+/// multi-dimensional work in progress); once that lands, [`Schema::domain`]
+/// converts to it with `Domain::new(attributes)` and this type goes away.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Domain {
+    attributes: Vec<DomainAttribute>,
+}
+
+impl Domain {
+    /// The attributes, in order.
+    pub fn attributes(&self) -> &[DomainAttribute] {
+        &self.attributes
+    }
+
+    /// The sizes `(n₁, …, n_d)`.
+    pub fn shape(&self) -> Vec<usize> {
+        self.attributes.iter().map(|a| a.size).collect()
+    }
+
+    /// The number of cells `Π nᵢ` as f64 (never overflows; `inf` only
+    /// past f64's range).
+    pub fn cells_f64(&self) -> f64 {
+        self.attributes.iter().map(|a| a.size as f64).product()
+    }
+}
+
+/// A validated records schema.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Schema {
+    attributes: Vec<AttributeSchema>,
+    missing_markers: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSchema {
+    #[serde(default)]
+    #[allow(dead_code)]
+    note: Option<Value>,
+    #[serde(default)]
+    missing_markers: Option<Vec<String>>,
+    domain: Vec<RawAttribute>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAttribute {
+    name: String,
+    #[serde(default)]
+    column: Option<String>,
+    #[serde(default)]
+    size: Option<usize>,
+    #[serde(default)]
+    values: Option<Value>,
+    #[serde(default)]
+    bins: Option<Value>,
+    #[serde(default)]
+    outside: Option<String>,
+    #[serde(default)]
+    missing: Option<String>,
+    #[serde(default)]
+    #[allow(dead_code)]
+    note: Option<Value>,
+}
+
+impl Schema {
+    /// Parses and validates a schema from JSON text.
+    pub fn from_json(text: &str) -> Result<Self, SchemaError> {
+        let raw: RawSchema =
+            serde_json::from_str(text).map_err(|e| SchemaError::Json(e.to_string()))?;
+        let missing_markers = raw.missing_markers.unwrap_or_else(|| {
+            DEFAULT_MISSING_MARKERS
+                .iter()
+                .map(|s| s.to_string())
+                .collect()
+        });
+        let attributes = raw
+            .domain
+            .into_iter()
+            .enumerate()
+            .map(|(position, a)| parse_attribute(position, a))
+            .collect::<Result<Vec<_>, _>>()?;
+        Self::new(attributes, missing_markers)
+    }
+
+    /// Reads, parses and validates a schema file.
+    pub fn from_path(path: &std::path::Path) -> Result<Self, SchemaError> {
+        let text = std::fs::read_to_string(path).map_err(|e| SchemaError::Io {
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        })?;
+        Self::from_json(&text)
+    }
+
+    /// Validates attributes built in code (the checks [`Schema::from_json`]
+    /// applies after parsing).
+    pub fn new(
+        attributes: Vec<AttributeSchema>,
+        missing_markers: Vec<String>,
+    ) -> Result<Self, SchemaError> {
+        if attributes.is_empty() {
+            return Err(SchemaError::EmptyDomain);
+        }
+        for (position, a) in attributes.iter().enumerate() {
+            validate_attribute(position, a, &missing_markers)?;
+            if attributes[..position].iter().any(|b| b.name == a.name) {
+                return Err(SchemaError::DuplicateName(a.name.clone()));
+            }
+        }
+        Ok(Self {
+            attributes,
+            missing_markers,
+        })
+    }
+
+    /// The attributes, in domain order.
+    pub fn attributes(&self) -> &[AttributeSchema] {
+        &self.attributes
+    }
+
+    /// The strings that mean "missing" (compared after trimming).
+    pub fn missing_markers(&self) -> &[String] {
+        &self.missing_markers
+    }
+
+    /// The domain: names and sizes in order.
+    pub fn domain(&self) -> Domain {
+        Domain {
+            attributes: self
+                .attributes
+                .iter()
+                .map(|a| DomainAttribute {
+                    name: a.name.clone(),
+                    size: a.encoding.size(),
+                })
+                .collect(),
+        }
+    }
+
+    /// The position of attribute `name` in the domain.
+    pub fn position(&self, name: &str) -> Result<usize, SchemaError> {
+        self.attributes
+            .iter()
+            .position(|a| a.name == name)
+            .ok_or_else(|| SchemaError::UnknownAttribute(name.to_string()))
+    }
+}
+
+fn parse_attribute(position: usize, raw: RawAttribute) -> Result<AttributeSchema, SchemaError> {
+    let name = raw.name;
+    if name.is_empty() {
+        return Err(SchemaError::EmptyName {
+            position,
+            field: "name",
+        });
+    }
+    let encoding = match (raw.values, raw.bins) {
+        (None, None) => return Err(SchemaError::NoValuesOrBins(name)),
+        (Some(_), Some(_)) => return Err(SchemaError::BothValuesAndBins(name)),
+        (Some(values), None) => parse_values(&name, values)?,
+        (None, Some(bins)) => parse_bins(&name, bins)?,
+    };
+    if let Some(declared) = raw.size
+        && declared != encoding.size()
+    {
+        return Err(SchemaError::SizeMismatch {
+            attribute: name,
+            declared,
+            actual: encoding.size(),
+        });
+    }
+    let outside = parse_policy(&name, "outside", raw.outside)?;
+    let missing = parse_policy(&name, "missing", raw.missing)?;
+    Ok(AttributeSchema {
+        column: raw.column.unwrap_or_else(|| name.clone()),
+        name,
+        encoding,
+        outside,
+        missing,
+    })
+}
+
+fn is_placeholder(value: &Value) -> bool {
+    value
+        .as_str()
+        .is_some_and(|s| s.starts_with(PLACEHOLDER_PREFIX))
+}
+
+fn parse_policy(
+    attribute: &str,
+    field: &'static str,
+    raw: Option<String>,
+) -> Result<Policy, SchemaError> {
+    match raw.as_deref() {
+        None | Some("error") => Ok(Policy::Error),
+        Some("drop") => Ok(Policy::Drop),
+        Some(other) => Err(SchemaError::UnknownPolicy {
+            attribute: attribute.to_string(),
+            field,
+            found: other.to_string(),
+        }),
+    }
+}
+
+fn parse_values(attribute: &str, raw: Value) -> Result<Encoding, SchemaError> {
+    if is_placeholder(&raw) {
+        return Err(SchemaError::Placeholder(attribute.to_string()));
+    }
+    let Value::Array(items) = raw else {
+        return Err(SchemaError::Json(format!(
+            "attribute '{attribute}': \"values\" must be a list of strings"
+        )));
+    };
+    let values = items
+        .into_iter()
+        .enumerate()
+        .map(|(index, v)| match v {
+            Value::String(s) => Ok(s),
+            _ => Err(SchemaError::NonStringValue {
+                attribute: attribute.to_string(),
+                index,
+            }),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Encoding::Categorical { values })
+}
+
+fn malformed(attribute: &str, reason: &str) -> SchemaError {
+    SchemaError::MalformedBins {
+        attribute: attribute.to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+fn parse_bins(attribute: &str, raw: Value) -> Result<Encoding, SchemaError> {
+    if is_placeholder(&raw) {
+        return Err(SchemaError::Placeholder(attribute.to_string()));
+    }
+    match raw {
+        Value::Array(items) => {
+            let edges = items
+                .iter()
+                .map(|v| {
+                    v.as_f64()
+                        .ok_or_else(|| malformed(attribute, "edges must be numbers"))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(Encoding::Bins { edges })
+        }
+        Value::Object(map) => {
+            let field = |key: &str| {
+                map.get(key).and_then(Value::as_f64).ok_or_else(|| {
+                    malformed(
+                        attribute,
+                        &format!("object needs a number \"{key}\" (start, stop, width)"),
+                    )
+                })
+            };
+            if let Some(key) = map
+                .keys()
+                .find(|k| !matches!(k.as_str(), "start" | "stop" | "width"))
+            {
+                return Err(malformed(
+                    attribute,
+                    &format!("has unknown field \"{key}\""),
+                ));
+            }
+            range_edges(attribute, field("start")?, field("stop")?, field("width")?)
+        }
+        _ => Err(malformed(
+            attribute,
+            "must be an edge list or {start, stop, width}",
+        )),
+    }
+}
+
+/// Edges `start, start + width, …, stop` of a `{start, stop, width}` bins
+/// object; `(stop − start)/width` must be a whole number (to 1e-9
+/// relative), so the last bin is as wide as the others.
+fn range_edges(
+    attribute: &str,
+    start: f64,
+    stop: f64,
+    width: f64,
+) -> Result<Encoding, SchemaError> {
+    if !(width.is_finite() && width > 0.0) {
+        return Err(SchemaError::BadWidth(attribute.to_string()));
+    }
+    if !(start.is_finite() && stop.is_finite() && start < stop) {
+        return Err(SchemaError::EmptyRange(attribute.to_string()));
+    }
+    let bins = (stop - start) / width;
+    if !bins.is_finite() || bins > MAX_ATTRIBUTE_SIZE as f64 + 0.5 {
+        return Err(SchemaError::TooManyBins {
+            attribute: attribute.to_string(),
+            size: bins,
+            max: MAX_ATTRIBUTE_SIZE,
+        });
+    }
+    let whole = bins.round();
+    if whole < 1.0 || (bins - whole).abs() > 1e-9 * whole.max(1.0) {
+        return Err(SchemaError::FractionalBinCount(attribute.to_string()));
+    }
+    // `whole` is in [1, 2^24], so the cast is exact.
+    let count = whole as usize;
+    let mut edges: Vec<f64> = (0..count).map(|i| start + i as f64 * width).collect();
+    edges.push(stop);
+    Ok(Encoding::Bins { edges })
+}
+
+fn validate_attribute(
+    position: usize,
+    a: &AttributeSchema,
+    missing_markers: &[String],
+) -> Result<(), SchemaError> {
+    let name = &a.name;
+    if name.is_empty() {
+        return Err(SchemaError::EmptyName {
+            position,
+            field: "name",
+        });
+    }
+    if a.column.is_empty() {
+        return Err(SchemaError::EmptyName {
+            position,
+            field: "column",
+        });
+    }
+    match &a.encoding {
+        Encoding::Categorical { values } => {
+            if values.is_empty() {
+                return Err(SchemaError::EmptyValues(name.clone()));
+            }
+            if values.len() > MAX_ATTRIBUTE_SIZE {
+                return Err(SchemaError::TooManyBins {
+                    attribute: name.clone(),
+                    size: values.len() as f64,
+                    max: MAX_ATTRIBUTE_SIZE,
+                });
+            }
+            let mut sorted: Vec<&String> = values.iter().collect();
+            sorted.sort();
+            if let Some(w) = sorted.windows(2).find(|w| w[0] == w[1]) {
+                return Err(SchemaError::DuplicateValue {
+                    attribute: name.clone(),
+                    value: w[0].clone(),
+                });
+            }
+            if let Some(v) = values.iter().find(|v| missing_markers.contains(v)) {
+                return Err(SchemaError::ValueIsMissingMarker {
+                    attribute: name.clone(),
+                    value: v.clone(),
+                });
+            }
+        }
+        Encoding::Bins { edges } => {
+            if edges.len() < 2 {
+                return Err(SchemaError::TooFewEdges(name.clone()));
+            }
+            if edges.len() - 1 > MAX_ATTRIBUTE_SIZE {
+                return Err(SchemaError::TooManyBins {
+                    attribute: name.clone(),
+                    size: (edges.len() - 1) as f64,
+                    max: MAX_ATTRIBUTE_SIZE,
+                });
+            }
+            if let Some(index) = edges.iter().position(|e| !e.is_finite()) {
+                return Err(SchemaError::NonFiniteEdge {
+                    attribute: name.clone(),
+                    index,
+                });
+            }
+            if let Some(i) = edges.windows(2).position(|w| w[1] <= w[0]) {
+                return Err(SchemaError::UnsortedEdges {
+                    attribute: name.clone(),
+                    index: i + 1,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[path = "schema_tests.rs"]
+mod tests;

@@ -1,0 +1,78 @@
+//! `dpmm schema draft` as a user runs it.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn scratch(name: &str, bytes: &[u8]) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("dpmm-draft-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).expect("write input");
+    path
+}
+
+fn dpmm(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_dpmm"))
+        .args(args)
+        .output()
+        .expect("run dpmm")
+}
+
+#[test]
+fn draft_prints_the_header_columns_and_the_public_knowledge_note() {
+    // The second line is malformed and carries a "private" value: the
+    // draft never reads it.
+    let path = scratch("records.csv", b"age,sex,zip\n\"unterminated,secret-42\n");
+    let out = dpmm(&["schema", "draft", path.to_str().expect("utf-8 path")]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).expect("utf-8");
+    let stderr = String::from_utf8(out.stderr).expect("utf-8");
+    for column in ["\"age\"", "\"sex\"", "\"zip\""] {
+        assert!(stdout.contains(column), "{stdout}");
+    }
+    assert!(stderr.contains("PUBLIC"));
+    assert!(!stdout.contains("secret-42") && !stderr.contains("secret-42"));
+}
+
+#[test]
+fn draft_reads_gzip_and_writes_to_a_file() {
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    enc.write_all(b"wage,region\n1,2\n").expect("gzip");
+    let input = scratch("records.bin", &enc.finish().expect("gzip"));
+    let target = input.with_file_name("draft.json");
+    let out = dpmm(&[
+        "schema",
+        "draft",
+        input.to_str().expect("utf-8 path"),
+        "--out",
+        target.to_str().expect("utf-8 path"),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let written = std::fs::read_to_string(&target).expect("draft written");
+    assert!(written.contains("\"wage\"") && written.contains("\"region\""));
+}
+
+#[test]
+fn bad_input_is_one_line_and_exit_status_2() {
+    let missing = scratch("x", b"").with_file_name("does-not-exist.csv");
+    let duplicate = scratch("dup.csv", b"a,b,a\n");
+    let empty = scratch("empty.csv", b"");
+    for path in [missing, duplicate, empty] {
+        let out = dpmm(&["schema", "draft", path.to_str().expect("utf-8 path")]);
+        assert_eq!(out.status.code(), Some(2), "{}", path.display());
+        let stderr = String::from_utf8(out.stderr).expect("utf-8");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(out.stdout.is_empty());
+    }
+    // A usage error (clap) exits with 2 as well.
+    assert_eq!(dpmm(&["schema", "draft"]).status.code(), Some(2));
+}
