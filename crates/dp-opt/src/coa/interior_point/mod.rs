@@ -200,20 +200,7 @@ pub fn minimize_trace_inverse(
                 best_bound = bound;
                 best_multipliers.clone_from(&multipliers);
             }
-            observer.observe(&Event::Stage {
-                iteration: steps,
-                stage: Stage::BarrierWeight(mu),
-            });
-            observer.observe(&Event::Candidate {
-                iteration: steps,
-                name: "interior point",
-                objective: Some(best_objective),
-            });
-            observer.observe(&Event::LowerBound {
-                iteration: steps,
-                bound: best_bound,
-                source: BoundSource::InteriorPoint,
-            });
+            report_centred(observer, steps, mu, best_objective, best_bound);
             mu /= options.mu_decrease;
             continue;
         }
@@ -306,6 +293,31 @@ fn initial_point(root: MatRef<'_, f64>, start: Option<&[f64]>, par: Par) -> Resu
         solver: "COA barrier",
         reason: "no strictly feasible starting point (is the root of full row rank?)".into(),
     })
+}
+
+/// The events of a centred point: the barrier weight, the best
+/// objective and the best certified bound so far.
+fn report_centred(
+    observer: &mut dyn Observer,
+    iteration: usize,
+    mu: f64,
+    objective: f64,
+    bound: f64,
+) {
+    observer.observe(&Event::Stage {
+        iteration,
+        stage: Stage::BarrierWeight(mu),
+    });
+    observer.observe(&Event::Candidate {
+        iteration,
+        name: "interior point",
+        objective: Some(objective),
+    });
+    observer.observe(&Event::LowerBound {
+        iteration,
+        bound,
+        source: BoundSource::InteriorPoint,
+    });
 }
 
 #[cfg(test)]
