@@ -62,7 +62,7 @@ fn print_row(row: &ScalingRow, m: usize, lrm: bool) {
     let opt = |x: Option<f64>| x.unwrap_or(f64::NAN);
     let (o, q, t) = (&row.outcome, &row.quality, &row.times);
     println!(
-        "{:>6} {:>6} {:>7} {:>6} {:>9.2} {:>9.2} {:>10.1} {:>20.10e} {:>10.2e} {:>5} {:>8.0} {:>11.1}",
+        "{:>6} {:>6} {:>7} {:>6} {:>9.2} {:>9.2} {:>10.1} {:>20.10e} {:>10.2e} {:>14} {:>8.0} {:>11.1}",
         row.n,
         if m == 0 { "-".into() } else { m.to_string() },
         row.workload_rank,
@@ -72,7 +72,7 @@ fn print_row(row: &ScalingRow, m: usize, lrm: bool) {
         t.seconds / t.gemm_seconds,
         o.objective,
         opt(if lrm { q.residual } else { q.duality_gap }),
-        o.converged,
+        o.termination.kind(),
         opt(row.memory.peak_rss_bytes) / 1e6,
         opt(row.memory.peak_in_nxn_matrices),
     );
@@ -124,8 +124,8 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             "objective",
             gap,
         ];
-        let names = names.into_iter().chain(["conv", "peak MB", "peak/(n²·8)"]);
-        let widths: [usize; 12] = [6, 6, 7, 6, 9, 9, 10, 20, 10, 5, 8, 11];
+        let names = names.into_iter().chain(["stop", "peak MB", "peak/(n²·8)"]);
+        let widths: [usize; 12] = [6, 6, 7, 6, 9, 9, 10, 20, 10, 14, 8, 11];
         let header: Vec<String> = names.zip(widths).map(|(h, w)| format!("{h:>w$}")).collect();
         println!("{}", header.join(" "));
     }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::Args;
 use dp_bench::verify::verify_strategy;
 use dp_core::Result;
-use dp_opt::{Problem, StrategyOptimizer, by_name, classic::Hierarchical};
+use dp_opt::{Params, Problem};
 use dp_workloads::npy::{read_matrix, write_matrix};
 use serde_json::json;
 
@@ -16,8 +16,8 @@ pub struct OptimizeArgs {
     /// Workload matrix W (m×n, .npy).
     #[arg(long)]
     workload: PathBuf,
-    /// identity, hierarchical, wavelet, svdb (see `dp_opt::OPTIMIZER_NAMES`).
-    #[arg(long)]
+    /// The optimizer (`--help` lists every registered one).
+    #[arg(long, long_help = registered_optimizers())]
     optimizer: String,
     /// pure (minimize l1_obj) or approx (minimize l2_obj).
     #[arg(long, value_enum)]
@@ -28,21 +28,35 @@ pub struct OptimizeArgs {
     /// Print JSON (the default and only format; kept for scripts).
     #[arg(long)]
     json: bool,
-    /// Branching factor of the hierarchical strategy.
-    #[arg(long, default_value_t = 2)]
-    branching: usize,
+    /// Branching factor, for the optimizers that take one (hierarchical;
+    /// default 2).
+    #[arg(long)]
+    branching: Option<usize>,
+}
+
+/// `--optimizer`'s long help: every registered optimizer with its
+/// one-line description, from the registry.
+fn registered_optimizers() -> String {
+    let width = dp_opt::REGISTRY
+        .iter()
+        .map(|d| d.name.len())
+        .max()
+        .unwrap_or(0);
+    let mut help = String::from("The optimizer, one of:");
+    for d in dp_opt::REGISTRY {
+        help += &format!("\n  {:width$}  {}", d.name, d.description);
+    }
+    help
 }
 
 pub fn run(args: &OptimizeArgs) -> Result<()> {
     let w = read_matrix(&args.workload)?;
     let model = args.privacy.0;
-    let optimizer: Box<dyn StrategyOptimizer> = if args.optimizer == "hierarchical" {
-        Box::new(Hierarchical {
-            branching: args.branching,
-        })
-    } else {
-        by_name(&args.optimizer)?
+    let params = Params {
+        branching: args.branching,
+        ..Params::default()
     };
+    let optimizer = dp_opt::registry::descriptor(&args.optimizer)?.build(&params)?;
     let problem = Problem::from_workload(w.as_ref(), model)?;
     let result = optimizer.optimize(&problem, &mut ())?;
     // The objective and gap printed are recomputed from the strategy and
@@ -68,8 +82,8 @@ pub fn run(args: &OptimizeArgs) -> Result<()> {
         ("objective", num(checked.objective)),
         ("svd_bound", num(checked.svd_bound)),
         ("iterations", json!(report.iterations)),
-        ("converged", json!(report.converged)),
-        ("termination", json!(format!("{:?}", report.termination))),
+        ("termination", json!(report.termination)),
+        ("chosen", json!(report.chosen)),
         ("supported", json!(true)),
     ] {
         obj.insert(k.into(), v);

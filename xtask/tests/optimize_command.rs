@@ -73,7 +73,9 @@ fn closed_form_strategies_report_recomputed_objectives() {
                     "{tag} {optimizer} {privacy}: {obj} vs {r}"
                 );
                 assert!((v["svd_bound"].as_f64().unwrap() - bound).abs() <= 1e-9 * bound);
-                assert_eq!(v["converged"], true);
+                let kind = v["termination"]["kind"].as_str().unwrap();
+                assert!(matches!(kind, "converged" | "closed_form"), "{v}");
+                assert!(v.get("converged").is_none(), "{v}");
                 assert_eq!(v["n"], 13);
                 assert_eq!(v["m"], w.nrows());
                 if optimizer == "identity" {
@@ -106,8 +108,38 @@ fn unknown_optimizer_and_bad_workload_are_refused() {
     write_matrix(&zero, Mat::<f64>::zeros(3, 3).as_ref()).unwrap();
     for (w, opt) in [(&wp, "nope"), (&zero, "identity")] {
         let args = ["optimize", "--workload", arg(w), "--optimizer", opt];
-        xtask(&[&args[..], &["--privacy", "pure"]].concat()).refused();
+        let run = xtask(&[&args[..], &["--privacy", "pure"]].concat());
+        run.refused();
+        if opt == "nope" {
+            // The error lists every registered optimizer.
+            for d in dp_opt::REGISTRY {
+                assert!(run.stderr.contains(d.name), "{}", run.stderr);
+            }
+        }
     }
+}
+
+/// `optimize --help` lists every registered optimizer with its
+/// description; a branching factor for an optimizer without one is refused.
+#[test]
+fn help_lists_the_registry_and_parameters_are_checked() {
+    let help = xtask(&["optimize", "--help"]).ok().stdout;
+    for d in dp_opt::REGISTRY {
+        let line = help.lines().find(|l| l.trim_start().starts_with(d.name));
+        assert!(line.is_some_and(|l| l.contains(d.description)), "{help}");
+    }
+    let dir = tmpdir("branching");
+    let wp = dir.join("w.npy");
+    write_matrix(&wp, Mat::<f64>::identity(4, 4).as_ref()).unwrap();
+    let run = |opt: &str| {
+        let args = ["optimize", "--workload", arg(&wp), "--optimizer", opt];
+        xtask(&[&args[..], &["--privacy", "pure", "--branching", "4"]].concat())
+    };
+    let refused = run("wavelet");
+    refused.refused();
+    assert!(refused.stderr.contains("branching"), "{}", refused.stderr);
+    // A 4-ary tree over 4 cells: the 4 leaves and the root.
+    assert_eq!(run("hierarchical").ok().json()["p"], 5);
 }
 
 /// `bench coa` runs each size in a child process and prints one row per
@@ -124,7 +156,11 @@ fn bench_coa_prints_time_objective_gap_and_memory() {
     assert_eq!(rows.len(), 2);
     for (row, n) in rows.iter().zip([16.0, 32.0]) {
         assert_eq!(row["n"].as_f64(), Some(n));
-        assert_eq!(row["converged"].as_bool(), Some(true), "{row}");
+        assert_eq!(
+            row["termination"]["kind"].as_str(),
+            Some("converged"),
+            "{row}"
+        );
         assert!(row["duality_gap"].as_f64().unwrap() <= 1e-6, "{row}");
         assert_eq!(
             row["workload_rank"].as_f64(),

@@ -143,53 +143,11 @@ pub fn cases() -> Vec<Case> {
     ]
 }
 
-/// The weakened variant of optimizer `name` the gate must catch: COA with
-/// gap tolerance 0.05, 2 Newton steps per stage and 2 dual iterations; the
-/// iterative others with an iteration budget of 3 (LRM also a single
-/// penalty stage). An error for optimizers without one.
-///
-/// The one place the weakened settings live, until the optimizer registry
-/// carries them.
+/// The weakened variant of optimizer `name` the gate must catch: its
+/// registry entry's reduced settings ([`dp_opt::Descriptor::weakened`]).
+/// An error for an unknown name or one without such a variant.
 pub fn weakened(name: &str) -> Result<Box<dyn StrategyOptimizer>> {
-    use dp_opt::{am, coa, esm, lrm, pidentity};
-    Ok(match name {
-        "coa" => Box::new(coa::Coa {
-            options: coa::CoaOptions {
-                gap_tolerance: 0.05,
-                max_newton_steps: 2,
-                dual_iterations: 2,
-                ..Default::default()
-            },
-        }),
-        "pidentity" => {
-            let mut options = pidentity::PIdentityOptions::default();
-            options.lbfgs.max_iterations = 3;
-            Box::new(pidentity::PIdentity { options })
-        }
-        "esm" => {
-            let mut options = esm::EsmOptions::default();
-            options.spg.max_iterations = 3;
-            Box::new(esm::Esm { options })
-        }
-        "am" => Box::new(am::Am {
-            options: am::AmOptions {
-                max_iterations: 3,
-                ..Default::default()
-            },
-        }),
-        "lrm" => {
-            let mut options = lrm::LrmOptions::default();
-            options.penalty.stages = 1;
-            options.penalty.spg.max_iterations = 3;
-            Box::new(lrm::Lrm { options })
-        }
-        other => {
-            return Err(DpError::InvalidParameter {
-                name: "worsen",
-                reason: format!("no weakened variant of '{other}'"),
-            });
-        }
-    })
+    dp_opt::registry::descriptor(name)?.weakened()
 }
 
 /// A dense n×n `f64` product (dp-linalg's product kernel, the current
@@ -254,7 +212,14 @@ pub fn measure(
     only: Option<&[String]>,
 ) -> Result<Vec<CaseResult>> {
     if let Some(name) = worsen {
+        // An optimizer no case runs would leave the gate checking nothing.
         weakened(name)?;
+        if !cases().iter().any(|c| c.optimizer == name) {
+            return Err(DpError::InvalidParameter {
+                name: "worsen",
+                reason: format!("no regression case runs '{name}'"),
+            });
+        }
     }
     let reference = if with_time { reference_seconds()? } else { 1.0 };
     let mut out = Vec::new();

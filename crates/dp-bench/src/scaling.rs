@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use dp_core::Result;
 use dp_linalg::Mat;
-use dp_opt::{PrivacyModel, Problem, StrategyOptimizer, coa::Coa, lrm};
+use dp_opt::{PrivacyModel, Problem, StrategyOptimizer, Termination, coa::Coa, lrm};
 use dp_workloads::Workload;
 use serde::{Deserialize, Serialize};
 
@@ -101,14 +101,14 @@ pub struct ScalingRow {
 }
 
 /// The optimizer's result at one point.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PointOutcome {
     /// Objective of the returned strategy.
     pub objective: f64,
     /// The SVD lower bound `(Σσᵢ(W))²/n` of the (ε,δ) objective.
     pub svd_bound: f64,
-    /// Whether the optimizer reports convergence.
-    pub converged: bool,
+    /// Why the optimizer stopped.
+    pub termination: Termination,
     /// Iterations the optimizer reports.
     pub iterations: usize,
 }
@@ -202,7 +202,7 @@ pub fn measure_point(
         outcome: PointOutcome {
             objective: report.objective,
             svd_bound,
-            converged: report.converged,
+            termination: report.termination.clone(),
             iterations: report.iterations,
         },
         quality: PointQuality {

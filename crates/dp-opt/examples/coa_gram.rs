@@ -2,7 +2,7 @@
 //! `cargo run --release -p dp-opt --example coa_gram -- allrange|prefix|wrange N [M]`.
 
 use dp_core::{DpError, Result};
-use dp_opt::{PrivacyModel, Problem, Recorder, StrategyOptimizer, coa::Coa};
+use dp_opt::{Event, PrivacyModel, Problem, Recorder, Stage, StrategyOptimizer, coa::Coa};
 use dp_workloads::Workload;
 
 fn arg<T: std::str::FromStr>(args: &[String], i: usize, name: &'static str) -> Result<Option<T>> {
@@ -64,33 +64,28 @@ fn main() -> Result<()> {
     }
     let r = coa.optimize(&problem, &mut rec)?;
     // (theta, Newton steps, CG iterations) per homotopy stage.
-    let mut stages: Vec<(f64, usize, f64)> = Vec::new();
-    for &(_, key, value) in &rec.records {
-        match key {
-            "theta" => match stages.last_mut() {
-                Some(s) if s.0 == value => s.1 += 1,
-                _ => stages.push((value, 1, 0.0)),
+    let mut stages: Vec<(f64, usize, usize)> = Vec::new();
+    for event in &rec.events {
+        match *event {
+            Event::Stage {
+                stage: Stage::Homotopy(theta),
+                ..
+            } => match stages.last_mut() {
+                Some(s) if s.0 == theta => s.1 += 1,
+                _ => stages.push((theta, 1, 0)),
             },
-            "cg_iterations" => {
+            Event::Newton { cg_iterations, .. } => {
                 if let Some(s) = stages.last_mut() {
-                    s.2 += value;
+                    s.2 += cg_iterations;
                 }
             }
             _ => {}
         }
     }
     if std::env::var("COA_TRACE").is_ok() {
-        let mut line = String::new();
-        let mut last = usize::MAX;
-        for &(it, key, value) in &rec.records {
-            if it != last && !line.is_empty() {
-                println!("{line}");
-                line.clear();
-            }
-            last = it;
-            line += &format!("{it} {key}={value:.4e} ");
+        for event in &rec.events {
+            println!("{event:?}");
         }
-        println!("{line}");
     }
     for (theta, newton, cg) in &stages {
         println!("theta {theta:.0e}: newton {newton} cg {cg}");
@@ -99,7 +94,7 @@ fn main() -> Result<()> {
     println!(
         "{kind} n={n}: objective {:.10e} gap {gap:.2e} converged {} iterations {} seconds {:.2} svd_bound {:.6e}",
         r.report.objective,
-        r.report.converged,
+        r.report.converged(),
         r.report.iterations,
         r.report.seconds,
         problem.svd_bound()?

@@ -3,14 +3,13 @@
 
 use dp_core::Result;
 use dp_opt::lrm::{Lrm, LrmOptions};
-use dp_opt::{Observer, PrivacyModel, Problem, StrategyOptimizer};
+use dp_opt::{Event, Observer, PrivacyModel, Problem, StrategyOptimizer};
 
 struct Print(std::time::Instant);
 impl Observer for Print {
-    fn observe(&mut self, iteration: usize, values: &[(&'static str, f64)]) {
-        let line: Vec<String> = values.iter().map(|(k, v)| format!("{k}={v:.4e}")).collect();
+    fn observe(&mut self, event: &Event<'_>) {
         let seconds = self.0.elapsed().as_secs_f64();
-        eprintln!("{iteration} {seconds:.1}s {}", line.join(" "));
+        eprintln!("{seconds:.1}s {:?}", event.detached());
     }
 }
 
@@ -38,7 +37,7 @@ fn main() -> Result<()> {
         "objective {:.6e} identity {:.6e} converged {} seconds {:.2} {:?} {:?}",
         r.report.objective,
         id,
-        r.report.converged,
+        r.report.converged(),
         r.report.seconds,
         r.report.termination,
         r.report.diagnostics

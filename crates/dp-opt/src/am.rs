@@ -33,10 +33,11 @@ use std::time::Instant;
 use dp_core::{DpError, Result};
 use dp_linalg::{Mat, SymmetricEigen};
 
-use crate::{
-    Observer, OptimizeReport, Optimized, PrivacyModel, Problem, StrategyOptimizer,
-    TerminationReason,
-};
+use crate::engine::Termination;
+use crate::registry::Descriptor;
+use crate::report::{BoundSource, Draft, Event, Stage};
+use crate::support::complete_on_touched_cells;
+use crate::{Observer, Optimized, PrivacyModel, Problem, StrategyOptimizer};
 
 /// Options of [`Am`].
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -171,8 +172,8 @@ fn log_barrier_newton(
     d2: &[f64],
     q: f64,
     o: AmOptions,
-    mut observe: impl FnMut(usize, &[(&'static str, f64)]),
-) -> (Eval, f64, Vec<f64>, usize) {
+    mut observe: impl FnMut(usize, f64, f64, f64),
+) -> (Eval, f64, Vec<f64>, usize, Option<&'static str>) {
     let (n, k) = (g.nrows(), g.ncols());
     let gt_of = |t: &[f64]| -> Vec<f64> {
         (0..n)
@@ -215,6 +216,7 @@ fn log_barrier_newton(
     let mut mu = best.primal / n as f64;
     let mut history = Vec::new();
     let mut steps = 0;
+    let mut stall = None;
     while steps < o.max_iterations {
         let gap = (best.primal - bound) / best.primal;
         if gap <= o.gap_tolerance {
@@ -223,14 +225,17 @@ fn log_barrier_newton(
         let slack: Vec<f64> = gt_of(&t).iter().map(|v| 1.0 - v).collect();
         let (grad, hess) = newton_system(g, d2, q, &t, &slack, mu);
         let Ok(chol) = dp_linalg::Cholesky::factor(hess.as_ref()) else {
+            stall = Some("AM: the barrier Hessian is not positive definite");
             break;
         };
         let rhs = Mat::from_fn(k, 1, |i, _| -grad[i]);
         let Ok(step) = chol.solve(rhs.as_ref()) else {
+            stall = Some("AM: the Newton system could not be solved");
             break;
         };
         let decrement: f64 = -(0..k).map(|i| grad[i] * step[(i, 0)]).sum::<f64>();
         if decrement.is_nan() {
+            stall = Some("AM: NaN Newton decrement");
             break;
         }
         if decrement <= 0.01 * n as f64 * mu {
@@ -239,14 +244,7 @@ fn log_barrier_newton(
             if b.is_finite() {
                 bound = bound.max(b);
             }
-            observe(
-                steps,
-                &[
-                    ("objective", best.primal),
-                    ("lower_bound", bound),
-                    ("mu", mu),
-                ],
-            );
+            observe(steps, best.primal, bound, mu);
             mu /= 10.0;
             continue;
         }
@@ -263,6 +261,7 @@ fn log_barrier_newton(
             alpha *= 0.5;
         }
         if !moved {
+            stall = Some("AM: the line search found no decrease");
             break;
         }
         steps += 1;
@@ -272,7 +271,7 @@ fn log_barrier_newton(
         }
         history.push(best.primal);
     }
-    (best, bound, history, steps)
+    (best, bound, history, steps, stall)
 }
 
 impl StrategyOptimizer for Am {
@@ -301,14 +300,23 @@ impl StrategyOptimizer for Am {
             PrivacyModel::Approx => (1.0, Mat::from_fn(n, keep.len(), |j, c| u[(j, c)].powi(2))),
             PrivacyModel::Pure => (2.0, Mat::from_fn(n, keep.len(), |j, c| u[(j, c)].abs())),
         };
-        let (best, bound, history, iterations) = log_barrier_newton(&g, &d2, q, o, |it, values| {
+        let observe = |iteration, objective: f64, bound: f64, mu| {
             // Objective and bound in the workload's own scale.
-            let scaled: Vec<(&'static str, f64)> = values
-                .iter()
-                .map(|&(k, v)| (k, if k == "mu" { v } else { v * scale }))
-                .collect();
-            observer.observe(it, &scaled);
-        });
+            observer.observe(&Event::Stage {
+                iteration,
+                stage: Stage::BarrierWeight(mu),
+            });
+            observer.observe(&Event::Iteration {
+                iteration,
+                objective: objective * scale,
+            });
+            observer.observe(&Event::LowerBound {
+                iteration,
+                bound: bound * scale,
+                source: BoundSource::InteriorPoint,
+            });
+        };
+        let (best, bound, history, iterations, stall) = log_barrier_newton(&g, &d2, q, o, observe);
         let history: Vec<f64> = history.iter().map(|v| v * scale).collect();
         // λ from t, normalized so that the sensitivity is exactly 1.
         let gmax = best.gt.iter().copied().fold(0.0, f64::max);
@@ -322,39 +330,62 @@ impl StrategyOptimizer for Am {
             .collect();
         let rows: Vec<usize> = (0..keep.len()).filter(|&c| lambda[c] > 0.0).collect();
         let strategy = Mat::from_fn(rows.len(), n, |r, j| lambda[rows[r]] * u[(j, rows[r])]);
+        // Eigen-directions dropped as numerically null may still carry
+        // part of W (badly scaled rows): span them too (see crate::support).
+        let (strategy, appended) =
+            complete_on_touched_cells(strategy, problem.gram(), problem.privacy())?;
         let objective = problem.objective(strategy.as_ref())?;
         let lower_bound = bound * scale;
         let relative_gap = ((objective - lower_bound) / objective).max(0.0);
-        let converged = relative_gap <= o.gap_tolerance;
-        Ok(Optimized {
-            strategy,
-            report: OptimizeReport {
-                objective_history: history,
-                iterations,
-                termination: if converged {
-                    TerminationReason::Converged {
-                        criterion: format!(
-                            "relative gap {relative_gap:.2e} <= {:.0e} (AM's own problem)",
-                            o.gap_tolerance
-                        ),
-                    }
-                } else {
-                    TerminationReason::MaxIterations
-                },
-                seconds: start.elapsed().as_secs_f64(),
-                converged,
-                objective,
-                // A bound for AM's restricted family only, not for the
-                // matrix mechanism: reported as a diagnostic.
-                certificate: None,
-                diagnostics: vec![
-                    ("am_lower_bound", lower_bound),
-                    ("am_relative_gap", relative_gap),
-                ],
-            },
-        })
+        let termination = if relative_gap <= o.gap_tolerance {
+            Termination::Converged {
+                criterion: format!(
+                    "relative gap {relative_gap:.2e} <= {:.0e} (AM's own problem)",
+                    o.gap_tolerance
+                ),
+            }
+        } else if let Some(reason) = stall {
+            Termination::Stalled {
+                reason: reason.into(),
+            }
+        } else {
+            Termination::MaxIterations {
+                iterations: o.max_iterations,
+            }
+        };
+        // The dual bound holds for AM's restricted family only, not for the
+        // matrix mechanism: reported as a diagnostic, not a certificate.
+        let draft = Draft {
+            iterations,
+            history,
+            diagnostics: vec![
+                ("am_lower_bound", lower_bound),
+                ("am_relative_gap", relative_gap),
+                ("support_rows_appended", appended as f64),
+            ],
+            ..Draft::new(strategy, termination)
+        };
+        draft.finish(problem, start)
     }
 }
+
+/// [`Am`] in the registry; weakened: 3 barrier steps.
+pub const DESCRIPTOR: Descriptor = Descriptor {
+    name: "am",
+    labels: &["AM"],
+    description: "AM: W's eigenvectors with optimized weights (interior point, own duality gap)",
+    privacy: &[PrivacyModel::Pure, PrivacyModel::Approx],
+    params: &[],
+    builder: |_| Box::new(Am::default()),
+    weakened: Some(|| {
+        Box::new(Am {
+            options: AmOptions {
+                max_iterations: 3,
+                ..AmOptions::default()
+            },
+        })
+    }),
+};
 
 #[cfg(test)]
 mod tests {
@@ -381,7 +412,11 @@ mod tests {
         for privacy in [PrivacyModel::Approx, PrivacyModel::Pure] {
             let pr = Problem::from_gram(w.gram(), privacy).unwrap();
             let r = Am::default().optimize(&pr, &mut ()).unwrap();
-            assert!(r.report.converged, "{privacy:?} {:?}", r.report.termination);
+            assert!(
+                r.report.converged(),
+                "{privacy:?} {:?}",
+                r.report.termination
+            );
             let lb = r.report.diagnostics[0].1;
             assert!(lb <= r.report.objective * (1.0 + 1e-12));
             if privacy == PrivacyModel::Approx {

@@ -13,23 +13,12 @@ use dp_core::Result;
 use dp_linalg::Mat;
 use dp_workloads::strategies;
 
-use crate::{Observer, OptimizeReport, Optimized, Problem, StrategyOptimizer, TerminationReason};
+use crate::registry::{Descriptor, Param};
+use crate::support::Completed;
+use crate::{Draft, Observer, Optimized, PrivacyModel, Problem, StrategyOptimizer, Termination};
 
 fn closed_form(problem: &Problem, start: Instant, strategy: Mat<f64>) -> Result<Optimized> {
-    let objective = problem.objective(strategy.as_ref())?;
-    Ok(Optimized {
-        strategy,
-        report: OptimizeReport {
-            objective_history: vec![objective],
-            iterations: 0,
-            termination: TerminationReason::ClosedForm,
-            seconds: start.elapsed().as_secs_f64(),
-            converged: true,
-            objective,
-            certificate: None,
-            diagnostics: Vec::new(),
-        },
-    })
+    Draft::new(strategy, Termination::ClosedForm).finish(problem, start)
 }
 
 /// The identity strategy I_n (noise on the data).
@@ -100,3 +89,52 @@ impl StrategyOptimizer for SvdBound {
         closed_form(problem, start, strategies::svd_bound(problem.gram())?)
     }
 }
+
+/// [`Identity`] in the registry.
+pub const IDENTITY: Descriptor = Descriptor {
+    name: "identity",
+    labels: &["LM", "GM"],
+    description: "identity strategy I_n: noise on every cell (closed form)",
+    privacy: &[PrivacyModel::Pure, PrivacyModel::Approx],
+    params: &[],
+    builder: |_| Box::new(Identity),
+    weakened: None,
+};
+
+/// [`Hierarchical`] in the registry (its branching factor is a parameter).
+pub const HIERARCHICAL: Descriptor = Descriptor {
+    name: "hierarchical",
+    labels: &["HM"],
+    description: "hierarchical strategy H_n: one query per node of a b-ary tree (closed form)",
+    privacy: &[PrivacyModel::Pure, PrivacyModel::Approx],
+    params: &[Param::Branching],
+    builder: |p| {
+        Box::new(Hierarchical {
+            branching: p.branching.unwrap_or(Hierarchical::default().branching),
+        })
+    },
+    weakened: None,
+};
+
+/// [`Wavelet`] in the registry.
+pub const WAVELET: Descriptor = Descriptor {
+    name: "wavelet",
+    labels: &["WM"],
+    description: "Haar wavelet strategy Y_n (closed form)",
+    privacy: &[PrivacyModel::Pure, PrivacyModel::Approx],
+    params: &[],
+    builder: |_| Box::new(Wavelet),
+    weakened: None,
+};
+
+/// [`SvdBound`] in the registry, its support repaired where the Gram's
+/// rounding hides part of W ([`Completed`]).
+pub const SVDB: Descriptor = Descriptor {
+    name: "svdb",
+    labels: &["SVDB"],
+    description: "singular value bound strategy diag(sqrt σ) Pᵀ of WᵀW (closed form)",
+    privacy: &[PrivacyModel::Pure, PrivacyModel::Approx],
+    params: &[],
+    builder: |_| Box::new(Completed(Box::new(SvdBound))),
+    weakened: None,
+};

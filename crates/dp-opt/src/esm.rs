@@ -30,8 +30,11 @@ use dp_core::{DpError, Result};
 use dp_linalg::{Cholesky, Mat, Par, SymmetricEigen};
 
 use crate::dense::gemm;
-use crate::spg::{self, SpgOptions, SpgStop};
-use crate::{Observer, OptimizeReport, Optimized, Problem, StrategyOptimizer, TerminationReason};
+use crate::engine::Executor;
+use crate::registry::{Descriptor, Param};
+use crate::report::{Draft, Event, Stage};
+use crate::spg::{Spg, SpgOptions};
+use crate::{Observer, Optimized, PrivacyModel, Problem, StrategyOptimizer};
 
 /// Options of [`Esm`].
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -218,23 +221,21 @@ impl StrategyOptimizer for Esm {
                 }
                 write_column_major(&m, x);
             };
-            let base = iterations;
             // `spg.max_seconds` bounds the whole run, not each stage.
             let mut stage = o.spg;
             if let Some(total) = o.spg.max_seconds {
                 stage.max_seconds = Some((total - start.elapsed().as_secs_f64()).max(0.0));
             }
-            let solved = spg::minimize(eval, project_flat, x, &stage, |it, f, pg| {
-                history.push(f * scale);
-                observer.observe(
-                    base + it,
-                    &[
-                        ("objective", f * scale),
-                        ("projected_gradient", pg),
-                        ("smoothing", eps),
-                    ],
-                );
+            observer.observe(&Event::Stage {
+                iteration: iterations,
+                stage: Stage::Smoothing(eps),
             });
+            let run = Executor::new(stage.budget(), observer)
+                .offset(iterations)
+                .scale(scale)
+                .run(Spg::new(eval, project_flat, x, &stage));
+            history.extend_from_slice(&run.history);
+            let solved = run.output;
             if projection_failed {
                 return Err(DpError::NotConverged {
                     solver: "ESM",
@@ -250,50 +251,35 @@ impl StrategyOptimizer for Esm {
             reason: "no stage ran".into(),
         })?;
         let root = psd_root(&solved.x, n)?;
-        let objective = problem.objective(root.as_ref())?;
-        let (converged, termination) = match solved.stop {
-            SpgStop::ProjectedGradient => (
-                true,
-                TerminationReason::Converged {
-                    criterion: format!(
-                        "projected gradient {:.1e} <= {:.0e} (SPG)",
-                        solved.projected_gradient, o.spg.tolerance
-                    ),
-                },
-            ),
-            SpgStop::Stalled => (
-                true,
-                TerminationReason::Converged {
-                    criterion: format!(
-                        "relative improvement below {:.0e} over {} iterations (SPG)",
-                        o.spg.stall_tolerance,
-                        4 * o.spg.memory
-                    ),
-                },
-            ),
-            SpgStop::MaxIterations => (false, TerminationReason::MaxIterations),
-            SpgStop::LineSearch => (
-                false,
-                TerminationReason::Stalled {
-                    reason: "SPG line search failed".into(),
-                },
-            ),
+        let draft = Draft {
+            iterations,
+            history,
+            diagnostics: vec![("smoothed_objective", solved.value * scale)],
+            ..Draft::new(root, solved.termination)
         };
-        Ok(Optimized {
-            strategy: root,
-            report: OptimizeReport {
-                objective_history: history,
-                iterations,
-                termination,
-                seconds: start.elapsed().as_secs_f64(),
-                converged,
-                objective,
-                certificate: None,
-                diagnostics: vec![("smoothed_objective", solved.value * scale)],
-            },
-        })
+        draft.finish(problem, start)
     }
 }
+
+/// [`Esm`] in the registry (a time budget bounds its SPG); weakened: 3
+/// SPG iterations.
+pub const DESCRIPTOR: Descriptor = Descriptor {
+    name: "esm",
+    labels: &["ESM"],
+    description: "ESM: soft-max smoothed matrix mechanism program, spectral projected gradient",
+    privacy: &[PrivacyModel::Pure, PrivacyModel::Approx],
+    params: &[Param::MaxSeconds],
+    builder: |p| {
+        let mut esm = Esm::default();
+        esm.options.spg.max_seconds = p.max_seconds;
+        Box::new(esm)
+    },
+    weakened: Some(|| {
+        let mut esm = Esm::default();
+        esm.options.spg.max_iterations = 3;
+        Box::new(esm)
+    }),
+};
 
 #[cfg(test)]
 mod tests {

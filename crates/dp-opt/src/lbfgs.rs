@@ -10,6 +10,9 @@
 //! model's direction is not a descent direction the memory is cleared and
 //! the step falls back to steepest descent.
 
+use crate::engine::{Budget, Executor, Solver, Termination};
+use crate::report::Observer;
+
 /// Options of [`minimize`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LbfgsOptions {
@@ -24,6 +27,9 @@ pub struct LbfgsOptions {
     /// stays below this for 5 consecutive iterations (default 1e-10; SciPy's
     /// L-BFGS-B, which HDMM uses, stops after one iteration below 2.2e-9).
     pub function_tolerance: f64,
+    /// Wall-clock budget in seconds (ends the run as
+    /// [`Termination::Timeout`]).
+    pub max_seconds: Option<f64>,
 }
 
 impl Default for LbfgsOptions {
@@ -33,22 +39,9 @@ impl Default for LbfgsOptions {
             max_iterations: 2000,
             gradient_tolerance: 1e-7,
             function_tolerance: 1e-10,
+            max_seconds: None,
         }
     }
-}
-
-/// Why [`minimize`] stopped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LbfgsStop {
-    /// The gradient test held.
-    Gradient,
-    /// The decrease stalled below `function_tolerance`.
-    Function,
-    /// `max_iterations` reached.
-    MaxIterations,
-    /// The line search found no decrease along a descent direction
-    /// (f at its rounding level, or a non-finite value everywhere).
-    LineSearch,
 }
 
 /// Result of [`minimize`].
@@ -62,47 +55,68 @@ pub struct LbfgsResult {
     pub iterations: usize,
     /// Function–gradient evaluations.
     pub evaluations: usize,
-    /// Why it stopped.
-    pub stop: LbfgsStop,
+    /// Why it stopped: converged on the gradient or the decrease test,
+    /// stalled when the line search found no decrease, or the budget.
+    pub termination: Termination,
     /// `f` after each iteration.
     pub history: Vec<f64>,
 }
 
-/// Minimizes `f` from `x0`. `eval(x, grad)` returns `f(x)` and writes
-/// `∇f(x)` into `grad`; a non-finite value is treated as +∞ (the search
-/// backs off). The caller validates `x0` (finite, `f(x0)` finite).
-pub fn minimize(
-    mut eval: impl FnMut(&[f64], &mut [f64]) -> f64,
-    x0: Vec<f64>,
-    options: &LbfgsOptions,
-    mut on_iteration: impl FnMut(usize, f64),
-) -> LbfgsResult {
-    let n = x0.len();
-    let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
-    let inf_norm = |a: &[f64]| a.iter().fold(0.0f64, |m, v| m.max(v.abs()));
-    let mut x = x0;
-    let mut g = vec![0.0; n];
-    let mut f = eval(&x, &mut g);
-    let mut evaluations = 1;
-    let mut s_mem: Vec<Vec<f64>> = Vec::new();
-    let mut y_mem: Vec<Vec<f64>> = Vec::new();
-    let mut history = Vec::new();
-    let mut stalled = 0;
-    let mut iterations = 0;
-    let mut x_new = vec![0.0; n];
-    let mut g_new = vec![0.0; n];
-    let stop = loop {
-        if !f.is_finite() {
-            break LbfgsStop::LineSearch;
+impl LbfgsOptions {
+    /// The iteration and wall-clock budget.
+    pub fn budget(&self) -> Budget {
+        Budget::iterations(self.max_iterations).with_seconds(self.max_seconds)
+    }
+}
+
+fn dot(a: &[f64], b: &[f64]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>()
+}
+
+fn inf_norm(a: &[f64]) -> f64 {
+    a.iter().fold(0.0f64, |m, v| m.max(v.abs()))
+}
+
+/// L-BFGS as a [`Solver`]: minimizes `f` from `x0`. `eval(x, grad)`
+/// returns `f(x)` and writes `∇f(x)` into `grad`; a non-finite value is
+/// treated as +∞ (the search backs off). The caller validates `x0`.
+pub struct Lbfgs<E> {
+    eval: E,
+    options: LbfgsOptions,
+    x: Vec<f64>,
+    g: Vec<f64>,
+    f: f64,
+    s_mem: Vec<Vec<f64>>,
+    y_mem: Vec<Vec<f64>>,
+    stalled: usize,
+    evaluations: usize,
+    iterations: usize,
+    history: Vec<f64>,
+}
+
+impl<E: FnMut(&[f64], &mut [f64]) -> f64> Lbfgs<E> {
+    /// The solver from `x0`.
+    pub fn new(eval: E, x0: Vec<f64>, options: &LbfgsOptions) -> Self {
+        let n = x0.len();
+        Self {
+            eval,
+            options: *options,
+            x: x0,
+            g: vec![0.0; n],
+            f: f64::INFINITY,
+            s_mem: Vec::new(),
+            y_mem: Vec::new(),
+            stalled: 0,
+            evaluations: 0,
+            iterations: 0,
+            history: Vec::new(),
         }
-        if inf_norm(&g) <= options.gradient_tolerance * f.abs().max(1.0) / inf_norm(&x).max(1.0) {
-            break LbfgsStop::Gradient;
-        }
-        if iterations >= options.max_iterations {
-            break LbfgsStop::MaxIterations;
-        }
-        iterations += 1;
-        // Two-loop recursion: d = −H ∇f.
+    }
+
+    /// The two-loop recursion `d = −H ∇f`, or steepest descent (clearing
+    /// the memory) when that is not a descent direction; with its slope.
+    fn direction(&mut self) -> (Vec<f64>, f64) {
+        let (s_mem, y_mem, g) = (&self.s_mem, &self.y_mem, &self.g);
         let mut q = g.clone();
         let k = s_mem.len();
         let mut alpha = vec![0.0; k];
@@ -116,7 +130,7 @@ pub fn minimize(
         let gamma = if k > 0 {
             dot(&s_mem[k - 1], &y_mem[k - 1]) / dot(&y_mem[k - 1], &y_mem[k - 1])
         } else {
-            1.0 / inf_norm(&g).max(f64::MIN_POSITIVE)
+            1.0 / inf_norm(g).max(f64::MIN_POSITIVE)
         };
         q.iter_mut().for_each(|v| *v *= gamma);
         for i in 0..k {
@@ -127,66 +141,122 @@ pub fn minimize(
             }
         }
         let mut d: Vec<f64> = q.iter().map(|v| -v).collect();
-        let mut slope = dot(&g, &d);
+        let mut slope = dot(g, &d);
         if !(slope < 0.0 && slope.is_finite()) {
-            s_mem.clear();
-            y_mem.clear();
-            let scale = 1.0 / inf_norm(&g).max(f64::MIN_POSITIVE);
-            d = g.iter().map(|v| -v * scale).collect();
-            slope = dot(&g, &d);
+            self.s_mem.clear();
+            self.y_mem.clear();
+            let scale = 1.0 / inf_norm(&self.g).max(f64::MIN_POSITIVE);
+            d = self.g.iter().map(|v| -v * scale).collect();
+            slope = dot(&self.g, &d);
         }
+        (d, slope)
+    }
+}
+
+impl<E: FnMut(&[f64], &mut [f64]) -> f64> Solver for Lbfgs<E> {
+    type Output = LbfgsResult;
+
+    fn init(&mut self) -> f64 {
+        self.f = (self.eval)(&self.x, &mut self.g);
+        self.evaluations = 1;
+        self.f
+    }
+
+    fn terminate(&self) -> Option<Termination> {
+        let o = &self.options;
+        if !self.f.is_finite() {
+            return Some(Termination::Stalled {
+                reason: "L-BFGS: non-finite objective".into(),
+            });
+        }
+        if inf_norm(&self.g)
+            <= o.gradient_tolerance * self.f.abs().max(1.0) / inf_norm(&self.x).max(1.0)
+        {
+            return Some(Termination::Converged {
+                criterion: format!("scaled gradient <= {:.0e} (L-BFGS)", o.gradient_tolerance),
+            });
+        }
+        (self.stalled >= 5).then(|| Termination::Converged {
+            criterion: format!(
+                "relative decrease < {:.0e} for 5 iterations (L-BFGS)",
+                o.function_tolerance
+            ),
+        })
+    }
+
+    fn next_iter(&mut self) -> Result<f64, Termination> {
+        let n = self.x.len();
+        self.iterations += 1;
+        let (d, slope) = self.direction();
         // Armijo backtracking.
         let mut step = 1.0;
         let mut accepted = None;
+        let mut x_new = vec![0.0; n];
+        let mut g_new = vec![0.0; n];
         for _ in 0..60 {
             for i in 0..n {
-                x_new[i] = x[i] + step * d[i];
+                x_new[i] = self.x[i] + step * d[i];
             }
-            let f_trial = eval(&x_new, &mut g_new);
-            evaluations += 1;
-            if f_trial.is_finite() && f_trial <= f + 1e-4 * step * slope {
+            let f_trial = (self.eval)(&x_new, &mut g_new);
+            self.evaluations += 1;
+            if f_trial.is_finite() && f_trial <= self.f + 1e-4 * step * slope {
                 accepted = Some(f_trial);
                 break;
             }
             step *= 0.5;
         }
         let Some(f_next) = accepted else {
-            break LbfgsStop::LineSearch;
+            return Err(Termination::Stalled {
+                reason: "L-BFGS line search found no decrease".into(),
+            });
         };
-        let s: Vec<f64> = x_new.iter().zip(&x).map(|(a, b)| a - b).collect();
-        let y: Vec<f64> = g_new.iter().zip(&g).map(|(a, b)| a - b).collect();
+        let s: Vec<f64> = x_new.iter().zip(&self.x).map(|(a, b)| a - b).collect();
+        let y: Vec<f64> = g_new.iter().zip(&self.g).map(|(a, b)| a - b).collect();
         let sy = dot(&s, &y);
         if sy > 1e-12 * dot(&s, &s).sqrt() * dot(&y, &y).sqrt() {
-            if s_mem.len() == options.memory {
-                s_mem.remove(0);
-                y_mem.remove(0);
+            if self.s_mem.len() == self.options.memory {
+                self.s_mem.remove(0);
+                self.y_mem.remove(0);
             }
-            s_mem.push(s);
-            y_mem.push(y);
+            self.s_mem.push(s);
+            self.y_mem.push(y);
         }
-        let decrease = (f - f_next) / f.abs().max(1.0);
-        std::mem::swap(&mut x, &mut x_new);
-        std::mem::swap(&mut g, &mut g_new);
-        f = f_next;
-        history.push(f);
-        on_iteration(iterations, f);
-        stalled = if decrease < options.function_tolerance {
-            stalled + 1
+        let decrease = (self.f - f_next) / self.f.abs().max(1.0);
+        self.x = x_new;
+        self.g = g_new;
+        self.f = f_next;
+        self.history.push(f_next);
+        self.stalled = if decrease < self.options.function_tolerance {
+            self.stalled + 1
         } else {
             0
         };
-        if stalled >= 5 {
-            break LbfgsStop::Function;
-        }
-    };
-    LbfgsResult {
-        x,
-        value: f,
-        iterations,
-        evaluations,
-        stop,
-        history,
+        Ok(f_next)
     }
+
+    fn finish(self, termination: &Termination) -> LbfgsResult {
+        LbfgsResult {
+            x: self.x,
+            value: self.f,
+            iterations: self.iterations,
+            evaluations: self.evaluations,
+            termination: termination.clone(),
+            history: self.history,
+        }
+    }
+}
+
+/// Runs [`Lbfgs`] under the options' budget, reporting each iteration's
+/// objective (in the problem's own units) to `observer`.
+pub fn minimize(
+    eval: impl FnMut(&[f64], &mut [f64]) -> f64,
+    x0: Vec<f64>,
+    options: &LbfgsOptions,
+    observer: &mut dyn Observer,
+) -> LbfgsResult {
+    Executor::new(options.budget(), observer)
+        .run(Lbfgs::new(eval, x0, options))
+        .output
 }
 
 #[cfg(test)]
@@ -208,8 +278,8 @@ mod tests {
             }
             f
         };
-        let r = minimize(eval, vec![-1.2; 10], &LbfgsOptions::default(), |_, _| {});
-        assert!(r.value < 1e-10, "{} after {:?}", r.value, r.stop);
+        let r = minimize(eval, vec![-1.2; 10], &LbfgsOptions::default(), &mut ());
+        assert!(r.value < 1e-10, "{} after {}", r.value, r.termination);
         assert!(r.x.iter().all(|v| (v - 1.0).abs() < 1e-5));
         assert!(r.history.windows(2).all(|w| w[1] <= w[0]));
     }
@@ -236,9 +306,13 @@ mod tests {
             function_tolerance: 0.0,
             ..LbfgsOptions::default()
         };
-        let r = minimize(eval, vec![0.0; n], &opts, |_, _| {});
+        let r = minimize(eval, vec![0.0; n], &opts, &mut ());
         for i in 0..n {
-            assert!((r.x[i] - b[i] / diag[i]).abs() < 1e-8, "{i} {:?}", r.stop);
+            assert!(
+                (r.x[i] - b[i] / diag[i]).abs() < 1e-8,
+                "{i} {}",
+                r.termination
+            );
         }
     }
 }

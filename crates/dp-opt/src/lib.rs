@@ -4,7 +4,7 @@
 //! `WᵀW` and the privacy model whose objective it minimizes (`l1_obj` for
 //! ε-DP, `l2_obj` for (ε,δ)-DP) — and returns the strategy with an
 //! [`OptimizeReport`]: objective per iteration, iterations, why it stopped,
-//! seconds, a convergence flag and, when the method has one, a certificate
+//! seconds and, when the method has one, a certificate
 //! of optimality. Progress goes to an [`Observer`]; the library never
 //! prints (the shape of argmin, without its generic depth).
 //!
@@ -15,14 +15,16 @@
 //! let w = AllRange::new(64).unwrap();
 //! let problem = Problem::from_gram(w.gram(), PrivacyModel::Pure).unwrap();
 //! let result = Hierarchical { branching: 2 }.optimize(&problem, &mut ()).unwrap();
-//! assert!(result.report.converged);
+//! assert!(result.report.converged());
 //! assert_eq!(result.strategy.nrows(), 127);
 //! ```
 
 pub mod am;
+pub mod best_of;
 pub mod classic;
 pub mod coa;
 mod dense;
+pub mod engine;
 pub mod esm;
 pub mod lbfgs;
 pub mod lrm;
@@ -31,11 +33,19 @@ pub mod pidentity;
 mod problem;
 pub mod projected_newton;
 pub mod projection;
+pub mod registry;
 mod report;
 pub mod spg;
+pub mod support;
 
+pub use best_of::{BestOf, Fallback};
+pub use engine::{Budget, Executor, Solver, Termination};
 pub use problem::{PrivacyModel, Problem};
-pub use report::{Certificate, Observer, OptimizeReport, Optimized, Recorder, TerminationReason};
+pub use registry::{Descriptor, Params, REGISTRY, optimizer_names};
+pub use report::{
+    BoundSource, CandidateReport, Certificate, Draft, Event, FnObserver, Observer, OptimizeReport,
+    Optimized, Recorder, Stage,
+};
 
 use dp_core::Result;
 
@@ -46,50 +56,31 @@ pub trait StrategyOptimizer {
     fn name(&self) -> &'static str;
 
     /// Runs the optimizer. A run that stops without meeting its tolerance
-    /// is not an error: it returns its best iterate with
-    /// `report.converged == false` and the reason.
+    /// is not an error: it returns its best iterate with the reason in
+    /// `report.termination`.
     fn optimize(&self, problem: &Problem, observer: &mut dyn Observer) -> Result<Optimized>;
 }
 
-/// Names accepted by [`by_name`].
-pub const OPTIMIZER_NAMES: &[&str] = &[
-    "identity",
-    "hierarchical",
-    "wavelet",
-    "svdb",
-    "coa",
-    "pidentity",
-    "am",
-    "esm",
-    "lrm",
-    "epsilon-default",
-];
-
-/// The optimizer called `name` with its default options.
+/// The optimizer called `name` with its default options (see
+/// [`registry::REGISTRY`]); an unknown name is an error listing the
+/// registered ones.
 pub fn by_name(name: &str) -> Result<Box<dyn StrategyOptimizer>> {
-    match name {
-        "identity" => Ok(Box::new(classic::Identity)),
-        "hierarchical" => Ok(Box::new(classic::Hierarchical::default())),
-        "wavelet" => Ok(Box::new(classic::Wavelet)),
-        "svdb" => Ok(Box::new(classic::SvdBound)),
-        "coa" => Ok(Box::new(coa::Coa::default())),
-        "pidentity" => Ok(Box::new(pidentity::PIdentity::default())),
-        "am" => Ok(Box::new(am::Am::default())),
-        "esm" => Ok(Box::new(esm::Esm::default())),
-        "lrm" => Ok(Box::new(lrm::Lrm::default())),
-        "epsilon-default" => Ok(Box::new(EpsilonDefault::default())),
-        other => Err(dp_core::DpError::InvalidParameter {
-            name: "optimizer",
-            reason: format!(
-                "unknown optimizer '{other}' (available: {})",
-                OPTIMIZER_NAMES.join(", ")
-            ),
-        }),
-    }
+    registry::descriptor(name)?.build(&registry::Params::default())
 }
 
-/// The library's default ε-DP optimizer: the better (by recomputed
-/// `l1_obj`) of p-Identity and LRM. LRM runs with a wall-clock budget of
+/// [`EpsilonDefault`] in the registry.
+pub const EPSILON_DEFAULT: registry::Descriptor = registry::Descriptor {
+    name: "epsilon-default",
+    labels: &[],
+    description: "default for ε-DP: the better of p-Identity and LRM (LRM on a time budget)",
+    privacy: &[PrivacyModel::Pure],
+    params: &[],
+    builder: |_| Box::new(EpsilonDefault::default()),
+    weakened: None,
+};
+
+/// The library's default ε-DP optimizer: `BestOf[p-Identity, LRM]`, the
+/// better (by recomputed `l1_obj`) of the two. LRM runs with a wall-clock budget of
 /// `max(lrm_min_seconds, lrm_time_factor × p-Identity's time)`: its
 /// iterations cost O(n³) against p-Identity's O(p n²), and each wins on
 /// some workloads (p-Identity on WRange 256×256, 7,965 vs 8,605; LRM's
@@ -131,11 +122,13 @@ impl StrategyOptimizer for EpsilonDefault {
                 reason: "the default ε-DP optimizer minimizes l1_obj (use --privacy pure)".into(),
             });
         }
+        let started = std::time::Instant::now();
         let p = pidentity::PIdentity {
             options: self.pidentity,
         }
-        .optimize(problem, observer)?;
-        let budget = (self.lrm_time_factor * p.report.seconds).max(self.lrm_min_seconds);
+        .optimize(problem, observer);
+        let p_seconds = p.as_ref().map_or(0.0, |p| p.report.seconds);
+        let budget = (self.lrm_time_factor * p_seconds).max(self.lrm_min_seconds);
         let l = lrm::Lrm {
             options: lrm::LrmOptions {
                 max_seconds: Some(budget),
@@ -143,12 +136,17 @@ impl StrategyOptimizer for EpsilonDefault {
             },
         }
         .optimize(problem, observer);
-        let (mut best, which) = match l {
-            Ok(l) if l.report.objective < p.report.objective => (l, 1.0),
-            _ => (p, 0.0),
-        };
-        best.report.diagnostics.push(("chosen_lrm", which));
-        Ok(best)
+        let runs = vec![
+            best_of::CandidateRun {
+                name: "pidentity",
+                outcome: p,
+            },
+            best_of::CandidateRun {
+                name: "lrm",
+                outcome: l,
+            },
+        ];
+        best_of::choose(self.name(), problem, runs, started, observer)
     }
 }
 

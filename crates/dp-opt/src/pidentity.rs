@@ -28,12 +28,14 @@ use dp_linalg::{Cholesky, Mat, MatRef, Par};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use crate::best_of::BestOf;
+use crate::classic::Identity;
 use crate::dense::gemm;
-use crate::lbfgs::{LbfgsOptions, LbfgsStop, minimize};
-use crate::{
-    Observer, OptimizeReport, Optimized, PrivacyModel, Problem, StrategyOptimizer,
-    TerminationReason,
-};
+use crate::engine::{Executor, Termination};
+use crate::lbfgs::{Lbfgs, LbfgsOptions};
+use crate::registry::Descriptor;
+use crate::report::{Draft, Event, Stage};
+use crate::{Observer, Optimized, PrivacyModel, Problem, StrategyOptimizer};
 
 /// Options of [`PIdentity`].
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -195,14 +197,18 @@ impl Variables {
     }
 }
 
-impl StrategyOptimizer for PIdentity {
+/// p-Identity's own search (restarts of L-BFGS), without the identity
+/// candidate [`PIdentity`] compares it with.
+struct Search(PIdentityOptions);
+
+impl StrategyOptimizer for Search {
     fn name(&self) -> &'static str {
         "pidentity"
     }
 
     fn optimize(&self, problem: &Problem, observer: &mut dyn Observer) -> Result<Optimized> {
         let start = Instant::now();
-        let o = self.options;
+        let o = self.0;
         let n = problem.domain_size();
         let p = o.p.unwrap_or(n.div_ceil(16).max(n.min(4))).max(1);
         if o.restarts == 0 || o.lbfgs.memory == 0 {
@@ -225,9 +231,13 @@ impl StrategyOptimizer for PIdentity {
             p,
         };
         let mut rng = ChaCha8Rng::seed_from_u64(o.seed);
-        let mut best: Option<(Mat<f64>, f64, LbfgsStop, Vec<f64>)> = None;
+        let mut best: Option<(Mat<f64>, f64, Termination, Vec<f64>)> = None;
         let mut total_iterations = 0;
         for restart in 0..o.restarts {
+            observer.observe(&Event::Stage {
+                iteration: total_iterations,
+                stage: Stage::Restart(restart),
+            });
             let theta0 = Mat::from_fn(p, n, |_, _| rng.random::<f64>());
             let x0 = vars.of_theta(&theta0);
             let eval = |x: &[f64], g: &mut [f64]| -> f64 {
@@ -239,75 +249,61 @@ impl StrategyOptimizer for PIdentity {
                     None => f64::INFINITY,
                 }
             };
-            let base = total_iterations;
-            let result = minimize(eval, x0, &o.lbfgs, |it, f| {
-                observer.observe(
-                    base + it,
-                    &[("objective", f * scale), ("restart", restart as f64)],
-                );
-            });
-            total_iterations += result.iterations;
+            let run = Executor::new(o.lbfgs.budget(), observer)
+                .offset(total_iterations)
+                .scale(scale)
+                .run(Lbfgs::new(eval, x0, &o.lbfgs));
+            total_iterations += run.iterations;
+            let result = run.output;
             let theta = vars.theta(&result.x);
-            let history: Vec<f64> = result.history.iter().map(|f| f * scale).collect();
             if best.as_ref().is_none_or(|b| result.value < b.1) {
-                best = Some((theta, result.value, result.stop, history));
+                best = Some((theta, result.value, run.termination, run.history));
             }
         }
-        let (theta, _, stop, history) = best.ok_or_else(|| DpError::NotConverged {
+        let (theta, _, termination, history) = best.ok_or_else(|| DpError::NotConverged {
             solver: "p-Identity",
             reason: "no restart produced a strategy".into(),
         })?;
-        // Θ = 0 (the identity) is in the family: never return worse.
-        let mut a = strategy(&theta, privacy);
-        let mut objective = problem.objective(a.as_ref())?;
-        let identity = Mat::<f64>::identity(n, n);
-        let identity_objective = problem.objective(identity.as_ref())?;
-        if identity_objective <= objective {
-            a = identity;
-            objective = identity_objective;
-        }
-        let (converged, termination) = match stop {
-            LbfgsStop::Gradient => (
-                true,
-                TerminationReason::Converged {
-                    criterion: format!(
-                        "scaled gradient <= {:.0e} (L-BFGS)",
-                        o.lbfgs.gradient_tolerance
-                    ),
-                },
-            ),
-            LbfgsStop::Function => (
-                true,
-                TerminationReason::Converged {
-                    criterion: format!(
-                        "relative decrease < {:.0e} for 5 iterations (L-BFGS)",
-                        o.lbfgs.function_tolerance
-                    ),
-                },
-            ),
-            LbfgsStop::MaxIterations => (false, TerminationReason::MaxIterations),
-            LbfgsStop::LineSearch => (
-                false,
-                TerminationReason::Stalled {
-                    reason: "L-BFGS line search found no decrease".into(),
-                },
-            ),
+        let draft = Draft {
+            iterations: total_iterations,
+            history,
+            diagnostics: vec![("p", p as f64)],
+            ..Draft::new(strategy(&theta, privacy), termination)
         };
-        Ok(Optimized {
-            strategy: a,
-            report: OptimizeReport {
-                objective_history: history,
-                iterations: total_iterations,
-                termination,
-                seconds: start.elapsed().as_secs_f64(),
-                converged,
-                objective,
-                certificate: None,
-                diagnostics: vec![("p", p as f64)],
-            },
-        })
+        draft.finish(problem, start)
     }
 }
+
+impl StrategyOptimizer for PIdentity {
+    fn name(&self) -> &'static str {
+        "pidentity"
+    }
+
+    /// The better of p-Identity's search and the identity (Θ = 0 is in
+    /// the family, so p-Identity is never worse than the identity).
+    fn optimize(&self, problem: &Problem, observer: &mut dyn Observer) -> Result<Optimized> {
+        BestOf {
+            name: "pidentity",
+            candidates: vec![Box::new(Search(self.options)), Box::new(Identity)],
+        }
+        .optimize(problem, observer)
+    }
+}
+
+/// [`PIdentity`] in the registry; weakened: 3 L-BFGS iterations.
+pub const DESCRIPTOR: Descriptor = Descriptor {
+    name: "pidentity",
+    labels: &["p-Identity"],
+    description: "p-Identity (HDMM): identity plus p optimized rows, L-BFGS with restarts",
+    privacy: &[PrivacyModel::Pure, PrivacyModel::Approx],
+    params: &[],
+    builder: |_| Box::new(PIdentity::default()),
+    weakened: Some(|| {
+        let mut p = PIdentity::default();
+        p.options.lbfgs.max_iterations = 3;
+        Box::new(p)
+    }),
+};
 
 #[cfg(test)]
 mod tests {
@@ -368,7 +364,7 @@ mod optimizer_tests {
         let w = Mat::from_fn(3, 4, |i, j| w[i][j]);
         let pr = Problem::from_workload(w.as_ref(), PrivacyModel::Pure).unwrap();
         let r = PIdentity::default().optimize(&pr, &mut ()).unwrap();
-        assert!(r.report.converged);
+        assert!(r.report.converged());
         assert!(2.0 * r.report.objective <= 39.2, "{}", r.report.objective);
         assert!(2.0 * r.report.objective >= 39.0 * (1.0 - 1e-9));
         let d1 = dp_core::sensitivity::sensitivity_l1(r.strategy.as_ref()).unwrap();

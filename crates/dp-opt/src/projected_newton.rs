@@ -33,6 +33,7 @@
 //! full evaluation. Hessian products are taken on the free rows only.
 //! (The measurements behind both rules: `benches/MEASUREMENTS.md`.)
 
+use crate::engine::Termination;
 use dp_core::Result;
 
 /// A concave dual `g(y) = 2f(y) − Σyᵢ` evaluated at points of type
@@ -84,6 +85,10 @@ pub struct NewtonSolve<P> {
     pub iterations: usize,
     /// Conjugate-gradient iterations over all Newton steps.
     pub cg_iterations: usize,
+    /// Why it stopped: the gap tolerance, no improving step (or
+    /// stagnation, see [`ConcaveDual::STOP_ON_STAGNATION`]), or the
+    /// iteration cap.
+    pub termination: Termination,
 }
 
 fn dot(a: &[f64], b: &[f64]) -> f64 {
@@ -114,6 +119,7 @@ pub fn maximize<D: ConcaveDual>(
     let mut iterations = 0;
     let mut cg_total = 0;
     let mut small_steps = 0;
+    let mut stall = None;
     // Levenberg–Marquardt damping (relative to the mean Hessian diagonal)
     // for duals that ask for it (see [`ConcaveDual::ADAPTIVE_DAMPING`]).
     let mut damping = if D::ADAPTIVE_DAMPING { 1e-2 } else { 0.0 };
@@ -164,9 +170,16 @@ pub fn maximize<D: ConcaveDual>(
             Some((next, step)) => {
                 point = on_best_ray(dual, next);
                 small_steps = if step < 1e-2 { small_steps + 1 } else { 0 };
-                !D::STOP_ON_STAGNATION || (step >= 1e-6 && small_steps < 4)
+                let stagnant = D::STOP_ON_STAGNATION && (step < 1e-6 || small_steps >= 4);
+                if stagnant {
+                    stall = Some("projected Newton: steps stagnated");
+                }
+                !stagnant
             }
-            None => false,
+            None => {
+                stall = Some("projected Newton: no step improved the dual");
+                false
+            }
         };
         if dual.lower_bound(&point) >= dual.lower_bound(&best)
             || dual.relative_gap(&point) < dual.relative_gap(&best)
@@ -177,10 +190,25 @@ pub fn maximize<D: ConcaveDual>(
             break;
         }
     }
+    let gap = dual.relative_gap(&best);
+    let termination = if gap <= tolerance {
+        Termination::Converged {
+            criterion: format!("relative gap {gap:.2e} <= {tolerance:.0e} (projected Newton)"),
+        }
+    } else if let Some(reason) = stall {
+        Termination::Stalled {
+            reason: reason.into(),
+        }
+    } else {
+        Termination::MaxIterations {
+            iterations: max_iterations,
+        }
+    };
     Ok(NewtonSolve {
         point: best,
         iterations,
         cg_iterations: cg_total,
+        termination,
     })
 }
 

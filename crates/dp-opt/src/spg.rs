@@ -12,6 +12,9 @@
 //! `[σ₁, σ₂λ]`, else `λ/2`. Constants are the paper's: `M = 10`,
 //! `γ = 1e-4`, `σ₁ = 0.1`, `σ₂ = 0.9`, `α ∈ [1e-30, 1e30]`.
 
+use crate::engine::{Budget, Executor, Solver, Termination};
+use crate::report::{Event, Observer};
+
 /// Options of [`minimize`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SpgOptions {
@@ -26,7 +29,7 @@ pub struct SpgOptions {
     /// amount over the last `4·memory` iterations.
     pub stall_tolerance: f64,
     /// Wall-clock budget in seconds (checked once per iteration; ends the
-    /// run as [`SpgStop::MaxIterations`]).
+    /// run as [`Termination::Timeout`]).
     pub max_seconds: Option<f64>,
     /// First step `α₀ = 1/‖∇f(x₀)‖∞` (a short first move) instead of the
     /// paper's `1/‖P(x₀ − ∇f) − x₀‖∞`. On non-convex problems (LRM's) the
@@ -47,19 +50,6 @@ impl Default for SpgOptions {
     }
 }
 
-/// Why [`minimize`] stopped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SpgStop {
-    /// The projected-gradient test held.
-    ProjectedGradient,
-    /// The best value stalled.
-    Stalled,
-    /// `max_iterations` (or the time budget) reached.
-    MaxIterations,
-    /// The line search failed (no finite decrease in 60 trials).
-    LineSearch,
-}
-
 /// Result of [`minimize`].
 #[derive(Debug, Clone)]
 pub struct SpgResult {
@@ -72,180 +62,249 @@ pub struct SpgResult {
     pub iterations: usize,
     /// Function–gradient evaluations.
     pub evaluations: usize,
-    /// Why it stopped.
-    pub stop: SpgStop,
+    /// Why it stopped: converged on the projected-gradient test or on the
+    /// stall test, stalled when the line search failed, or the budget.
+    pub termination: Termination,
     /// `‖P(x − ∇f) − x‖∞` at the last iterate.
     pub projected_gradient: f64,
 }
 
-/// The point, value, direction, slope `⟨g, d⟩` and reference value
-/// `f_max` (the largest of the last `memory` values) of one line search.
-struct Step<'a> {
-    x: &'a [f64],
-    f: f64,
-    d: &'a [f64],
-    slope: f64,
-    f_max: f64,
-}
-
-/// The nonmonotone line search of SPG (Birgin, Martínez and Raydan's
-/// SPG2): accept `λ` once `f(x + λd) ≤ f_max + γλ⟨g, d⟩` (γ = 10⁻⁴), else
-/// take the safeguarded quadratic interpolation if it lies in
-/// `[σ₁, σ₂λ]` (0.1, 0.9) and halve otherwise; at most 60 trials. The
-/// accepted point's gradient is left in `g_new`; evaluations are counted.
-fn nonmonotone_line_search(
-    eval: &mut impl FnMut(&[f64], &mut [f64]) -> f64,
-    step: &Step<'_>,
-    g_new: &mut [f64],
-    evaluations: &mut usize,
-) -> Option<(Vec<f64>, f64)> {
-    const GAMMA: f64 = 1e-4;
-    const SIGMA1: f64 = 0.1;
-    const SIGMA2: f64 = 0.9;
-    let (f, slope) = (step.f, step.slope);
-    let mut lambda = 1.0;
-    for _ in 0..60 {
-        let trial: Vec<f64> = step
-            .x
-            .iter()
-            .zip(step.d)
-            .map(|(a, b)| a + lambda * b)
-            .collect();
-        let f_trial = eval(&trial, g_new);
-        *evaluations += 1;
-        if f_trial.is_finite() && f_trial <= step.f_max + GAMMA * lambda * slope {
-            return Some((trial, f_trial));
-        }
-        let denom = f_trial - f - lambda * slope;
-        let interp = -0.5 * lambda * lambda * slope / denom;
-        lambda = if f_trial.is_finite() && interp >= SIGMA1 && interp <= SIGMA2 * lambda {
-            interp
-        } else {
-            lambda / 2.0
-        };
+impl SpgOptions {
+    /// The iteration and wall-clock budget.
+    pub fn budget(&self) -> Budget {
+        Budget::iterations(self.max_iterations).with_seconds(self.max_seconds)
     }
-    None
 }
 
-/// Minimizes `f` over a closed convex set given by its Euclidean
-/// projection `project` (applied in place). `eval(x, grad)` returns `f(x)`
-/// and writes the gradient; a non-finite value is treated as +∞.
-pub fn minimize(
-    mut eval: impl FnMut(&[f64], &mut [f64]) -> f64,
-    mut project: impl FnMut(&mut [f64]),
-    x0: Vec<f64>,
-    options: &SpgOptions,
-    mut on_iteration: impl FnMut(usize, f64, f64),
-) -> SpgResult {
-    const ALPHA_MIN: f64 = 1e-30;
-    const ALPHA_MAX: f64 = 1e30;
-    let n = x0.len();
-    let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
-    let mut x = x0;
-    project(&mut x);
-    let mut g = vec![0.0; n];
-    let mut f = eval(&x, &mut g);
-    let mut evaluations = 1;
-    let pg_norm = |x: &[f64], g: &[f64], project: &mut dyn FnMut(&mut [f64])| {
-        let mut p: Vec<f64> = x.iter().zip(g).map(|(a, b)| a - b).collect();
-        project(&mut p);
+const GAMMA: f64 = 1e-4;
+const SIGMA1: f64 = 0.1;
+const SIGMA2: f64 = 0.9;
+const ALPHA_MIN: f64 = 1e-30;
+const ALPHA_MAX: f64 = 1e30;
+
+fn dot(a: &[f64], b: &[f64]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>()
+}
+
+/// SPG2 as a [`Solver`]: minimizes `f` over a closed convex set given by
+/// its Euclidean projection `project` (applied in place). `eval(x, grad)`
+/// returns `f(x)` and writes the gradient; a non-finite value is treated
+/// as +∞.
+pub struct Spg<E, P> {
+    eval: E,
+    project: P,
+    options: SpgOptions,
+    x: Vec<f64>,
+    g: Vec<f64>,
+    f: f64,
+    pg: f64,
+    alpha: f64,
+    recent: Vec<f64>,
+    best_history: Vec<f64>,
+    best_x: Vec<f64>,
+    best_f: f64,
+    evaluations: usize,
+    iterations: usize,
+}
+
+impl<E, P> Spg<E, P>
+where
+    E: FnMut(&[f64], &mut [f64]) -> f64,
+    P: FnMut(&mut [f64]),
+{
+    /// The solver from `x0` (projected before the first evaluation).
+    pub fn new(eval: E, project: P, x0: Vec<f64>, options: &SpgOptions) -> Self {
+        let n = x0.len();
+        Self {
+            eval,
+            project,
+            options: *options,
+            x: x0,
+            g: vec![0.0; n],
+            f: f64::INFINITY,
+            pg: f64::INFINITY,
+            alpha: 1.0,
+            recent: Vec::new(),
+            best_history: Vec::new(),
+            best_x: Vec::new(),
+            best_f: f64::INFINITY,
+            evaluations: 0,
+            iterations: 0,
+        }
+    }
+
+    fn pg_norm(&mut self) -> f64 {
+        let mut p: Vec<f64> = self.x.iter().zip(&self.g).map(|(a, b)| a - b).collect();
+        (self.project)(&mut p);
         p.iter()
-            .zip(x)
+            .zip(&self.x)
             .fold(0.0f64, |m, (a, b)| m.max((a - b).abs()))
-    };
-    let mut pg = pg_norm(&x, &g, &mut project);
-    let first = if options.gradient_initial_step {
-        g.iter().fold(0.0f64, |m, v| m.max(v.abs()))
-    } else {
-        pg
-    };
-    let mut alpha = if first > 0.0 {
-        (1.0 / first).clamp(ALPHA_MIN, ALPHA_MAX)
-    } else {
-        1.0
-    };
-    let mut recent = vec![f];
-    let mut best_history = vec![f];
-    let (mut best_x, mut best_f) = (x.clone(), f);
-    let mut iterations = 0;
-    let started = std::time::Instant::now();
-    let stop = loop {
-        if !f.is_finite() {
-            break SpgStop::LineSearch;
+    }
+}
+
+impl<E, P> Solver for Spg<E, P>
+where
+    E: FnMut(&[f64], &mut [f64]) -> f64,
+    P: FnMut(&mut [f64]),
+{
+    type Output = SpgResult;
+
+    fn init(&mut self) -> f64 {
+        (self.project)(&mut self.x);
+        self.f = (self.eval)(&self.x, &mut self.g);
+        self.evaluations = 1;
+        self.pg = self.pg_norm();
+        let first = if self.options.gradient_initial_step {
+            self.g.iter().fold(0.0f64, |m, v| m.max(v.abs()))
+        } else {
+            self.pg
+        };
+        self.alpha = if first > 0.0 {
+            (1.0 / first).clamp(ALPHA_MIN, ALPHA_MAX)
+        } else {
+            1.0
+        };
+        self.recent = vec![self.f];
+        self.best_history = vec![self.f];
+        self.best_x.clone_from(&self.x);
+        self.best_f = self.f;
+        self.f
+    }
+
+    fn terminate(&self) -> Option<Termination> {
+        let o = &self.options;
+        if !self.f.is_finite() {
+            return Some(Termination::Stalled {
+                reason: "SPG: non-finite objective".into(),
+            });
         }
-        if pg <= options.tolerance {
-            break SpgStop::ProjectedGradient;
+        if self.pg <= o.tolerance {
+            return Some(Termination::Converged {
+                criterion: format!(
+                    "projected gradient {:.1e} <= {:.0e} (SPG)",
+                    self.pg, o.tolerance
+                ),
+            });
         }
-        if iterations >= options.max_iterations
-            || options
-                .max_seconds
-                .is_some_and(|t| started.elapsed().as_secs_f64() >= t)
-        {
-            break SpgStop::MaxIterations;
-        }
-        let window = 4 * options.memory.max(1);
-        if best_history.len() > window {
-            let old = best_history[best_history.len() - 1 - window];
-            if (old - best_f) <= options.stall_tolerance * best_f.abs().max(f64::MIN_POSITIVE) {
-                break SpgStop::Stalled;
+        let window = 4 * o.memory.max(1);
+        if self.best_history.len() > window {
+            let old = self.best_history[self.best_history.len() - 1 - window];
+            if (old - self.best_f) <= o.stall_tolerance * self.best_f.abs().max(f64::MIN_POSITIVE) {
+                return Some(Termination::Converged {
+                    criterion: format!(
+                        "relative improvement below {:.0e} over {window} iterations (SPG)",
+                        o.stall_tolerance
+                    ),
+                });
             }
         }
-        iterations += 1;
-        let mut d: Vec<f64> = x.iter().zip(&g).map(|(a, b)| a - alpha * b).collect();
-        project(&mut d);
-        d.iter_mut().zip(&x).for_each(|(di, xi)| *di -= xi);
-        let slope = dot(&g, &d);
-        let f_max = recent.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        None
+    }
+
+    fn next_iter(&mut self) -> Result<f64, Termination> {
+        let n = self.x.len();
+        self.iterations += 1;
+        let (x, g, alpha) = (&self.x, &self.g, self.alpha);
+        let mut d: Vec<f64> = x.iter().zip(g).map(|(a, b)| a - alpha * b).collect();
+        (self.project)(&mut d);
+        d.iter_mut().zip(&self.x).for_each(|(di, xi)| *di -= xi);
+        let slope = dot(&self.g, &d);
+        let f_max = self
+            .recent
+            .iter()
+            .copied()
+            .fold(f64::NEG_INFINITY, f64::max);
+        let f = self.f;
+        let mut lambda = 1.0;
+        let mut accepted = None;
         let mut g_new = vec![0.0; n];
-        let step = Step {
-            x: &x,
-            f,
-            d: &d,
-            slope,
-            f_max,
-        };
-        let accepted = nonmonotone_line_search(&mut eval, &step, &mut g_new, &mut evaluations);
+        for _ in 0..60 {
+            let trial: Vec<f64> = self.x.iter().zip(&d).map(|(a, b)| a + lambda * b).collect();
+            let f_trial = (self.eval)(&trial, &mut g_new);
+            self.evaluations += 1;
+            if f_trial.is_finite() && f_trial <= f_max + GAMMA * lambda * slope {
+                accepted = Some((trial, f_trial));
+                break;
+            }
+            let denom = f_trial - f - lambda * slope;
+            let interp = -0.5 * lambda * lambda * slope / denom;
+            lambda = if f_trial.is_finite() && interp >= SIGMA1 && interp <= SIGMA2 * lambda {
+                interp
+            } else {
+                lambda / 2.0
+            };
+        }
         let Some((x_new, f_new)) = accepted else {
-            break SpgStop::LineSearch;
+            return Err(Termination::Stalled {
+                reason: "SPG line search failed".into(),
+            });
         };
-        let s: Vec<f64> = x_new.iter().zip(&x).map(|(a, b)| a - b).collect();
-        let y: Vec<f64> = g_new.iter().zip(&g).map(|(a, b)| a - b).collect();
+        let s: Vec<f64> = x_new.iter().zip(&self.x).map(|(a, b)| a - b).collect();
+        let y: Vec<f64> = g_new.iter().zip(&self.g).map(|(a, b)| a - b).collect();
         let sy = dot(&s, &y);
-        alpha = if sy <= 0.0 {
+        self.alpha = if sy <= 0.0 {
             ALPHA_MAX
         } else {
             (dot(&s, &s) / sy).clamp(ALPHA_MIN, ALPHA_MAX)
         };
-        x = x_new;
-        g = g_new;
-        f = f_new;
-        recent.push(f);
-        if recent.len() > options.memory.max(1) {
-            recent.remove(0);
+        self.x = x_new;
+        self.g = g_new;
+        self.f = f_new;
+        self.recent.push(f_new);
+        if self.recent.len() > self.options.memory.max(1) {
+            self.recent.remove(0);
         }
-        if f < best_f {
-            best_f = f;
-            best_x.clone_from(&x);
+        if f_new < self.best_f {
+            self.best_f = f_new;
+            self.best_x.clone_from(&self.x);
         }
-        best_history.push(best_f);
-        pg = pg_norm(&x, &g, &mut project);
-        on_iteration(iterations, f, pg);
-    };
-    // The last iterate is the certified one when the projected-gradient
-    // test ended the run; otherwise the best seen (the method is
-    // nonmonotone).
-    if stop == SpgStop::ProjectedGradient && f.is_finite() {
-        best_x = x;
-        best_f = f;
+        self.best_history.push(self.best_f);
+        self.pg = self.pg_norm();
+        Ok(f_new)
     }
-    SpgResult {
-        x: best_x,
-        value: best_f,
-        iterations,
-        evaluations,
-        stop,
-        projected_gradient: pg,
+
+    fn events(&self, iteration: usize, observer: &mut dyn Observer) {
+        observer.observe(&Event::ProjectedGradient {
+            iteration,
+            norm: self.pg,
+        });
     }
+
+    fn finish(self, termination: &Termination) -> SpgResult {
+        // The last iterate is the certified one when the projected-gradient
+        // test ended the run; otherwise the best seen (the method is
+        // nonmonotone).
+        let certified =
+            termination.converged() && self.f.is_finite() && self.pg <= self.options.tolerance;
+        let (x, value) = if certified {
+            (self.x, self.f)
+        } else {
+            (self.best_x, self.best_f)
+        };
+        SpgResult {
+            x,
+            value,
+            iterations: self.iterations,
+            evaluations: self.evaluations,
+            termination: termination.clone(),
+            projected_gradient: self.pg,
+        }
+    }
+}
+
+/// Runs [`Spg`] under the options' budget, reporting to `observer`
+/// (objective per iteration in the problem's own units and the
+/// projected-gradient norm).
+pub fn minimize(
+    eval: impl FnMut(&[f64], &mut [f64]) -> f64,
+    project: impl FnMut(&mut [f64]),
+    x0: Vec<f64>,
+    options: &SpgOptions,
+    observer: &mut dyn Observer,
+) -> SpgResult {
+    Executor::new(options.budget(), observer)
+        .run(Spg::new(eval, project, x0, options))
+        .output
 }
 
 #[cfg(test)]
@@ -274,8 +333,9 @@ mod tests {
             tolerance: 1e-12,
             ..SpgOptions::default()
         };
-        let r = minimize(eval, project, vec![0.0; n], &opts, |_, _, _| {});
-        assert_eq!(r.stop, SpgStop::ProjectedGradient);
+        let r = minimize(eval, project, vec![0.0; n], &opts, &mut ());
+        assert!(r.termination.converged(), "{}", r.termination);
+        assert!(r.projected_gradient <= 1e-12);
         for i in 0..n {
             let expect = (c[i] / h[i]).clamp(-0.02, 0.02);
             assert!((r.x[i] - expect).abs() < 1e-10, "{i}");
@@ -301,7 +361,7 @@ mod tests {
             tolerance: 1e-13,
             ..SpgOptions::default()
         };
-        let r = minimize(eval, project, vec![0.0; 12], &opts, |_, _, _| {});
+        let r = minimize(eval, project, vec![0.0; 12], &opts, &mut ());
         let mut expect = z.clone();
         crate::lrm::project_l1_ball(&mut expect, 1.0);
         for (got, want) in r.x.iter().zip(&expect) {

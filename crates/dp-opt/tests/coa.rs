@@ -26,7 +26,7 @@ fn two_cells_match_a_brute_force_search() {
     let root = dp_linalg::gram_root(v.as_ref()).unwrap();
     let p = Problem::from_gram(v, PrivacyModel::Approx).unwrap();
     let r = Coa::default().optimize(&p, &mut ()).unwrap();
-    assert!(r.report.converged);
+    assert!(r.report.converged());
     assert!(
         (r.report.objective - best).abs() < 1e-9 * best,
         "{} vs {best}",
@@ -70,7 +70,7 @@ fn certified_optimum_on_ranges_prefix_and_a_rank_deficient_workload() {
         let p = Problem::from_gram(gram, PrivacyModel::Approx).unwrap();
         let r = Coa::default().optimize(&p, &mut ()).unwrap();
         let cert = r.report.certificate.unwrap();
-        assert!(r.report.converged, "{name}: {:?}", r.report.termination);
+        assert!(r.report.converged(), "{name}: {:?}", r.report.termination);
         assert!(
             cert.relative_gap <= tol,
             "{name}: gap {}",
@@ -159,7 +159,7 @@ fn battery_of_workload_families_is_certified() {
         let fast = Coa::default().optimize(&p, &mut ()).unwrap();
         let cert = fast.report.certificate.unwrap();
         assert!(
-            fast.report.converged,
+            fast.report.converged(),
             "{name}: {:?}",
             fast.report.termination
         );
@@ -255,7 +255,7 @@ fn robust_on_tiny_singular_and_huge_inputs() {
         let r = Coa::default().optimize(&p, &mut ()).unwrap();
         assert!(r.report.objective.is_finite() && r.report.objective > 0.0);
         assert!(r.strategy.norm_max().is_finite());
-        assert!(r.report.converged, "{:?}", r.report.termination);
+        assert!(r.report.converged(), "{:?}", r.report.termination);
         // Δ₂ = 1.
         let d2 = (0..r.strategy.ncols())
             .map(|j| r.strategy.col(j).norm_l2())
@@ -283,7 +283,7 @@ fn gaussian_mechanism_with_the_coa_strategy_end_to_end() {
     let budget = dp_core::PrivacyBudget::approx(0.5, 1e-6).unwrap();
     let (mech, report) =
         dp_opt::optimized_mechanism(&Coa::default(), w.as_ref(), budget, &mut ()).unwrap();
-    assert!(report.converged);
+    assert!(report.converged());
     let noise = mech.noise();
     let c = dp_core::calibration::analytic_gaussian_sigma(1.0, 0.5, 1e-6).unwrap();
     assert!((noise.scale - c).abs() < 1e-9 * c, "σ = c·Δ₂ with Δ₂ = 1");
@@ -369,7 +369,7 @@ fn badly_scaled_workloads_are_certified() {
             .iter()
             .find(|d| d.0 == "rounding_floor")
             .map_or(0.0, |d| d.1);
-        assert!(r.report.converged, "{name}: {:?}", r.report.termination);
+        assert!(r.report.converged(), "{name}: {:?}", r.report.termination);
         assert!(
             cert.relative_gap <= 1e-4,
             "{name}: gap {}",

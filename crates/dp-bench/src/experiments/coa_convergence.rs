@@ -15,9 +15,9 @@
 
 use dp_core::calibration::GaussianCalibration;
 use dp_core::{MatrixMechanism, PrivacyBudget, Result};
-use dp_linalg::{Cholesky, Mat, MatRef};
+use dp_linalg::{Cholesky, Mat};
 use dp_opt::coa::{Coa, CoaOptions};
-use dp_opt::{Observer, PrivacyModel, Problem, StrategyOptimizer};
+use dp_opt::{Event, Observer, PrivacyModel, Problem, StrategyOptimizer};
 use dp_workloads::datasets::Histogram;
 
 use super::common::{
@@ -37,16 +37,16 @@ struct Capture {
 }
 
 impl Observer for Capture {
-    fn observe(&mut self, iteration: usize, values: &[(&'static str, f64)]) {
-        for &(k, v) in values {
-            if k == "newton_decrement" {
-                self.decrement.push((iteration, v));
-            }
+    fn observe(&mut self, event: &Event<'_>) {
+        match *event {
+            Event::Newton {
+                iteration,
+                decrement,
+                ..
+            } => self.decrement.push((iteration, decrement)),
+            Event::GramIterate { iteration, gram } => self.grams.push((iteration, gram.to_owned())),
+            _ => {}
         }
-    }
-
-    fn observe_gram(&mut self, iteration: usize, gram: MatRef<'_, f64>) {
-        self.grams.push((iteration, gram.to_owned()));
     }
 }
 

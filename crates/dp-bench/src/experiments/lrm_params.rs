@@ -151,7 +151,7 @@ impl Experiment for LrmParams {
                             "total squared error over the m = {m} queries; r = {}, residual {:.3e}, {}",
                             diag("rank"),
                             diag("residual"),
-                            if out.report.converged { "converged" } else { "not converged" }
+                            if out.report.converged() { "converged" } else { "not converged" }
                         ),
                         seconds: out.report.seconds,
                     });
@@ -162,7 +162,7 @@ impl Experiment for LrmParams {
                     family.label(),
                     diag("rank"),
                     out.report.seconds,
-                    if out.report.converged {
+                    if out.report.converged() {
                         "yes"
                     } else {
                         "**no**"

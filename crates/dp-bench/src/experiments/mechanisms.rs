@@ -1,49 +1,28 @@
 //! The mechanisms of the papers' figures by their labels: the strategy
 //! each one releases through.
 
-use dp_core::{DpError, Result};
+use dp_core::Result;
 use dp_linalg::Mat;
 use dp_opt::{Problem, StrategyOptimizer};
 
-/// The optimizer behind a figure's mechanism label (the papers' names):
-/// LM / GM noise on the data (the identity), WM the Haar wavelet, HM the
-/// binary hierarchy, ESM and LRM under the wall-clock budget
-/// `budget_seconds`, AM and COA; an error for any other label.
-///
-/// The one place the labels are mapped, until the optimizer registry
-/// carries each optimizer's paper label.
+/// The optimizer behind a figure's mechanism label (the papers' names, as
+/// the optimizer registry records them: LM / GM noise on the data, WM the
+/// Haar wavelet, HM the binary hierarchy, ESM, AM, LRM, COA); those that take
+/// a wall-clock budget get `budget_seconds`. An unknown label is an error
+/// listing the known ones (the registry's).
 pub(crate) fn optimizer(
     label: &str,
     budget_seconds: Option<f64>,
 ) -> Result<Box<dyn StrategyOptimizer>> {
-    use dp_opt::{am::Am, classic, coa::Coa, esm::Esm, lrm::Lrm};
-    Ok(match label {
-        "LM" | "GM" => Box::new(classic::Identity),
-        "WM" => Box::new(classic::Wavelet),
-        "HM" => Box::new(classic::Hierarchical::default()),
-        "ESM" => {
-            let mut esm = Esm::default();
-            esm.options.spg.max_seconds = budget_seconds;
-            Box::new(esm)
-        }
-        "AM" => Box::new(Am::default()),
-        "COA" => Box::new(Coa::default()),
-        // Program (4) of the COA paper: L1 columns under ε-DP, L2 columns
-        // under (ε,δ)-DP (the problem's privacy model).
-        "LRM" => {
-            let mut lrm = Lrm::default();
-            lrm.options.max_seconds = budget_seconds;
-            Box::new(lrm)
-        }
-        other => {
-            return Err(DpError::InvalidParameter {
-                name: "mechanism",
-                reason: format!(
-                    "unknown mechanism label '{other}' (known: LM, GM, WM, HM, ESM, AM, LRM, COA)"
-                ),
-            });
-        }
-    })
+    let descriptor = dp_opt::registry::by_label(label)?;
+    let takes_budget = descriptor
+        .params
+        .contains(&dp_opt::registry::Param::MaxSeconds);
+    let params = dp_opt::Params {
+        max_seconds: budget_seconds.filter(|_| takes_budget),
+        ..dp_opt::Params::default()
+    };
+    descriptor.build(&params)
 }
 
 /// The strategy of mechanism `label` for `problem` (and whether its
@@ -59,7 +38,7 @@ pub(crate) fn strategy(
     let out = optimizer.optimize(problem, &mut ())?;
     Ok((
         out.strategy,
-        out.report.converged,
+        out.report.converged(),
         start.elapsed().as_secs_f64(),
     ))
 }

@@ -27,6 +27,7 @@
 //! Newton maximization), [`interior_point`] (the certifying fallback),
 //! `support` (completing a strategy's support), [`options`].
 
+mod descriptor;
 pub mod dual;
 pub mod interior_point;
 mod newton;
@@ -39,10 +40,13 @@ use std::time::Instant;
 use dp_core::{DpError, Result};
 use dp_linalg::{Cholesky, Mat, MatRef, gram_root_and_spectrum};
 
+use crate::engine::Termination;
+use crate::report::{BoundSource, Event};
 use crate::{
     Certificate, Observer, OptimizeReport, Optimized, PrivacyModel, Problem, StrategyOptimizer,
-    TerminationReason,
 };
+
+pub use descriptor::DESCRIPTOR;
 use dual::{DualPoint, certified_lower_bound, maximize_trace_dual};
 use interior_point::{InteriorPointOptions, minimize_trace_inverse};
 use newton::iterate;
@@ -189,10 +193,11 @@ impl Coa {
                     .push((chol.lower().transpose().to_owned(), f));
             }
             if let Some(p) = point {
-                observer.observe(
-                    trace.iterations,
-                    &[("primal_multiplier_bound", p.lower_bound * nz.scale)],
-                );
+                observer.observe(&Event::LowerBound {
+                    iteration: trace.iterations,
+                    bound: p.lower_bound * nz.scale,
+                    source: BoundSource::PrimalMultipliers,
+                });
                 let gap = found
                     .strategies
                     .last()
@@ -245,16 +250,16 @@ impl Coa {
         trace.iterations += solved.iterations;
         let (strategy, _) = solved.point.strategy(nz.root.as_ref(), par);
         let (strategy, objective, _) = complete_support(strategy, &nz.v0, false)?;
-        observer.observe(
-            trace.iterations,
-            &[
-                ("dual_bound", solved.point.lower_bound * nz.scale),
-                ("dual_strategy_objective", objective * nz.scale),
-                ("dual_newton_iterations", solved.iterations as f64),
-                ("dual_cg_iterations", solved.cg_iterations as f64),
-                ("seconds", trace.start.elapsed().as_secs_f64()),
-            ],
-        );
+        observer.observe(&Event::LowerBound {
+            iteration: trace.iterations,
+            bound: solved.point.lower_bound * nz.scale,
+            source: BoundSource::Dual,
+        });
+        observer.observe(&Event::Candidate {
+            iteration: trace.iterations,
+            name: "dual",
+            objective: Some(objective * nz.scale),
+        });
         trace.history.push(objective * nz.scale);
         found.strategies.push((strategy, objective));
         if found
@@ -298,15 +303,16 @@ impl Coa {
         };
         trace.iterations += solved.newton_steps;
         let returned = finalize(problem, nz, solved.strategy)?;
-        observer.observe(
-            trace.iterations,
-            &[
-                ("interior_point_newton_steps", solved.newton_steps as f64),
-                ("interior_point_bound", solved.lower_bound * nz.scale),
-                ("interior_point_objective", returned.1),
-                ("seconds", trace.start.elapsed().as_secs_f64()),
-            ],
-        );
+        observer.observe(&Event::LowerBound {
+            iteration: trace.iterations,
+            bound: solved.lower_bound * nz.scale,
+            source: BoundSource::InteriorPoint,
+        });
+        observer.observe(&Event::Candidate {
+            iteration: trace.iterations,
+            name: "interior point",
+            objective: Some(returned.1),
+        });
         trace.history.push(returned.1);
         Ok(Some((returned, solved.multipliers)))
     }
@@ -366,10 +372,10 @@ fn termination(
     floor: f64,
     gap_tolerance: f64,
     stalled: Option<String>,
-) -> (bool, TerminationReason) {
-    let converged = relative_gap <= gap_tolerance + floor;
-    let reason = if converged {
-        TerminationReason::Converged {
+    iterations: usize,
+) -> Termination {
+    if relative_gap <= gap_tolerance + floor {
+        Termination::Converged {
             criterion: if floor > 0.0 {
                 format!(
                     "relative duality gap {relative_gap:.2e} <= {gap_tolerance:.0e} + {floor:.2e} \
@@ -381,11 +387,10 @@ fn termination(
             },
         }
     } else if let Some(reason) = stalled {
-        TerminationReason::Stalled { reason }
+        Termination::Stalled { reason }
     } else {
-        TerminationReason::MaxIterations
-    };
-    (converged, reason)
+        Termination::MaxIterations { iterations }
+    }
 }
 
 impl StrategyOptimizer for Coa {
@@ -406,7 +411,6 @@ impl StrategyOptimizer for Coa {
         o.validate()?;
         let nz = Normalized::new(problem, o.full_rank_threshold)?;
         let mut trace = Trace {
-            start,
             scale: nz.scale,
             history: Vec::new(),
             iterations: 0,
@@ -446,8 +450,13 @@ impl StrategyOptimizer for Coa {
             }
         }
         let relative_gap = ((objective - lower_bound) / objective).max(0.0);
-        let (converged, termination) =
-            termination(relative_gap, floor, o.gap_tolerance, found.stalled);
+        let termination = termination(
+            relative_gap,
+            floor,
+            o.gap_tolerance,
+            found.stalled,
+            o.max_newton_steps,
+        );
         Ok(Optimized {
             strategy,
             report: OptimizeReport {
@@ -455,13 +464,14 @@ impl StrategyOptimizer for Coa {
                 iterations: trace.iterations,
                 termination,
                 seconds: start.elapsed().as_secs_f64(),
-                converged,
                 objective,
                 certificate: Some(Certificate {
                     lower_bound,
                     relative_gap,
                 }),
                 diagnostics: vec![("rounding_floor", floor)],
+                candidates: Vec::new(),
+                chosen: None,
             },
         })
     }

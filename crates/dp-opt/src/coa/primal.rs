@@ -3,8 +3,6 @@
 //! (16)) inside the homotopy over θ of Algorithm 3, and the dual bound at
 //! the primal multipliers.
 
-use std::time::Instant;
-
 use dp_core::{DpError, Result};
 use dp_linalg::{Mat, Par, symmetrize};
 
@@ -13,6 +11,7 @@ use super::dual::{DualPoint, dual_point};
 use super::newton::{Preconditioner, Scratch, iterate, newton_direction, sandwich};
 use crate::Observer;
 use crate::dense::gemm;
+use crate::report::{Event, Stage};
 
 /// `(V + θI)^{1/2}` scaled to unit diagonal, from `V = RᵀR` with `R` the
 /// eigen-root (rows `√λₖ uₖᵀ`): `Rᵀ diag((√(λₖ+θ) − √θ)/λₖ) R + √θ I`.
@@ -47,7 +46,6 @@ pub(super) fn svd_bound_start(root: &Mat<f64>, theta: f64, par: Par) -> Mat<f64>
 
 /// Counters and history shared by the stages of one run.
 pub(super) struct Trace {
-    pub(super) start: Instant,
     pub(super) scale: f64,
     pub(super) history: Vec<f64>,
     pub(super) iterations: usize,
@@ -127,19 +125,26 @@ impl Coa {
             };
             trace.iterations += 1;
             trace.history.push(it.f * trace.scale);
-            observer.observe(
-                trace.iterations,
-                &[
-                    ("theta", theta),
-                    ("objective", it.f * trace.scale),
-                    ("newton_decrement", -slope / it.f),
-                    ("cg_iterations", cg_iters as f64),
-                    ("last_step", last_step),
-                    ("last_trials", last_trials as f64),
-                    ("seconds", trace.start.elapsed().as_secs_f64()),
-                ],
-            );
-            observer.observe_gram(trace.iterations, it.x.as_ref());
+            let iteration = trace.iterations;
+            observer.observe(&Event::Stage {
+                iteration,
+                stage: Stage::Homotopy(theta),
+            });
+            observer.observe(&Event::Iteration {
+                iteration,
+                objective: it.f * trace.scale,
+            });
+            observer.observe(&Event::Newton {
+                iteration,
+                decrement: -slope / it.f,
+                cg_iterations: cg_iters,
+                step: last_step,
+                trials: last_trials,
+            });
+            observer.observe(&Event::GramIterate {
+                iteration,
+                gram: it.x.as_ref(),
+            });
             if -slope <= tolerance * it.f || slope >= 0.0 {
                 *x = it.x;
                 return Ok(StageEnd::Converged);

@@ -12,9 +12,11 @@ use dp_linalg::{Cholesky, Mat, MatMut, MatRef, Par};
 #[allow(unused_imports)] // doc links
 use super::LrmSolver;
 use super::l1_ball::{project_columns, spg_over_columns};
-use super::{ColumnNorm, Decomposition, Lrm, Scaled, frob_residual};
+use super::{ColumnNorm, Decomposition, Lrm, Scaled, fit_termination, frob_residual};
 use crate::Observer;
 use crate::dense::{gemm, inner};
+use crate::engine::Termination;
+use crate::report::Event;
 use crate::spg::SpgOptions;
 
 impl Lrm {
@@ -73,14 +75,13 @@ impl Lrm {
             }
             residual = frob_residual(c, &b, &l, par);
             let trace_btb = inner(&b, &b);
-            observer.observe(
-                outer,
-                &[
-                    ("beta", beta),
-                    ("residual", residual * colmax),
-                    ("trace_btb", trace_btb * colmax * colmax),
-                ],
-            );
+            observer.observe(&Event::Factorization {
+                iteration: outer,
+                penalty: beta,
+                residual: residual * colmax,
+                trace_btb: trace_btb * colmax * colmax,
+                inner_iterations: a.inner_iterations,
+            });
             if residual < tolerance {
                 break;
             }
@@ -105,9 +106,17 @@ impl Lrm {
             l,
             residual,
             trace_btb,
-            stop,
+            termination: fit_termination(
+                converged,
+                (residual >= tolerance && outer >= a.max_outer).then_some(
+                    Termination::MaxIterations {
+                        iterations: a.max_outer,
+                    },
+                ),
+                stop,
+            ),
         };
-        Ok(Decomposition::from_scaled(scaled, colmax, outer, converged))
+        Ok(Decomposition::from_scaled(scaled, colmax, outer))
     }
 }
 
@@ -164,7 +173,7 @@ impl Lrm {
                 max_seconds: remaining,
                 ..stage_spg
             };
-            let (next, solved) = spg_over_columns(&l, norm, eval, &spg_options, |_, _, _| {});
+            let (next, solved) = spg_over_columns(&l, norm, eval, &spg_options, &mut (), 1.0);
             l = next;
             let b = optimal_b(&t, &l, beta).ok_or_else(|| DpError::NotConverged {
                 solver: "LRM",
@@ -172,15 +181,13 @@ impl Lrm {
             })?;
             let diff = c - gemm(b.as_ref(), l.as_ref(), par);
             let new_residual = inner(&diff, &diff).sqrt();
-            observer.observe(
-                outer,
-                &[
-                    ("beta", beta),
-                    ("residual", new_residual * colmax),
-                    ("trace_btb", inner(&b, &b) * colmax * colmax),
-                    ("spg_iterations", solved.iterations as f64),
-                ],
-            );
+            observer.observe(&Event::Factorization {
+                iteration: outer,
+                penalty: beta,
+                residual: new_residual * colmax,
+                trace_btb: inner(&b, &b) * colmax * colmax,
+                inner_iterations: solved.iterations,
+            });
             last_b = Some(b);
             if penalty.is_some() {
                 beta *= 10.0;
@@ -198,10 +205,9 @@ impl Lrm {
         let b = final_b(c, &l, beta, last_b, o.failure_residual, par)?;
         let final_residual = frob_residual(c, &b, &l, par);
         let trace_btb = inner(&b, &b);
-        let converged = !out_of_time
-            && final_residual
-                < o.failure_residual
-                    .min(o.residual_tolerance.max(1e-6 * w_fro))
+        let converged = final_residual
+            < o.failure_residual
+                .min(o.residual_tolerance.max(1e-6 * w_fro))
             && trace_btb <= inner(c, c) * (1.0 + 1e-12);
         let path = if penalty.is_some() {
             "penalty path"
@@ -218,9 +224,16 @@ impl Lrm {
             l,
             residual: final_residual,
             trace_btb,
-            stop,
+            termination: fit_termination(
+                converged,
+                match (out_of_time, o.max_seconds) {
+                    (true, Some(seconds)) => Some(Termination::Timeout { seconds }),
+                    _ => None,
+                },
+                stop,
+            ),
         };
-        Ok(Decomposition::from_scaled(scaled, colmax, outer, converged))
+        Ok(Decomposition::from_scaled(scaled, colmax, outer))
     }
 }
 

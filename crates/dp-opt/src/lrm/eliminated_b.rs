@@ -14,7 +14,8 @@ use super::l1_ball::spg_over_columns;
 use super::{ColumnNorm, Decomposition, Lrm, Scaled, frob_residual};
 use crate::Observer;
 use crate::dense::{gemm, inner};
-use crate::spg::{self, SpgOptions};
+use crate::engine::Termination;
+use crate::spg::SpgOptions;
 
 impl Lrm {
     /// [`LrmSolver::Penalty`] for `r ≥ n`: SPG on
@@ -64,15 +65,8 @@ impl Lrm {
             max_seconds: o.max_seconds,
             ..o.penalty.spg
         };
-        let (l, solved) = spg_over_columns(&l, norm, eval, &spg_options, |k, f, pg| {
-            observer.observe(
-                k,
-                &[
-                    ("trace_btb", f * colmax * colmax),
-                    ("projected_gradient", pg),
-                ],
-            );
-        });
+        // SPG's objective here is tr(BᵀB) on the scaled root.
+        let (l, solved) = spg_over_columns(&l, norm, eval, &spg_options, observer, colmax * colmax);
         // B = W L⁺ = C (LᵀL)⁻¹ Lᵀ.
         let b = Cholesky::factor(gemm(l.transpose(), l.as_ref(), par).as_ref())
             .and_then(|chol| {
@@ -87,35 +81,32 @@ impl Lrm {
         let residual = frob_residual(c, &b, &l, par);
         let trace_btb = inner(&b, &b);
         let w_fro2 = inner(c, c);
-        let converged = solved.stop != spg::SpgStop::MaxIterations
-            && solved.stop != spg::SpgStop::LineSearch
-            && residual <= 1e-6 * w_fro2.sqrt()
-            && trace_btb <= w_fro2 * (1.0 + 1e-12);
-        let stop = match solved.stop {
-            spg::SpgStop::Stalled => format!(
-                "eliminated-B form: SPG decreased f by less than {:.0e} (relative) over the last \
-                 {} of its {} iterations",
-                spg_options.stall_tolerance,
-                4 * spg_options.memory.max(1),
-                solved.iterations
-            ),
-            other => format!(
-                "eliminated-B form: SPG {other:?} after {} iterations",
-                solved.iterations
-            ),
+        let fits = residual <= 1e-6 * w_fro2.sqrt() && trace_btb <= w_fro2 * (1.0 + 1e-12);
+        let termination = match solved.termination {
+            Termination::Converged { criterion } if fits => Termination::Converged {
+                criterion: format!(
+                    "eliminated-B form: {criterion} after {} iterations",
+                    solved.iterations
+                ),
+            },
+            Termination::Converged { criterion } => Termination::Stalled {
+                reason: format!(
+                    "eliminated-B form: {criterion}, but the residual or ‖B‖² test failed"
+                ),
+            },
+            other => other,
         };
         let scaled = Scaled {
             b,
             l,
             residual,
             trace_btb,
-            stop,
+            termination,
         };
         Ok(Decomposition::from_scaled(
             scaled,
             colmax,
             solved.iterations,
-            converged,
         ))
     }
 }

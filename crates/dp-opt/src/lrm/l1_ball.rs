@@ -4,8 +4,9 @@
 
 use dp_linalg::{Mat, MatMut, MatRef};
 
-use crate::PrivacyModel;
+use crate::engine::Executor;
 use crate::spg::{self, SpgOptions};
+use crate::{Observer, PrivacyModel};
 
 /// Euclidean projection of `v` onto the L1 ball of radius `radius`
 /// (Duchi, Shalev-Shwartz, Singer, Chandra 2008, Figure 1): sort `|v|`
@@ -113,17 +114,20 @@ pub(super) fn project_columns(l: &mut Mat<f64>, norm: ColumnNorm) {
 /// SPG ([`crate::spg`]) over L (r × n) with every column in the unit ball
 /// of `norm` (projection (11) for L1), from `l`. `eval(L, ∇)` sees L and writes the
 /// gradient through column-major views of SPG's vectors (column j at
-/// j·r), so nothing is copied. Returns the solution as a matrix.
+/// j·r), so nothing is copied. Runs through the [`Executor`], which
+/// reports each iteration's objective times `scale` to `observer`.
+/// Returns the solution as a matrix.
 pub(super) fn spg_over_columns(
     l: &Mat<f64>,
     norm: ColumnNorm,
     mut eval: impl FnMut(MatRef<'_, f64>, MatMut<'_, f64>) -> f64,
     options: &SpgOptions,
-    on_iteration: impl FnMut(usize, f64, f64),
+    observer: &mut dyn Observer,
+    scale: f64,
 ) -> (Mat<f64>, spg::SpgResult) {
     let (r, n) = (l.nrows(), l.ncols());
     let x0: Vec<f64> = (0..n).flat_map(|j| l.col(j).iter().copied()).collect();
-    let solved = spg::minimize(
+    let spg = spg::Spg::new(
         |x: &[f64], g: &mut [f64]| {
             eval(
                 MatRef::from_column_major_slice(x, r, n),
@@ -137,8 +141,11 @@ pub(super) fn spg_over_columns(
         },
         x0,
         options,
-        on_iteration,
     );
+    let solved = Executor::new(options.budget(), observer)
+        .scale(scale)
+        .run(spg)
+        .output;
     let out = Mat::from_fn(r, n, |i, j| solved.x[j * r + i]);
     (out, solved)
 }

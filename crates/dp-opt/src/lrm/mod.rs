@@ -50,9 +50,14 @@ use std::time::Instant;
 use dp_core::{DpError, Result};
 use dp_linalg::{Mat, Par, SymmetricEigen, gram_root_and_spectrum};
 
+use crate::best_of::{CandidateRun, choose};
+use crate::classic::Identity;
 use crate::dense::{append_rows, gemm, inner, row_space_complement};
+use crate::engine::Termination;
+use crate::registry::{Descriptor, Param};
+use crate::report::Draft;
 use crate::spg::SpgOptions;
-use crate::{Observer, OptimizeReport, Optimized, Problem, StrategyOptimizer, TerminationReason};
+use crate::{Observer, Optimized, Problem, StrategyOptimizer};
 
 pub mod augmented_lagrangian;
 pub mod eliminated_b;
@@ -292,29 +297,38 @@ pub struct Decomposition {
     /// Outer steps taken (SPG iterations for the eliminated-B form of
     /// [`LrmSolver::Penalty`]).
     pub outer_steps: usize,
-    /// Whether the residual ended below `failure_residual` (scaled W) and
-    /// `‖B‖_F² ≤ ‖W‖_F²` (and, for the eliminated-B form, SPG's own test held
-    /// rather than its iteration or time limit).
-    pub converged: bool,
-    /// How the run ended, in words (the report's criterion).
-    pub stop: String,
+    /// How the run ended: converged when the residual ended below
+    /// `failure_residual` (scaled W) and `‖B‖_F² ≤ ‖W‖_F²` (and, for the
+    /// eliminated-B form, SPG's own test held), else the budget that ran
+    /// out or why the fit failed.
+    pub termination: Termination,
+}
+
+/// Converged with `criterion` when `fits`, else the budget `cut` if one
+/// ran out, else stalled (the fit failed its residual or size test).
+fn fit_termination(fits: bool, cut: Option<Termination>, criterion: String) -> Termination {
+    match (fits, cut) {
+        (true, None) => Termination::Converged { criterion },
+        (_, Some(cut)) => cut,
+        (false, None) => Termination::Stalled {
+            reason: format!("{criterion}: residual above the failure level or ‖B‖² > ‖W‖²"),
+        },
+    }
 }
 
 impl Decomposition {
     /// The decomposition in the workload's own scale from one computed on
     /// the root scaled to unit largest column norm (`C = W / colmax`): B,
     /// the residual and `tr(BᵀB)` scale by colmax, colmax and colmax²; L
-    /// is scale-free. `outer_steps`, `converged` and `stop` describe the
-    /// run.
-    fn from_scaled(scaled: Scaled, colmax: f64, outer_steps: usize, converged: bool) -> Self {
+    /// is scale-free. `outer_steps` and the termination describe the run.
+    fn from_scaled(scaled: Scaled, colmax: f64, outer_steps: usize) -> Self {
         Self {
             b: scaled.b * dp_linalg::Scale(colmax),
             l: scaled.l,
             residual: scaled.residual * colmax,
             trace_btb: scaled.trace_btb * colmax * colmax,
             outer_steps,
-            converged,
-            stop: scaled.stop,
+            termination: scaled.termination,
         }
     }
 }
@@ -326,7 +340,7 @@ struct Scaled {
     l: Mat<f64>,
     residual: f64,
     trace_btb: f64,
-    stop: String,
+    termination: Termination,
 }
 
 impl Lrm {
@@ -517,59 +531,60 @@ impl StrategyOptimizer for Lrm {
         let start = Instant::now();
         let norm = ColumnNorm::for_privacy(problem.privacy());
         let dec = self.decompose(problem.gram(), norm, observer)?;
-        let n = problem.domain_size();
         // L answered by least squares; if BL ≠ W leaves part of W outside
         // L's row space, measure that part too (identity rows scaled so
-        // that the sensitivity stays 1 … compared below with the identity).
-        let mut candidates: Vec<(Mat<f64>, f64, &'static str)> = Vec::new();
-        if let Ok((l, obj)) = supported_strategy(problem, &dec.l, norm) {
-            candidates.push((l, obj, "lrm"));
-        }
-        let identity = Mat::<f64>::identity(n, n);
-        let id_obj = problem.objective(identity.as_ref())?;
-        candidates.push((identity, id_obj, "identity"));
-        let (strategy, objective, which) = candidates
-            .into_iter()
-            .min_by(|a, b| a.1.total_cmp(&b.1))
-            .ok_or_else(|| DpError::NotConverged {
-                solver: "LRM",
-                reason: "no strategy".into(),
-            })?;
-        let lrm_won = which == "lrm";
-        let termination = if dec.converged && lrm_won {
-            TerminationReason::Converged {
-                criterion: dec.stop.clone(),
-            }
-        } else if !lrm_won {
-            TerminationReason::Stalled {
-                reason: format!(
-                    "LRM's decomposition (residual {:.2e}, tr(BᵀB) {:.4e}) is not better than \
-                     the identity strategy, which is returned",
-                    dec.residual, dec.trace_btb
-                ),
-            }
-        } else {
-            TerminationReason::MaxIterations
-        };
-        Ok(Optimized {
-            strategy,
-            report: OptimizeReport {
-                objective_history: vec![objective],
+        // that the sensitivity stays 1); then BestOf[LRM, Identity].
+        // The decomposition's figures, reported whichever candidate wins
+        // (`chosen` says which strategy was returned).
+        let diagnostics = vec![
+            ("residual", dec.residual),
+            ("rank", dec.l.nrows() as f64),
+            ("trace_btb", dec.trace_btb),
+        ];
+        let lrm = supported_strategy(problem, &dec.l, norm).and_then(|(l, _)| {
+            let draft = Draft {
                 iterations: dec.outer_steps,
-                termination,
-                seconds: start.elapsed().as_secs_f64(),
-                converged: dec.converged,
-                objective,
-                certificate: None,
-                diagnostics: vec![
-                    ("residual", dec.residual),
-                    ("rank", dec.l.nrows() as f64),
-                    ("trace_btb", dec.trace_btb),
-                ],
+                diagnostics: diagnostics.clone(),
+                ..Draft::new(l, dec.termination)
+            };
+            draft.finish(problem, start)
+        });
+        let runs = vec![
+            CandidateRun {
+                name: "lrm",
+                outcome: lrm,
             },
-        })
+            CandidateRun {
+                name: "identity",
+                outcome: Identity.optimize(problem, observer),
+            },
+        ];
+        let mut chosen = choose("lrm", problem, runs, start, observer)?;
+        chosen.report.diagnostics = diagnostics;
+        Ok(chosen)
     }
 }
+
+/// [`Lrm`] in the registry (a time budget bounds its decomposition);
+/// weakened: one penalty stage of 3 SPG iterations.
+pub const DESCRIPTOR: Descriptor = Descriptor {
+    name: "lrm",
+    labels: &["LRM"],
+    description: "LRM: low-rank factorization W = BL minimizing tr(BᵀB) over L's unit-ball columns",
+    privacy: &[crate::PrivacyModel::Pure, crate::PrivacyModel::Approx],
+    params: &[Param::MaxSeconds],
+    builder: |p| {
+        let mut lrm = Lrm::default();
+        lrm.options.max_seconds = p.max_seconds;
+        Box::new(lrm)
+    },
+    weakened: Some(|| {
+        let mut lrm = Lrm::default();
+        lrm.options.penalty.stages = 1;
+        lrm.options.penalty.spg.max_iterations = 3;
+        Box::new(lrm)
+    }),
+};
 
 #[cfg(test)]
 mod tests {

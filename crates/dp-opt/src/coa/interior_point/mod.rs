@@ -53,6 +53,7 @@ use dp_linalg::{Mat, MatRef, Par, SymmetricEigen};
 use super::dual::certified_lower_bound;
 use crate::Observer;
 use crate::dense::gemm;
+use crate::report::{BoundSource, Event, Stage};
 use newton_step::{Point, log_barrier_value, newton_step, quadratic_forms, slacks};
 
 /// Options of [`minimize_trace_inverse`].
@@ -199,14 +200,7 @@ pub fn minimize_trace_inverse(
                 best_bound = bound;
                 best_multipliers.clone_from(&multipliers);
             }
-            observer.observe(
-                steps,
-                &[
-                    ("interior_point_mu", mu),
-                    ("interior_point_objective", best_objective),
-                    ("interior_point_bound", best_bound),
-                ],
-            );
+            report_centred(observer, steps, mu, best_objective, best_bound);
             mu /= options.mu_decrease;
             continue;
         }
@@ -299,6 +293,31 @@ fn initial_point(root: MatRef<'_, f64>, start: Option<&[f64]>, par: Par) -> Resu
         solver: "COA interior point",
         reason: "no strictly feasible starting point (is the root of full row rank?)".into(),
     })
+}
+
+/// The events of a centred point: the barrier weight, the best
+/// objective and the best certified bound so far.
+fn report_centred(
+    observer: &mut dyn Observer,
+    iteration: usize,
+    mu: f64,
+    objective: f64,
+    bound: f64,
+) {
+    observer.observe(&Event::Stage {
+        iteration,
+        stage: Stage::BarrierWeight(mu),
+    });
+    observer.observe(&Event::Candidate {
+        iteration,
+        name: "interior point",
+        objective: Some(objective),
+    });
+    observer.observe(&Event::LowerBound {
+        iteration,
+        bound,
+        source: BoundSource::InteriorPoint,
+    });
 }
 
 #[cfg(test)]

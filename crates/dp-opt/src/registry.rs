@@ -1,0 +1,250 @@
+//! The optimizer registry as data. Every optimizer file exports one
+//! [`Descriptor`] (its name, the papers' label, a one-line description,
+//! the privacy models it optimizes for, a builder from typed [`Params`]
+//! and the reduced settings the regression gate runs with `--worsen`);
+//! [`REGISTRY`] lists them. The command line, its help, the sweeps and the
+//! regression gate all read this list, so adding an optimizer is one file
+//! plus one line here. An unknown name or label is an error listing the
+//! valid ones: nothing falls back silently.
+
+use dp_core::{DpError, Result};
+
+use crate::{PrivacyModel, StrategyOptimizer};
+
+/// A typed parameter an optimizer's builder may read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Param {
+    /// [`Params::max_seconds`]: a wall-clock budget.
+    MaxSeconds,
+    /// [`Params::branching`]: a tree's branching factor.
+    Branching,
+}
+
+/// Parameters for [`Descriptor::build`]; `None` keeps the default.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Params {
+    /// Wall-clock budget in seconds (optimizers listing
+    /// [`Param::MaxSeconds`]).
+    pub max_seconds: Option<f64>,
+    /// Branching factor (optimizers listing [`Param::Branching`]).
+    pub branching: Option<usize>,
+}
+
+/// One registered optimizer.
+#[derive(Clone, Copy)]
+pub struct Descriptor {
+    /// Name on the command line and in reports.
+    pub name: &'static str,
+    /// The papers' labels for it (the sweeps' legend), e.g. `["HM"]`; the
+    /// identity is "LM" under ε-DP and "GM" under (ε,δ)-DP.
+    pub labels: &'static [&'static str],
+    /// One line for `--help`.
+    pub description: &'static str,
+    /// The privacy models it optimizes for.
+    pub privacy: &'static [PrivacyModel],
+    /// The [`Params`] fields it reads.
+    pub params: &'static [Param],
+    /// Builds it from parameters already checked by [`Descriptor::build`].
+    pub builder: fn(&Params) -> Box<dyn StrategyOptimizer>,
+    /// Deliberately reduced settings (the regression gate's `--worsen`),
+    /// `None` for closed forms (nothing to reduce) and combinations.
+    pub weakened: Option<fn() -> Box<dyn StrategyOptimizer>>,
+}
+
+impl std::fmt::Debug for Descriptor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Descriptor")
+            .field("name", &self.name)
+            .field("labels", &self.labels)
+            .field("privacy", &self.privacy)
+            .field("params", &self.params)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Descriptor {
+    /// Whether it optimizes for `privacy`.
+    pub fn supports(&self, privacy: PrivacyModel) -> bool {
+        self.privacy.contains(&privacy)
+    }
+
+    /// The optimizer with `params`. A parameter it does not read, a
+    /// negative or NaN time budget or a branching factor below 2 is an
+    /// error.
+    pub fn build(&self, params: &Params) -> Result<Box<dyn StrategyOptimizer>> {
+        let refuse =
+            |name: &'static str, reason: String| Err(DpError::InvalidParameter { name, reason });
+        if let Some(t) = params.max_seconds {
+            if !self.params.contains(&Param::MaxSeconds) {
+                return refuse(
+                    "max_seconds",
+                    format!("'{}' takes no time budget", self.name),
+                );
+            }
+            if t.is_nan() || t < 0.0 {
+                return refuse("max_seconds", format!("must be >= 0 seconds, got {t}"));
+            }
+        }
+        if let Some(b) = params.branching {
+            if !self.params.contains(&Param::Branching) {
+                return refuse(
+                    "branching",
+                    format!("'{}' takes no branching factor", self.name),
+                );
+            }
+            if b < 2 {
+                return refuse("branching", format!("must be at least 2, got {b}"));
+            }
+        }
+        Ok((self.builder)(params))
+    }
+
+    /// The reduced variant the regression gate checks it catches.
+    pub fn weakened(&self) -> Result<Box<dyn StrategyOptimizer>> {
+        self.weakened
+            .map(|w| w())
+            .ok_or_else(|| DpError::InvalidParameter {
+                name: "worsen",
+                reason: format!(
+                    "'{}' has no weakened variant (those with one: {})",
+                    self.name,
+                    names_where(|d| d.weakened.is_some()).join(", ")
+                ),
+            })
+    }
+}
+
+/// Every optimizer, in the order the command line lists them.
+pub const REGISTRY: &[&Descriptor] = &[
+    &crate::classic::IDENTITY,
+    &crate::classic::HIERARCHICAL,
+    &crate::classic::WAVELET,
+    &crate::classic::SVDB,
+    &crate::coa::DESCRIPTOR,
+    &crate::pidentity::DESCRIPTOR,
+    &crate::am::DESCRIPTOR,
+    &crate::esm::DESCRIPTOR,
+    &crate::lrm::DESCRIPTOR,
+    &crate::EPSILON_DEFAULT,
+];
+
+fn names_where(keep: impl Fn(&Descriptor) -> bool) -> Vec<&'static str> {
+    REGISTRY
+        .iter()
+        .filter(|d| keep(d))
+        .map(|d| d.name)
+        .collect()
+}
+
+/// Every registered name.
+pub fn optimizer_names() -> Vec<&'static str> {
+    names_where(|_| true)
+}
+
+/// The descriptor called `name`; an unknown name is an error listing the
+/// registered ones.
+pub fn descriptor(name: &str) -> Result<&'static Descriptor> {
+    REGISTRY
+        .iter()
+        .copied()
+        .find(|d| d.name == name)
+        .ok_or_else(|| DpError::InvalidParameter {
+            name: "optimizer",
+            reason: format!(
+                "unknown optimizer '{name}' (available: {})",
+                optimizer_names().join(", ")
+            ),
+        })
+}
+
+/// The descriptor carrying the papers' label `label` (e.g. "HM"); an
+/// unknown label is an error listing the registered ones.
+pub fn by_label(label: &str) -> Result<&'static Descriptor> {
+    REGISTRY
+        .iter()
+        .copied()
+        .find(|d| d.labels.contains(&label))
+        .ok_or_else(|| {
+            let labels: Vec<&str> = REGISTRY
+                .iter()
+                .flat_map(|d| d.labels.iter().copied())
+                .collect();
+            DpError::InvalidParameter {
+                name: "label",
+                reason: format!("unknown label '{label}' (available: {})", labels.join(", ")),
+            }
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// Names and labels are unique; every descriptor builds an optimizer
+    /// reporting its own name; lookups of unknown names list the valid ones.
+    #[test]
+    fn registry_is_consistent() {
+        let names = optimizer_names();
+        for (i, d) in REGISTRY.iter().enumerate() {
+            assert_eq!(names.iter().filter(|n| **n == d.name).count(), 1);
+            assert_eq!(d.build(&Params::default()).unwrap().name(), d.name);
+            assert_eq!(descriptor(d.name).unwrap().name, d.name);
+            assert!(!d.description.is_empty() && !d.privacy.is_empty());
+            for l in d.labels {
+                assert_eq!(by_label(l).unwrap().name, d.name);
+                for other in &REGISTRY[i + 1..] {
+                    assert!(!other.labels.contains(l), "{l}");
+                }
+            }
+            if let Some(w) = d.weakened {
+                assert_eq!(w().name(), d.name);
+            }
+        }
+        let e = descriptor("nope").unwrap_err().to_string();
+        assert!(names.iter().all(|n| e.contains(n)), "{e}");
+        let e = by_label("XX").unwrap_err().to_string();
+        assert!(e.contains("HM") && e.contains("COA"), "{e}");
+        assert!(descriptor("identity").unwrap().weakened().is_err());
+    }
+
+    /// Parameters reach the optimizer they belong to and nothing else.
+    #[test]
+    fn params_are_checked() {
+        let h = descriptor("hierarchical").unwrap();
+        let w = dp_workloads::workload::AllRange::new(16).unwrap();
+        let p = crate::Problem::from_gram(
+            dp_workloads::workload::Workload::gram(&w),
+            PrivacyModel::Pure,
+        )
+        .unwrap();
+        let four = Params {
+            branching: Some(4),
+            ..Params::default()
+        };
+        let s = h.build(&four).unwrap().optimize(&p, &mut ()).unwrap();
+        // A complete 4-ary tree over 16 leaves: 16 + 4 + 1 nodes (binary: 31).
+        assert_eq!(s.strategy.nrows(), 21);
+        let two = h.build(&Params::default()).unwrap();
+        assert_eq!(two.optimize(&p, &mut ()).unwrap().strategy.nrows(), 31);
+        assert!(descriptor("coa").unwrap().build(&four).is_err());
+        assert!(
+            h.build(&Params {
+                branching: Some(1),
+                ..Params::default()
+            })
+            .is_err()
+        );
+        let nan = Params {
+            max_seconds: Some(f64::NAN),
+            ..Params::default()
+        };
+        assert!(descriptor("lrm").unwrap().build(&nan).is_err());
+        let t = Params {
+            max_seconds: Some(1.0),
+            ..Params::default()
+        };
+        assert!(descriptor("lrm").unwrap().build(&t).is_ok());
+        assert!(h.build(&t).is_err());
+    }
+}
