@@ -505,14 +505,16 @@ impl StrategyOptimizer for Lrm {
         // L answered by least squares; if BL ≠ W leaves part of W outside
         // L's row space, measure that part too (identity rows scaled so
         // that the sensitivity stays 1); then BestOf[LRM, Identity].
+        // The decomposition's figures, reported whichever candidate wins.
+        let diagnostics = vec![
+            ("residual", dec.residual),
+            ("rank", dec.l.nrows() as f64),
+            ("trace_btb", dec.trace_btb),
+        ];
         let lrm = supported_strategy(problem, &dec.l, norm).and_then(|(l, _)| {
             let draft = Draft {
                 iterations: dec.outer_steps,
-                diagnostics: vec![
-                    ("residual", dec.residual),
-                    ("rank", dec.l.nrows() as f64),
-                    ("trace_btb", dec.trace_btb),
-                ],
+                diagnostics: diagnostics.clone(),
                 ..Draft::new(l, dec.termination)
             };
             draft.finish(problem, start)
@@ -527,7 +529,9 @@ impl StrategyOptimizer for Lrm {
                 outcome: Identity.optimize(problem, observer),
             },
         ];
-        choose("lrm", problem, runs, start, observer)
+        let mut out = choose("lrm", problem, runs, start, observer)?;
+        out.report.diagnostics = diagnostics;
+        Ok(out)
     }
 }
 
