@@ -14,7 +14,6 @@ use dp_linalg::Mat;
 use dp_workloads::strategies;
 
 use crate::registry::{Descriptor, Param};
-use crate::support::Completed;
 use crate::{Draft, Observer, Optimized, PrivacyModel, Problem, StrategyOptimizer, Termination};
 
 fn closed_form(problem: &Problem, start: Instant, strategy: Mat<f64>) -> Result<Optimized> {
@@ -127,14 +126,14 @@ pub const WAVELET: Descriptor = Descriptor {
     weakened: None,
 };
 
-/// [`SvdBound`] in the registry, its support repaired where the Gram's
-/// rounding hides part of W ([`Completed`]).
+/// [`SvdBound`] in the registry (a closed form on the Gram's numerically
+/// nonzero spectrum, left unrepaired).
 pub const SVDB: Descriptor = Descriptor {
     name: "svdb",
     labels: &["SVDB"],
     description: "singular value bound strategy diag(sqrt σ) Pᵀ of WᵀW (closed form)",
     privacy: &[PrivacyModel::Pure, PrivacyModel::Approx],
     params: &[],
-    builder: |_| Box::new(Completed(Box::new(SvdBound))),
+    builder: |_| Box::new(SvdBound),
     weakened: None,
 };
