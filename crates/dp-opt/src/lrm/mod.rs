@@ -37,6 +37,8 @@
 //! returned (flagged in the report). [`crate::EpsilonDefault`] takes the
 //! best of p-Identity and LRM.
 //!
+//! The measurements behind the defaults are in `benches/MEASUREMENTS.md`.
+//!
 //! LRM only sees W through `WᵀW`: every W with the same Gram matrix is
 //! `Q C` for the Gram root C and an orthonormal Q, and `(QB, L)` solves the
 //! problem for `QC` exactly when `(B, L)` solves it for C, with the same
@@ -314,6 +316,33 @@ fn fit_termination(fits: bool, cut: Option<Termination>, criterion: String) -> T
     }
 }
 
+impl Decomposition {
+    /// The decomposition in the workload's own scale from one computed on
+    /// the root scaled to unit largest column norm (`C = W / colmax`): B,
+    /// the residual and `tr(BᵀB)` scale by colmax, colmax and colmax²; L
+    /// is scale-free. `outer_steps` and the termination describe the run.
+    fn from_scaled(scaled: Scaled, colmax: f64, outer_steps: usize) -> Self {
+        Self {
+            b: scaled.b * dp_linalg::Scale(colmax),
+            l: scaled.l,
+            residual: scaled.residual * colmax,
+            trace_btb: scaled.trace_btb * colmax * colmax,
+            outer_steps,
+            termination: scaled.termination,
+        }
+    }
+}
+
+/// A solver's final `(B, L)` on the scaled root, with its residual,
+/// `tr(BᵀB)` and how the run ended (see [`Decomposition::from_scaled`]).
+struct Scaled {
+    b: Mat<f64>,
+    l: Mat<f64>,
+    residual: f64,
+    trace_btb: f64,
+    termination: Termination,
+}
+
 impl Lrm {
     fn check(&self) -> Result<()> {
         let o = &self.options;
@@ -505,7 +534,8 @@ impl StrategyOptimizer for Lrm {
         // L answered by least squares; if BL ≠ W leaves part of W outside
         // L's row space, measure that part too (identity rows scaled so
         // that the sensitivity stays 1); then BestOf[LRM, Identity].
-        // The decomposition's figures, reported whichever candidate wins.
+        // The decomposition's figures, reported whichever candidate wins
+        // (`chosen` says which strategy was returned).
         let diagnostics = vec![
             ("residual", dec.residual),
             ("rank", dec.l.nrows() as f64),
@@ -529,9 +559,9 @@ impl StrategyOptimizer for Lrm {
                 outcome: Identity.optimize(problem, observer),
             },
         ];
-        let mut out = choose("lrm", problem, runs, start, observer)?;
-        out.report.diagnostics = diagnostics;
-        Ok(out)
+        let mut chosen = choose("lrm", problem, runs, start, observer)?;
+        chosen.report.diagnostics = diagnostics;
+        Ok(chosen)
     }
 }
 
