@@ -39,7 +39,7 @@ pub use gram_root::{gram_root, gram_root_and_spectrum};
 pub use lu::Lu;
 pub use products::{
     all_finite, frobenius_norm, gemm, gemm_into, gram, lower_triangle_of_product_into, matmul,
-    matmul_tn, outer_gram, symmetrize, trace, trace_of_product,
+    matmul_tn, outer_gram, stack_rows, symmetrize, trace, trace_of_product,
 };
 
 /// Why a linear-algebra routine could not produce its result.

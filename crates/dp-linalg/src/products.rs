@@ -122,6 +122,31 @@ pub fn trace_of_product(a: MatRef<'_, f64>, b: MatRef<'_, f64>) -> Result<f64> {
     Ok(sum)
 }
 
+/// The blocks stacked on top of each other (`[B₁; B₂; …]`, `ncols`
+/// columns): a weighted union of workloads or strategies as one matrix.
+/// Every block must have `ncols` columns.
+pub fn stack_rows(blocks: &[Mat<f64>], ncols: usize) -> Result<Mat<f64>> {
+    if let Some(b) = blocks.iter().find(|b| b.ncols() != ncols) {
+        return Err(LinalgError::DimensionMismatch {
+            what: "stack_rows",
+            left_rows: 0,
+            left_cols: ncols,
+            right_rows: b.nrows(),
+            right_cols: b.ncols(),
+        });
+    }
+    let rows: usize = blocks.iter().map(|b| b.nrows()).sum();
+    let mut out = Mat::zeros(rows, ncols);
+    let mut row = 0;
+    for b in blocks {
+        out.as_mut()
+            .submatrix_mut(row, 0, b.nrows(), ncols)
+            .copy_from(b.as_ref());
+        row += b.nrows();
+    }
+    Ok(out)
+}
+
 /// Frobenius norm `‖A‖_F`.
 pub fn frobenius_norm(a: MatRef<'_, f64>) -> f64 {
     a.norm_l2()

@@ -373,3 +373,28 @@ fn gram_root_reconstructs_the_gram_matrix_at_its_rank() {
         other => panic!("expected NotPositiveSemidefinite, got {other:?}"),
     }
 }
+
+/// Stacking puts row r of block k at row (rows of the blocks before k) + r,
+/// entry for entry, and refuses a block of another width.
+#[test]
+fn stack_rows_places_every_entry_and_checks_widths() {
+    let a = Mat::from_fn(2, 3, |i, j| (10 * i + j) as f64);
+    let b = Mat::from_fn(1, 3, |_, j| -(j as f64) - 1.0);
+    let c = Mat::from_fn(3, 3, |i, j| 100.0 + (i * 3 + j) as f64);
+    let s = dp_linalg::stack_rows(&[a.clone(), b.clone(), c.clone()], 3).unwrap();
+    assert_eq!((s.nrows(), s.ncols()), (6, 3));
+    for j in 0..3 {
+        for i in 0..2 {
+            assert_eq!(s[(i, j)], a[(i, j)]);
+        }
+        assert_eq!(s[(2, j)], b[(0, j)]);
+        for i in 0..3 {
+            assert_eq!(s[(3 + i, j)], c[(i, j)]);
+        }
+    }
+    assert_eq!(dp_linalg::stack_rows(&[], 4).unwrap().shape(), (0, 4));
+    assert!(matches!(
+        dp_linalg::stack_rows(&[a, Mat::zeros(1, 2)], 3),
+        Err(dp_linalg::LinalgError::DimensionMismatch { right_cols: 2, .. })
+    ));
+}

@@ -94,6 +94,9 @@ pub enum StructuredError {
     /// overflows f64 on an astronomically large domain).
     #[error("numerical overflow: {0}")]
     Overflow(String),
+    /// A linear-algebra routine refused its operands.
+    #[error(transparent)]
+    Linalg(#[from] dp_linalg::LinalgError),
 }
 
 impl From<StructuredError> for DpError {

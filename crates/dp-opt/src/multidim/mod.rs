@@ -65,7 +65,7 @@ impl StructuredStrategy {
 
     /// The dense strategy (tests and small domains: the caller checks the
     /// size).
-    pub fn dense(&self) -> Mat<f64> {
+    pub fn dense(&self) -> Result<Mat<f64>> {
         let blocks: Vec<Mat<f64>> = self
             .terms
             .iter()
@@ -75,17 +75,7 @@ impl StructuredStrategy {
                 dp_workloads::structured::kron_all(&mats) * t.weight
             })
             .collect();
-        let n: usize = self.shape.iter().product();
-        let m: usize = blocks.iter().map(|b| b.nrows()).sum();
-        let mut out = Mat::zeros(m, n);
-        let mut row = 0;
-        for b in blocks {
-            out.as_mut()
-                .submatrix_mut(row, 0, b.nrows(), n)
-                .copy_from(b.as_ref());
-            row += b.nrows();
-        }
-        out
+        Ok(dp_linalg::stack_rows(&blocks, self.shape.iter().product())?)
     }
 }
 

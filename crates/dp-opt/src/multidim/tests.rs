@@ -27,7 +27,7 @@ fn dense_objective(w: &StructuredWorkload, a: &Mat<f64>, privacy: PrivacyModel) 
 /// Checks the plan's objective, sensitivity and per-group objectives
 /// against the dense strategy evaluated on the dense Grams.
 fn check_against_dense(w: &StructuredWorkload, plan: &StructuredPlan) {
-    let a = plan.strategy.dense();
+    let a = plan.strategy.dense().unwrap();
     let privacy = plan.privacy;
     let obj = dense_objective(w, &a, privacy);
     assert!(
@@ -264,7 +264,7 @@ fn plan_report_errors_match_dense_per_query_errors() {
             &PlanOptions::default(),
         )
         .unwrap();
-        let a = plan.strategy.dense();
+        let a = plan.strategy.dense().unwrap();
         let noise =
             NoiseCalibration::for_strategy(a.as_ref(), budget, GaussianCalibration::Analytic)
                 .unwrap();

@@ -318,16 +318,7 @@ impl StructuredWorkload {
                 Ok(kron_all(&mats) * w)
             })
             .collect::<SResult<Vec<_>>>()?;
-        let m: usize = blocks.iter().map(|b| b.nrows()).sum();
-        let mut out = Mat::zeros(m, n);
-        let mut row = 0;
-        for b in blocks {
-            out.as_mut()
-                .submatrix_mut(row, 0, b.nrows(), n)
-                .copy_from(b.as_ref());
-            row += b.nrows();
-        }
-        Ok(out)
+        Ok(dp_linalg::stack_rows(&blocks, n)?)
     }
 
     fn check_dense(&self) -> SResult<usize> {
