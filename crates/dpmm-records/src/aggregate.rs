@@ -384,12 +384,21 @@ impl Reader {
     }
 }
 
-fn csv_reader<'a>(input: Box<dyn Read + 'a>) -> csv::Reader<Box<dyn Read + 'a>> {
-    ReaderBuilder::new()
+/// A CSV reader with a header row over `input`, gunzipped when it starts
+/// with the gzip magic bytes.
+fn csv_reader<'a, R: Read + 'a>(
+    input: R,
+    source_name: &str,
+) -> Result<csv::Reader<Box<dyn Read + 'a>>, RecordsError> {
+    let input = source::decompressing(input).map_err(|e| RecordsError::Io {
+        path: source_name.to_string(),
+        reason: e.to_string(),
+    })?;
+    Ok(ReaderBuilder::new()
         .has_headers(true)
         .flexible(false)
         .buffer_capacity(1 << 16)
-        .from_reader(input)
+        .from_reader(input))
 }
 
 /// Maps a CSV reader error to a [`RecordsError`] without any field content.
@@ -454,11 +463,7 @@ pub fn aggregate_records<'a, R: Read + 'a>(
     layout: &Layout,
 ) -> Result<PrivateCounts, RecordsError> {
     check_layout(schema, layout)?;
-    let input = source::decompressing(input).map_err(|e| RecordsError::Io {
-        path: source_name.to_string(),
-        reason: e.to_string(),
-    })?;
-    let mut reader = csv_reader(input);
+    let mut reader = csv_reader(input, source_name)?;
     let compiled = Reader::new(schema, &header(&mut reader, source_name)?)?;
     let mut counts = PrivateCounts::zeros(layout)?;
     let mut codes = vec![0usize; schema.attributes().len()];
@@ -510,11 +515,7 @@ pub fn aggregate_counts_table<'a, R: Read + 'a>(
     layout: &Layout,
 ) -> Result<PrivateCounts, RecordsError> {
     check_layout(schema, layout)?;
-    let input = source::decompressing(input).map_err(|e| RecordsError::Io {
-        path: source_name.to_string(),
-        reason: e.to_string(),
-    })?;
-    let mut reader = csv_reader(input);
+    let mut reader = csv_reader(input, source_name)?;
     let header = header(&mut reader, source_name)?;
     let mut count_columns = header
         .iter()
