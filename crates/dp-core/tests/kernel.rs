@@ -36,8 +36,15 @@ fn measurements_are_exact_multiples_of_their_granularity() {
         ])
         .unwrap(),
     ];
+    // The union's stated bound, from its terms' densified factors:
+    // L1 Σ|w|·Π Δ₁(factor), L2 (Σ w²·Π Δ₂(factor)²)^½.
+    let dtd = dense.transpose().to_owned() * dense.clone();
+    let l1 = |m: &Mat<f64>| sensitivity_l1(m.as_ref()).unwrap();
+    let l2 = |m: &Mat<f64>| sensitivity_l2(m.as_ref()).unwrap();
+    let union_l1 = 0.7 * l1(&a) * l1(&b) + 1.3 * l1(&dtd);
+    let union_l2 = (0.49 * (l2(&a) * l2(&b)).powi(2) + 1.69 * l2(&dtd).powi(2)).sqrt();
     let mut session = experiments::SeededSession::unlimited(3);
-    for s in &strategies {
+    for (index, s) in strategies.iter().enumerate() {
         for cost in [Cost::Epsilon(0.3), Cost::Rho(0.05)] {
             let m = session.measure_linear(s, &data, cost).unwrap();
             assert_eq!(m.values.len(), s.nrows());
@@ -57,6 +64,18 @@ fn measurements_are_exact_multiples_of_their_granularity() {
             assert!(
                 m.sensitivity >= truth * (1.0 - 1e-6),
                 "{} < {truth}",
+                m.sensitivity
+            );
+            // … and is not inflated: equal to it up to the grid rounding of
+            // the entries for one term, within the stated bound for a union.
+            let upper = match (index, cost) {
+                (2, Cost::Epsilon(_)) => union_l1,
+                (2, Cost::Rho(_)) => union_l2,
+                _ => truth,
+            };
+            assert!(
+                m.sensitivity <= upper * (1.0 + 1e-6),
+                "{} > {upper}",
                 m.sensitivity
             );
             match m.noise {

@@ -1,7 +1,7 @@
 //! Issue 17 item 6: every registered optimizer, on every awkward input it
 //! accepts, returns a strategy that supports the explicit W (checked by
 //! `dp_core::check_support` against W itself, not the Gram matrix the
-//! optimizers see) with a finite objective.
+//! optimizers see) with a finite objective equal to the report's.
 
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
@@ -85,8 +85,18 @@ fn every_optimizer_supports_every_awkward_workload() {
                 }
                 let eval = evaluate_strategy(w.as_ref(), a).unwrap();
                 let objective = privacy.objective(&eval);
-                if !(objective.is_finite() && out.report.objective.is_finite()) {
-                    failures.push(format!("{tag}: objective {objective}"));
+                // The report's objective is the returned strategy's, as the
+                // explicit W evaluates it (not the solver's bookkeeping). The
+                // two go through different pseudo-inverses (of the Gram and of
+                // W's rows); a repaired strategy's small-weight rows make AᵀA
+                // ill-conditioned, so they agree only to about κ(AᵀA)·ε (the
+                // single row differs by 1e-8 relative); 1e-6 still catches any
+                // objective the solver kept from its own iterations.
+                let reported = out.report.objective;
+                if !(objective.is_finite()
+                    && (reported - objective).abs() <= 1e-6 * objective.abs().max(1e-300))
+                {
+                    failures.push(format!("{tag}: objective {reported} vs {objective}"));
                 }
             }
         }
