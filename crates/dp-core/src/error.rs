@@ -7,10 +7,10 @@ use dp_linalg::LinalgError;
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum DpError {
     /// ε outside the documented range `[MIN_EPSILON, MAX_EPSILON]`.
-    #[error("invalid epsilon {0}: epsilon must be in [1e-6, 100]")]
+    #[error("invalid epsilon {0:?}: epsilon must be in [1e-6, 100]")]
     InvalidEpsilon(f64),
     /// δ outside the documented range `[MIN_DELTA, MAX_DELTA]`.
-    #[error("invalid delta {0}: delta must be in [1e-100, 0.5]")]
+    #[error("invalid delta {0:?}: delta must be in [1e-100, 0.5]")]
     InvalidDelta(f64),
     /// A matrix or vector with no entries.
     #[error("{what} is empty ({rows}x{cols})")]
