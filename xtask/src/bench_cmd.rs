@@ -12,6 +12,7 @@ use std::process::Command;
 use clap::Args;
 use dp_bench::scaling::{ScalingRow, ScalingTarget, ScalingWorkload, measure_point};
 use dp_core::{DpError, Result};
+use dp_opt::PrivacyModel;
 
 /// Arguments of `cargo xtask bench`.
 #[derive(Args, Debug)]
@@ -34,6 +35,9 @@ pub struct BenchArgs {
     /// LRM's own ⌈1.2·rank(W)⌉).
     #[arg(long, value_delimiter = ',')]
     ranks: Vec<usize>,
+    /// peers only: one privacy model's column (default: both).
+    #[arg(long, value_enum)]
+    privacy: Option<crate::output::Privacy>,
     /// Print one JSON object per row instead of the table (for scripts).
     #[arg(long)]
     json: bool,
@@ -127,7 +131,11 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         });
     }
     let Some(target) = args.target.scaling() else {
-        return crate::peers_cmd::run(sizes, args.json);
+        let models = match args.privacy {
+            Some(p) => vec![p.0],
+            None => vec![PrivacyModel::Approx, PrivacyModel::Pure],
+        };
+        return crate::peers_cmd::run(sizes, &models, args.json);
     };
     if args.child {
         let (n, m) = (sizes[0], args.m[0]);

@@ -4,6 +4,7 @@
 
 use dp_bench::peers::{Hdmm, PEER_WORKLOADS, PeerRow, load_average, measure};
 use dp_core::{DpError, Result};
+use dp_opt::PrivacyModel;
 
 fn cell(row: &PeerRow) -> String {
     let ours = format!("{:.2} s", row.ours.seconds);
@@ -18,8 +19,9 @@ fn cell(row: &PeerRow) -> String {
     }
 }
 
-/// Runs the table for `sizes`; one JSON object per row with `json`.
-pub fn run(sizes: &[usize], json: bool) -> Result<()> {
+/// Runs the table for `sizes` and the columns of `models`; one JSON
+/// object per row with `json`.
+pub fn run(sizes: &[usize], models: &[PrivacyModel], json: bool) -> Result<()> {
     let hdmm = Hdmm::from_env();
     let dir = std::env::temp_dir().join(format!("dpmm-peers-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| DpError::Io(format!("{}: {e}", dir.display())))?;
@@ -36,7 +38,7 @@ pub fn run(sizes: &[usize], json: bool) -> Result<()> {
     }
     for &n in sizes {
         for kind in PEER_WORKLOADS {
-            let rows = measure(kind, n, hdmm.as_ref(), &dir)?;
+            let rows = measure(kind, n, models, hdmm.as_ref(), &dir)?;
             if json {
                 for row in &rows {
                     let text =
@@ -44,7 +46,16 @@ pub fn run(sizes: &[usize], json: bool) -> Result<()> {
                     println!("{text}");
                 }
             } else {
-                println!("| {kind} | {n} | {} | {} |", cell(&rows[0]), cell(&rows[1]));
+                let column = |model: PrivacyModel| {
+                    rows.iter()
+                        .find(|r| r.privacy == model.name())
+                        .map_or("not run".into(), cell)
+                };
+                println!(
+                    "| {kind} | {n} | {} | {} |",
+                    column(PrivacyModel::Approx),
+                    column(PrivacyModel::Pure)
+                );
             }
         }
     }

@@ -176,9 +176,15 @@ impl Hdmm {
     }
 }
 
-/// Both rows (ε,δ and ε) of one workload and size; HDMM's columns are
-/// empty without `hdmm`.
-pub fn measure(kind: &str, n: usize, hdmm: Option<&Hdmm>, dir: &Path) -> Result<Vec<PeerRow>> {
+/// The rows of one workload and size for `models` ((ε,δ) and/or ε, in
+/// that order); HDMM's columns are empty without `hdmm`.
+pub fn measure(
+    kind: &str,
+    n: usize,
+    models: &[PrivacyModel],
+    hdmm: Option<&Hdmm>,
+    dir: &Path,
+) -> Result<Vec<PeerRow>> {
     let gram = peer_gram(kind, n, 20121)?;
     let gram_path = dir.join(format!("{kind}_{n}_gram.npy"));
     if hdmm.is_some() {
@@ -194,6 +200,9 @@ pub fn measure(kind: &str, n: usize, hdmm: Option<&Hdmm>, dir: &Path) -> Result<
             "pidentity",
         ),
     ] {
+        if !models.contains(&privacy) {
+            continue;
+        }
         let ours = run_ours(&gram, privacy, ours_name)?;
         let peer = match hdmm {
             Some(h) => {
