@@ -19,6 +19,7 @@
 pub mod kron;
 pub mod marginal;
 pub mod plan;
+pub mod reconstruct;
 #[cfg(test)]
 mod tests;
 
