@@ -23,6 +23,7 @@ pub mod kron;
 pub mod marginal;
 pub mod opt_m;
 pub mod plan;
+pub mod reconstruct;
 #[cfg(test)]
 mod tests;
 
