@@ -52,7 +52,7 @@ use dp_linalg::{Mat, Par, SymmetricEigen, gram_root_and_spectrum};
 
 use crate::best_of::{CandidateRun, choose};
 use crate::classic::Identity;
-use crate::dense::{append_rows, gemm, inner, row_space_complement};
+use crate::dense::{append_rows, gemm, inner};
 use crate::engine::Termination;
 use crate::registry::{Descriptor, Param};
 use crate::report::Draft;
@@ -530,13 +530,19 @@ fn supported_strategy(
         Err(DpError::UnsupportedWorkload { .. }) => None,
         Err(e) => return Err(e),
     };
+    // One eigendecomposition of LᵀL serves every level.
+    let eig = SymmetricEigen::new(dp_linalg::gram(l.as_ref(), Par::rayon(0)).as_ref())?;
+    let lmax = eig.values.iter().copied().fold(0.0, f64::max);
     let mut seen = usize::MAX;
     for level in [1e-12, 1e-8, 1e-6, 1e-4] {
-        let p = row_space_complement(l, level)?;
-        if p.ncols() == 0 || p.ncols() == seen {
+        let keep: Vec<usize> = (0..l.ncols())
+            .filter(|&k| eig.values[k] <= level * lmax)
+            .collect();
+        if keep.is_empty() || keep.len() == seen {
             continue;
         }
-        seen = p.ncols();
+        seen = keep.len();
+        let p = Mat::from_fn(l.ncols(), keep.len(), |i, c| eig.vectors[(i, keep[c])]);
         for eta in [1e-3, 1e-2, 3e-2, 1e-1, 3e-1] {
             let mut a = append_rows(l, &p, eta);
             let sensitivity = norm.max_column(a.as_ref());
