@@ -26,7 +26,9 @@ use std::path::PathBuf;
 
 use dp_core::Result;
 
-pub use output::{Panel, Plot, Point, Series, SeriesPoint, write_outputs};
+pub use output::{
+    Panel, Plot, Point, PointSetting, Series, SeriesPoint, with_error_bar, write_outputs,
+};
 
 /// How an experiment is run.
 #[derive(Debug, Clone)]
