@@ -286,19 +286,17 @@ impl StrategyOptimizer for PIdentity {
 }
 
 /// [`PIdentity`] in the registry; weakened: 3 L-BFGS iterations.
-pub const DESCRIPTOR: Descriptor = Descriptor {
-    name: "pidentity",
-    labels: &["p-Identity"],
-    description: "p-Identity (HDMM): identity plus p optimized rows, L-BFGS with restarts",
-    privacy: &[PrivacyModel::Pure, PrivacyModel::Approx],
-    params: &[],
-    builder: |_| Box::new(PIdentity::default()),
-    weakened: Some(|| {
-        let mut p = PIdentity::default();
-        p.options.lbfgs.max_iterations = 3;
-        Box::new(p)
-    }),
-};
+pub const DESCRIPTOR: Descriptor = Descriptor::new(
+    "pidentity",
+    &["p-Identity"],
+    "p-Identity (HDMM): identity plus p optimized rows, L-BFGS with restarts",
+    |_| Box::new(PIdentity::default()),
+)
+.with_weakened(|| {
+    let mut p = PIdentity::default();
+    p.options.lbfgs.max_iterations = 3;
+    Box::new(p)
+});
 
 #[cfg(test)]
 mod tests {

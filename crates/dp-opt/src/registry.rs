@@ -69,6 +69,45 @@ impl std::fmt::Debug for Descriptor {
 }
 
 impl Descriptor {
+    /// An optimizer for both privacy models that reads no parameter and
+    /// has no reduced settings (a closed form); [`Descriptor::with_params`],
+    /// [`Descriptor::for_privacy`] and [`Descriptor::with_weakened`] state
+    /// what differs.
+    pub const fn new(
+        name: &'static str,
+        labels: &'static [&'static str],
+        description: &'static str,
+        builder: fn(&Params) -> Box<dyn StrategyOptimizer>,
+    ) -> Self {
+        Self {
+            name,
+            labels,
+            description,
+            privacy: &[PrivacyModel::Pure, PrivacyModel::Approx],
+            params: &[],
+            builder,
+            weakened: None,
+        }
+    }
+
+    /// The same, reading `params`.
+    pub const fn with_params(self, params: &'static [Param]) -> Self {
+        Self { params, ..self }
+    }
+
+    /// The same, optimizing for `privacy` only.
+    pub const fn for_privacy(self, privacy: &'static [PrivacyModel]) -> Self {
+        Self { privacy, ..self }
+    }
+
+    /// The same, with the regression gate's reduced settings.
+    pub const fn with_weakened(self, weakened: fn() -> Box<dyn StrategyOptimizer>) -> Self {
+        Self {
+            weakened: Some(weakened),
+            ..self
+        }
+    }
+
     /// Whether it optimizes for `privacy`.
     pub fn supports(&self, privacy: PrivacyModel) -> bool {
         self.privacy.contains(&privacy)

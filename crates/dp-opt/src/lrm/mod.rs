@@ -618,24 +618,23 @@ impl Lrm {
 
 /// [`Lrm`] in the registry (a time budget bounds its decomposition);
 /// weakened: one penalty stage of 3 SPG iterations.
-pub const DESCRIPTOR: Descriptor = Descriptor {
-    name: "lrm",
-    labels: &["LRM"],
-    description: "LRM: low-rank factorization W = BL minimizing tr(BᵀB) over L's unit-ball columns",
-    privacy: &[crate::PrivacyModel::Pure, crate::PrivacyModel::Approx],
-    params: &[Param::MaxSeconds],
-    builder: |p| {
+pub const DESCRIPTOR: Descriptor = Descriptor::new(
+    "lrm",
+    &["LRM"],
+    "LRM: low-rank factorization W = BL minimizing tr(BᵀB) over L's unit-ball columns",
+    |p| {
         let mut lrm = Lrm::default();
         lrm.options.max_seconds = p.max_seconds;
         Box::new(lrm)
     },
-    weakened: Some(|| {
-        let mut lrm = Lrm::default();
-        lrm.options.penalty.stages = 1;
-        lrm.options.penalty.spg.max_iterations = 3;
-        Box::new(lrm)
-    }),
-};
+)
+.with_params(&[Param::MaxSeconds])
+.with_weakened(|| {
+    let mut lrm = Lrm::default();
+    lrm.options.penalty.stages = 1;
+    lrm.options.penalty.spg.max_iterations = 3;
+    Box::new(lrm)
+});
 
 #[cfg(test)]
 mod tests {
