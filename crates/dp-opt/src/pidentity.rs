@@ -289,7 +289,7 @@ impl StrategyOptimizer for PIdentity {
 pub const DESCRIPTOR: Descriptor = Descriptor::new(
     "pidentity",
     &["p-Identity"],
-    "p-Identity (HDMM): identity plus p optimized rows, L-BFGS with restarts",
+    "p-Identity (HDMM): identity plus p optimized rows, L-BFGS (projected onto Θ ≥ 0 under ε-DP)",
     |_| Box::new(PIdentity::default()),
 )
 .with_weakened(|| {
