@@ -17,6 +17,7 @@
 
 pub mod experiments;
 pub mod output;
+pub mod peers;
 pub mod regress;
 pub mod scaling;
 pub mod stats;

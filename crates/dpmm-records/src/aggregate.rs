@@ -216,10 +216,9 @@ impl CountTable {
 /// Counts of private records, opaque: no public method reveals a count, a
 /// total or the number of records read or dropped.
 ///
-/// It is to be handed to the privacy kernel (dp-core's private histogram
-/// type, in progress), which alone reads the counts and adds noise; the
-/// hand-off will be a conversion in this crate, the only place that can see
-/// the tables. Its `Debug` shows the layout only.
+/// It is handed to the privacy kernel by [`PrivateCounts::into_kernel`]
+/// (dp-core's opaque [`dp_core::PrivateMarginals`]), which alone reads the
+/// counts and adds noise. Its `Debug` shows the layout only.
 pub struct PrivateCounts {
     layout: Layout,
     tables: Vec<CountTable>,
@@ -253,9 +252,21 @@ impl PrivateCounts {
         &self.layout
     }
 
-    /// The tables, for the hand-off to the kernel and for this crate's
-    /// tests only.
-    #[cfg_attr(not(test), allow(dead_code))]
+    /// Hands the tables to the privacy kernel as one dataset's marginals
+    /// (they come from one pass over the records, so one record adds one
+    /// to one cell of every table: the contract of
+    /// [`dp_core::PrivateMarginals`]). Nothing else reads the counts.
+    pub fn into_kernel(self) -> Result<dp_core::PrivateMarginals, dp_core::DpError> {
+        let tables = self
+            .tables
+            .into_iter()
+            .map(|t| (t.attributes, t.counts))
+            .collect();
+        dp_core::PrivateMarginals::new(self.layout.shape, tables)
+    }
+
+    /// The tables, for this crate's tests only.
+    #[cfg(test)]
     pub(crate) fn tables(&self) -> &[CountTable] {
         &self.tables
     }
