@@ -78,63 +78,49 @@ fn reference(c: &mut Criterion) {
     g.finish();
 }
 
-fn coa(c: &mut Criterion) {
-    let cases = [128usize, 256]
-        .into_iter()
-        .flat_map(|n| {
-            [
-                (format!("AllRange({n})"), allrange(n)),
-                (format!("WRange({n}x{n})"), wrange_gram(n)),
-                (format!("WRelated({n}x{n})"), wrelated_gram(n)),
-            ]
+/// A workload family: its label and its Gram at domain size n.
+type Family = (fn(usize) -> String, fn(usize) -> Mat<f64>);
+
+const ALL_RANGE: Family = (|n| format!("AllRange({n})"), allrange);
+const WRANGE: Family = (|n| format!("WRange({n}x{n})"), wrange_gram);
+const WRELATED: Family = (|n| format!("WRelated({n}x{n})"), wrelated_gram);
+
+/// Every family at every size, size-major.
+fn cases(sizes: &[usize], families: &[Family]) -> Vec<(String, Mat<f64>)> {
+    sizes
+        .iter()
+        .flat_map(|&n| {
+            families
+                .iter()
+                .map(move |(label, gram)| (label(n), gram(n)))
         })
-        .collect();
+        .collect()
+}
+
+fn coa(c: &mut Criterion) {
+    let cases = cases(&[128, 256], &[ALL_RANGE, WRANGE, WRELATED]);
     group(c, "coa", PrivacyModel::Approx, cases);
 }
 
 fn pidentity(c: &mut Criterion) {
-    let cases = [64usize, 128]
-        .into_iter()
-        .flat_map(|n| {
-            [
-                (format!("AllRange({n})"), allrange(n)),
-                (format!("WRange({n}x{n})"), wrange_gram(n)),
-            ]
-        })
-        .collect();
+    let cases = cases(&[64, 128], &[ALL_RANGE, WRANGE]);
     group(c, "pidentity", PrivacyModel::Pure, cases);
 }
 
-fn wrange_small_and_medium() -> Vec<(String, Mat<f64>)> {
-    [32usize, 128]
-        .into_iter()
-        .map(|n| (format!("WRange({n}x{n})"), wrange_gram(n)))
-        .collect()
-}
-
 fn lrm(c: &mut Criterion) {
-    group(c, "lrm", PrivacyModel::Pure, wrange_small_and_medium());
-    group(c, "lrm", PrivacyModel::Approx, wrange_small_and_medium());
+    group(c, "lrm", PrivacyModel::Pure, cases(&[32, 128], &[WRANGE]));
+    group(c, "lrm", PrivacyModel::Approx, cases(&[32, 128], &[WRANGE]));
 }
 
 fn esm_and_am(c: &mut Criterion) {
     // ESM at 128 takes 12 s per run: 64 keeps the group under a minute.
-    let esm_cases = [32usize, 64]
-        .into_iter()
-        .map(|n| (format!("WRange({n}x{n})"), wrange_gram(n)))
-        .collect();
-    group(c, "esm", PrivacyModel::Approx, esm_cases);
-    group(c, "am", PrivacyModel::Approx, wrange_small_and_medium());
+    group(c, "esm", PrivacyModel::Approx, cases(&[32, 64], &[WRANGE]));
+    group(c, "am", PrivacyModel::Approx, cases(&[32, 128], &[WRANGE]));
 }
 
 fn classic(c: &mut Criterion) {
     for name in ["identity", "hierarchical", "wavelet", "svdb"] {
-        group(
-            c,
-            name,
-            PrivacyModel::Pure,
-            vec![("AllRange(256)".into(), allrange(256))],
-        );
+        group(c, name, PrivacyModel::Pure, cases(&[256], &[ALL_RANGE]));
     }
 }
 

@@ -16,8 +16,13 @@ use dp_workloads::strategies;
 use crate::registry::{Descriptor, Param};
 use crate::{Draft, Observer, Optimized, Problem, StrategyOptimizer, Termination};
 
-fn closed_form(problem: &Problem, start: Instant, strategy: Mat<f64>) -> Result<Optimized> {
-    Draft::new(strategy, Termination::ClosedForm).finish(problem, start)
+/// The closed-form strategy `build(problem)`, timed from the call.
+fn closed_form(
+    problem: &Problem,
+    build: impl FnOnce(&Problem) -> Result<Mat<f64>>,
+) -> Result<Optimized> {
+    let start = Instant::now();
+    Draft::new(build(problem)?, Termination::ClosedForm).finish(problem, start)
 }
 
 /// The identity strategy I_n (noise on the data).
@@ -29,8 +34,7 @@ impl StrategyOptimizer for Identity {
         "identity"
     }
     fn optimize(&self, problem: &Problem, _observer: &mut dyn Observer) -> Result<Optimized> {
-        let start = Instant::now();
-        closed_form(problem, start, strategies::identity(problem.domain_size())?)
+        closed_form(problem, |p| strategies::identity(p.domain_size()))
     }
 }
 
@@ -52,12 +56,9 @@ impl StrategyOptimizer for Hierarchical {
         "hierarchical"
     }
     fn optimize(&self, problem: &Problem, _observer: &mut dyn Observer) -> Result<Optimized> {
-        let start = Instant::now();
-        closed_form(
-            problem,
-            start,
-            strategies::hierarchical(problem.domain_size(), self.branching)?,
-        )
+        closed_form(problem, |p| {
+            strategies::hierarchical(p.domain_size(), self.branching)
+        })
     }
 }
 
@@ -70,8 +71,7 @@ impl StrategyOptimizer for Wavelet {
         "wavelet"
     }
     fn optimize(&self, problem: &Problem, _observer: &mut dyn Observer) -> Result<Optimized> {
-        let start = Instant::now();
-        closed_form(problem, start, strategies::wavelet(problem.domain_size())?)
+        closed_form(problem, |p| strategies::wavelet(p.domain_size()))
     }
 }
 
@@ -84,8 +84,7 @@ impl StrategyOptimizer for SvdBound {
         "svdb"
     }
     fn optimize(&self, problem: &Problem, _observer: &mut dyn Observer) -> Result<Optimized> {
-        let start = Instant::now();
-        closed_form(problem, start, strategies::svd_bound(problem.gram())?)
+        closed_form(problem, |p| strategies::svd_bound(p.gram()))
     }
 }
 

@@ -11,6 +11,11 @@ use dp_opt::{PrivacyModel, Problem, by_name};
 use dp_workloads::Workload;
 use dp_workloads::workload::{AllRange, Prefix};
 
+/// The registered optimizer `name` on `problem`.
+fn run(name: &str, problem: &Problem) -> dp_opt::Optimized {
+    by_name(name).unwrap().optimize(problem, &mut ()).unwrap()
+}
+
 fn battery() -> Vec<(String, Mat<f64>)> {
     let n = 32;
     let mut out: Vec<(String, Mat<f64>)> = vec![
@@ -74,10 +79,10 @@ fn every_epsilon_optimizer_returns_a_valid_strategy_never_worse_than_identity() 
         let approx = Problem::from_gram(gram.clone(), PrivacyModel::Approx).unwrap();
         let identity = Mat::<f64>::identity(n, n);
         let id_l1 = pure.objective(identity.as_ref()).unwrap();
-        let coa = by_name("coa").unwrap().optimize(&approx, &mut ()).unwrap();
+        let coa = run("coa", &approx);
         let floor = coa.report.certificate.unwrap().lower_bound;
         for opt in ["lrm", "pidentity", "am", "esm", "epsilon-default"] {
-            let r = by_name(opt).unwrap().optimize(&pure, &mut ()).unwrap();
+            let r = run(opt, &pure);
             // Supported and finite: the objective recomputes from scratch.
             let recomputed = pure.objective(r.strategy.as_ref()).unwrap();
             assert!(recomputed.is_finite() && r.strategy.as_ref().is_all_finite());
@@ -112,8 +117,8 @@ fn every_epsilon_optimizer_returns_a_valid_strategy_never_worse_than_identity() 
 fn esm_is_within_twenty_percent_of_coa() {
     for (name, gram) in battery() {
         let approx = Problem::from_gram(gram, PrivacyModel::Approx).unwrap();
-        let coa = by_name("coa").unwrap().optimize(&approx, &mut ()).unwrap();
-        let esm = by_name("esm").unwrap().optimize(&approx, &mut ()).unwrap();
+        let coa = run("coa", &approx);
+        let esm = run("esm", &approx);
         let opt = coa.report.certificate.unwrap().lower_bound;
         assert!(
             esm.report.objective <= 1.2 * opt,
@@ -132,8 +137,8 @@ fn esm_is_within_twenty_percent_of_coa() {
 fn am_certificate_and_default_optimizer_model() {
     for (name, gram) in battery() {
         let approx = Problem::from_gram(gram, PrivacyModel::Approx).unwrap();
-        let am = by_name("am").unwrap().optimize(&approx, &mut ()).unwrap();
-        let coa = by_name("coa").unwrap().optimize(&approx, &mut ()).unwrap();
+        let am = run("am", &approx);
+        let coa = run("coa", &approx);
         let lb = am
             .report
             .diagnostics
@@ -169,7 +174,7 @@ fn lrm_beats_the_identity_on_ranges() {
         let identity = problem
             .objective(Mat::<f64>::identity(n, n).as_ref())
             .unwrap();
-        let lrm = by_name("lrm").unwrap().optimize(&problem, &mut ()).unwrap();
+        let lrm = run("lrm", &problem);
         let pid = by_name("pidentity")
             .unwrap()
             .optimize(&problem, &mut ())
@@ -199,9 +204,9 @@ fn lrm_beats_the_identity_on_ranges() {
 fn lrm_approx_form_reaches_coa_optimum() {
     for (name, gram) in battery() {
         let approx = Problem::from_gram(gram.clone(), PrivacyModel::Approx).unwrap();
-        let coa = by_name("coa").unwrap().optimize(&approx, &mut ()).unwrap();
+        let coa = run("coa", &approx);
         let floor = coa.report.certificate.unwrap().lower_bound;
-        let lrm = by_name("lrm").unwrap().optimize(&approx, &mut ()).unwrap();
+        let lrm = run("lrm", &approx);
         let recomputed = approx.objective(lrm.strategy.as_ref()).unwrap();
         eprintln!(
             "{name}: COA {:.4} (floor {floor:.4}) LRM-L2 {recomputed:.4} ({:?})",

@@ -25,7 +25,7 @@ use super::common::{
 };
 use super::runner::{Grid, GridExperiment};
 use super::sweep::{DELTA, EPSILON, Family, related_rank};
-use crate::{About, Panel, Plot, Point, PointSetting, Progress, RunConfig, Series, SeriesPoint};
+use crate::{Panel, Plot, Point, PointSetting, Progress, RunConfig, Series, SeriesPoint};
 
 /// `coa-fig1`.
 pub(crate) struct CoaConvergence;
@@ -52,13 +52,11 @@ impl Observer for Capture {
 }
 
 /// The experiment.
-pub(crate) const EXPERIMENT: Grid<CoaConvergence> = Grid {
-    about: About {
-        name: "coa-fig1",
-        reproduces: "COA paper, Figure 1: convergence of COA (expected error, optimality measure and test error per iteration)",
-    },
-    experiment: CoaConvergence,
-};
+pub(crate) const EXPERIMENT: Grid<CoaConvergence> = Grid::new(
+    "coa-fig1",
+    "COA paper, Figure 1: convergence of COA (expected error, optimality measure and test error per iteration)",
+    CoaConvergence,
+);
 
 /// What the run shares: the sizes, the calibration and the datasets.
 pub(crate) struct Setup {

@@ -18,7 +18,7 @@ use super::common::{histogram, measure_total};
 use super::runner::{Grid, GridExperiment, product};
 use super::sweep::{Family, related_rank};
 use crate::stats::MeanCi;
-use crate::{About, Panel, Plot, Point, PointSetting, Progress, RunConfig, Series, with_error_bar};
+use crate::{Panel, Plot, Point, PointSetting, Progress, RunConfig, Series, with_error_bar};
 
 /// Which parameter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -325,19 +325,15 @@ impl LrmParams {
 /// Figures 2 and 3.
 pub(crate) fn all() -> Vec<Grid<LrmParams>> {
     vec![
-        Grid {
-            about: About {
-                name: "lrm-fig2",
-                reproduces: "LRM paper, Figure 2: effect of the relaxation γ on LRM (Search Logs; ε = 1, 0.1, 0.01)",
-            },
-            experiment: LrmParams { knob: Knob::Gamma },
-        },
-        Grid {
-            about: About {
-                name: "lrm-fig3",
-                reproduces: "LRM paper, Figure 3: effect of the rank r (as a ratio to rank(W)) on LRM (Search Logs)",
-            },
-            experiment: LrmParams { knob: Knob::Rank },
-        },
+        Grid::new(
+            "lrm-fig2",
+            "LRM paper, Figure 2: effect of the relaxation γ on LRM (Search Logs; ε = 1, 0.1, 0.01)",
+            LrmParams { knob: Knob::Gamma },
+        ),
+        Grid::new(
+            "lrm-fig3",
+            "LRM paper, Figure 3: effect of the rank r (as a ratio to rank(W)) on LRM (Search Logs)",
+            LrmParams { knob: Knob::Rank },
+        ),
     ]
 }

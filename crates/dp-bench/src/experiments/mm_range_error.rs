@@ -12,7 +12,7 @@ use dp_workloads::workload::AllRange;
 use super::common::{at_domain_size, load_dataset, measure_per_query};
 use super::runner::{Grid, GridExperiment};
 use crate::stats::fitted_exponent;
-use crate::{About, Panel, Plot, Point, PointSetting, Progress, RunConfig, Series};
+use crate::{Panel, Plot, Point, PointSetting, Progress, RunConfig, Series};
 
 /// Closed-form average, closed-form max, measured mean, CI low, CI high.
 #[derive(Debug, Clone, Copy)]
@@ -55,13 +55,11 @@ fn profile_range_stats(strategy: &Mat<f64>) -> Result<(f64, f64)> {
 }
 
 /// The experiment.
-pub(crate) const EXPERIMENT: Grid<RangeErrorGrowth> = Grid {
-    about: About {
-        name: "mm-range-error",
-        reproduces: "Matrix mechanism paper (Li et al.), Theorem 6.30: max and total error of I_n, H_n, Y_n on all range queries",
-    },
-    experiment: RangeErrorGrowth,
-};
+pub(crate) const EXPERIMENT: Grid<RangeErrorGrowth> = Grid::new(
+    "mm-range-error",
+    "Matrix mechanism paper (Li et al.), Theorem 6.30: max and total error of I_n, H_n, Y_n on all range queries",
+    RangeErrorGrowth,
+);
 
 /// The three strategies, in grid order.
 const NAMES: [&str; 3] = ["I_n (LM)", "H_n (HM)", "Y_n (WM)"];

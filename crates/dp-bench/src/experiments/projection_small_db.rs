@@ -33,7 +33,7 @@ use dp_workloads::workload::ExplicitWorkload;
 use super::common::{histogram, subsample};
 use super::runner::{Grid, GridExperiment};
 use crate::stats::MeanCi;
-use crate::{About, Panel, Plot, Point, PointSetting, Progress, RunConfig, Series, with_error_bar};
+use crate::{Panel, Plot, Point, PointSetting, Progress, RunConfig, Series, with_error_bar};
 
 /// `projection-small-db`.
 pub(crate) struct ProjectionSmallDb;
@@ -83,13 +83,11 @@ fn mat_vec(a: MatRef<'_, f64>, x: &[f64]) -> Vec<f64> {
 }
 
 /// The experiment.
-pub(crate) const EXPERIMENT: Grid<ProjectionSmallDb> = Grid {
-    about: About {
-        name: "projection-small-db",
-        reproduces: "Nikolov, projection mechanism (Algorithm 1, Lemma 3.0.2): error against database size N on WRange 1024x1024 over SEARCHLOGS, vs GM and COA",
-    },
-    experiment: ProjectionSmallDb,
-};
+pub(crate) const EXPERIMENT: Grid<ProjectionSmallDb> = Grid::new(
+    "projection-small-db",
+    "Nikolov, projection mechanism (Algorithm 1, Lemma 3.0.2): error against database size N on WRange 1024x1024 over SEARCHLOGS, vs GM and COA",
+    ProjectionSmallDb,
+);
 
 /// What the run shares: the workload, the data, GM and COA (which do not
 /// depend on N) and the covariances solved so far.

@@ -54,6 +54,16 @@ pub(crate) struct Grid<E> {
     pub experiment: E,
 }
 
+impl<E> Grid<E> {
+    /// The experiment `name`, reproducing `reproduces`, run over `experiment`.
+    pub(crate) const fn new(name: &'static str, reproduces: &'static str, experiment: E) -> Self {
+        Self {
+            about: About { name, reproduces },
+            experiment,
+        }
+    }
+}
+
 impl<E: GridExperiment> Experiment for Grid<E> {
     fn about(&self) -> About {
         self.about

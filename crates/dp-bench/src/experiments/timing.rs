@@ -16,7 +16,7 @@ use super::mechanisms::strategy;
 use super::runner::{Grid, GridExperiment, product};
 use super::sweep::{DELTA, EPSILON, Family, related_rank};
 use crate::stats::fitted_exponent;
-use crate::{About, Panel, Plot, Point, PointSetting, Progress, RunConfig, Series};
+use crate::{Panel, Plot, Point, PointSetting, Progress, RunConfig, Series};
 
 /// Which figure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -267,26 +267,20 @@ impl Timing {
 /// Figures 11–13.
 pub(crate) fn all() -> Vec<Grid<Timing>> {
     vec![
-        Grid {
-            about: About {
-                name: "coa-fig11",
-                reproduces: "COA paper, Figure 11: running time of ESM, AM, LRM and COA against m (n fixed)",
-            },
-            experiment: Timing { axis: Axis::M },
-        },
-        Grid {
-            about: About {
-                name: "coa-fig12",
-                reproduces: "COA paper, Figure 12: running time against n (m = 1024)",
-            },
-            experiment: Timing { axis: Axis::N1024 },
-        },
-        Grid {
-            about: About {
-                name: "coa-fig13",
-                reproduces: "COA paper, Figure 13: running time against n (m = 2048)",
-            },
-            experiment: Timing { axis: Axis::N2048 },
-        },
+        Grid::new(
+            "coa-fig11",
+            "COA paper, Figure 11: running time of ESM, AM, LRM and COA against m (n fixed)",
+            Timing { axis: Axis::M },
+        ),
+        Grid::new(
+            "coa-fig12",
+            "COA paper, Figure 12: running time against n (m = 1024)",
+            Timing { axis: Axis::N1024 },
+        ),
+        Grid::new(
+            "coa-fig13",
+            "COA paper, Figure 13: running time against n (m = 2048)",
+            Timing { axis: Axis::N2048 },
+        ),
     ]
 }
