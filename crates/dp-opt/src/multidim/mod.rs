@@ -24,6 +24,7 @@ pub mod marginal;
 pub mod opt_m;
 pub mod plan;
 pub mod reconstruct;
+mod reconstruct_symmetric;
 #[cfg(test)]
 mod tests;
 

@@ -19,6 +19,9 @@
 //!   variance of row `r` is `v Σ_t Πᵢ ‖(Wᵢ F_{t,i}⁺)_{rᵢ}‖²` (the terms'
 //!   noises are independent). Only factor-sized matrices are formed: a
 //!   marginal workload on 10¹² cells costs what its tables cost.
+//! * **Permutation-invariant factor Grams** (`FᵀF = aI + b11ᵀ`, as in
+//!   HDMM's marginals template): the residual basis diagonalizes `ÃᵀÃ`
+//!   ([`super::reconstruct_symmetric`]), again by tables only.
 //! * **Otherwise** a dense least squares on at most
 //!   [`DENSE_RECONSTRUCTION_CELLS`] cells, refused beyond with an error
 //!   naming the size.
@@ -44,6 +47,8 @@ const ROW_SPACE_TOLERANCE: f64 = 1e-9;
 pub enum ReconstructionMethod {
     /// Term by term, through factor pseudo-inverses.
     OrthogonalTerms,
+    /// In the residual basis (factor Grams `aI + b11ᵀ`, e.g. OPT_M).
+    ResidualBasis,
     /// Dense normal equations (small domains).
     Dense,
 }
@@ -118,10 +123,14 @@ pub fn reconstruct(
         });
     }
     if orthogonal_terms(measured) {
-        orthogonal(workload, measured, values, noise_variance)
-    } else {
-        dense(workload, measured, values, noise_variance)
+        return orthogonal(workload, measured, values, noise_variance);
     }
+    if let Some(r) =
+        super::reconstruct_symmetric::symmetric(workload, measured, values, noise_variance)
+    {
+        return r;
+    }
+    dense(workload, measured, values, noise_variance)
 }
 
 /// Validates the terms against the domain and returns the row count.
@@ -388,7 +397,7 @@ fn check_row_space(p: usize, ws: &[Mat<f64>], terms: &[&Term]) -> Result<()> {
     }
 }
 
-fn not_estimable(p: usize) -> DpError {
+pub(super) fn not_estimable(p: usize) -> DpError {
     invalid(format!(
         "query product {p} of the workload is not in the row space of the strategy (its \
          estimate would be biased): the plan does not fit this workload"

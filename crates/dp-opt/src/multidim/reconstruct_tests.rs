@@ -224,3 +224,37 @@ fn marginals_on_a_trillion_cells_never_densify() {
         assert!((r.variances[q] - r.variances[80]).abs() <= 1e-12 * r.variances[80]);
     }
 }
+
+#[test]
+fn marginal_template_strategies_use_the_residual_basis_and_match_the_dense_least_squares() {
+    // A weighted stack of marginals (HDMM's OPT_M shape): identity factors
+    // on ∅, {a}, {b,c}, {a,c}; not mutually orthogonal.
+    let eye = |n: usize| Mat::<f64>::identity(n, n);
+    let strategy = MarginalStrategy::new(
+        vec![2, 3, 4],
+        vec![
+            (0.5, vec![]),
+            (1.3, vec![(0, eye(2))]),
+            (0.7, vec![(1, eye(3)), (2, eye(4))]),
+            (1.1, vec![(0, eye(2)), (2, eye(4))]),
+        ],
+    )
+    .unwrap()
+    .measured_strategy();
+    let a = densify(&strategy, &[2, 3, 4]);
+    let w = spec(
+        DOMAIN,
+        r#"[{"marginal":["a","c"]}, {"marginal":["b","c"]}, {"marginal":["a"]},
+            {"kron":{"c":"prefix","b":{"ranges":[[0,1]]}}}, {"marginal":[]}]"#,
+    );
+    let y = noise(a.nrows(), 7);
+    let r = reconstruct(&w, &strategy, &y, 0.9).unwrap();
+    assert_eq!(r.method, ReconstructionMethod::ResidualBasis);
+    let (ans, var) = dense_truth(&w, &a, &y, 0.9);
+    assert_close(&r.answers, &ans, "template answers");
+    assert_close(&r.variances, &var, "template variances");
+    // {a,b} needs the residual {a,b}, which no term covers.
+    let ab = spec(DOMAIN, r#"[{"marginal":["a","b"]}]"#);
+    let e = reconstruct(&ab, &strategy, &y, 0.9).unwrap_err();
+    assert!(e.to_string().contains("row space"), "{e}");
+}
