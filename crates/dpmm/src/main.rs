@@ -2,6 +2,8 @@
 //!
 //! * `dpmm plan` optimizes a strategy for a workload spec and prints its
 //!   expected errors with the certificate ([`plan_cmd`]).
+//! * `dpmm release` and `dpmm ledger` ([`release`], [`ledger_cmd`]):
+//!   private answers from records, and the persistent privacy budget.
 //! * `dpmm schema draft records.csv[.gz]` writes a starting schema from
 //!   the CSV's header line (and nothing after it) for a person to complete
 //!   from public knowledge.
@@ -17,7 +19,10 @@ use clap::{Parser, Subcommand};
 use dpmm_records::{DRAFT_NOTE, draft_from_path};
 
 mod failure;
+mod ledger_cmd;
 mod plan_cmd;
+mod release;
+mod release_plan;
 
 use failure::Failure;
 
@@ -38,6 +43,13 @@ enum Command {
     /// Records schemas: how CSV columns become the attributes of a domain.
     #[command(subcommand)]
     Schema(SchemaCommand),
+    /// Release private answers to a workload from records: validate,
+    /// aggregate, charge the ledger, measure (exact discrete noise),
+    /// reconstruct, write answers with standard errors and 95% intervals.
+    Release(release::ReleaseArgs),
+    /// The persistent privacy budget: create a ledger, show it.
+    #[command(subcommand)]
+    Ledger(ledger_cmd::LedgerCommand),
 }
 
 #[derive(Subcommand)]
@@ -57,6 +69,9 @@ enum SchemaCommand {
 fn run(cli: Cli) -> Result<(), Failure> {
     match cli.command {
         Command::Plan(args) => plan_cmd::run(&args),
+        // Their messages are all about the user's input (exit 2).
+        Command::Release(args) => release::run(&args).map_err(Failure::BadInput),
+        Command::Ledger(command) => ledger_cmd::run(command).map_err(Failure::BadInput),
         Command::Schema(SchemaCommand::Draft { records, out }) => schema_draft(&records, out),
     }
 }
