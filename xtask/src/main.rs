@@ -52,7 +52,21 @@ fn main() -> ExitCode {
         eprintln!("error: internal error (please report): {info}");
         std::process::exit(70);
     }));
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // --help and --version print in full and succeed.
+        Err(e) if !e.use_stderr() => {
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+        // A usage error: its first line only (no usage block), status 2.
+        Err(e) => {
+            let rendered = e.render().to_string();
+            let line = rendered.lines().find(|l| !l.trim().is_empty());
+            eprintln!("{}", line.unwrap_or("error: invalid command line").trim());
+            return ExitCode::from(2);
+        }
+    };
     let result = match cli.command {
         Command::Error(args) => error_cmd::run(&args),
         Command::Optimize(args) => optimize_cmd::run(&args),

@@ -1,4 +1,5 @@
-//! `cargo xtask plan` (DESIGN.md §7); the logic is `dp_opt::multidim::plan`.
+//! `cargo xtask plan` (DESIGN.md §7): the same library entry point as
+//! `dpmm plan`, [`plan::plan_spec_to_file`], printed as JSON.
 use crate::output::{PrivacyArgs, print_json};
 use dp_core::{DpError, Result};
 use dp_opt::multidim::{PlanOptions, plan};
@@ -18,12 +19,14 @@ pub struct PlanArgs {
 
 pub fn run(args: &PlanArgs) -> Result<()> {
     let (budget, calibration) = (args.privacy.budget()?, args.privacy.calibration()?);
-    let (w, p, report) =
-        plan::plan_spec(&args.workload, budget, calibration, &PlanOptions::default())?;
-    let io = |e: &dyn std::fmt::Display| DpError::Io(format!("cannot write output: {e}"));
-    if let Some(out) = &args.out {
-        let text = serde_json::to_string(&plan::plan_file(&w, &p)).map_err(|e| io(&e))?;
-        std::fs::write(out, text).map_err(|e| io(&e))?;
-    }
-    print_json(&serde_json::to_value(&report).map_err(|e| io(&e))?)
+    let report = plan::plan_spec_to_file(
+        &args.workload,
+        budget,
+        calibration,
+        &PlanOptions::default(),
+        args.out.as_deref(),
+    )?;
+    let value = serde_json::to_value(&report)
+        .map_err(|e| DpError::Io(format!("cannot format output: {e}")))?;
+    print_json(&value)
 }

@@ -8,55 +8,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{Run, arg, tmpdir, xtask};
-
-/// Writes a `.npy` file byte by byte (format 1.0), independently of the
-/// crate under test.
-fn write_npy(path: &Path, descr: &str, fortran: bool, shape: &[usize], payload: &[u8]) {
-    let shape_txt = match shape.len() {
-        1 => format!("({},)", shape[0]),
-        _ => format!(
-            "({})",
-            shape
-                .iter()
-                .map(|d| d.to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-    };
-    let mut header = format!(
-        "{{'descr': '{descr}', 'fortran_order': {}, 'shape': {shape_txt}, }}",
-        if fortran { "True" } else { "False" }
-    );
-    while (10 + header.len() + 1) % 64 != 0 {
-        header.push(' ');
-    }
-    header.push('\n');
-    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
-    bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
-    bytes.extend_from_slice(header.as_bytes());
-    bytes.extend_from_slice(payload);
-    std::fs::write(path, bytes).unwrap();
-}
-
-fn f64_matrix(path: &Path, rows: &[&[f64]], fortran: bool) {
-    let (m, n) = (rows.len(), rows[0].len());
-    let mut payload = Vec::new();
-    if fortran {
-        for j in 0..n {
-            for row in rows {
-                payload.extend_from_slice(&row[j].to_le_bytes());
-            }
-        }
-    } else {
-        for row in rows {
-            for v in *row {
-                payload.extend_from_slice(&v.to_le_bytes());
-            }
-        }
-    }
-    write_npy(path, "<f8", fortran, &[m, n], &payload);
-}
+use common::{Run, arg, f64_matrix, tmpdir, write_npy, xtask};
 
 fn i64_matrix(path: &Path, rows: &[&[i64]]) {
     let mut payload = Vec::new();

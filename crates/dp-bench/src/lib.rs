@@ -62,6 +62,18 @@ impl RunConfig {
         }
     }
 
+    /// Refuses `repetitions: Some(0)`: a mean and a confidence interval
+    /// over no release do not exist (they would be NaN).
+    pub fn validate(&self) -> Result<()> {
+        if self.repetitions == Some(0) {
+            return Err(dp_core::DpError::InvalidParameter {
+                name: "repetitions",
+                reason: "must be at least 1".into(),
+            });
+        }
+        Ok(())
+    }
+
     /// The value for this run's scale: `smoke` for a smoke run, `full` at
     /// the paper's scale, `default` otherwise (every experiment's sizes,
     /// grids and budgets are chosen this way).
@@ -178,6 +190,7 @@ pub fn run_experiment(
             reason: format!("{} is pending: {why}", experiment.name()),
         });
     }
+    cfg.validate()?;
     let start = std::time::Instant::now();
     let result = experiment.run(cfg, progress)?;
     write_outputs(experiment, cfg, &result, start.elapsed().as_secs_f64())

@@ -77,3 +77,23 @@ fn sweep_panels(name: &str) -> Option<usize> {
         _ => None,
     }
 }
+
+#[test]
+fn zero_repetitions_are_refused_before_anything_runs() {
+    let root = std::env::temp_dir().join(format!("dpmm-experiments-zero-{}", std::process::id()));
+    for exp in registry() {
+        let mut cfg = RunConfig::new(root.clone());
+        cfg.smoke = true;
+        cfg.repetitions = Some(0);
+        let err = run_experiment(exp.as_ref(), &cfg, &mut ()).unwrap_err();
+        if exp.pending().is_none() {
+            assert!(
+                err.to_string().contains("repetitions"),
+                "{}: {err}",
+                exp.name()
+            );
+        }
+    }
+    // Nothing was written.
+    assert!(!root.exists());
+}

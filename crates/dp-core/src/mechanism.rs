@@ -97,10 +97,14 @@ pub struct MatrixMechanism {
 
 impl MatrixMechanism {
     /// The mechanism for `strategy` under `budget`: Laplace noise of scale
-    /// `Δ₁(A)/ε` per row for ε-DP, Gaussian noise of standard deviation
-    /// `Δ₂(A)·c(ε,δ)` with the analytic calibration for (ε,δ)-DP.
+    /// `Δ₁(A)/ε` per row for ε-DP; for (ε,δ)-DP, discrete Gaussian noise
+    /// of standard deviation `Δ₂(A)/√(2ρ)` with ρ the zCDP budget of an
+    /// (ε,δ) [`Session`] ([`GaussianCalibration::Zcdp`]), so one release
+    /// spends exactly such a session. (The continuous calibrations, e.g.
+    /// the analytic one, cost more ρ than that session holds; they remain
+    /// available through [`Self::with_calibration`] for experiments.)
     pub fn new(strategy: MatRef<'_, f64>, budget: PrivacyBudget) -> Result<Self> {
-        Self::with_calibration(strategy, budget, GaussianCalibration::default())
+        Self::with_calibration(strategy, budget, GaussianCalibration::Zcdp)
     }
 
     /// As [`Self::new`], with an explicit Gaussian calibration.

@@ -288,3 +288,39 @@ fn matrix_mechanism_monte_carlo_matches_closed_form() {
         }
     }
 }
+
+#[test]
+fn default_matrix_mechanism_releases_through_an_approx_session() {
+    // The default calibration under (ε, δ) is the session's own zCDP: one
+    // release spends exactly the session, a second is refused.
+    let (eps, delta) = (1.0, 1e-6);
+    let a = Mat::from_fn(3, 3, |i, j| if j <= i { 1.0 } else { 0.0 });
+    let w = Mat::from_fn(2, 3, |i, j| if j == i + 1 { 1.0 } else { 0.0 });
+    let data = PrivateHistogram::from_counts(vec![4, 0, 9]).unwrap();
+    let budget = PrivacyBudget::approx(eps, delta).unwrap();
+    let mech = MatrixMechanism::new(a.as_ref(), budget).unwrap();
+    let rho = kernel::zcdp_rho_for(eps, delta).unwrap();
+    assert_eq!(mech.cost(), Cost::Rho(rho));
+    // σ = Δ₂/√(2ρ), Δ₂(A) = √3 (the first column).
+    let sigma = 3f64.sqrt() / (2.0 * rho).sqrt();
+    assert!((mech.noise().scale - sigma).abs() <= 1e-12 * sigma);
+    let mut session = Session::approx(eps, delta).unwrap();
+    let answers = mech.release(w.as_ref(), &data, &mut session).unwrap();
+    assert_eq!(answers.len(), 2);
+    assert!(answers.iter().all(|v| v.is_finite()));
+    assert_eq!(session.measurements(), 1);
+    assert!(matches!(
+        mech.release(w.as_ref(), &data, &mut session),
+        Err(DpError::BudgetExceeded { .. })
+    ));
+    // The analytic calibration needs more ρ than the session holds.
+    let analytic =
+        MatrixMechanism::with_calibration(a.as_ref(), budget, GaussianCalibration::Analytic)
+            .unwrap();
+    let mut fresh = Session::approx(eps, delta).unwrap();
+    assert!(matches!(
+        analytic.release(w.as_ref(), &data, &mut fresh),
+        Err(DpError::BudgetExceeded { .. })
+    ));
+    assert_eq!(fresh.measurements(), 0);
+}

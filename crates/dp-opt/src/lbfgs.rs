@@ -23,6 +23,8 @@
 //! their entries at 0 (a reparametrization `x = φ²` reaches 0 only in the
 //! limit, with vanishing gradients).
 
+use dp_core::DpError;
+
 use crate::engine::{Budget, Executor, Solver, Termination};
 use crate::report::Observer;
 
@@ -307,12 +309,15 @@ impl<E: FnMut(&[f64], &mut [f64]) -> f64> Solver for Lbfgs<E> {
         let y: Vec<f64> = g_new.iter().zip(&self.g).map(|(a, b)| a - b).collect();
         let sy = dot(&s, &y);
         if sy > 1e-12 * dot(&s, &s).sqrt() * dot(&y, &y).sqrt() {
-            if self.s_mem.len() == self.options.memory {
-                self.s_mem.remove(0);
-                self.y_mem.remove(0);
+            // Memory 0 keeps no pair: steepest descent with Armijo steps.
+            if self.options.memory > 0 {
+                if self.s_mem.len() == self.options.memory {
+                    self.s_mem.remove(0);
+                    self.y_mem.remove(0);
+                }
+                self.s_mem.push(s);
+                self.y_mem.push(y);
             }
-            self.s_mem.push(s);
-            self.y_mem.push(y);
         }
         let decrease = (self.f - f_next) / self.f.abs().max(1.0);
         self.x = x_new;
@@ -340,19 +345,38 @@ impl<E: FnMut(&[f64], &mut [f64]) -> f64> Solver for Lbfgs<E> {
 }
 
 /// Runs [`Lbfgs`] under the options' budget, reporting each iteration's
-/// objective (in the problem's own units) to `observer`.
+/// objective (in the problem's own units) to `observer`. Refuses (typed
+/// error) a memory of 0 pairs, which is not L-BFGS, an empty or non-finite
+/// starting point and a negative or NaN tolerance.
 pub fn minimize(
     eval: impl FnMut(&[f64], &mut [f64]) -> f64,
     x0: Vec<f64>,
     options: &LbfgsOptions,
     observer: &mut dyn Observer,
-) -> LbfgsResult {
-    Executor::new(options.budget(), observer)
+) -> dp_core::Result<LbfgsResult> {
+    let bad = |reason: String| {
+        Err(DpError::InvalidParameter {
+            name: "L-BFGS",
+            reason,
+        })
+    };
+    if options.memory == 0 {
+        return bad("memory must keep at least 1 pair (s, y)".into());
+    }
+    if x0.is_empty() || x0.iter().any(|v| !v.is_finite()) {
+        return bad("the starting point must be non-empty and finite".into());
+    }
+    let tolerances = [options.gradient_tolerance, options.function_tolerance];
+    if tolerances.iter().any(|t| t.is_nan() || *t < 0.0) {
+        return bad(format!("tolerances must be >= 0, got {tolerances:?}"));
+    }
+    Ok(Executor::new(options.budget(), observer)
         .run(Lbfgs::new(eval, x0, options))
-        .output
+        .output)
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 mod tests {
     use super::*;
 
@@ -371,7 +395,7 @@ mod tests {
             }
             f
         };
-        let r = minimize(eval, vec![-1.2; 10], &LbfgsOptions::default(), &mut ());
+        let r = minimize(eval, vec![-1.2; 10], &LbfgsOptions::default(), &mut ()).unwrap();
         assert!(r.value < 1e-10, "{} after {}", r.value, r.termination);
         assert!(r.x.iter().all(|v| (v - 1.0).abs() < 1e-5));
         assert!(r.history.windows(2).all(|w| w[1] <= w[0]));
@@ -399,7 +423,7 @@ mod tests {
             function_tolerance: 0.0,
             ..LbfgsOptions::default()
         };
-        let r = minimize(eval, vec![0.0; n], &opts, &mut ());
+        let r = minimize(eval, vec![0.0; n], &opts, &mut ()).unwrap();
         for i in 0..n {
             assert!(
                 (r.x[i] - b[i] / diag[i]).abs() < 1e-8,
@@ -408,6 +432,37 @@ mod tests {
             );
         }
     }
+
+    /// Memory 0 is refused by `minimize` with a typed error; the solver
+    /// itself, given it directly, runs steepest descent instead of
+    /// indexing an empty memory, and still decreases a quadratic.
+    #[test]
+    fn memory_zero_is_an_error_not_a_panic() {
+        let eval = |x: &[f64], g: &mut [f64]| {
+            g.copy_from_slice(x);
+            0.5 * dot(x, x)
+        };
+        let opts = LbfgsOptions {
+            memory: 0,
+            max_iterations: 50,
+            ..LbfgsOptions::default()
+        };
+        assert!(matches!(
+            minimize(eval, vec![1.0; 4], &opts, &mut ()),
+            Err(DpError::InvalidParameter { .. })
+        ));
+        let run = Executor::new(opts.budget(), &mut ()).run(Lbfgs::new(eval, vec![1.0; 4], &opts));
+        assert!(run.output.value < 1e-8, "{}", run.output.value);
+        for bad_x0 in [vec![], vec![f64::NAN, 1.0]] {
+            assert!(minimize(eval, bad_x0, &LbfgsOptions::default(), &mut ()).is_err());
+        }
+        let nan_tol = LbfgsOptions {
+            gradient_tolerance: f64::NAN,
+            ..LbfgsOptions::default()
+        };
+        assert!(minimize(eval, vec![1.0], &nan_tol, &mut ()).is_err());
+    }
+
     /// Nonnegative least squares `min ½‖Ax − b‖²` over `x ≥ 0` (convex,
     /// non-separable): the result meets the KKT conditions (`x ≥ 0`,
     /// `∇f ≥ 0`, `xᵢ ∂ᵢf = 0`) with several variables exactly at the
@@ -444,7 +499,7 @@ mod tests {
             nonnegative: true,
             ..LbfgsOptions::default()
         };
-        let r = minimize(eval, vec![1.0; n], &opts, &mut ());
+        let r = minimize(eval, vec![1.0; n], &opts, &mut ()).unwrap();
         let mut g = vec![0.0; n];
         eval(&r.x, &mut g);
         let at_bound = r.x.iter().filter(|&&v| v == 0.0).count();

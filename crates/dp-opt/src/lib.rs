@@ -205,8 +205,9 @@ impl StrategyOptimizer for EpsilonDefault {
 
 /// The matrix mechanism with an optimized strategy, end to end: optimizes
 /// the strategy for `workload` under the model `budget` implies (ε-DP:
-/// `l1_obj`, Laplace; (ε,δ)-DP: `l2_obj`, Gaussian with the analytic
-/// calibration of [`dp_core::calibration`]) and returns the mechanism
+/// `l1_obj`, Laplace; (ε,δ)-DP: `l2_obj`, discrete Gaussian with the zCDP
+/// calibration of an (ε,δ) session, see [`dp_core::MatrixMechanism::new`])
+/// and returns the mechanism
 /// (release answers with [`dp_core::MatrixMechanism::release`]) with the
 /// optimizer's report. For (ε,δ)-DP with COA the total expected squared
 /// error is `report.objective · c(ε,δ)²` with `c` the multiplier of the

@@ -285,7 +285,9 @@ fn gaussian_mechanism_with_the_coa_strategy_end_to_end() {
         dp_opt::optimized_mechanism(&Coa::default(), w.as_ref(), budget, &mut ()).unwrap();
     assert!(report.converged());
     let noise = mech.noise();
-    let c = dp_core::calibration::analytic_gaussian_sigma(1.0, 0.5, 1e-6).unwrap();
+    // The default (ε,δ) calibration: discrete Gaussian at the zCDP ρ of an
+    // (ε,δ) session, σ = Δ₂/√(2ρ).
+    let c = (0.5 / dp_core::kernel::zcdp_rho_for(0.5, 1e-6).unwrap()).sqrt();
     assert!((noise.scale - c).abs() < 1e-9 * c, "σ = c·Δ₂ with Δ₂ = 1");
     let per_query =
         dp_core::accuracy::expected_per_query_squared_error(w.as_ref(), mech.strategy(), &noise)

@@ -217,7 +217,8 @@ impl Workload for Union {
 
 /// All k-way marginals of a domain with attribute sizes `shape`: for every
 /// set S of k attributes, the counts of every combination of values of S,
-/// i.e. `⊗ᵢ (I if i ∈ S else 1ᵀ)`, stacked over the C(d, k) sets.
+/// i.e. `⊗ᵢ (I if i ∈ S else 1ᵀ)`, stacked over the C(d, k) sets in
+/// lexicographic order of their sorted positions (the spec's order).
 pub fn k_way_marginals(shape: &[usize], k: usize) -> Result<Union> {
     let d = shape.len();
     if d == 0 || k > d || shape.contains(&0) {
@@ -228,16 +229,15 @@ pub fn k_way_marginals(shape: &[usize], k: usize) -> Result<Union> {
             ),
         });
     }
+    // The C(d, k) sets directly (a walk over all 2^d masks would hang at
+    // d = 40 and overflow its shift at d = 64).
     let mut parts: Vec<(f64, Arc<dyn Workload>)> = Vec::new();
-    for mask in 0u64..(1u64 << d) {
-        if mask.count_ones() as usize != k {
-            continue;
-        }
+    for mask in crate::spec::k_subsets(d, k)? {
         let factors: Vec<Arc<dyn Workload>> = shape
             .iter()
             .enumerate()
             .map(|(i, &ni)| -> Result<Arc<dyn Workload>> {
-                if mask & (1 << i) != 0 {
+                if mask & (1u128 << i) != 0 {
                     Ok(Arc::new(Identity::new(ni)?))
                 } else {
                     Ok(Arc::new(Total::new(ni)?))

@@ -5,9 +5,15 @@
 //! integers (1–8 bytes), any byte order, C or Fortran order. Everything is
 //! converted to f64. Complex, string, object and structured arrays are
 //! refused with an error naming the dtype.
+//!
+//! Untrusted bytes never panic or exhaust memory here: the header's shape
+//! is checked for overflow before `npyz` sees it (its element count is an
+//! unchecked product), and the data are read incrementally, so a header
+//! announcing more entries than the file holds is "truncated", not a huge
+//! allocation.
 
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Read};
+use std::io::{BufReader, BufWriter, Cursor, Read};
 use std::path::Path;
 
 use dp_core::{DpError, Result};
@@ -37,10 +43,16 @@ pub fn read_array(path: &Path) -> Result<NpyArray> {
 
 /// Reads a supported `.npy` array from a reader; `path` only names it in
 /// errors.
-pub fn read_array_from<R: Read>(reader: R, path: &Path) -> Result<NpyArray> {
-    let npy =
-        NpyFile::new(reader).map_err(|e| io_error(path, format!("not a valid .npy file ({e})")))?;
-    let shape: Vec<usize> = npy.shape().iter().map(|&d| d as usize).collect();
+pub fn read_array_from<R: Read>(mut reader: R, path: &Path) -> Result<NpyArray> {
+    let preamble = read_preamble(&mut reader, path)?;
+    let npy = NpyFile::new(Cursor::new(preamble).chain(reader))
+        .map_err(|e| io_error(path, format!("not a valid .npy file ({e})")))?;
+    let shape = npy
+        .shape()
+        .iter()
+        .map(|&d| usize::try_from(d))
+        .collect::<std::result::Result<Vec<usize>, _>>()
+        .map_err(|_| io_error(path, "a dimension does not fit in memory"))?;
     let order = npy.order();
     let type_str = match npy.dtype() {
         DType::Plain(ts) => ts,
@@ -56,25 +68,25 @@ pub fn read_array_from<R: Read>(reader: R, path: &Path) -> Result<NpyArray> {
     };
     let dtype = type_str.to_string();
     let size = type_str.size_field();
-    let len: usize = shape.iter().product();
+    let len = checked_len(&shape).ok_or_else(|| too_large(path, &shape))?;
     let data: Vec<f64> = match (type_str.type_char(), size) {
-        (TypeChar::Float, 8) => read_all::<f64, _>(npy, path)?,
-        (TypeChar::Float, 4) => to_f64(read_all::<f32, _>(npy, path)?),
-        (TypeChar::Int, 1) => to_f64(read_all::<i8, _>(npy, path)?),
-        (TypeChar::Int, 2) => to_f64(read_all::<i16, _>(npy, path)?),
-        (TypeChar::Int, 4) => to_f64(read_all::<i32, _>(npy, path)?),
-        (TypeChar::Int, 8) => read_all::<i64, _>(npy, path)?
+        (TypeChar::Float, 8) => read_all::<f64, _>(npy, len, path)?,
+        (TypeChar::Float, 4) => to_f64(read_all::<f32, _>(npy, len, path)?),
+        (TypeChar::Int, 1) => to_f64(read_all::<i8, _>(npy, len, path)?),
+        (TypeChar::Int, 2) => to_f64(read_all::<i16, _>(npy, len, path)?),
+        (TypeChar::Int, 4) => to_f64(read_all::<i32, _>(npy, len, path)?),
+        (TypeChar::Int, 8) => read_all::<i64, _>(npy, len, path)?
             .into_iter()
             .map(|v| v as f64)
             .collect(),
-        (TypeChar::Uint, 1) => to_f64(read_all::<u8, _>(npy, path)?),
-        (TypeChar::Uint, 2) => to_f64(read_all::<u16, _>(npy, path)?),
-        (TypeChar::Uint, 4) => to_f64(read_all::<u32, _>(npy, path)?),
-        (TypeChar::Uint, 8) => read_all::<u64, _>(npy, path)?
+        (TypeChar::Uint, 1) => to_f64(read_all::<u8, _>(npy, len, path)?),
+        (TypeChar::Uint, 2) => to_f64(read_all::<u16, _>(npy, len, path)?),
+        (TypeChar::Uint, 4) => to_f64(read_all::<u32, _>(npy, len, path)?),
+        (TypeChar::Uint, 8) => read_all::<u64, _>(npy, len, path)?
             .into_iter()
             .map(|v| v as f64)
             .collect(),
-        (TypeChar::Bool, _) => read_all::<bool, _>(npy, path)?
+        (TypeChar::Bool, _) => read_all::<bool, _>(npy, len, path)?
             .into_iter()
             .map(|v| if v { 1.0 } else { 0.0 })
             .collect(),
@@ -108,17 +120,105 @@ fn to_f64<T: Into<f64>>(v: Vec<T>) -> Vec<f64> {
     v.into_iter().map(Into::into).collect()
 }
 
-fn read_all<T: npyz::Deserialize, R: Read>(npy: NpyFile<R>, path: &Path) -> Result<Vec<T>> {
-    npy.into_vec::<T>().map_err(|e| {
-        if e.kind() == std::io::ErrorKind::UnexpectedEof {
-            io_error(
-                path,
-                "truncated: the file ends before the data its header announces",
-            )
-        } else {
-            io_error(path, format!("cannot read data ({e})"))
+/// The `len` entries, read one by one: memory grows with the bytes
+/// actually present, never with what the header announces.
+fn read_all<T: npyz::Deserialize, R: Read>(
+    npy: NpyFile<R>,
+    len: usize,
+    path: &Path,
+) -> Result<Vec<T>> {
+    let entries = npy
+        .data::<T>()
+        .map_err(|e| io_error(path, format!("cannot read data ({e})")))?;
+    let mut out = Vec::with_capacity(len.min(1 << 16));
+    for entry in entries {
+        out.push(entry.map_err(|e| {
+            if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                io_error(
+                    path,
+                    "truncated: the file ends before the data its header announces",
+                )
+            } else {
+                io_error(path, format!("cannot read data ({e})"))
+            }
+        })?);
+    }
+    Ok(out)
+}
+
+/// Largest header accepted (NumPy itself refuses headers over 10 000
+/// bytes unless told otherwise).
+const MAX_HEADER_BYTES: usize = 1 << 16;
+
+/// Reads the magic string, version, header length and header text (the
+/// format of NumPy's `numpy.lib.format`), refuses an oversized header or a
+/// shape whose element count overflows, and returns the bytes read so the
+/// parser can be handed them again.
+fn read_preamble<R: Read>(reader: &mut R, path: &Path) -> Result<Vec<u8>> {
+    let truncated = |_| io_error(path, "not a valid .npy file (truncated header)");
+    let mut bytes = vec![0u8; 10];
+    reader.read_exact(&mut bytes[..8]).map_err(truncated)?;
+    if &bytes[..6] != b"\x93NUMPY" {
+        return Err(io_error(path, "not a valid .npy file (no magic string)"));
+    }
+    let header_len = match bytes[6] {
+        1 => {
+            reader.read_exact(&mut bytes[8..10]).map_err(truncated)?;
+            usize::from(u16::from_le_bytes([bytes[8], bytes[9]]))
         }
-    })
+        2 | 3 => {
+            bytes.resize(12, 0);
+            reader.read_exact(&mut bytes[8..12]).map_err(truncated)?;
+            let n = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
+            usize::try_from(n).unwrap_or(usize::MAX)
+        }
+        v => return Err(io_error(path, format!("unsupported .npy version {v}"))),
+    };
+    if header_len > MAX_HEADER_BYTES {
+        return Err(io_error(
+            path,
+            format!("not a valid .npy file (header of {header_len} bytes)"),
+        ));
+    }
+    let start = bytes.len();
+    bytes.resize(start + header_len, 0);
+    reader.read_exact(&mut bytes[start..]).map_err(truncated)?;
+    if let Some(shape) = header_shape(&bytes[start..])
+        && shape
+            .iter()
+            .try_fold(1u64, |acc, &d| acc.checked_mul(d))
+            .is_none()
+    {
+        return Err(too_large(path, &shape));
+    }
+    Ok(bytes)
+}
+
+/// The integers of the header's `'shape': (…)` tuple, when it reads as
+/// one (anything else is left to the parser to refuse).
+fn header_shape(header: &[u8]) -> Option<Vec<u64>> {
+    let text = std::str::from_utf8(header).ok()?;
+    let after = &text[text.find("'shape'")? + "'shape'".len()..];
+    let open = after.find('(')?;
+    let close = after[open..].find(')')? + open;
+    after[open + 1..close]
+        .split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(|t| t.trim_end_matches('L').parse::<u64>().ok())
+        .collect()
+}
+
+/// The element count of `shape`, when it fits in `usize`.
+fn checked_len(shape: &[usize]) -> Option<usize> {
+    shape.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d))
+}
+
+fn too_large<T: std::fmt::Debug>(path: &Path, shape: &[T]) -> DpError {
+    io_error(
+        path,
+        format!("shape {shape:?} has more entries than fit in memory"),
+    )
 }
 
 /// Reorders column-major (Fortran) data of an n-d array into row-major.

@@ -224,9 +224,17 @@ fn parse_factor(name: &str, size: usize, f: &Value, at: &str, base: &Path) -> SR
             .as_str()
             .ok_or_else(|| spec_err(at, "'matrix' must be a file name"))?;
         let path = base.join(file);
-        let mat = crate::npy::read_matrix(&path).map_err(|e| StructuredError::File {
-            path: path.display().to_string(),
-            reason: e.to_string(),
+        let mat = crate::npy::read_matrix(&path).map_err(|e| {
+            // The reader's message starts with the path already.
+            let shown = path.display().to_string();
+            let message = e.to_string();
+            let reason = message
+                .strip_prefix(&format!("{shown}: "))
+                .unwrap_or(&message);
+            StructuredError::File {
+                path: shown.clone(),
+                reason: format!("{reason} (at {at})"),
+            }
         })?;
         return Factor::matrix(name, size, mat);
     }
@@ -284,6 +292,16 @@ fn parse_k(domain: &Domain, v: &Value, at: &str) -> SResult<usize> {
 /// Every k-subset of `0..d` as a mask, in lexicographic order of the
 /// sorted positions (refused past [`MAX_MARGINALS_PER_ENTRY`]).
 pub fn k_subsets(d: usize, k: usize) -> SResult<Vec<AttrSet>> {
+    if d > MAX_MARGINAL_ATTRIBUTES {
+        return Err(StructuredError::TooManyAttributes {
+            what: "attribute sets",
+            found: d,
+            max: MAX_MARGINAL_ATTRIBUTES,
+        });
+    }
+    if k > d {
+        return Err(StructuredError::BadK { k, d });
+    }
     let count = (0..k).fold(1.0, |acc: f64, i| acc * (d - i) as f64 / (i + 1) as f64);
     if count > MAX_MARGINALS_PER_ENTRY {
         return Err(StructuredError::TooLarge {

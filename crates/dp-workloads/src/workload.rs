@@ -324,9 +324,20 @@ one_dimensional! {
 }
 
 impl AllRange {
-    /// The query index of range `[a, b]` in this workload's order.
-    pub fn index_of(&self, a: usize, b: usize) -> usize {
-        // Ranges starting before a: Σ_{s<a} (n − s) = a·n − a(a−1)/2.
-        a * self.n - a * (a.saturating_sub(1)) / 2 + (b - a)
+    /// The query index of range `[a, b]` in this workload's order; a
+    /// typed error unless `a ≤ b < n`.
+    pub fn index_of(&self, a: usize, b: usize) -> Result<usize> {
+        if a > b || b >= self.n {
+            return Err(DpError::InvalidParameter {
+                name: "range",
+                reason: format!(
+                    "[{a}, {b}] is not a range of AllRange({}): need a <= b < n",
+                    self.n
+                ),
+            });
+        }
+        // Ranges starting before a: Σ_{s<a} (n − s) = a·n − a(a−1)/2
+        // (no overflow: a < n and n(n+1)/2 queries exist).
+        Ok(a * self.n - a * (a.saturating_sub(1)) / 2 + (b - a))
     }
 }

@@ -53,11 +53,15 @@ fn one_dimensional_closed_forms_are_exact() {
     let w = small.explicit().unwrap();
     for a in 0..9 {
         for b in a..9 {
-            let row = small.index_of(a, b);
+            let row = small.index_of(a, b).unwrap();
             for j in 0..9 {
                 assert_eq!(w[(row, j)], if (a..=b).contains(&j) { 1.0 } else { 0.0 });
             }
         }
+    }
+    // Not ranges of AllRange(9): a typed error, not an underflow panic.
+    for (a, b) in [(5, 4), (0, 9), (9, 9), (usize::MAX, 0), (0, usize::MAX)] {
+        assert!(small.index_of(a, b).is_err(), "[{a}, {b}]");
     }
 }
 
@@ -98,6 +102,14 @@ fn kronecker_unions_and_marginals_are_exact() {
     // 2-way marginals of a 2x3x4 domain: 2·3 + 2·4 + 3·4 = 26 queries.
     assert_eq!(k_way_marginals(&[2, 3, 4], 2).unwrap().num_queries(), 26);
     assert!(k_way_marginals(&[2, 3], 3).is_err());
+    // Many attributes: sets are enumerated directly, not as 2^d masks (no
+    // shift overflow at d >= 64, no hang at d = 40), and refused past the
+    // documented limits with a typed error.
+    assert_eq!(k_way_marginals(&[1; 70], 1).unwrap().num_queries(), 70);
+    assert!(k_way_marginals(&[1; 200], 1).is_err());
+    assert!(k_way_marginals(&[1; 40], 20).is_err());
+    assert!(dp_workloads::spec::k_subsets(3, 5).is_err());
+    assert!(dp_workloads::spec::k_subsets(129, 1).is_err());
 }
 
 #[test]

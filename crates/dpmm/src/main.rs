@@ -1,9 +1,15 @@
 //! `dpmm`: the command for people who hold records (DESIGN.md §3, §7).
 //!
-//! So far one subcommand works: `dpmm schema draft records.csv[.gz]` writes
-//! a starting schema from the CSV's header line (and nothing after it) for
-//! a person to complete from public knowledge. Bad input: one line on
-//! stderr, exit status 2.
+//! * `dpmm plan` optimizes a strategy for a workload spec and prints its
+//!   expected errors with the certificate ([`plan_cmd`]).
+//! * `dpmm release` and `dpmm ledger` ([`release`], [`ledger_cmd`]):
+//!   private answers from records, and the persistent privacy budget.
+//! * `dpmm schema draft records.csv[.gz]` writes a starting schema from
+//!   the CSV's header line (and nothing after it) for a person to complete
+//!   from public knowledge.
+//!
+//! Every subcommand returns `Result<(), Failure>` ([`failure`]): one line
+//! on stderr, exit status 2 for bad input, 1 for an internal failure.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -12,9 +18,13 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use dpmm_records::{DRAFT_NOTE, draft_from_path};
 
+mod failure;
 mod ledger_cmd;
+mod plan_cmd;
 mod release;
 mod release_plan;
+
+use failure::Failure;
 
 /// Optimized linear queries under differential privacy, for data curators.
 #[derive(Parser)]
@@ -26,6 +36,10 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Optimize a strategy for a workload spec (data-independent, reusable):
+    /// write the plan file, print the expected error per query group and
+    /// the certificate.
+    Plan(plan_cmd::PlanArgs),
     /// Records schemas: how CSV columns become the attributes of a domain.
     #[command(subcommand)]
     Schema(SchemaCommand),
@@ -52,36 +66,56 @@ enum SchemaCommand {
     },
 }
 
-fn run(cli: Cli) -> Result<(), String> {
+fn run(cli: Cli) -> Result<(), Failure> {
     match cli.command {
-        Command::Release(args) => release::run(&args),
-        Command::Ledger(command) => ledger_cmd::run(command),
-        Command::Schema(SchemaCommand::Draft { records, out }) => {
-            let draft = draft_from_path(&records).map_err(|e| e.to_string())?;
-            let mut json = draft.to_json();
-            json.push('\n');
-            match out {
-                Some(path) => {
-                    std::fs::write(&path, json).map_err(|e| format!("{}: {e}", path.display()))?
-                }
-                None => std::io::stdout()
-                    .write_all(json.as_bytes())
-                    .map_err(|e| format!("standard output: {e}"))?,
-            }
-            eprintln!("NOTE: {DRAFT_NOTE}");
-            Ok(())
-        }
+        Command::Plan(args) => plan_cmd::run(&args),
+        // Their messages are all about the user's input (exit 2).
+        Command::Release(args) => release::run(&args).map_err(Failure::BadInput),
+        Command::Ledger(command) => ledger_cmd::run(command).map_err(Failure::BadInput),
+        Command::Schema(SchemaCommand::Draft { records, out }) => schema_draft(&records, out),
     }
 }
 
+fn schema_draft(records: &std::path::Path, out: Option<PathBuf>) -> Result<(), Failure> {
+    let draft = draft_from_path(records)?;
+    let mut json = draft.to_json();
+    json.push('\n');
+    match out {
+        Some(path) => std::fs::write(&path, json).map_err(|e| Failure::file(&path, e))?,
+        None => std::io::stdout()
+            .write_all(json.as_bytes())
+            .map_err(|e| Failure::BadInput(format!("standard output: {e}")))?,
+    }
+    eprintln!("NOTE: {DRAFT_NOTE}");
+    Ok(())
+}
+
 fn main() -> ExitCode {
-    // clap itself exits with status 2 on a usage error.
-    let cli = Cli::parse();
+    // A panic is a bug: one line and the internal-failure status, never a
+    // backtrace.
+    std::panic::set_hook(Box::new(|info| {
+        let message = Failure::Internal(format!("{info} (please report)"));
+        eprintln!("{message}");
+        std::process::exit(1);
+    }));
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // --help and --version print in full and succeed.
+        Err(e) if !e.use_stderr() => {
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            let failure = failure::usage_line(&e);
+            eprintln!("{failure}");
+            return failure.exit_code();
+        }
+    };
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("error: {message}");
-            ExitCode::from(2)
+        Err(failure) => {
+            eprintln!("{failure}");
+            failure.exit_code()
         }
     }
 }

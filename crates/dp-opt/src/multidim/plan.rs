@@ -11,10 +11,10 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use dp_core::{GaussianCalibration, NoiseCalibration, PrivacyBudget, Result};
+use dp_core::{DpError, GaussianCalibration, NoiseCalibration, PrivacyBudget, Result};
 use dp_workloads::spec::load_spec;
 use dp_workloads::structured::StructuredWorkload;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{PlanOptions, StructuredPlan, plan_strategy};
 use crate::PrivacyModel;
@@ -41,6 +41,8 @@ pub struct PlanReport {
     pub epsilon: f64,
     /// δ (approx only).
     pub delta: Option<f64>,
+    /// The Gaussian calibration behind `noise_scale` (approx only).
+    pub calibration: Option<&'static str>,
     /// Which method produced the strategy.
     pub method: &'static str,
     /// Number of attributes.
@@ -75,17 +77,18 @@ pub struct PlanReport {
 
 /// The plan file (DESIGN.md §7): the strategy as a weighted union of
 /// Kronecker products of per-attribute matrices; an attribute not named in
-/// a term has the factor `[[1, …, 1]]`.
-#[derive(Debug, Clone, Serialize)]
+/// a term has the factor `[[1, …, 1]]`. It holds no ε or δ: a plan is
+/// reusable at any budget (its errors scale with the noise variance).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PlanFile {
     /// Always 1.
     pub version: u32,
     /// `pure` or `approx`.
-    pub privacy: &'static str,
+    pub privacy: String,
     /// The domain, in order.
     pub domain: Vec<DomainEntry>,
     /// `l1_obj` or `l2_obj`.
-    pub objective_name: &'static str,
+    pub objective_name: String,
     /// The objective.
     pub objective: f64,
     /// The lower bound, when known.
@@ -97,7 +100,7 @@ pub struct PlanFile {
 }
 
 /// An attribute of the plan file's domain.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DomainEntry {
     /// Name.
     pub name: String,
@@ -106,7 +109,7 @@ pub struct DomainEntry {
 }
 
 /// One `weight · ⊗ factors` term of the plan file.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PlanTerm {
     /// Multiplies every row.
     pub weight: f64,
@@ -124,6 +127,33 @@ pub fn plan_spec(
     let workload = load_spec(path)?;
     let (plan, report) = plan_workload(&workload, budget, calibration, options)?;
     Ok((workload, plan, report))
+}
+
+/// The one implementation behind `dpmm plan` and `cargo xtask plan`:
+/// loads the spec at `spec`, plans it under `budget`, writes the plan file
+/// to `out` (when given) and returns the report. Nothing here reads data:
+/// a plan depends on the workload and the privacy model only.
+pub fn plan_spec_to_file(
+    spec: &Path,
+    budget: PrivacyBudget,
+    calibration: GaussianCalibration,
+    options: &PlanOptions,
+    out: Option<&Path>,
+) -> Result<PlanReport> {
+    let (workload, plan, report) = plan_spec(spec, budget, calibration, options)?;
+    if let Some(out) = out {
+        let cannot = |e: &dyn std::fmt::Display| {
+            DpError::Io(format!(
+                "{}: cannot write the plan file: {e}",
+                out.display()
+            ))
+        };
+        let mut text =
+            serde_json::to_string(&plan_file(&workload, &plan)).map_err(|e| cannot(&e))?;
+        text.push('\n');
+        std::fs::write(out, text).map_err(|e| cannot(&e))?;
+    }
+    Ok(report)
 }
 
 /// Plans `workload` under `budget` and reports its expected errors.
@@ -160,6 +190,7 @@ pub fn plan_workload(
         privacy: privacy.name(),
         epsilon: budget.epsilon().get(),
         delta: budget.delta().map(|d| d.get()),
+        calibration: budget.delta().map(|_| calibration.name()),
         method: plan.method,
         attributes: workload.domain().len(),
         cells: workload.domain().cells_f64(),
@@ -209,7 +240,7 @@ pub fn plan_file(workload: &StructuredWorkload, plan: &StructuredPlan) -> PlanFi
         .collect();
     PlanFile {
         version: 1,
-        privacy: plan.privacy.name(),
+        privacy: plan.privacy.name().into(),
         domain: attrs
             .iter()
             .map(|a| DomainEntry {
@@ -217,7 +248,7 @@ pub fn plan_file(workload: &StructuredWorkload, plan: &StructuredPlan) -> PlanFi
                 size: a.size,
             })
             .collect(),
-        objective_name: objective_name(plan.privacy),
+        objective_name: objective_name(plan.privacy).into(),
         objective: plan.objective,
         lower_bound: plan.certificate.map(|c| c.lower_bound),
         sensitivity: plan.sensitivity,

@@ -1,0 +1,217 @@
+//! `dpmm plan`: optimize a strategy for a workload spec once (a plan
+//! depends on the workload and the privacy model, never on data), write
+//! the plan file (DESIGN.md §7) and print the expected error of every
+//! query group with the certificate.
+//!
+//! The work is [`plan::plan_spec_to_file`], the same function `cargo
+//! xtask plan` calls. Under `--privacy approx` the errors are those of the
+//! release path: discrete Gaussian noise at the zCDP budget ρ whose exact
+//! conversion (Canonne, Kamath and Steinke 2020, Corollary 13) is (ε,δ)-DP,
+//! `σ = Δ₂/√(2ρ)`; under `pure`, Laplace noise of scale `Δ₁/ε` (variance
+//! `2(Δ₁/ε)²`). Discrete noise has at most these variances, so the printed
+//! errors are upper bounds on the release's (up to the power-of-two
+//! granularity of the measurement).
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use dp_core::{GaussianCalibration, PrivacyBudget};
+use dp_opt::multidim::PlanOptions;
+use dp_opt::multidim::plan::{self, PlanReport};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use crate::failure::Failure;
+
+/// The privacy model of `--privacy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PrivacyArg {
+    /// ε-DP: Laplace noise, objective l1_obj.
+    Pure,
+    /// (ε,δ)-DP: discrete Gaussian noise under zCDP, objective l2_obj.
+    Approx,
+}
+
+/// `dpmm plan`'s flags.
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// The workload spec v1 (JSON; DESIGN.md §7).
+    #[arg(long)]
+    pub workload: PathBuf,
+    /// pure (ε-DP) or approx ((ε,δ)-DP).
+    #[arg(long, value_enum)]
+    pub privacy: PrivacyArg,
+    /// ε, in [1e-6, 100].
+    #[arg(long, allow_hyphen_values = true)]
+    pub epsilon: f64,
+    /// δ, in [1e-100, 0.5]; required with `--privacy approx`, refused with
+    /// `pure`.
+    #[arg(long, allow_hyphen_values = true)]
+    pub delta: Option<f64>,
+    /// Write the plan file (JSON) here.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Print the report as one JSON object instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl PlanArgs {
+    /// The budget the flags state, validated (ranges of
+    /// `dp_core::kernel::accounting`).
+    pub fn budget(&self) -> Result<PrivacyBudget, Failure> {
+        match (self.privacy, self.delta) {
+            (PrivacyArg::Pure, None) => Ok(PrivacyBudget::pure(self.epsilon)?),
+            (PrivacyArg::Pure, Some(_)) => Err(Failure::BadInput(
+                "--delta applies to --privacy approx only (pure ε-DP has no δ)".into(),
+            )),
+            (PrivacyArg::Approx, Some(delta)) => Ok(PrivacyBudget::approx(self.epsilon, delta)?),
+            (PrivacyArg::Approx, None) => Err(Failure::BadInput(
+                "--privacy approx needs --delta (no default δ is assumed)".into(),
+            )),
+        }
+    }
+}
+
+/// Runs `dpmm plan`.
+pub fn run(args: &PlanArgs) -> Result<(), Failure> {
+    let budget = args.budget()?;
+    let spinner = Spinner::start("planning");
+    let report = plan::plan_spec_to_file(
+        &args.workload,
+        budget,
+        GaussianCalibration::Zcdp,
+        &PlanOptions::default(),
+        Some(&args.out),
+    );
+    spinner.finish();
+    let report = report?;
+    let text = if args.json {
+        json_report(&report, args)?
+    } else {
+        human_report(&report, args)
+    };
+    println!("{text}");
+    Ok(())
+}
+
+/// The report as pretty JSON, with the plan file's path.
+fn json_report(report: &PlanReport, args: &PlanArgs) -> Result<String, Failure> {
+    let internal = |e: serde_json::Error| Failure::Internal(format!("cannot format output: {e}"));
+    let mut value = serde_json::to_value(report).map_err(internal)?;
+    if let Some(obj) = value.as_object_mut() {
+        obj.insert("out".into(), args.out.display().to_string().into());
+    }
+    serde_json::to_string_pretty(&value).map_err(internal)
+}
+
+/// Integers (counts of cells and queries) exactly below 1e15; otherwise
+/// four significant digits, in scientific notation outside [1e-3, 1e6).
+fn sig(x: f64) -> String {
+    let a = x.abs();
+    if x.fract() == 0.0 && a < 1e15 {
+        format!("{x:.0}")
+    } else if (1e-3..1e6).contains(&a) {
+        let decimals = (3 - a.log10().floor() as i32).clamp(0, 6) as usize;
+        format!("{x:.decimals$}")
+    } else {
+        format!("{x:.3e}")
+    }
+}
+
+/// The report as a table for people.
+fn human_report(r: &PlanReport, args: &PlanArgs) -> String {
+    let budget = match (r.delta, r.calibration) {
+        (Some(d), Some(c)) => format!("(ε, δ) = ({}, {d:e}), {c} calibration", r.epsilon),
+        _ => format!("ε = {}", r.epsilon),
+    };
+    let certificate = match (r.lower_bound, r.duality_gap) {
+        (Some(lb), Some(gap)) => format!("lower bound {}, relative gap {gap:.1e}", sig(lb)),
+        _ => "no lower bound known for this workload".into(),
+    };
+    let mut out = format!(
+        "workload: {} attributes, {} cells, {} queries\n\
+         privacy: {}, {budget}\n\
+         strategy: {} ({} Kronecker terms), {} = {}; {certificate}\n\
+         noise: scale {} per strategy row (sensitivity {})\n\
+         expected error per query group (RMSE in counts):\n",
+        r.attributes,
+        sig(r.cells),
+        sig(r.queries),
+        r.privacy,
+        r.method,
+        r.strategy_terms,
+        r.objective_name,
+        sig(r.objective),
+        sig(r.noise_scale),
+        sig(r.sensitivity),
+    );
+    let width = r
+        .groups
+        .iter()
+        .map(|g| g.label.chars().count())
+        .max()
+        .unwrap_or(5)
+        .max(5);
+    out += &format!("  {:width$}  {:>12}  {:>12}\n", "group", "queries", "RMSE");
+    for g in &r.groups {
+        out += &format!(
+            "  {:width$}  {:>12}  {:>12}\n",
+            g.label,
+            sig(g.queries),
+            sig(g.rmse)
+        );
+    }
+    out += &format!(
+        "expected total squared error: {}\nplan written to {}",
+        sig(r.expected_total_squared_error),
+        args.out.display()
+    );
+    out
+}
+
+/// A spinner with the elapsed time on stderr, only when stderr is a
+/// terminal (planning takes from milliseconds to minutes; the optimizers
+/// report no fraction done, so no bar can be honest).
+struct Spinner(Option<ProgressBar>);
+
+impl Spinner {
+    fn start(message: &'static str) -> Self {
+        if !std::io::stderr().is_terminal() {
+            return Self(None);
+        }
+        let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+        if let Ok(style) = ProgressStyle::with_template("{spinner} {msg} [{elapsed}]") {
+            bar.set_style(style);
+        }
+        bar.set_message(message);
+        bar.enable_steady_tick(Duration::from_millis(200));
+        Self(Some(bar))
+    }
+
+    fn finish(self) {
+        if let Some(bar) = self.0 {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sig;
+
+    #[test]
+    fn four_significant_digits() {
+        assert_eq!(sig(0.0), "0");
+        assert_eq!(sig(12.3456), "12.35");
+        assert_eq!(sig(1234.56), "1235");
+        assert_eq!(sig(4.0), "4");
+        assert_eq!(sig(0.012346), "0.01235");
+        assert_eq!(sig(2.5e7), "25000000");
+        assert_eq!(sig(2.5e7 + 0.5), "2.500e7");
+        assert_eq!(sig(-3.0), "-3");
+        assert_eq!(sig(1e15), "1.000e15");
+        assert_eq!(sig(1.5e-7), "1.500e-7");
+    }
+}

@@ -1,0 +1,63 @@
+//! Helpers of the `dpmm` command-line tests: a scratch directory per test
+//! and a run of the built binary with a hang detector.
+
+#![allow(dead_code, clippy::unwrap_used)] // each test file uses a subset; a failed unwrap is a failed test
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A fresh directory for `test` under Cargo's scratch directory.
+pub fn scratch_dir(test: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("dpmm-{test}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A path as a command-line argument.
+pub fn arg(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+/// The outcome of one `dpmm` run.
+#[derive(Debug)]
+pub struct Run {
+    /// Exit status.
+    pub code: i32,
+    /// Standard output.
+    pub stdout: String,
+    /// Standard error.
+    pub stderr: String,
+}
+
+impl Run {
+    /// The bad-input contract: status 2, exactly one line `error: …`.
+    pub fn is_refusal(&self) -> bool {
+        self.code == 2 && self.stderr.lines().count() == 1 && self.stderr.starts_with("error: ")
+    }
+}
+
+/// Runs the built `dpmm` with `args`. A run still going after a minute is
+/// a hang (the test fails); this bounds the test, it does not time it.
+pub fn dpmm(args: &[&str]) -> Run {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dpmm"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("dpmm {args:?} hung");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let out = child.wait_with_output().unwrap();
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}

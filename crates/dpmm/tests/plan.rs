@@ -1,0 +1,216 @@
+//! `dpmm plan` as a user runs it: the plan file is checked against an
+//! independent densification (the workload matrix built here by hand from
+//! the spec's definitions, the strategy read from the file's JSON); the
+//! printed per-group errors against the closed-form noise variances.
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+
+mod common;
+
+use common::{arg, dpmm, scratch_dir};
+use dp_linalg::Mat;
+use serde_json::Value;
+
+/// Domain a:3, b:4, c:2 (24 cells) with a Kronecker product, a weighted
+/// marginal and a one-attribute product: a union OPT_⊗ plans.
+const UNION_SPEC: &str = r#"{
+  "domain": [{"name": "a", "size": 3}, {"name": "b", "size": 4}, {"name": "c", "size": 2}],
+  "queries": [
+    {"kron": {"a": "prefix", "b": "allrange"}},
+    {"marginal": ["b", "c"], "weight": 2.0},
+    {"kron": {"c": "identity"}}
+  ]
+}"#;
+
+/// Kronecker product of row-major dense matrices.
+fn kron(a: &[Vec<f64>], b: &[Vec<f64>]) -> Vec<Vec<f64>> {
+    let mut out = Vec::new();
+    for ra in a {
+        for rb in b {
+            out.push(
+                ra.iter()
+                    .flat_map(|x| rb.iter().map(move |y| x * y))
+                    .collect(),
+            );
+        }
+    }
+    out
+}
+
+fn identity(n: usize) -> Vec<Vec<f64>> {
+    (0..n)
+        .map(|i| (0..n).map(|j| f64::from(u8::from(i == j))).collect())
+        .collect()
+}
+
+fn total(n: usize) -> Vec<Vec<f64>> {
+    vec![vec![1.0; n]]
+}
+
+fn prefix(n: usize) -> Vec<Vec<f64>> {
+    (0..n)
+        .map(|i| (0..n).map(|j| f64::from(u8::from(j <= i))).collect())
+        .collect()
+}
+
+fn allrange(n: usize) -> Vec<Vec<f64>> {
+    let mut rows = Vec::new();
+    for lo in 0..n {
+        for hi in lo..n {
+            rows.push(
+                (0..n)
+                    .map(|j| f64::from(u8::from(lo <= j && j <= hi)))
+                    .collect(),
+            );
+        }
+    }
+    rows
+}
+
+fn scaled(rows: Vec<Vec<f64>>, w: f64) -> Vec<Vec<f64>> {
+    rows.into_iter()
+        .map(|r| r.into_iter().map(|x| x * w).collect())
+        .collect()
+}
+
+fn to_mat(rows: &[Vec<f64>]) -> Mat<f64> {
+    Mat::from_fn(rows.len(), rows[0].len(), |i, j| rows[i][j])
+}
+
+/// The groups of [`UNION_SPEC`], densified by hand (cells row-major, last
+/// attribute fastest).
+fn union_groups() -> Vec<Vec<Vec<f64>>> {
+    vec![
+        kron(&kron(&prefix(3), &allrange(4)), &total(2)),
+        scaled(kron(&kron(&total(3), &identity(4)), &identity(2)), 2.0),
+        kron(&kron(&total(3), &total(4)), &identity(2)),
+    ]
+}
+
+/// The strategy of a plan file: `weight · ⊗ factors`, `[[1, …, 1]]` for an
+/// attribute a term does not name, terms stacked.
+fn strategy_from_file(file: &Value) -> Vec<Vec<f64>> {
+    let domain: Vec<(String, usize)> = file["domain"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            (
+                a["name"].as_str().unwrap().to_string(),
+                a["size"].as_u64().unwrap() as usize,
+            )
+        })
+        .collect();
+    let mut rows = Vec::new();
+    for term in file["terms"].as_array().unwrap() {
+        let mut product = vec![vec![term["weight"].as_f64().unwrap()]];
+        for (name, size) in &domain {
+            let factor: Vec<Vec<f64>> = match term["factors"].get(name) {
+                Some(m) => m
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|r| {
+                        r.as_array()
+                            .unwrap()
+                            .iter()
+                            .map(|x| x.as_f64().unwrap())
+                            .collect()
+                    })
+                    .collect(),
+                None => total(*size),
+            };
+            assert!(factor.iter().all(|r| r.len() == *size));
+            product = kron(&product, &factor);
+        }
+        rows.extend(product);
+    }
+    rows
+}
+
+/// `tr(W_gᵀ W_g (AᵀA)⁺)` by the dense evaluation (checks support too).
+fn trace(w: &[Vec<f64>], a: &[Vec<f64>]) -> f64 {
+    let eval =
+        dp_core::accuracy::evaluate_strategy(to_mat(w).as_ref(), to_mat(a).as_ref()).unwrap();
+    assert!(eval.support.supported);
+    eval.trace
+}
+
+/// Largest column norm of `a`: L1 (`p = 1`) or L2 (`p = 2`).
+fn sensitivity(a: &[Vec<f64>], p: i32) -> f64 {
+    (0..a[0].len())
+        .map(|j| {
+            a.iter()
+                .map(|r| r[j].abs().powi(p))
+                .sum::<f64>()
+                .powf(1.0 / f64::from(p))
+        })
+        .fold(0.0, f64::max)
+}
+
+fn close(a: f64, b: f64, rel: f64) -> bool {
+    (a - b).abs() <= rel * b.abs().max(a.abs())
+}
+
+/// Plans UNION_SPEC and checks the file and the report against the
+/// densified truth; `per_row_variance(Δ)` is the noise variance per
+/// strategy row for sensitivity Δ.
+fn check_union(privacy: &[&str], p: i32, per_row_variance: impl Fn(f64) -> f64) {
+    let dir = scratch_dir(&format!("plan-{}", privacy[1]));
+    let spec = dir.join("spec.json");
+    std::fs::write(&spec, UNION_SPEC).unwrap();
+    let out_path = dir.join("plan.json");
+    let mut args = vec!["plan", "--workload", arg(&spec), "--out", arg(&out_path)];
+    args.extend_from_slice(privacy);
+    args.push("--json");
+    let out = dpmm(&args);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let report: Value = serde_json::from_str(&out.stdout).unwrap();
+    let file: Value = serde_json::from_str(&std::fs::read_to_string(&out_path).unwrap()).unwrap();
+
+    let a = strategy_from_file(&file);
+    let groups = union_groups();
+    let w: Vec<Vec<f64>> = groups.iter().flatten().cloned().collect();
+    let delta = sensitivity(&a, p);
+    let objective = delta * delta * trace(&w, &a);
+    for source in [&file, &report] {
+        assert!(close(
+            source["objective"].as_f64().unwrap(),
+            objective,
+            1e-9
+        ));
+        assert!(close(source["sensitivity"].as_f64().unwrap(), delta, 1e-12));
+    }
+    if let Some(lb) = file["lower_bound"].as_f64() {
+        assert!(lb <= objective * (1.0 + 1e-9));
+    }
+    let v = per_row_variance(delta);
+    let reported = report["groups"].as_array().unwrap();
+    assert_eq!(reported.len(), groups.len());
+    for (g, r) in groups.iter().zip(reported) {
+        let rmse = (v * trace(g, &a) / g.len() as f64).sqrt();
+        assert_eq!(r["queries"].as_f64().unwrap(), g.len() as f64);
+        assert!(
+            close(r["rmse"].as_f64().unwrap(), rmse, 1e-9),
+            "{r} vs {rmse}"
+        );
+    }
+    let total = report["expected_total_squared_error"].as_f64().unwrap();
+    assert!(close(total, v * trace(&w, &a), 1e-9));
+}
+
+#[test]
+fn pure_plan_file_recomputes_objective_and_laplace_errors() {
+    // Laplace of scale Δ₁/ε: variance 2(Δ₁/ε)².
+    let eps = 0.5;
+    check_union(&["--privacy", "pure", "--epsilon", "0.5"], 1, |d| {
+        2.0 * (d / eps).powi(2)
+    });
+}
+
+#[test]
+fn approx_plan_file_recomputes_objective_and_zcdp_gaussian_errors() {
+    // Discrete Gaussian at the zCDP ρ of (ε, δ): σ² = Δ₂²/(2ρ).
+    let rho = dp_core::kernel::zcdp_rho_for(1.0, 1e-6).unwrap();
+    let args = ["--privacy", "approx", "--epsilon", "1", "--delta", "1e-6"];
+    check_union(&args, 2, |d| d * d / (2.0 * rho));
+}
