@@ -99,6 +99,12 @@ fn text(e: impl std::fmt::Display) -> String {
 /// Runs the release; every error is one line.
 pub fn run(args: &ReleaseArgs) -> Result<(), String> {
     let mut p = prepare(args)?;
+    // The outputs must be writable before anything is charged: a release
+    // whose answers cannot be written would spend budget for nothing.
+    for path in [args.out.clone(), sidecar_path(&args.out)] {
+        let tmp = write_temp(&path, b"")?;
+        let _ = std::fs::remove_file(tmp);
+    }
     let counts = aggregate(args, &p)?;
     let marginals = counts.into_kernel().map_err(text)?;
     let label = format!(
@@ -231,6 +237,11 @@ fn aggregate(args: &ReleaseArgs, p: &Prepared) -> Result<PrivateCounts, String> 
 }
 
 /// Writes `bytes` to a temporary file beside `path`, fsync'ed; returns it.
+/// `<out>.json`, the JSON sidecar beside the answers.
+fn sidecar_path(out: &Path) -> PathBuf {
+    PathBuf::from(format!("{}.json", out.display()))
+}
+
 fn write_temp(path: &Path, bytes: &[u8]) -> Result<PathBuf, String> {
     let name = path
         .file_name()
@@ -338,7 +349,7 @@ fn write_outputs(
     rec: &Reconstruction,
     entry: usize,
 ) -> Result<(), String> {
-    let side_path = PathBuf::from(format!("{}.json", args.out.display()));
+    let side_path = sidecar_path(&args.out);
     let csv = write_temp(&args.out, answers_csv(p, rec).as_bytes())?;
     let side = match write_temp(&side_path, sidecar(args, p, m, rec, entry).as_bytes()) {
         Ok(s) => s,

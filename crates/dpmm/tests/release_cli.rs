@@ -237,6 +237,16 @@ fn every_bad_input_is_one_line_exit_two_and_spends_nothing() {
         &out_path,
     ]);
     assert_refused(&out, &out_path, &ledger, &before, "missing attribute");
+    // Answers that could not be written: refused before the charge.
+    let unwritable = d.path("no_such_dir/answers.csv");
+    let out = release(&d, &ledger, &unwritable, &[]);
+    assert_refused(
+        &out,
+        &unwritable,
+        &ledger,
+        &before,
+        "output directory missing",
+    );
     // A corrupted ledger: one byte of the budget edited.
     let text = String::from_utf8(before.clone()).expect("utf-8");
     let edited = text.replacen("5.0", "9.0", 1);
