@@ -2,6 +2,7 @@
 
 mod coa_convergence;
 mod common;
+mod hdmm;
 mod lrm_params;
 mod mechanisms;
 mod mm_range_error;
@@ -34,5 +35,7 @@ pub fn all() -> Vec<Box<dyn Experiment>> {
             .map(|t| Box::new(t) as Box<dyn Experiment>),
     );
     out.push(Box::new(coa_convergence::EXPERIMENT));
+    out.push(Box::new(hdmm::Scalability));
+    out.push(Box::new(hdmm::Census));
     out
 }

@@ -8,7 +8,6 @@
 //! `v/Δ² · obj_g` where `obj_g = Δ² tr(W_gᵀW_g (AᵀA)⁺)` is its share of the
 //! objective (so the whole workload's is `v/Δ² · objective`).
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use dp_core::{DpError, GaussianCalibration, NoiseCalibration, PrivacyBudget, Result};
@@ -113,8 +112,23 @@ pub struct DomainEntry {
 pub struct PlanTerm {
     /// Multiplies every row.
     pub weight: f64,
-    /// Attribute name → factor rows.
-    pub factors: BTreeMap<String, Vec<Vec<f64>>>,
+    /// Attribute name → factor rows, in domain order (written as a JSON
+    /// object whose keys keep that order).
+    #[serde(serialize_with = "ordered_map")]
+    pub factors: Vec<(String, Vec<Vec<f64>>)>,
+}
+
+/// A list of pairs as a JSON object, keys in list order.
+fn ordered_map<S: serde::Serializer>(
+    pairs: &[(String, Vec<Vec<f64>>)],
+    serializer: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut map = serializer.serialize_map(Some(pairs.len()))?;
+    for (k, v) in pairs {
+        map.serialize_entry(k, v)?;
+    }
+    map.end()
 }
 
 /// Loads the spec at `path` and plans it under `budget`.

@@ -439,3 +439,24 @@ fn opt_m_beats_kron_pidentity_on_all_two_way_marginals_of_six_attributes() {
         m.objective
     );
 }
+
+#[test]
+fn plan_file_keys_factors_in_domain_order() {
+    let d = Domain::from_pairs(&[("zeta", 3), ("alpha", 2)]).unwrap();
+    let w = StructuredWorkload::new(
+        d,
+        vec![kron_group(
+            "k",
+            1.0,
+            vec![Factor::Prefix(3), Factor::Identity(2)],
+        )],
+    )
+    .unwrap();
+    let plan = plan_strategy(&w, PrivacyModel::Approx, &PlanOptions::default()).unwrap();
+    let text = serde_json::to_string(&plan::plan_file(&w, &plan).terms[0]).unwrap();
+    let (z, a) = (
+        text.find("\"zeta\"").unwrap(),
+        text.find("\"alpha\"").unwrap(),
+    );
+    assert!(z < a, "{text}");
+}
