@@ -3,25 +3,30 @@
 //! (and m, and for LRM the rank r), side by side. Each point is
 //! [`dp_bench::scaling::measure_point`] run in a child process of this
 //! binary, so that its peak resident memory is its own.
+//!
+//! `cargo xtask bench peers`: dpmm beside HDMM in one run
+//! ([`crate::peers_cmd`]).
 
 use std::process::Command;
 
 use clap::Args;
 use dp_bench::scaling::{ScalingRow, ScalingTarget, ScalingWorkload, measure_point};
 use dp_core::{DpError, Result};
+use dp_opt::PrivacyModel;
 
 /// Arguments of `cargo xtask bench`.
 #[derive(Args, Debug)]
 pub struct BenchArgs {
-    /// What to benchmark: `coa` ((ε,δ), certificate) or `lrm` (ε-DP,
-    /// residual; time against n and against the rank r).
+    /// What to benchmark: `coa` ((ε,δ), certificate), `lrm` (ε-DP,
+    /// residual; time against n and against the rank r) or `peers` (dpmm
+    /// beside HDMM when `HDMM_SRC` is set; `--sizes` default 512).
     #[arg(value_enum)]
-    target: ScalingTarget,
+    target: BenchTarget,
     /// Workload family.
     #[arg(long, value_enum, default_value = "allrange")]
     workload: ScalingWorkload,
-    /// Domain sizes, comma separated.
-    #[arg(long, value_delimiter = ',', default_value = "256,512,1024")]
+    /// Domain sizes, comma separated (default 256,512,1024; peers: 512).
+    #[arg(long, value_delimiter = ',')]
     sizes: Vec<usize>,
     /// Number of queries for WRange (default: 1024).
     #[arg(long, value_delimiter = ',', default_value = "1024")]
@@ -30,6 +35,9 @@ pub struct BenchArgs {
     /// LRM's own ⌈1.2·rank(W)⌉).
     #[arg(long, value_delimiter = ',')]
     ranks: Vec<usize>,
+    /// peers only: one privacy model's column (default: both).
+    #[arg(long, value_enum)]
+    privacy: Option<crate::output::Privacy>,
     /// Print one JSON object per row instead of the table (for scripts).
     #[arg(long)]
     json: bool,
@@ -38,10 +46,37 @@ pub struct BenchArgs {
     child: bool,
 }
 
-fn child(args: &BenchArgs, n: usize, m: usize, rank: Option<usize>) -> Result<ScalingRow> {
+/// What `cargo xtask bench` measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum BenchTarget {
+    /// COA's scaling.
+    Coa,
+    /// LRM's scaling.
+    Lrm,
+    /// dpmm beside HDMM.
+    Peers,
+}
+
+impl BenchTarget {
+    fn scaling(self) -> Option<ScalingTarget> {
+        match self {
+            Self::Coa => Some(ScalingTarget::Coa),
+            Self::Lrm => Some(ScalingTarget::Lrm),
+            Self::Peers => None,
+        }
+    }
+}
+
+fn child(
+    args: &BenchArgs,
+    target: ScalingTarget,
+    n: usize,
+    m: usize,
+    rank: Option<usize>,
+) -> Result<ScalingRow> {
     let exe = std::env::current_exe().map_err(|e| DpError::Io(e.to_string()))?;
     let mut cmd = Command::new(exe);
-    cmd.args(["bench", args.target.name(), "--child"])
+    cmd.args(["bench", target.name(), "--child"])
         .args(["--workload", args.workload.name()])
         .args(["--sizes", &n.to_string(), "--m", &m.max(1).to_string()]);
     if let Some(r) = rank {
@@ -80,21 +115,31 @@ fn print_row(row: &ScalingRow, m: usize, lrm: bool) {
 
 /// Runs the benchmark.
 pub fn run(args: &BenchArgs) -> Result<()> {
-    if args.sizes.is_empty() || args.sizes.contains(&0) || args.m.contains(&0) {
+    let default: &[usize] = match args.target {
+        BenchTarget::Peers => &[512],
+        _ => &[256, 512, 1024],
+    };
+    let sizes = if args.sizes.is_empty() {
+        default
+    } else {
+        &args.sizes[..]
+    };
+    if sizes.contains(&0) || args.m.contains(&0) {
         return Err(DpError::InvalidParameter {
             name: "sizes",
             reason: "need positive n and m".into(),
         });
     }
+    let Some(target) = args.target.scaling() else {
+        let models = match args.privacy {
+            Some(p) => vec![p.0],
+            None => vec![PrivacyModel::Approx, PrivacyModel::Pure],
+        };
+        return crate::peers_cmd::run(sizes, &models, args.json);
+    };
     if args.child {
-        let (n, m) = (args.sizes[0], args.m[0]);
-        let row = measure_point(
-            args.target,
-            args.workload,
-            n,
-            m,
-            args.ranks.first().copied(),
-        )?;
+        let (n, m) = (sizes[0], args.m[0]);
+        let row = measure_point(target, args.workload, n, m, args.ranks.first().copied())?;
         let text = serde_json::to_string(&row).map_err(|e| DpError::Io(e.to_string()))?;
         println!("{text}");
         return Ok(());
@@ -104,7 +149,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     } else {
         vec![0]
     };
-    let lrm = args.target == ScalingTarget::Lrm;
+    let lrm = target == ScalingTarget::Lrm;
     let ranks: Vec<Option<usize>> = if lrm && !args.ranks.is_empty() {
         args.ranks.iter().map(|&r| Some(r)).collect()
     } else {
@@ -130,10 +175,10 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         println!("{}", header.join(" "));
     }
     let mut rows = Vec::new();
-    for &n in &args.sizes {
+    for &n in sizes {
         for &m in &ms {
             for &rank in &ranks {
-                let row = child(args, n, m, rank)?;
+                let row = child(args, target, n, m, rank)?;
                 if table {
                     print_row(&row, m, lrm);
                 } else {
@@ -151,7 +196,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
              the column before): at fixed n its work follows rank(W), which is at most n, not m"
         );
     }
-    if args.sizes.len() >= 2 && ms.len() == 1 && ranks.len() == 1 && table {
+    if sizes.len() >= 2 && ms.len() == 1 && ranks.len() == 1 && table {
         let xs: Vec<f64> = rows.iter().map(|r| r.n as f64).collect();
         let ys: Vec<f64> = rows.iter().map(|r| r.times.seconds).collect();
         println!(

@@ -12,6 +12,7 @@ mod error_cmd;
 mod experiment_cmd;
 mod optimize_cmd;
 mod output;
+mod peers_cmd;
 mod plan_cmd;
 mod regress_cmd;
 

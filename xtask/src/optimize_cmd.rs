@@ -32,6 +32,11 @@ pub struct OptimizeArgs {
     /// default 2).
     #[arg(long)]
     branching: Option<usize>,
+    /// Total time as a multiple of the optimizer's fast first stage, for
+    /// the optimizers that take one (epsilon-default: a multiple of
+    /// p-Identity's time, default 1.5; at least 1).
+    #[arg(long)]
+    effort: Option<f64>,
 }
 
 /// `--optimizer`'s long help: every registered optimizer with its
@@ -54,17 +59,17 @@ pub fn run(args: &OptimizeArgs) -> Result<()> {
     let model = args.privacy.0;
     let params = Params {
         branching: args.branching,
+        effort: args.effort,
         ..Params::default()
     };
     let optimizer = dp_opt::registry::descriptor(&args.optimizer)?.build(&params)?;
     let problem = Problem::from_workload(w.as_ref(), model)?;
     let result = optimizer.optimize(&problem, &mut ())?;
     // The objective and gap printed are recomputed from the strategy and
-    // the explicit workload, never taken from solver bookkeeping.
+    // WᵀW (formed once above), never taken from solver bookkeeping.
     let checked = verify_strategy(
-        w.as_ref(),
+        &problem,
         result.strategy.as_ref(),
-        model,
         result.report.certificate,
     )?;
     if let Some(out) = &args.out {

@@ -17,6 +17,7 @@
 
 pub mod experiments;
 pub mod output;
+pub mod peers;
 pub mod regress;
 pub mod scaling;
 pub mod stats;
@@ -26,7 +27,9 @@ use std::path::PathBuf;
 
 use dp_core::Result;
 
-pub use output::{Panel, Plot, Point, Series, SeriesPoint, write_outputs};
+pub use output::{
+    Panel, Plot, Point, PointSetting, Series, SeriesPoint, with_error_bar, write_outputs,
+};
 
 /// How an experiment is run.
 #[derive(Debug, Clone)]

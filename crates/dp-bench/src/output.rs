@@ -6,6 +6,7 @@ use dp_core::{DpError, Result};
 use plotters::prelude::*;
 use serde::Serialize;
 
+use crate::stats::MeanCi;
 use crate::{Experiment, ExperimentResult, RunConfig, Written};
 
 /// One measured point: a CSV row.
@@ -43,6 +44,76 @@ pub struct Point {
     pub seconds: f64,
 }
 
+/// What every point of one run shares: the varied parameter's name, the
+/// privacy budget, the seed and the repetitions behind each mean. Points
+/// are built from it ([`PointSetting::point`]) and completed with the
+/// `with_*` methods, so that each experiment states only what differs.
+#[derive(Debug, Clone)]
+pub struct PointSetting {
+    /// Name of the varied parameter (n, m, s, r, gamma, iteration, …).
+    pub parameter: &'static str,
+    /// ε.
+    pub epsilon: f64,
+    /// δ (`None` for ε-DP).
+    pub delta: Option<f64>,
+    /// Seed of the run.
+    pub seed: u64,
+    /// Repetitions behind each mean (0 when only a closed form is given).
+    pub repetitions: usize,
+}
+
+impl PointSetting {
+    /// A point of `mechanism` on `workload` over `dataset` at `value` of
+    /// the parameter, with no error, metric or time yet.
+    pub fn point(&self, mechanism: &str, workload: &str, dataset: &str, value: f64) -> Point {
+        Point {
+            mechanism: mechanism.into(),
+            workload: workload.into(),
+            dataset: dataset.into(),
+            parameter: self.parameter.into(),
+            value,
+            epsilon: self.epsilon,
+            delta: self.delta,
+            seed: self.seed,
+            repetitions: self.repetitions,
+            mean_squared_error: None,
+            ci95_low: None,
+            ci95_high: None,
+            expected_squared_error: None,
+            metric: String::new(),
+            seconds: 0.0,
+        }
+    }
+}
+
+impl Point {
+    /// The measured mean and its 95% confidence interval.
+    pub fn with_error(mut self, ci: &MeanCi) -> Self {
+        self.mean_squared_error = Some(ci.mean);
+        self.ci95_low = Some(ci.low());
+        self.ci95_high = Some(ci.high());
+        self
+    }
+
+    /// The closed-form expectation of the same quantity.
+    pub fn with_expected(mut self, expected: Option<f64>) -> Self {
+        self.expected_squared_error = expected;
+        self
+    }
+
+    /// What the error numbers are.
+    pub fn with_metric(mut self, metric: impl Into<String>) -> Self {
+        self.metric = metric.into();
+        self
+    }
+
+    /// Seconds spent.
+    pub fn with_seconds(mut self, seconds: f64) -> Self {
+        self.seconds = seconds;
+        self
+    }
+}
+
 /// `(x, y, optional error bar (low, high))`.
 pub type SeriesPoint = (f64, f64, Option<(f64, f64)>);
 
@@ -58,6 +129,33 @@ pub struct Series {
     /// Palette index (measured and closed-form series of one mechanism
     /// share it).
     pub color: usize,
+}
+
+impl Series {
+    /// A line through `points`, in palette colour `color`.
+    pub fn line(name: impl Into<String>, color: usize, points: Vec<SeriesPoint>) -> Self {
+        Self {
+            name: name.into(),
+            points,
+            markers_only: false,
+            color,
+        }
+    }
+
+    /// Markers only (measured points), in palette colour `color`.
+    pub fn markers(name: impl Into<String>, color: usize, points: Vec<SeriesPoint>) -> Self {
+        Self {
+            markers_only: true,
+            ..Self::line(name, color, points)
+        }
+    }
+}
+
+/// A plotted mean with its 95% confidence interval as the error bar, the
+/// lower end clipped to a thousandth of the mean so that it stays on a
+/// logarithmic axis.
+pub fn with_error_bar(x: f64, ci: &MeanCi) -> SeriesPoint {
+    (x, ci.mean, Some((ci.low().max(ci.mean * 1e-3), ci.high())))
 }
 
 /// A plot in the paper's layout: one panel, or a row of panels sharing
@@ -78,6 +176,34 @@ pub struct Plot {
     pub log_y: bool,
     /// The panels, drawn left to right with common axis ranges.
     pub panels: Vec<Panel>,
+}
+
+impl Plot {
+    /// A plot on logarithmic axes (the papers' error and time plots).
+    pub fn log_log(
+        file_stem: impl Into<String>,
+        title: impl Into<String>,
+        (x_label, y_label): (&str, &str),
+        panels: Vec<Panel>,
+    ) -> Self {
+        Self {
+            file_stem: file_stem.into(),
+            title: title.into(),
+            x_label: x_label.into(),
+            y_label: y_label.into(),
+            log_x: true,
+            log_y: true,
+            panels,
+        }
+    }
+
+    /// The same plot with a linear x axis.
+    pub fn linear_x(self) -> Self {
+        Self {
+            log_x: false,
+            ..self
+        }
+    }
 }
 
 /// One panel of a plot.

@@ -1,13 +1,15 @@
-//! Independent check of an optimizer's output against the explicit
-//! workload, for `cargo xtask optimize`: the numbers a user sees never
-//! come from solver bookkeeping.
+//! Independent check of an optimizer's output, for `cargo xtask
+//! optimize`: the numbers a user sees never come from solver bookkeeping.
+//! They are recomputed from the returned strategy and the workload's Gram
+//! matrix `WᵀW`, which determines the objective, the support test and the
+//! singular values of W (`σᵢ(W)² = λᵢ(WᵀW)`), at O(n³) whatever m is
+//! (the explicit m×n workload of AllRange(512) has 130,816 rows).
 
-use dp_core::accuracy::{l1_obj, l2_obj};
-use dp_core::{Result, svd_lower_bound};
+use dp_core::Result;
 use dp_linalg::MatRef;
-use dp_opt::{Certificate, PrivacyModel};
+use dp_opt::{Certificate, Problem};
 
-/// The objective and bounds of a strategy, recomputed from `W` and `A`.
+/// The objective and bounds of a strategy, recomputed from `WᵀW` and `A`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct VerifiedStrategy {
     /// `l1_obj` (pure) or `l2_obj` (approx) of the strategy for `W`:
@@ -24,25 +26,21 @@ pub struct VerifiedStrategy {
     pub duality_gap: Option<f64>,
 }
 
-/// Recomputes the objective of `strategy` for `workload` under `model`
-/// and the gap of `certificate` against it. An
-/// [`DpError::UnsupportedWorkload`] when the strategy does not support the
-/// workload (its answers would be biased; no objective exists).
+/// Recomputes the objective of `strategy` for the problem's workload
+/// under its privacy model ([`Problem::objective`]) and the gap of
+/// `certificate` against it. An [`dp_core::DpError::UnsupportedWorkload`]
+/// when the strategy does not support the workload (its answers would be
+/// biased; no objective exists).
 pub fn verify_strategy(
-    workload: MatRef<'_, f64>,
+    problem: &Problem,
     strategy: MatRef<'_, f64>,
-    model: PrivacyModel,
     certificate: Option<Certificate>,
 ) -> Result<VerifiedStrategy> {
-    // Both refuse a strategy that does not support the workload.
-    let objective = match model {
-        PrivacyModel::Pure => l1_obj(workload, strategy)?,
-        PrivacyModel::Approx => l2_obj(workload, strategy)?,
-    };
+    let objective = problem.objective(strategy)?;
     let lower_bound = certificate.map(|c| c.lower_bound);
     Ok(VerifiedStrategy {
         objective,
-        svd_bound: svd_lower_bound(workload)?,
+        svd_bound: problem.svd_bound()?,
         lower_bound,
         duality_gap: lower_bound.map(|lb| ((objective - lb) / objective).max(0.0)),
     })
@@ -53,8 +51,49 @@ mod tests {
     use dp_linalg::Mat;
 
     use dp_core::DpError;
+    use dp_core::accuracy::{l1_obj, l2_obj};
+    use dp_opt::PrivacyModel;
 
     use super::*;
+
+    fn verify(
+        w: &Mat<f64>,
+        a: &Mat<f64>,
+        model: PrivacyModel,
+        cert: Option<Certificate>,
+    ) -> Result<VerifiedStrategy> {
+        let problem = Problem::from_workload(w.as_ref(), model)?;
+        verify_strategy(&problem, a.as_ref(), cert)
+    }
+
+    /// The Gram-based figures equal the explicit-W ones (`l1_obj`,
+    /// `l2_obj` and the SVD bound computed from W's singular values) on a
+    /// tall W with more rows than columns and a strategy that is neither
+    /// square nor normalized.
+    #[test]
+    fn gram_figures_equal_the_explicit_workload_ones() {
+        let (m, n) = (40, 7);
+        let w = Mat::from_fn(m, n, |i, j| (((i * 7 + j * 11) % 13) as f64 - 5.0) / 3.0);
+        let a = Mat::from_fn(n + 3, n, |i, j| {
+            f64::from(u8::from(i == j)) + (((i * 3 + j * 5) % 7) as f64) / 10.0
+        });
+        for (model, explicit) in [
+            (PrivacyModel::Pure, l1_obj(w.as_ref(), a.as_ref())),
+            (PrivacyModel::Approx, l2_obj(w.as_ref(), a.as_ref())),
+        ] {
+            let explicit = explicit.unwrap_or_else(|e| panic!("{e}"));
+            let v = verify(&w, &a, model, None).unwrap_or_else(|e| panic!("{e}"));
+            assert!(
+                (v.objective - explicit).abs() <= 1e-10 * explicit,
+                "{v:?} {explicit}"
+            );
+            let bound = dp_core::svd_lower_bound(w.as_ref()).unwrap_or_else(|e| panic!("{e}"));
+            assert!(
+                (v.svd_bound - bound).abs() <= 1e-10 * bound,
+                "{v:?} {bound}"
+            );
+        }
+    }
 
     #[test]
     fn identity_on_prefix_sums_has_the_closed_form_objective_and_gap() {
@@ -68,8 +107,7 @@ mod tests {
             relative_gap: 0.0,
         };
         for model in [PrivacyModel::Pure, PrivacyModel::Approx] {
-            let v = verify_strategy(w.as_ref(), a.as_ref(), model, Some(cert))
-                .unwrap_or_else(|e| panic!("{e}"));
+            let v = verify(&w, &a, model, Some(cert)).unwrap_or_else(|e| panic!("{e}"));
             assert!((v.objective - 10.0).abs() < 1e-12, "{v:?}");
             assert_eq!(v.lower_bound, Some(5.0));
             assert!((v.duality_gap.unwrap_or(f64::NAN) - 0.5).abs() < 1e-12);
@@ -80,8 +118,7 @@ mod tests {
             lower_bound: 11.0,
             relative_gap: 0.0,
         };
-        let v = verify_strategy(w.as_ref(), a.as_ref(), PrivacyModel::Approx, Some(above))
-            .unwrap_or_else(|e| panic!("{e}"));
+        let v = verify(&w, &a, PrivacyModel::Approx, Some(above)).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(v.duality_gap, Some(0.0));
     }
 
@@ -90,7 +127,7 @@ mod tests {
         // A measures only cell 0; W asks for cell 1.
         let w = Mat::from_fn(1, 2, |_, j| j as f64);
         let a = Mat::from_fn(1, 2, |_, j| if j == 0 { 1.0 } else { 0.0 });
-        let r = verify_strategy(w.as_ref(), a.as_ref(), PrivacyModel::Pure, None);
+        let r = verify(&w, &a, PrivacyModel::Pure, None);
         assert!(
             matches!(r, Err(DpError::UnsupportedWorkload { .. })),
             "{r:?}"

@@ -58,7 +58,8 @@ pub use accuracy::{
 pub use calibration::{GaussianCalibration, NoiseCalibration, NoiseDistribution};
 pub use error::{DpError, Result};
 pub use kernel::{
-    Cost, LinearStrategy, Measurement, MeasurementNoise, PrivateHistogram, Session, SessionBudget,
+    Cost, LinearStrategy, MarginalStrategy, MeasuredStrategy, MeasuredTerm, Measurement,
+    MeasurementNoise, PrivateHistogram, PrivateMarginals, Session, SessionBudget,
 };
 pub use mechanism::{MatrixMechanism, SupportCheck, check_support};
 pub use privacy::{Delta, Epsilon, PrivacyBudget};

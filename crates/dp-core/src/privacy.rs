@@ -4,68 +4,57 @@ use serde::{Deserialize, Serialize};
 
 use crate::{DpError, Result};
 
-/// The privacy-loss parameter ε, in the documented range
-/// [`crate::kernel::MIN_EPSILON`]`..=`[`crate::kernel::MAX_EPSILON`]
-/// (deserialization validates too).
-#[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize, Deserialize)]
-#[serde(try_from = "f64", into = "f64")]
-pub struct Epsilon(f64);
+/// A privacy parameter: an `f64` newtype validated by `$check` when built
+/// ([`Epsilon::new`], [`Delta::new`]) and when deserialized, so that an
+/// out-of-range value cannot be held.
+macro_rules! validated_parameter {
+    ($(#[$doc:meta])* $name:ident, $check:path) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize, Deserialize)]
+        #[serde(try_from = "f64", into = "f64")]
+        pub struct $name(f64);
 
-impl TryFrom<f64> for Epsilon {
-    type Error = DpError;
-    fn try_from(v: f64) -> Result<Self> {
-        Self::new(v)
-    }
+        impl TryFrom<f64> for $name {
+            type Error = DpError;
+            fn try_from(v: f64) -> Result<Self> {
+                Self::new(v)
+            }
+        }
+
+        impl From<$name> for f64 {
+            fn from(p: $name) -> f64 {
+                p.0
+            }
+        }
+
+        impl $name {
+            /// Validates the value.
+            pub fn new(value: f64) -> Result<Self> {
+                $check(value).map(Self)
+            }
+
+            /// The value.
+            pub fn get(self) -> f64 {
+                self.0
+            }
+        }
+    };
 }
 
-impl From<Epsilon> for f64 {
-    fn from(e: Epsilon) -> f64 {
-        e.0
-    }
-}
+validated_parameter!(
+    /// The privacy-loss parameter ε, in the documented range
+    /// [`crate::kernel::MIN_EPSILON`]`..=`[`crate::kernel::MAX_EPSILON`]
+    /// (deserialization validates too).
+    Epsilon,
+    crate::kernel::check_epsilon
+);
 
-impl Epsilon {
-    /// Validates ε.
-    pub fn new(value: f64) -> Result<Self> {
-        crate::kernel::check_epsilon(value).map(Self)
-    }
-
-    /// The value.
-    pub fn get(self) -> f64 {
-        self.0
-    }
-}
-
-/// The failure probability δ of approximate differential privacy, in the
-/// documented range [`crate::kernel::MIN_DELTA`]`..=`[`crate::kernel::MAX_DELTA`].
-#[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize, Deserialize)]
-#[serde(try_from = "f64", into = "f64")]
-pub struct Delta(f64);
-
-impl TryFrom<f64> for Delta {
-    type Error = DpError;
-    fn try_from(v: f64) -> Result<Self> {
-        Self::new(v)
-    }
-}
-
-impl From<Delta> for f64 {
-    fn from(d: Delta) -> f64 {
-        d.0
-    }
-}
-
-impl Delta {
-    /// Validates δ.
-    pub fn new(value: f64) -> Result<Self> {
-        crate::kernel::check_delta(value).map(Self)
-    }
-
-    /// The value.
-    pub fn get(self) -> f64 {
-        self.0
-    }
-}
+validated_parameter!(
+    /// The failure probability δ of approximate differential privacy, in the
+    /// documented range [`crate::kernel::MIN_DELTA`]`..=`[`crate::kernel::MAX_DELTA`].
+    Delta,
+    crate::kernel::check_delta
+);
 
 /// A privacy budget: pure ε-DP (answered with Laplace noise) or
 /// approximate (ε,δ)-DP (answered with Gaussian noise).

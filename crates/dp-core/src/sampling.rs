@@ -276,20 +276,26 @@ mod tests {
     /// (15 bins, no fitted parameter).
     const CRITICAL_14_DF: f64 = 36.12;
 
-    fn laplace_draws(t: (u32, u32), seed: u64) -> Vec<i128> {
+    /// 100,000 draws of `sampler` with the rational parameter `num/den`
+    /// from a source seeded by `seed`.
+    fn draws(
+        (num, den): (u32, u32),
+        seed: u64,
+        sampler: fn(&mut NoiseSource, &BigUint, &BigUint) -> (bool, BigUint),
+    ) -> Vec<i128> {
         let mut src = NoiseSource::seeded(seed);
-        let (num, den) = (BigUint::from(t.0), BigUint::from(t.1));
+        let (num, den) = (BigUint::from(num), BigUint::from(den));
         (0..100_000)
-            .map(|_| signed(src.discrete_laplace(&num, &den)).unwrap())
+            .map(|_| signed(sampler(&mut src, &num, &den)).unwrap())
             .collect()
     }
 
+    fn laplace_draws(t: (u32, u32), seed: u64) -> Vec<i128> {
+        draws(t, seed, NoiseSource::discrete_laplace)
+    }
+
     fn gaussian_draws(s2: (u32, u32), seed: u64) -> Vec<i128> {
-        let mut src = NoiseSource::seeded(seed);
-        let (num, den) = (BigUint::from(s2.0), BigUint::from(s2.1));
-        (0..100_000)
-            .map(|_| signed(src.discrete_gaussian(&num, &den)).unwrap())
-            .collect()
+        draws(s2, seed, NoiseSource::discrete_gaussian)
     }
 
     /// `P[Y = y] = (1−q)/(1+q) q^|y|`, `q = e^{−1/t}`; `P[Y > k] = q^{k+1}/(1+q)`.

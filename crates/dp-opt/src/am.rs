@@ -370,22 +370,20 @@ impl StrategyOptimizer for Am {
 }
 
 /// [`Am`] in the registry; weakened: 3 barrier steps.
-pub const DESCRIPTOR: Descriptor = Descriptor {
-    name: "am",
-    labels: &["AM"],
-    description: "AM: W's eigenvectors with optimized weights (interior point, own duality gap)",
-    privacy: &[PrivacyModel::Pure, PrivacyModel::Approx],
-    params: &[],
-    builder: |_| Box::new(Am::default()),
-    weakened: Some(|| {
-        Box::new(Am {
-            options: AmOptions {
-                max_iterations: 3,
-                ..AmOptions::default()
-            },
-        })
-    }),
-};
+pub const DESCRIPTOR: Descriptor = Descriptor::new(
+    "am",
+    &["AM"],
+    "AM: W's eigenvectors with optimized weights (interior point, own duality gap)",
+    |_| Box::new(Am::default()),
+)
+.with_weakened(|| {
+    Box::new(Am {
+        options: AmOptions {
+            max_iterations: 3,
+            ..AmOptions::default()
+        },
+    })
+});
 
 #[cfg(test)]
 mod tests {

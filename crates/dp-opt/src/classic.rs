@@ -14,7 +14,7 @@ use dp_linalg::Mat;
 use dp_workloads::strategies;
 
 use crate::registry::{Descriptor, Param};
-use crate::{Draft, Observer, Optimized, PrivacyModel, Problem, StrategyOptimizer, Termination};
+use crate::{Draft, Observer, Optimized, Problem, StrategyOptimizer, Termination};
 
 fn closed_form(problem: &Problem, start: Instant, strategy: Mat<f64>) -> Result<Optimized> {
     Draft::new(strategy, Termination::ClosedForm).finish(problem, start)
@@ -90,50 +90,39 @@ impl StrategyOptimizer for SvdBound {
 }
 
 /// [`Identity`] in the registry.
-pub const IDENTITY: Descriptor = Descriptor {
-    name: "identity",
-    labels: &["LM", "GM"],
-    description: "identity strategy I_n: noise on every cell (closed form)",
-    privacy: &[PrivacyModel::Pure, PrivacyModel::Approx],
-    params: &[],
-    builder: |_| Box::new(Identity),
-    weakened: None,
-};
+pub const IDENTITY: Descriptor = Descriptor::new(
+    "identity",
+    &["LM", "GM"],
+    "identity strategy I_n: noise on every cell (closed form)",
+    |_| Box::new(Identity),
+);
 
 /// [`Hierarchical`] in the registry (its branching factor is a parameter).
-pub const HIERARCHICAL: Descriptor = Descriptor {
-    name: "hierarchical",
-    labels: &["HM"],
-    description: "hierarchical strategy H_n: one query per node of a b-ary tree (closed form)",
-    privacy: &[PrivacyModel::Pure, PrivacyModel::Approx],
-    params: &[Param::Branching],
-    builder: |p| {
+pub const HIERARCHICAL: Descriptor = Descriptor::new(
+    "hierarchical",
+    &["HM"],
+    "hierarchical strategy H_n: one query per node of a b-ary tree (closed form)",
+    |p| {
         Box::new(Hierarchical {
             branching: p.branching.unwrap_or(Hierarchical::default().branching),
         })
     },
-    weakened: None,
-};
+)
+.with_params(&[Param::Branching]);
 
 /// [`Wavelet`] in the registry.
-pub const WAVELET: Descriptor = Descriptor {
-    name: "wavelet",
-    labels: &["WM"],
-    description: "Haar wavelet strategy Y_n (closed form)",
-    privacy: &[PrivacyModel::Pure, PrivacyModel::Approx],
-    params: &[],
-    builder: |_| Box::new(Wavelet),
-    weakened: None,
-};
+pub const WAVELET: Descriptor = Descriptor::new(
+    "wavelet",
+    &["WM"],
+    "Haar wavelet strategy Y_n (closed form)",
+    |_| Box::new(Wavelet),
+);
 
 /// [`SvdBound`] in the registry (a closed form on the Gram's numerically
 /// nonzero spectrum, left unrepaired).
-pub const SVDB: Descriptor = Descriptor {
-    name: "svdb",
-    labels: &["SVDB"],
-    description: "singular value bound strategy diag(sqrt σ) Pᵀ of WᵀW (closed form)",
-    privacy: &[PrivacyModel::Pure, PrivacyModel::Approx],
-    params: &[],
-    builder: |_| Box::new(SvdBound),
-    weakened: None,
-};
+pub const SVDB: Descriptor = Descriptor::new(
+    "svdb",
+    &["SVDB"],
+    "singular value bound strategy diag(sqrt σ) Pᵀ of WᵀW (closed form)",
+    |_| Box::new(SvdBound),
+);

@@ -34,7 +34,7 @@ use crate::engine::Executor;
 use crate::registry::{Descriptor, Param};
 use crate::report::{Draft, Event, Stage};
 use crate::spg::{Spg, SpgOptions};
-use crate::{Observer, Optimized, PrivacyModel, Problem, StrategyOptimizer};
+use crate::{Observer, Optimized, Problem, StrategyOptimizer};
 
 /// Options of [`Esm`].
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -263,23 +263,22 @@ impl StrategyOptimizer for Esm {
 
 /// [`Esm`] in the registry (a time budget bounds its SPG); weakened: 3
 /// SPG iterations.
-pub const DESCRIPTOR: Descriptor = Descriptor {
-    name: "esm",
-    labels: &["ESM"],
-    description: "ESM: soft-max smoothed matrix mechanism program, spectral projected gradient",
-    privacy: &[PrivacyModel::Pure, PrivacyModel::Approx],
-    params: &[Param::MaxSeconds],
-    builder: |p| {
+pub const DESCRIPTOR: Descriptor = Descriptor::new(
+    "esm",
+    &["ESM"],
+    "ESM: soft-max smoothed matrix mechanism program, spectral projected gradient",
+    |p| {
         let mut esm = Esm::default();
         esm.options.spg.max_seconds = p.max_seconds;
         Box::new(esm)
     },
-    weakened: Some(|| {
-        let mut esm = Esm::default();
-        esm.options.spg.max_iterations = 3;
-        Box::new(esm)
-    }),
-};
+)
+.with_params(&[Param::MaxSeconds])
+.with_weakened(|| {
+    let mut esm = Esm::default();
+    esm.options.spg.max_iterations = 3;
+    Box::new(esm)
+});
 
 #[cfg(test)]
 mod tests {

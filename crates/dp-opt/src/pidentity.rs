@@ -4,22 +4,27 @@
 //! (p×n) and `D` rescaling every column to unit sensitivity.
 //!
 //! - ε-DP (`l1_obj`): `Θ ≥ 0` and `δⱼ = 1 + Σᵢ Θᵢⱼ`, so every column of A
-//!   has L1 norm exactly 1 and `Δ₁(A) = 1`. The bound is kept by the
-//!   parametrization `Θ = φ∘φ`.
+//!   has L1 norm exactly 1 and `Δ₁(A) = 1`. The bound is kept by a
+//!   projected L-BFGS ([`crate::lbfgs`], `nonnegative`), HDMM's L-BFGS-B
+//!   bounds.
 //! - (ε,δ)-DP (`l2_obj`): `Θ` free and `δⱼ = (1 + Σᵢ Θᵢⱼ²)^{1/2}`, so
 //!   `Δ₂(A) = 1`.
 //!
 //! A always has full column rank (it contains a scaled identity), so it
 //! supports every workload. With `Δ = diag(δ)`, `V' = ΔVΔ`,
 //! `P = (I + ΘᵀΘ)⁻¹` and `R = I_p + ΘΘᵀ`, the objective is
-//! `f(Θ) = tr(V (AᵀA)⁻¹) = tr(V'P)`, evaluated in O(p n²) by Woodbury:
-//! `ΘP = R⁻¹Θ =: Y`, `T = Y V'`, `f = tr V' − ⟨T, Θ⟩`. Its gradient is
+//! `f(Θ) = tr(V (AᵀA)⁻¹) = tr(V'P)` (`AᵀA = D(I + ΘᵀΘ)D`, `D = Δ⁻¹`),
+//! evaluated in O(p n²) by Woodbury, `P = I − ΘᵀR⁻¹Θ`:
+//! `ΘP = R⁻¹Θ =: Y`, `T = Y V'`, `f = tr V' − ⟨T, Θ⟩`; the workload
+//! enters only through the product `(ΘΔ)V`, and nothing n×n is formed
+//! or factored. Its gradient is
 //!
 //! `∂f/∂Θᵢⱼ = −2 (T − (TΘᵀ) Y)ᵢⱼ + 2 (V'ⱼⱼ − Σₖ Θₖⱼ Tₖⱼ)/δⱼ · ∂δⱼ/∂Θᵢⱼ`
 //!
 //! (the first term from `dP = −P(dΘᵀΘ + ΘᵀdΘ)P`, the second from
 //! `∂f/∂δⱼ = 2(V'P)ⱼⱼ/δⱼ`), minimized by L-BFGS ([`crate::lbfgs`]) from
-//! HDMM's random start (`Θ` uniform on [0, 1)), best of `restarts` seeds.
+//! HDMM's random start (`Θ` uniform on [0, 1)), best of `restarts` seeds
+//! (one by default, as HDMM).
 
 use std::time::Instant;
 
@@ -44,11 +49,15 @@ pub struct PIdentityOptions {
     /// least `min(n, 4)` (tiny domains gain from a few rows: the LRM
     /// paper's 3-query example needs p ≥ 2 to reach its optimum).
     pub p: Option<usize>,
-    /// Independent random starts; the best is returned.
+    /// Independent random starts; the best is returned (1: at equal
+    /// evaluations one long run ends lower than several short ones, see
+    /// `benches/MEASUREMENTS.md`).
     pub restarts: usize,
     /// Seed of the random starts (ChaCha8).
     pub seed: u64,
-    /// The L-BFGS settings.
+    /// The L-BFGS settings (default: L-BFGS's, but stopping once five
+    /// consecutive iterations each lower the objective by less than a
+    /// millionth, [`PIDENTITY_FUNCTION_TOLERANCE`]).
     pub lbfgs: LbfgsOptions,
     /// Parallelism of the matrix products.
     pub parallelism: Par,
@@ -58,13 +67,22 @@ impl Default for PIdentityOptions {
     fn default() -> Self {
         Self {
             p: None,
-            restarts: 3,
+            restarts: 1,
             seed: 0,
-            lbfgs: LbfgsOptions::default(),
+            lbfgs: LbfgsOptions {
+                function_tolerance: PIDENTITY_FUNCTION_TOLERANCE,
+                ..LbfgsOptions::default()
+            },
             parallelism: Par::rayon(0),
         }
     }
 }
+
+/// p-Identity's relative-decrease stop: an objective lower by a
+/// millionth is no error anyone can measure, and the long tail of a
+/// non-convex search costs most of its time (HDMM, through SciPy's
+/// L-BFGS-B, stops at the first iteration below 1e-4).
+pub const PIDENTITY_FUNCTION_TOLERANCE: f64 = 1e-6;
 
 /// The p-Identity optimizer (ε-DP or (ε,δ)-DP by the problem's model).
 #[derive(Debug, Clone, Copy, Default)]
@@ -77,6 +95,12 @@ pub struct PIdentity {
 /// model's normalization. `None` if `R` fails to factor (non-finite Θ) or
 /// the Woodbury form loses more than eight digits (see
 /// [`MAX_CANCELLATION`]): the optimizer treats such points as +∞.
+///
+/// The Gram enters once, through `S = (ΘΔ) V` (one p×n by n×n product);
+/// everything else is p×p or p×n: `T = SΔ = ΘV'`, `Y = R⁻¹Θ`,
+/// `U = R⁻¹T = YV'`, `f = tr V' − ⟨Θ, U⟩`,
+/// `∇f = −2 (U − (UΘᵀ) Y) + 2 (V'ⱼⱼ − Σₖ Θₖⱼ Uₖⱼ)/δⱼ · ∂δⱼ/∂Θ`.
+/// No n×n matrix is formed, inverted or factored.
 pub fn objective_and_gradient(
     gram: MatRef<'_, f64>,
     theta: &Mat<f64>,
@@ -90,44 +114,48 @@ pub fn objective_and_gradient(
             PrivacyModel::Approx => (1.0 + theta.col(j).squared_norm_l2()).sqrt(),
         })
         .collect();
-    let vp = Mat::from_fn(n, n, |i, j| delta[i] * gram[(i, j)] * delta[j]);
+    let theta_delta = Mat::from_fn(p, n, |i, j| theta[(i, j)] * delta[j]);
+    let mut u = gemm(theta_delta.as_ref(), gram, par);
+    for (j, d) in delta.iter().enumerate() {
+        u.col_mut(j).iter_mut().for_each(|v| *v *= d);
+    }
     let mut r = gemm(theta.as_ref(), theta.transpose(), par);
     for i in 0..p {
         r[(i, i)] += 1.0;
     }
     let chol = Cholesky::factor(r.as_ref()).ok()?;
     let y = chol.solve(theta.as_ref()).ok()?;
-    let t = gemm(y.as_ref(), vp.as_ref(), par);
-    let trace_vp: f64 = (0..n).map(|j| vp[(j, j)]).sum();
-    let theta_t: f64 = (0..n)
+    chol.solve_in_place(u.as_mut()).ok()?;
+    // (V'P)ⱼⱼ = V'ⱼⱼ − Σₖ Θₖⱼ Uₖⱼ, and f is their sum.
+    let diag_vpp: Vec<f64> = (0..n)
         .map(|j| {
-            theta
+            let theta_u: f64 = theta
                 .col(j)
                 .iter()
-                .zip(t.col(j).iter())
+                .zip(u.col(j).iter())
                 .map(|(a, b)| a * b)
-                .sum::<f64>()
+                .sum();
+            delta[j] * delta[j] * gram[(j, j)] - theta_u
         })
-        .sum();
-    let f = trace_vp - theta_t;
+        .collect();
+    let trace_vp: f64 = (0..n).map(|j| delta[j] * delta[j] * gram[(j, j)]).sum();
+    let f: f64 = diag_vpp.iter().sum();
     // Woodbury subtracts two terms of size tr V'; beyond a cancellation
     // factor of 1e8 the value keeps fewer than 8 digits and a descent
     // method would chase rounding errors, so the point is refused.
     if !(f > 0.0 && trace_vp <= MAX_CANCELLATION * f) {
         return None;
     }
-    let tt = gemm(t.as_ref(), theta.transpose(), par); // p×p
-    let tp = &t - gemm(tt.as_ref(), y.as_ref(), par);
-    let mut grad = tp * dp_linalg::Scale(-2.0);
+    let ut = gemm(u.as_ref(), theta.transpose(), par); // p×p
+    let mut grad = gemm(ut.as_ref(), y.as_ref(), par);
     for j in 0..n {
-        let st: f64 = (0..p).map(|k| theta[(k, j)] * t[(k, j)]).sum();
-        let d_delta = 2.0 * (vp[(j, j)] - st) / delta[j];
+        let d_delta = 2.0 * diag_vpp[j] / delta[j];
         for i in 0..p {
             let ddj = match privacy {
                 PrivacyModel::Pure => 1.0,
                 PrivacyModel::Approx => theta[(i, j)] / delta[j],
             };
-            grad[(i, j)] += d_delta * ddj;
+            grad[(i, j)] = 2.0 * (grad[(i, j)] - u[(i, j)]) + d_delta * ddj;
         }
     }
     (f.is_finite() && grad.as_ref().is_all_finite()).then_some((f, grad))
@@ -155,46 +183,11 @@ pub fn strategy(theta: &Mat<f64>, privacy: PrivacyModel) -> Mat<f64> {
     })
 }
 
-/// The unconstrained variables of the L-BFGS runs, column-major p×n:
-/// Θ itself under (ε,δ)-DP, and φ with `Θ = φ∘φ` (entrywise) under ε-DP,
-/// which keeps Θ ≥ 0 as the ε-DP program requires.
-struct Variables {
-    pure: bool,
-    p: usize,
-}
-
-impl Variables {
-    /// The variables of Θ (`φ = √Θ` under ε-DP).
-    fn of_theta(&self, theta: &Mat<f64>) -> Vec<f64> {
-        let p = self.p;
-        (0..p * theta.ncols())
-            .map(|k| {
-                let t = theta[(k % p, k / p)];
-                if self.pure { t.sqrt() } else { t }
-            })
-            .collect()
-    }
-
-    /// Θ of the variables.
-    fn theta(&self, x: &[f64]) -> Mat<f64> {
-        let p = self.p;
-        Mat::from_fn(p, x.len() / p, |i, j| {
-            let v = x[j * p + i];
-            if self.pure { v * v } else { v }
-        })
-    }
-
-    /// The gradient in the variables from `∇_Θ` (chain rule `2φ` under
-    /// ε-DP), written into `g`.
-    fn chain_gradient(&self, x: &[f64], grad: &Mat<f64>, g: &mut [f64]) {
-        let p = self.p;
-        for j in 0..grad.ncols() {
-            for i in 0..p {
-                let chain = if self.pure { 2.0 * x[j * p + i] } else { 1.0 };
-                g[j * p + i] = grad[(i, j)] * chain;
-            }
-        }
-    }
+/// The variables of the L-BFGS runs: Θ itself, column-major p×n, bounded
+/// below by 0 under ε-DP (the program's `Θ ≥ 0`, kept by the projected
+/// L-BFGS of [`crate::lbfgs`], as HDMM keeps it by L-BFGS-B's bounds).
+fn theta_of(x: &[f64], p: usize) -> Mat<f64> {
+    Mat::from_fn(p, x.len() / p, |i, j| x[j * p + i])
 }
 
 /// p-Identity's own search (restarts of L-BFGS), without the identity
@@ -226,9 +219,9 @@ impl StrategyOptimizer for Search {
         let privacy = problem.privacy();
         let (v, scale) = problem.normalized_gram()?;
         let par = o.parallelism;
-        let vars = Variables {
-            pure: privacy == PrivacyModel::Pure,
-            p,
+        let lbfgs = LbfgsOptions {
+            nonnegative: privacy == PrivacyModel::Pure,
+            ..o.lbfgs
         };
         let mut rng = ChaCha8Rng::seed_from_u64(o.seed);
         let mut best: Option<(Mat<f64>, f64, Termination, Vec<f64>)> = None;
@@ -239,23 +232,25 @@ impl StrategyOptimizer for Search {
                 stage: Stage::Restart(restart),
             });
             let theta0 = Mat::from_fn(p, n, |_, _| rng.random::<f64>());
-            let x0 = vars.of_theta(&theta0);
+            let x0: Vec<f64> = (0..p * n).map(|k| theta0[(k % p, k / p)]).collect();
             let eval = |x: &[f64], g: &mut [f64]| -> f64 {
-                match objective_and_gradient(v.as_ref(), &vars.theta(x), privacy, par) {
+                match objective_and_gradient(v.as_ref(), &theta_of(x, p), privacy, par) {
                     Some((f, grad)) => {
-                        vars.chain_gradient(x, &grad, g);
+                        for (k, gk) in g.iter_mut().enumerate() {
+                            *gk = grad[(k % p, k / p)];
+                        }
                         f
                     }
                     None => f64::INFINITY,
                 }
             };
-            let run = Executor::new(o.lbfgs.budget(), observer)
+            let run = Executor::new(lbfgs.budget(), observer)
                 .offset(total_iterations)
                 .scale(scale)
-                .run(Lbfgs::new(eval, x0, &o.lbfgs));
+                .run(Lbfgs::new(eval, x0, &lbfgs));
             total_iterations += run.iterations;
             let result = run.output;
-            let theta = vars.theta(&result.x);
+            let theta = theta_of(&result.x, p);
             if best.as_ref().is_none_or(|b| result.value < b.1) {
                 best = Some((theta, result.value, run.termination, run.history));
             }
@@ -291,19 +286,17 @@ impl StrategyOptimizer for PIdentity {
 }
 
 /// [`PIdentity`] in the registry; weakened: 3 L-BFGS iterations.
-pub const DESCRIPTOR: Descriptor = Descriptor {
-    name: "pidentity",
-    labels: &["p-Identity"],
-    description: "p-Identity (HDMM): identity plus p optimized rows, L-BFGS with restarts",
-    privacy: &[PrivacyModel::Pure, PrivacyModel::Approx],
-    params: &[],
-    builder: |_| Box::new(PIdentity::default()),
-    weakened: Some(|| {
-        let mut p = PIdentity::default();
-        p.options.lbfgs.max_iterations = 3;
-        Box::new(p)
-    }),
-};
+pub const DESCRIPTOR: Descriptor = Descriptor::new(
+    "pidentity",
+    &["p-Identity"],
+    "p-Identity (HDMM): identity plus p optimized rows, L-BFGS with restarts",
+    |_| Box::new(PIdentity::default()),
+)
+.with_weakened(|| {
+    let mut p = PIdentity::default();
+    p.options.lbfgs.max_iterations = 3;
+    Box::new(p)
+});
 
 #[cfg(test)]
 mod tests {

@@ -18,6 +18,8 @@ pub enum Param {
     MaxSeconds,
     /// [`Params::branching`]: a tree's branching factor.
     Branching,
+    /// [`Params::effort`]: a time budget relative to a fast first stage.
+    Effort,
 }
 
 /// Parameters for [`Descriptor::build`]; `None` keeps the default.
@@ -28,6 +30,10 @@ pub struct Params {
     pub max_seconds: Option<f64>,
     /// Branching factor (optimizers listing [`Param::Branching`]).
     pub branching: Option<usize>,
+    /// Total time as a multiple of the optimizer's fast first stage
+    /// (optimizers listing [`Param::Effort`], e.g. `epsilon-default`:
+    /// a multiple of p-Identity's time); at least 1.
+    pub effort: Option<f64>,
 }
 
 /// One registered optimizer.
@@ -63,14 +69,53 @@ impl std::fmt::Debug for Descriptor {
 }
 
 impl Descriptor {
+    /// An optimizer for both privacy models that reads no parameter and
+    /// has no reduced settings (a closed form); [`Descriptor::with_params`],
+    /// [`Descriptor::for_privacy`] and [`Descriptor::with_weakened`] state
+    /// what differs.
+    pub const fn new(
+        name: &'static str,
+        labels: &'static [&'static str],
+        description: &'static str,
+        builder: fn(&Params) -> Box<dyn StrategyOptimizer>,
+    ) -> Self {
+        Self {
+            name,
+            labels,
+            description,
+            privacy: &[PrivacyModel::Pure, PrivacyModel::Approx],
+            params: &[],
+            builder,
+            weakened: None,
+        }
+    }
+
+    /// The same, reading `params`.
+    pub const fn with_params(self, params: &'static [Param]) -> Self {
+        Self { params, ..self }
+    }
+
+    /// The same, optimizing for `privacy` only.
+    pub const fn for_privacy(self, privacy: &'static [PrivacyModel]) -> Self {
+        Self { privacy, ..self }
+    }
+
+    /// The same, with the regression gate's reduced settings.
+    pub const fn with_weakened(self, weakened: fn() -> Box<dyn StrategyOptimizer>) -> Self {
+        Self {
+            weakened: Some(weakened),
+            ..self
+        }
+    }
+
     /// Whether it optimizes for `privacy`.
     pub fn supports(&self, privacy: PrivacyModel) -> bool {
         self.privacy.contains(&privacy)
     }
 
     /// The optimizer with `params`. A parameter it does not read, a
-    /// negative or NaN time budget or a branching factor below 2 is an
-    /// error.
+    /// negative or NaN time budget, a branching factor below 2 or an
+    /// effort below 1 (or not finite) is an error.
     pub fn build(&self, params: &Params) -> Result<Box<dyn StrategyOptimizer>> {
         let refuse =
             |name: &'static str, reason: String| Err(DpError::InvalidParameter { name, reason });
@@ -94,6 +139,14 @@ impl Descriptor {
             }
             if b < 2 {
                 return refuse("branching", format!("must be at least 2, got {b}"));
+            }
+        }
+        if let Some(e) = params.effort {
+            if !self.params.contains(&Param::Effort) {
+                return refuse("effort", format!("'{}' takes no effort", self.name));
+            }
+            if !(e.is_finite() && e >= 1.0) {
+                return refuse("effort", format!("must be a finite number >= 1, got {e}"));
             }
         }
         Ok((self.builder)(params))
@@ -246,5 +299,16 @@ mod tests {
         };
         assert!(descriptor("lrm").unwrap().build(&t).is_ok());
         assert!(h.build(&t).is_err());
+        let effort = |e| Params {
+            effort: Some(e),
+            ..Params::default()
+        };
+        let default = descriptor("epsilon-default").unwrap();
+        assert!(default.build(&effort(1.0)).is_ok());
+        assert!(default.build(&effort(3.0)).is_ok());
+        for bad in [0.5, f64::NAN, f64::INFINITY] {
+            assert!(default.build(&effort(bad)).is_err(), "{bad}");
+        }
+        assert!(h.build(&effort(2.0)).is_err());
     }
 }

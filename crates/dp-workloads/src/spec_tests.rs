@@ -152,47 +152,44 @@ fn malformed_domain() {
 
 #[test]
 fn malformed_queries() {
-    spec_msg(&with_queries("[3]"), "expected an object");
-    spec_msg(&with_queries(r#"[{"weight": 2}]"#), "exactly one of");
-    spec_msg(
-        &with_queries(r#"[{"kron": {}, "marginal": []}]"#),
-        "exactly one of",
-    );
-    spec_msg(
-        &with_queries(r#"[{"range": {}}]"#),
-        "unknown query kind 'range'",
-    );
+    // Each malformed query list and the words its error must contain.
+    for (queries, message) in [
+        ("[3]", "expected an object"),
+        (r#"[{"weight": 2}]"#, "exactly one of"),
+        (r#"[{"kron": {}, "marginal": []}]"#, "exactly one of"),
+        (r#"[{"range": {}}]"#, "unknown query kind 'range'"),
+        (
+            r#"[{"kron": {"age": "identiy"}}]"#,
+            "unknown factor 'identiy'",
+        ),
+        (r#"[{"kron": {"age": 3}}]"#, "expected a factor name"),
+        (r#"[{"kron": ["age"]}]"#, "expected an object"),
+        (
+            r#"[{"kron": {"age": {"ranges": []}}}]"#,
+            "'ranges' is empty",
+        ),
+        (
+            r#"[{"kron": {"age": {"ranges": [[1]]}}}]"#,
+            "must be [lo, hi]",
+        ),
+        (
+            r#"[{"kron": {"age": {"ranges": [[0, 1.5]]}}}]"#,
+            "two integers",
+        ),
+        (
+            r#"[{"kron": {"age": {"steps": 1}}}]"#,
+            "expected {\"ranges\"",
+        ),
+        (r#"[{"marginal": ["sex", "sex"]}]"#, "listed twice"),
+        (r#"[{"marginal": "sex"}]"#, "expected an array"),
+        (r#"[{"marginals": {"k": -1}}]"#, "'k'"),
+        (r#"[{"marginals": 2}]"#, "expected {\"k\""),
+    ] {
+        spec_msg(&with_queries(queries), message);
+    }
     assert_eq!(
         err(&with_queries(r#"[{"kron": {"height": "identity"}}]"#)),
         StructuredError::UnknownAttribute("height".into())
-    );
-    spec_msg(
-        &with_queries(r#"[{"kron": {"age": "identiy"}}]"#),
-        "unknown factor 'identiy'",
-    );
-    spec_msg(
-        &with_queries(r#"[{"kron": {"age": 3}}]"#),
-        "expected a factor name",
-    );
-    spec_msg(
-        &with_queries(r#"[{"kron": ["age"]}]"#),
-        "expected an object",
-    );
-    spec_msg(
-        &with_queries(r#"[{"kron": {"age": {"ranges": []}}}]"#),
-        "'ranges' is empty",
-    );
-    spec_msg(
-        &with_queries(r#"[{"kron": {"age": {"ranges": [[1]]}}}]"#),
-        "must be [lo, hi]",
-    );
-    spec_msg(
-        &with_queries(r#"[{"kron": {"age": {"ranges": [[0, 1.5]]}}}]"#),
-        "two integers",
-    );
-    spec_msg(
-        &with_queries(r#"[{"kron": {"age": {"steps": 1}}}]"#),
-        "expected {\"ranges\"",
     );
     for bad in ["[[2, 4]]", "[[3, 1]]", "[[-1, 0]]"] {
         let e = err(&with_queries(&format!(
@@ -207,20 +204,10 @@ fn malformed_queries() {
         err(&with_queries(r#"[{"marginal": ["sex", "height"]}]"#)),
         StructuredError::UnknownAttribute("height".into())
     );
-    spec_msg(
-        &with_queries(r#"[{"marginal": ["sex", "sex"]}]"#),
-        "listed twice",
-    );
-    spec_msg(
-        &with_queries(r#"[{"marginal": "sex"}]"#),
-        "expected an array",
-    );
     assert_eq!(
         err(&with_queries(r#"[{"marginals": {"k": 4}}]"#)),
         StructuredError::BadK { k: 4, d: 3 }
     );
-    spec_msg(&with_queries(r#"[{"marginals": {"k": -1}}]"#), "'k'");
-    spec_msg(&with_queries(r#"[{"marginals": 2}]"#), "expected {\"k\"");
 }
 
 #[test]

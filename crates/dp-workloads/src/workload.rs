@@ -124,231 +124,209 @@ pub(crate) fn require_domain(n: usize) -> Result<()> {
     Ok(())
 }
 
-/// `I_n`: every cell count. `WᵀW = I`.
-#[derive(Debug, Clone, Copy)]
-pub struct Identity {
-    n: usize,
-}
+/// A workload over a one-dimensional domain of `n` cells, named
+/// `Type(n)`: the struct, its constructor (refusing n = 0) and the
+/// [`Workload`] impl, whose `name` and `domain_size` follow from `n` and
+/// whose other methods are given.
+macro_rules! one_dimensional {
+    (
+        $(#[$doc:meta])*
+        $name:ident, $(#[$new_doc:meta])*
+        impl { $($methods:tt)* }
+    ) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy)]
+        pub struct $name {
+            n: usize,
+        }
 
-impl Identity {
-    /// The identity workload on `n` cells.
-    pub fn new(n: usize) -> Result<Self> {
-        require_domain(n)?;
-        Ok(Self { n })
-    }
-}
-
-impl Workload for Identity {
-    fn name(&self) -> String {
-        format!("Identity({})", self.n)
-    }
-    fn domain_size(&self) -> usize {
-        self.n
-    }
-    fn num_queries(&self) -> usize {
-        self.n
-    }
-    fn gram(&self) -> Mat<f64> {
-        Mat::identity(self.n, self.n)
-    }
-    fn column_l1_norms(&self) -> Vec<f64> {
-        vec![1.0; self.n]
-    }
-    fn answer(&self, x: &[f64]) -> Result<Vec<f64>> {
-        check_x(self, x)?;
-        Ok(x.to_vec())
-    }
-    fn explicit(&self) -> Option<Mat<f64>> {
-        fits(self.n, self.n).then(|| Mat::identity(self.n, self.n))
-    }
-}
-
-/// The single total query `Σ x`. `WᵀW = 1 1ᵀ`.
-#[derive(Debug, Clone, Copy)]
-pub struct Total {
-    n: usize,
-}
-
-impl Total {
-    /// The total workload on `n` cells.
-    pub fn new(n: usize) -> Result<Self> {
-        require_domain(n)?;
-        Ok(Self { n })
-    }
-}
-
-impl Workload for Total {
-    fn name(&self) -> String {
-        format!("Total({})", self.n)
-    }
-    fn domain_size(&self) -> usize {
-        self.n
-    }
-    fn num_queries(&self) -> usize {
-        1
-    }
-    fn gram(&self) -> Mat<f64> {
-        Mat::from_fn(self.n, self.n, |_, _| 1.0)
-    }
-    fn column_l1_norms(&self) -> Vec<f64> {
-        vec![1.0; self.n]
-    }
-    fn answer(&self, x: &[f64]) -> Result<Vec<f64>> {
-        check_x(self, x)?;
-        Ok(vec![x.iter().sum()])
-    }
-    fn explicit(&self) -> Option<Mat<f64>> {
-        fits(1, self.n).then(|| Mat::from_fn(1, self.n, |_, _| 1.0))
-    }
-}
-
-/// Prefix sums `q_i = x_0 + … + x_i`, i = 0..n. Column j appears in the
-/// n − j queries i ≥ j, so `(WᵀW)_{jk} = n − max(j, k)`.
-#[derive(Debug, Clone, Copy)]
-pub struct Prefix {
-    n: usize,
-}
-
-impl Prefix {
-    /// All n prefix queries.
-    pub fn new(n: usize) -> Result<Self> {
-        require_domain(n)?;
-        Ok(Self { n })
-    }
-}
-
-impl Workload for Prefix {
-    fn name(&self) -> String {
-        format!("Prefix({})", self.n)
-    }
-    fn domain_size(&self) -> usize {
-        self.n
-    }
-    fn num_queries(&self) -> usize {
-        self.n
-    }
-    fn gram(&self) -> Mat<f64> {
-        let n = self.n;
-        let mut g = Mat::zeros(n, n);
-        for k in 0..n {
-            let col = g.col_as_slice_mut(k);
-            let below = (n - k) as f64;
-            for v in &mut col[..k] {
-                *v = below;
-            }
-            for (j, v) in col[k..].iter_mut().enumerate() {
-                *v = (n - k - j) as f64;
+        impl $name {
+            $(#[$new_doc])*
+            pub fn new(n: usize) -> Result<Self> {
+                require_domain(n)?;
+                Ok(Self { n })
             }
         }
-        g
-    }
-    fn column_l1_norms(&self) -> Vec<f64> {
-        (0..self.n).map(|j| (self.n - j) as f64).collect()
-    }
-    fn answer(&self, x: &[f64]) -> Result<Vec<f64>> {
-        check_x(self, x)?;
-        let mut acc = 0.0;
-        Ok(x.iter()
-            .map(|v| {
-                acc += v;
-                acc
-            })
-            .collect())
-    }
-    fn explicit(&self) -> Option<Mat<f64>> {
-        fits(self.n, self.n)
-            .then(|| Mat::from_fn(self.n, self.n, |i, j| if j <= i { 1.0 } else { 0.0 }))
+
+        impl Workload for $name {
+            fn name(&self) -> String {
+                format!("{}({})", stringify!($name), self.n)
+            }
+            fn domain_size(&self) -> usize {
+                self.n
+            }
+            $($methods)*
+        }
+    };
+}
+
+one_dimensional! {
+    /// `I_n`: every cell count. `WᵀW = I`.
+    Identity,
+    /// The identity workload on `n` cells.
+    impl {
+        fn num_queries(&self) -> usize {
+            self.n
+        }
+        fn gram(&self) -> Mat<f64> {
+            Mat::identity(self.n, self.n)
+        }
+        fn column_l1_norms(&self) -> Vec<f64> {
+            vec![1.0; self.n]
+        }
+        fn answer(&self, x: &[f64]) -> Result<Vec<f64>> {
+            check_x(self, x)?;
+            Ok(x.to_vec())
+        }
+        fn explicit(&self) -> Option<Mat<f64>> {
+            fits(self.n, self.n).then(|| Mat::identity(self.n, self.n))
+        }
     }
 }
 
-/// Every range `[a, b]`, 0 ≤ a ≤ b < n: n(n+1)/2 queries, ordered by `a`
-/// then `b`. Cells j ≤ k are both in `[a, b]` iff a ≤ j and b ≥ k, so
-/// `(WᵀW)_{jk} = (min(j,k) + 1)(n − max(j,k))`.
-#[derive(Debug, Clone, Copy)]
-pub struct AllRange {
-    n: usize,
+one_dimensional! {
+    /// The single total query `Σ x`. `WᵀW = 1 1ᵀ`.
+    Total,
+    /// The total workload on `n` cells.
+    impl {
+        fn num_queries(&self) -> usize {
+            1
+        }
+        fn gram(&self) -> Mat<f64> {
+            Mat::from_fn(self.n, self.n, |_, _| 1.0)
+        }
+        fn column_l1_norms(&self) -> Vec<f64> {
+            vec![1.0; self.n]
+        }
+        fn answer(&self, x: &[f64]) -> Result<Vec<f64>> {
+            check_x(self, x)?;
+            Ok(vec![x.iter().sum()])
+        }
+        fn explicit(&self) -> Option<Mat<f64>> {
+            fits(1, self.n).then(|| Mat::from_fn(1, self.n, |_, _| 1.0))
+        }
+    }
+}
+
+one_dimensional! {
+    /// Prefix sums `q_i = x_0 + … + x_i`, i = 0..n. Column j appears in the
+    /// n − j queries i ≥ j, so `(WᵀW)_{jk} = n − max(j, k)`.
+    Prefix,
+    /// All n prefix queries.
+    impl {
+        fn num_queries(&self) -> usize {
+            self.n
+        }
+        fn gram(&self) -> Mat<f64> {
+            let n = self.n;
+            let mut g = Mat::zeros(n, n);
+            for k in 0..n {
+                let col = g.col_as_slice_mut(k);
+                let below = (n - k) as f64;
+                for v in &mut col[..k] {
+                    *v = below;
+                }
+                for (j, v) in col[k..].iter_mut().enumerate() {
+                    *v = (n - k - j) as f64;
+                }
+            }
+            g
+        }
+        fn column_l1_norms(&self) -> Vec<f64> {
+            (0..self.n).map(|j| (self.n - j) as f64).collect()
+        }
+        fn answer(&self, x: &[f64]) -> Result<Vec<f64>> {
+            check_x(self, x)?;
+            let mut acc = 0.0;
+            Ok(x.iter()
+                .map(|v| {
+                    acc += v;
+                    acc
+                })
+                .collect())
+        }
+        fn explicit(&self) -> Option<Mat<f64>> {
+            fits(self.n, self.n)
+                .then(|| Mat::from_fn(self.n, self.n, |i, j| if j <= i { 1.0 } else { 0.0 }))
+        }
+    }
+}
+
+one_dimensional! {
+    /// Every range `[a, b]`, 0 ≤ a ≤ b < n: n(n+1)/2 queries, ordered by `a`
+    /// then `b`. Cells j ≤ k are both in `[a, b]` iff a ≤ j and b ≥ k, so
+    /// `(WᵀW)_{jk} = (min(j,k) + 1)(n − max(j,k))`.
+    AllRange,
+    /// All n(n+1)/2 range queries.
+    impl {
+        fn num_queries(&self) -> usize {
+            self.n * (self.n + 1) / 2
+        }
+        fn gram(&self) -> Mat<f64> {
+            let n = self.n;
+            let mut g = Mat::zeros(n, n);
+            for k in 0..n {
+                // Column k: (j + 1)(n − k) above the diagonal, (k + 1)(n − j)
+                // from it down — two affine runs the compiler vectorizes.
+                let col = g.col_as_slice_mut(k);
+                let right = (n - k) as f64;
+                for (j, v) in col[..k].iter_mut().enumerate() {
+                    *v = (j + 1) as f64 * right;
+                }
+                let left = (k + 1) as f64;
+                for (j, v) in col[k..].iter_mut().enumerate() {
+                    *v = left * (n - k - j) as f64;
+                }
+            }
+            g
+        }
+        fn column_l1_norms(&self) -> Vec<f64> {
+            (0..self.n)
+                .map(|j| ((j + 1) * (self.n - j)) as f64)
+                .collect()
+        }
+        fn answer(&self, x: &[f64]) -> Result<Vec<f64>> {
+            check_x(self, x)?;
+            // Range sums from the prefix sums: O(m) for m answers.
+            let mut prefix = Vec::with_capacity(self.n + 1);
+            prefix.push(0.0);
+            let mut acc = 0.0;
+            for v in x {
+                acc += v;
+                prefix.push(acc);
+            }
+            let mut out = Vec::with_capacity(self.num_queries());
+            for a in 0..self.n {
+                for b in a..self.n {
+                    out.push(prefix[b + 1] - prefix[a]);
+                }
+            }
+            Ok(out)
+        }
+        fn explicit(&self) -> Option<Mat<f64>> {
+            let n = self.n;
+            if !fits(self.num_queries(), n) {
+                return None;
+            }
+            let mut w = Mat::zeros(self.num_queries(), n);
+            let mut row = 0;
+            for a in 0..n {
+                for b in a..n {
+                    for j in a..=b {
+                        w[(row, j)] = 1.0;
+                    }
+                    row += 1;
+                }
+            }
+            Some(w)
+        }
+    }
 }
 
 impl AllRange {
-    /// All n(n+1)/2 range queries.
-    pub fn new(n: usize) -> Result<Self> {
-        require_domain(n)?;
-        Ok(Self { n })
-    }
-
     /// The query index of range `[a, b]` in this workload's order.
     pub fn index_of(&self, a: usize, b: usize) -> usize {
         // Ranges starting before a: Σ_{s<a} (n − s) = a·n − a(a−1)/2.
         a * self.n - a * (a.saturating_sub(1)) / 2 + (b - a)
-    }
-}
-
-impl Workload for AllRange {
-    fn name(&self) -> String {
-        format!("AllRange({})", self.n)
-    }
-    fn domain_size(&self) -> usize {
-        self.n
-    }
-    fn num_queries(&self) -> usize {
-        self.n * (self.n + 1) / 2
-    }
-    fn gram(&self) -> Mat<f64> {
-        let n = self.n;
-        let mut g = Mat::zeros(n, n);
-        for k in 0..n {
-            // Column k: (j + 1)(n − k) above the diagonal, (k + 1)(n − j)
-            // from it down — two affine runs the compiler vectorizes.
-            let col = g.col_as_slice_mut(k);
-            let right = (n - k) as f64;
-            for (j, v) in col[..k].iter_mut().enumerate() {
-                *v = (j + 1) as f64 * right;
-            }
-            let left = (k + 1) as f64;
-            for (j, v) in col[k..].iter_mut().enumerate() {
-                *v = left * (n - k - j) as f64;
-            }
-        }
-        g
-    }
-    fn column_l1_norms(&self) -> Vec<f64> {
-        (0..self.n)
-            .map(|j| ((j + 1) * (self.n - j)) as f64)
-            .collect()
-    }
-    fn answer(&self, x: &[f64]) -> Result<Vec<f64>> {
-        check_x(self, x)?;
-        // Range sums from the prefix sums: O(m) for m answers.
-        let mut prefix = Vec::with_capacity(self.n + 1);
-        prefix.push(0.0);
-        let mut acc = 0.0;
-        for v in x {
-            acc += v;
-            prefix.push(acc);
-        }
-        let mut out = Vec::with_capacity(self.num_queries());
-        for a in 0..self.n {
-            for b in a..self.n {
-                out.push(prefix[b + 1] - prefix[a]);
-            }
-        }
-        Ok(out)
-    }
-    fn explicit(&self) -> Option<Mat<f64>> {
-        let n = self.n;
-        if !fits(self.num_queries(), n) {
-            return None;
-        }
-        let mut w = Mat::zeros(self.num_queries(), n);
-        let mut row = 0;
-        for a in 0..n {
-            for b in a..n {
-                for j in a..=b {
-                    w[(row, j)] = 1.0;
-                }
-                row += 1;
-            }
-        }
-        Some(w)
     }
 }

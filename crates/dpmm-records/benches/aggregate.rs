@@ -3,38 +3,25 @@
 //! of `examples/fertility1980`, plain and gzip'ed, into the full histogram
 //! and into all 28 two-way marginals. Records per second = elements/s.
 
+#[path = "../tests/support/generated_records.rs"]
+mod generated_records;
+
 use std::hint::black_box;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::Path;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use dpmm_records::{DEFAULT_CELL_LIMIT, Layout, Schema, aggregate_records};
 use flate2::{Compression, write::GzEncoder};
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
+use generated_records::GeneratedRecords;
 
 const RECORDS: usize = 1_000_000;
 
 fn generated_csv(rows: usize) -> Vec<u8> {
-    let mut rng = ChaCha8Rng::seed_from_u64(1980);
-    let mut out = b"morekids,gender1,gender2,age,afam,hispanic,other,work\n".to_vec();
-    let yn = ["no", "yes"];
-    let mf = ["male", "female"];
-    for _ in 0..rows {
-        writeln!(
-            out,
-            "{},{},{},{},{},{},{},{}",
-            yn[rng.random_range(0..2)],
-            mf[rng.random_range(0..2)],
-            mf[rng.random_range(0..2)],
-            rng.random_range(21..36),
-            yn[rng.random_range(0..2)],
-            yn[rng.random_range(0..2)],
-            yn[rng.random_range(0..2)],
-            rng.random_range(0..53),
-        )
-        .expect("in-memory write");
-    }
+    let mut records = GeneratedRecords::new(rows, 1980);
+    let mut out = Vec::new();
+    records.read_to_end(&mut out).expect("in-memory read");
+    assert_eq!(records.bytes, out.len());
     out
 }
 

@@ -216,10 +216,9 @@ impl CountTable {
 /// Counts of private records, opaque: no public method reveals a count, a
 /// total or the number of records read or dropped.
 ///
-/// It is to be handed to the privacy kernel (dp-core's private histogram
-/// type, in progress), which alone reads the counts and adds noise; the
-/// hand-off will be a conversion in this crate, the only place that can see
-/// the tables. Its `Debug` shows the layout only.
+/// It is handed to the privacy kernel by [`PrivateCounts::into_kernel`]
+/// (dp-core's opaque [`dp_core::PrivateMarginals`]), which alone reads the
+/// counts and adds noise. Its `Debug` shows the layout only.
 pub struct PrivateCounts {
     layout: Layout,
     tables: Vec<CountTable>,
@@ -253,21 +252,26 @@ impl PrivateCounts {
         &self.layout
     }
 
-    /// The tables, for the hand-off to the kernel and for this crate's
-    /// tests only.
-    #[cfg_attr(not(test), allow(dead_code))]
+    /// Hands the tables to the privacy kernel as one dataset's marginals
+    /// (they come from one pass over the records, so one record adds one
+    /// to one cell of every table: the contract of
+    /// [`dp_core::PrivateMarginals`]). Nothing else reads the counts.
+    pub fn into_kernel(self) -> Result<dp_core::PrivateMarginals, dp_core::DpError> {
+        let tables = self
+            .tables
+            .into_iter()
+            .map(|t| (t.attributes, t.counts))
+            .collect();
+        dp_core::PrivateMarginals::new(self.layout.shape, tables)
+    }
+
+    /// The tables, for this crate's tests only.
+    #[cfg(test)]
     pub(crate) fn tables(&self) -> &[CountTable] {
         &self.tables
     }
 
     #[inline]
-    fn add_one(&mut self, codes: &[usize]) {
-        for table in &mut self.tables {
-            let cell = table.cell(codes);
-            table.counts[cell] += 1;
-        }
-    }
-
     fn add(&mut self, codes: &[usize], count: u64, line: u64) -> Result<(), RecordsError> {
         for table in &mut self.tables {
             let cell = table.cell(codes);
@@ -465,16 +469,31 @@ pub fn aggregate_records<'a, R: Read + 'a>(
     check_layout(schema, layout)?;
     let mut reader = csv_reader(input, source_name)?;
     let compiled = Reader::new(schema, &header(&mut reader, source_name)?)?;
+    // Each row is one record.
+    count_rows(reader, source_name, &compiled, layout, |_, _| Ok(1))
+}
+
+/// Streams the rows of `reader` (past its header) into the counts of
+/// `layout`: each row is encoded by `compiled` (whose policies may drop
+/// it) and, when kept, added `multiplicity(row, line)` times.
+fn count_rows<R: Read>(
+    mut reader: csv::Reader<R>,
+    source_name: &str,
+    compiled: &Reader,
+    layout: &Layout,
+    multiplicity: impl Fn(&ByteRecord, u64) -> Result<u64, RecordsError>,
+) -> Result<PrivateCounts, RecordsError> {
     let mut counts = PrivateCounts::zeros(layout)?;
-    let mut codes = vec![0usize; schema.attributes().len()];
+    let mut codes = vec![0usize; compiled.columns.len()];
     let mut row = ByteRecord::new();
     while reader
         .read_byte_record(&mut row)
         .map_err(|e| csv_error(e, source_name))?
     {
         let line = row.position().map_or(0, |p| p.line());
+        let count = multiplicity(&row, line)?;
         if let Verdict::Keep = compiled.encode(&row, line, &mut codes)? {
-            counts.add_one(&codes);
+            counts.add(&codes, count, line)?;
         }
     }
     Ok(counts)
@@ -545,25 +564,14 @@ pub fn aggregate_counts_table<'a, R: Read + 'a>(
         )));
     }
     let compiled = Reader::new(schema, &header)?;
-    let mut counts = PrivateCounts::zeros(layout)?;
-    let mut codes = vec![0usize; schema.attributes().len()];
-    let mut row = ByteRecord::new();
-    while reader
-        .read_byte_record(&mut row)
-        .map_err(|e| csv_error(e, source_name))?
-    {
-        let line = row.position().map_or(0, |p| p.line());
-        let count = row
-            .get(count_column)
+    // Each row is a group of identical records, as many as its count.
+    count_rows(reader, source_name, &compiled, layout, |row, line| {
+        row.get(count_column)
             .and_then(|c| std::str::from_utf8(c.trim_ascii()).ok())
             .filter(|c| !c.is_empty() && c.bytes().all(|b| b.is_ascii_digit()))
             .and_then(|c| c.parse::<u64>().ok())
-            .ok_or(RecordsError::BadCount { line })?;
-        if let Verdict::Keep = compiled.encode(&row, line, &mut codes)? {
-            counts.add(&codes, count, line)?;
-        }
-    }
-    Ok(counts)
+            .ok_or(RecordsError::BadCount { line })
+    })
 }
 
 /// [`aggregate_counts_table`] on a file (gzip detected by its magic bytes).

@@ -4,73 +4,11 @@
 //! than the input's size. Its own test binary, so no other test shares the
 //! process's peak.
 
-use std::io::Read;
+#[path = "support/generated_records.rs"]
+mod generated_records;
 
 use dpmm_records::{DEFAULT_CELL_LIMIT, Layout, Schema, aggregate_records};
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
-
-/// A reader that writes `rows` random fertility-like CSV records as it is
-/// read, holding at most one line.
-struct GeneratedRecords {
-    rng: ChaCha8Rng,
-    rows_left: usize,
-    line: Vec<u8>,
-    pos: usize,
-    bytes: usize,
-}
-
-impl GeneratedRecords {
-    fn new(rows: usize) -> Self {
-        Self {
-            rng: ChaCha8Rng::seed_from_u64(7),
-            rows_left: rows,
-            line: b"morekids,gender1,gender2,age,afam,hispanic,other,work\n".to_vec(),
-            pos: 0,
-            bytes: 0,
-        }
-    }
-
-    fn next_line(&mut self) {
-        let yn = ["no", "yes"];
-        let mf = ["male", "female"];
-        let r = &mut self.rng;
-        self.line = format!(
-            "{},{},{},{},{},{},{},{}\n",
-            yn[r.random_range(0..2)],
-            mf[r.random_range(0..2)],
-            mf[r.random_range(0..2)],
-            r.random_range(21..36),
-            yn[r.random_range(0..2)],
-            yn[r.random_range(0..2)],
-            yn[r.random_range(0..2)],
-            r.random_range(0..53),
-        )
-        .into_bytes();
-        self.pos = 0;
-        self.rows_left -= 1;
-    }
-}
-
-impl Read for GeneratedRecords {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let mut written = 0;
-        while written < buf.len() {
-            if self.pos == self.line.len() {
-                if self.rows_left == 0 {
-                    break;
-                }
-                self.next_line();
-            }
-            let n = (self.line.len() - self.pos).min(buf.len() - written);
-            buf[written..written + n].copy_from_slice(&self.line[self.pos..self.pos + n]);
-            self.pos += n;
-            written += n;
-        }
-        self.bytes += written;
-        Ok(written)
-    }
-}
+use generated_records::GeneratedRecords;
 
 /// Peak resident set size in KiB (`VmHWM` of /proc/self/status).
 fn peak_rss_kib() -> Option<u64> {
@@ -90,7 +28,7 @@ fn two_million_records_stream_in_bounded_memory() {
     let Some(before) = peak_rss_kib() else {
         return; // not Linux: no /proc to read the peak from
     };
-    let mut input = GeneratedRecords::new(2_000_000);
+    let mut input = GeneratedRecords::new(2_000_000, 7);
     let counts = aggregate_records(&mut input, "generated", &schema, &layout).expect("valid");
     assert!(counts.layout().is_full());
     let after = peak_rss_kib().expect("readable again");

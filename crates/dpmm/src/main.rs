@@ -12,6 +12,10 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use dpmm_records::{DRAFT_NOTE, draft_from_path};
 
+mod ledger_cmd;
+mod release;
+mod release_plan;
+
 /// Optimized linear queries under differential privacy, for data curators.
 #[derive(Parser)]
 #[command(name = "dpmm", version, about)]
@@ -25,6 +29,13 @@ enum Command {
     /// Records schemas: how CSV columns become the attributes of a domain.
     #[command(subcommand)]
     Schema(SchemaCommand),
+    /// Release private answers to a workload from records: validate,
+    /// aggregate, charge the ledger, measure (exact discrete noise),
+    /// reconstruct, write answers with standard errors and 95% intervals.
+    Release(release::ReleaseArgs),
+    /// The persistent privacy budget: create a ledger, show it.
+    #[command(subcommand)]
+    Ledger(ledger_cmd::LedgerCommand),
 }
 
 #[derive(Subcommand)]
@@ -43,6 +54,8 @@ enum SchemaCommand {
 
 fn run(cli: Cli) -> Result<(), String> {
     match cli.command {
+        Command::Release(args) => release::run(&args),
+        Command::Ledger(command) => ledger_cmd::run(command),
         Command::Schema(SchemaCommand::Draft { records, out }) => {
             let draft = draft_from_path(&records).map_err(|e| e.to_string())?;
             let mut json = draft.to_json();

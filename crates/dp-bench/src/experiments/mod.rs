@@ -6,6 +6,7 @@ mod lrm_params;
 mod mechanisms;
 mod mm_range_error;
 mod projection_small_db;
+mod runner;
 mod sweep;
 mod timing;
 
@@ -14,8 +15,8 @@ use crate::Experiment;
 /// Every experiment, in listing order.
 pub fn all() -> Vec<Box<dyn Experiment>> {
     let mut out: Vec<Box<dyn Experiment>> = vec![
-        Box::new(mm_range_error::RangeErrorGrowth),
-        Box::new(projection_small_db::ProjectionSmallDb),
+        Box::new(mm_range_error::EXPERIMENT),
+        Box::new(projection_small_db::EXPERIMENT),
     ];
     out.extend(
         sweep::all()
@@ -32,6 +33,6 @@ pub fn all() -> Vec<Box<dyn Experiment>> {
             .into_iter()
             .map(|t| Box::new(t) as Box<dyn Experiment>),
     );
-    out.push(Box::new(coa_convergence::CoaConvergence));
+    out.push(Box::new(coa_convergence::EXPERIMENT));
     out
 }

@@ -26,14 +26,17 @@ use dp_opt::projection::{
     GeneralizedGaussian, KyFanCovariance, KyFanOptions, ProjectionMechanism, optimal_covariance,
 };
 use dp_opt::{PrivacyModel, Problem, StrategyOptimizer};
+use dp_workloads::datasets::Histogram;
 use dp_workloads::generators::wrange;
+use dp_workloads::workload::ExplicitWorkload;
 
 use super::common::{histogram, subsample};
+use super::runner::{Grid, GridExperiment};
 use crate::stats::MeanCi;
-use crate::{About, Experiment, ExperimentResult, Panel, Plot, Point, Progress, RunConfig, Series};
+use crate::{About, Panel, Plot, Point, PointSetting, Progress, RunConfig, Series, with_error_bar};
 
 /// `projection-small-db`.
-pub struct ProjectionSmallDb;
+pub(crate) struct ProjectionSmallDb;
 
 /// The optimal covariance at one k, with σ_(k+1) and its solve time.
 struct Solved {
@@ -52,7 +55,7 @@ const PROJECTION_TOLERANCE: f64 = 1e-6;
 /// One N: the three mechanisms' per-query MSE, the projection's parts and
 /// the Lemma 3.0.2 quantities.
 #[derive(Debug, Clone)]
-struct Row {
+pub(crate) struct Row {
     records: f64,
     k: usize,
     gm: MeanCi,
@@ -79,46 +82,90 @@ fn mat_vec(a: MatRef<'_, f64>, x: &[f64]) -> Vec<f64> {
         .collect()
 }
 
-const ABOUT: About = About {
-    name: "projection-small-db",
-    reproduces: "Nikolov, projection mechanism (Algorithm 1, Lemma 3.0.2): error against database size N on WRange 1024x1024 over SEARCHLOGS, vs GM and COA",
+/// The experiment.
+pub(crate) const EXPERIMENT: Grid<ProjectionSmallDb> = Grid {
+    about: About {
+        name: "projection-small-db",
+        reproduces: "Nikolov, projection mechanism (Algorithm 1, Lemma 3.0.2): error against database size N on WRange 1024x1024 over SEARCHLOGS, vs GM and COA",
+    },
+    experiment: ProjectionSmallDb,
 };
 
-impl Experiment for ProjectionSmallDb {
-    fn about(&self) -> About {
-        ABOUT
-    }
+/// What the run shares: the workload, the data, GM and COA (which do not
+/// depend on N) and the covariances solved so far.
+pub(crate) struct Setup {
+    m: usize,
+    n: usize,
+    budget: PrivacyBudget,
+    workload: ExplicitWorkload,
+    hist: Histogram,
+    gm: GeneralizedGaussian,
+    /// `Δ₂(W)²`.
+    delta2_sq: f64,
+    coa_mech: MatrixMechanism,
+    coa_l2: f64,
+    /// One covariance per k (every N ≥ m shares k = m).
+    solved: Vec<Solved>,
+    rank: usize,
+    rng: dp_core::Session,
+    /// Subsampling the database is not a privacy mechanism: a plain seeded generator.
+    sampler: rand::rngs::StdRng,
+    setting: PointSetting,
+}
 
-    fn run(&self, cfg: &RunConfig, progress: &mut dyn Progress) -> Result<ExperimentResult> {
+impl Setup {
+    /// The index in `solved` of the optimal covariance at `k`, solved
+    /// once.
+    fn solve(&mut self, k: usize) -> Result<usize> {
+        if let Some(i) = self.solved.iter().position(|s| s.k == k) {
+            return Ok(i);
+        }
+        let start = std::time::Instant::now();
+        let m = self.m;
+        let cov = optimal_covariance(self.workload.matrix(), k, &KyFanOptions::default())?;
+        self.rank = cov.rank;
+        let eig = SymmetricEigen::values_only(cov.covariance.as_ref())?;
+        self.solved.push(Solved {
+            k,
+            next_eig: if k < m { eig[m - 1 - k] } else { 0.0 },
+            seconds: start.elapsed().as_secs_f64(),
+            cov,
+        });
+        Ok(self.solved.len() - 1)
+    }
+}
+
+/// Per release, the per-query squared errors of GM, COA, the projection
+/// and its two parts, with the projection's Frank–Wolfe statistics.
+#[derive(Default)]
+struct Samples {
+    gm: Vec<f64>,
+    coa: Vec<f64>,
+    projection: Vec<f64>,
+    kept: Vec<f64>,
+    projected: Vec<f64>,
+    fw_iterations: usize,
+    unconverged: usize,
+}
+
+impl GridExperiment for ProjectionSmallDb {
+    type Setup = Setup;
+    /// The database size N.
+    type Value = f64;
+    type Row = Row;
+
+    fn setup(&self, cfg: &RunConfig, progress: &mut dyn Progress) -> Result<Setup> {
         let (m, n) = if cfg.smoke { (128, 128) } else { (1024, 1024) };
-        let grid: Vec<f64> = cfg.by_scale(
-            vec![10.0, 100.0],
-            vec![10.0, 30.0, 100.0, 300.0, 1000.0, 10000.0],
-            vec![
-                10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 3000.0, 10000.0,
-            ],
-        );
-        let reps = cfg.repetitions.unwrap_or(cfg.by_scale(5, 100, 200));
         let budget = PrivacyBudget::approx(EPSILON, DELTA)?;
-        let mut rng = dp_core::experiments::SeededSession::unlimited(cfg.seed);
-        // Subsampling the database is not a privacy mechanism: a plain seeded generator.
-        let mut sampler = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(cfg.seed);
         let workload = wrange(m, n, cfg.seed)?;
         let w = workload.matrix();
-        let workload_name = dp_workloads::Workload::name(&workload);
         let hist = histogram(DATASET, n, cfg, progress)?;
-        let total = hist.counts.iter().sum::<f64>();
-        let mut records: Vec<f64> = grid.into_iter().filter(|&r| r < total).collect();
-        records.push(total);
-        progress.start(records.len() as u64 + 1);
-
         // GM: Σ = Δ₂² I.
         let delta2_sq = (0..n)
             .map(|e| w.col(e).squared_norm_l2())
             .fold(0.0, f64::max);
         let gm_cov = Mat::<f64>::identity(m, m) * dp_linalg::Scale(delta2_sq);
         let gm = GeneralizedGaussian::new(w, gm_cov.as_ref(), budget, CALIBRATION)?;
-        let c = gm.multiplier();
         // COA.
         let start = std::time::Instant::now();
         let problem = Problem::from_workload(w, PrivacyModel::Approx)?;
@@ -126,152 +173,199 @@ impl Experiment for ProjectionSmallDb {
         let coa_l2 = problem.objective(coa.strategy.as_ref())?;
         let coa_mech =
             MatrixMechanism::with_calibration(coa.strategy.as_ref(), budget, CALIBRATION)?;
-        let coa_seconds = start.elapsed().as_secs_f64();
-        progress.step(&format!(
-            "COA strategy: l2_obj {coa_l2:.6e}, gap {:.1e}, {coa_seconds:.1} s",
+        progress.note(&format!(
+            "COA strategy: l2_obj {coa_l2:.6e}, gap {:.1e}, {:.1} s",
             coa.report
                 .certificate
                 .as_ref()
-                .map_or(f64::NAN, |c| c.relative_gap)
+                .map_or(f64::NAN, |c| c.relative_gap),
+            start.elapsed().as_secs_f64()
         ));
-
-        let mut rows: Vec<Row> = Vec::new();
-        let mut points = Vec::new();
-        // One covariance per k (every N ≥ m shares k = m); the mechanism
-        // is built per N, since its hull N (I − Π) K_W scales with N.
-        let mut solved: Vec<Solved> = Vec::new();
-        let mut rank = 0;
-        for &records_n in &records {
-            let x = subsample(&hist, records_n as usize, &mut sampler)?;
-            let data = dp_core::PrivateHistogram::from_f64_counts(&x)?;
-            let truth = mat_vec(w, &x);
-            let k = ((EPSILON * records_n).floor() as usize).min(m);
-            if !solved.iter().any(|s| s.k == k) {
-                let start = std::time::Instant::now();
-                let cov = optimal_covariance(w, k, &KyFanOptions::default())?;
-                rank = cov.rank;
-                let eig = SymmetricEigen::values_only(cov.covariance.as_ref())?;
-                solved.push(Solved {
-                    k,
-                    next_eig: if k < m { eig[m - 1 - k] } else { 0.0 },
-                    seconds: start.elapsed().as_secs_f64(),
-                    cov,
-                });
-            }
-            let Some(sol) = solved.iter().find(|s| s.k == k) else {
-                continue;
-            };
-            let (next_eig, gap, cov_seconds) = (sol.next_eig, sol.cov.relative_gap, sol.seconds);
-            let mech = ProjectionMechanism::new(
-                w,
-                sol.cov.covariance.as_ref(),
-                budget,
-                CALIBRATION,
-                records_n,
-                PROJECTION_TOLERANCE,
-            )?;
-            let start = std::time::Instant::now();
-            let (mut s_gm, mut s_coa, mut s_proj, mut s_kept, mut s_rest) =
-                (vec![], vec![], vec![], vec![], vec![]);
-            let mut fw_iterations = 0usize;
-            let mut unconverged = 0usize;
-            let kept_truth = mat_vec(mech.projector(), &truth);
-            for _ in 0..reps {
-                let y = gm.release(&data, &mut rng)?;
-                s_gm.push(squared_distance(&y, &truth) / m as f64);
-                let y = coa_mech.release(w, &data, &mut rng)?;
-                s_coa.push(squared_distance(&y, &truth) / m as f64);
-                let out = mech.release(&data, &mut rng)?;
-                fw_iterations += out.projection.iterations;
-                unconverged += usize::from(!out.projection.converged);
-                s_proj.push(squared_distance(&out.answers, &truth) / m as f64);
-                let kept = mat_vec(mech.projector(), &out.gaussian);
-                s_kept.push(squared_distance(&kept, &kept_truth) / m as f64);
-                let rest_truth: Vec<f64> =
-                    truth.iter().zip(&kept_truth).map(|(a, b)| a - b).collect();
-                s_rest.push(squared_distance(&out.projection.point, &rest_truth) / m as f64);
-            }
-            let seconds = start.elapsed().as_secs_f64();
-            let row = Row {
-                records: records_n,
-                k,
-                gm: MeanCi::of(&s_gm),
-                coa: MeanCi::of(&s_coa),
-                projection: MeanCi::of(&s_proj),
-                kept: MeanCi::of(&s_kept),
-                projected: MeanCi::of(&s_rest),
-                kept_closed_form: mech.expected_kept_error() / m as f64,
-                projected_bound: if k < m {
-                    4.0 * records_n * c * next_eig * (2.0 * (2.0 * n as f64).ln()).sqrt() / m as f64
-                } else {
-                    0.0
-                },
-                gap,
-                covariance_seconds: cov_seconds,
-            };
-            let base = |mechanism: &str, ci: MeanCi, expected: Option<f64>, metric: String| Point {
-                mechanism: mechanism.into(),
-                workload: workload_name.clone(),
-                dataset: format!("{} subsampled to N", hist.name),
-                parameter: "N".into(),
-                value: records_n,
+        Ok(Setup {
+            m,
+            n,
+            budget,
+            workload,
+            hist,
+            gm,
+            delta2_sq,
+            coa_mech,
+            coa_l2,
+            solved: Vec::new(),
+            rank: 0,
+            rng: dp_core::experiments::SeededSession::unlimited(cfg.seed),
+            sampler: <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(cfg.seed),
+            setting: PointSetting {
+                parameter: "N",
                 epsilon: EPSILON,
                 delta: Some(DELTA),
                 seed: cfg.seed,
-                repetitions: reps,
-                mean_squared_error: Some(ci.mean),
-                ci95_low: Some(ci.low()),
-                ci95_high: Some(ci.high()),
-                expected_squared_error: expected,
-                metric,
-                seconds,
-            };
-            let per_query = "average squared error per query (total / m)".to_string();
-            points.push(base(
-                "GM",
-                row.gm,
-                Some(c * c * delta2_sq),
-                per_query.clone(),
-            ));
-            points.push(base(
-                "COA",
-                row.coa,
-                Some(c * c * coa_l2 / m as f64),
-                per_query.clone(),
-            ));
-            points.push(base(
-                "Projection",
-                row.projection,
-                None,
-                format!("{per_query}; k = {k}, Frank-Wolfe {} steps per release on average, {unconverged} releases above the gap tolerance", fw_iterations / reps.max(1)),
-            ));
-            points.push(base(
-                "Projection: kept part",
-                row.kept,
-                Some(row.kept_closed_form),
-                "‖Π(ỹ − y)‖² / m; closed form c²‖Σ‖_(k)/m".into(),
-            ));
-            points.push(base(
-                "Projection: projected part",
-                row.projected,
-                None,
-                format!(
-                    "‖ȳ − (I − Π)y‖² / m; Lemma 3.0.1 bound 4Ncσ_(k+1)√(2 ln 2n)/m = {:.4e}",
-                    row.projected_bound
-                ),
-            ));
-            progress.step(&format!(
-                "N = {records_n}: k = {k}, projection {:.3e}, COA {:.3e}, GM {:.3e}",
-                row.projection.mean, row.coa.mean, row.gm.mean
-            ));
-            rows.push(row);
-        }
-        Ok(ExperimentResult {
-            summary: summary(&rows, c, coa_l2, delta2_sq, (m, n, rank), reps, &hist.name),
-            plots: plots(&rows),
-            points,
+                repetitions: cfg.repetitions.unwrap_or(cfg.by_scale(5, 100, 200)),
+            },
         })
     }
+
+    fn grid(&self, cfg: &RunConfig, setup: &Setup) -> Vec<f64> {
+        let grid: Vec<f64> = cfg.by_scale(
+            vec![10.0, 100.0],
+            vec![10.0, 30.0, 100.0, 300.0, 1000.0, 10000.0],
+            vec![
+                10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 3000.0, 10000.0,
+            ],
+        );
+        let total = setup.hist.counts.iter().sum::<f64>();
+        let mut records: Vec<f64> = grid.into_iter().filter(|&r| r < total).collect();
+        records.push(total);
+        records
+    }
+
+    fn measure(&self, setup: &mut Setup, &records_n: &f64, points: &mut Vec<Point>) -> Result<Row> {
+        let (m, n) = (setup.m, setup.n);
+        let x = subsample(&setup.hist, records_n as usize, &mut setup.sampler)?;
+        let k = ((EPSILON * records_n).floor() as usize).min(m);
+        let i = setup.solve(k)?;
+        let sol = &setup.solved[i];
+        let (next_eig, gap, cov_seconds) = (sol.next_eig, sol.cov.relative_gap, sol.seconds);
+        // The mechanism is built per N, since its hull N (I − Π) K_W scales with N.
+        let mech = ProjectionMechanism::new(
+            setup.workload.matrix(),
+            sol.cov.covariance.as_ref(),
+            setup.budget,
+            CALIBRATION,
+            records_n,
+            PROJECTION_TOLERANCE,
+        )?;
+        let start = std::time::Instant::now();
+        let samples = release(setup, &mech, &x)?;
+        let seconds = start.elapsed().as_secs_f64();
+        let c = setup.gm.multiplier();
+        let row = Row {
+            records: records_n,
+            k,
+            gm: MeanCi::of(&samples.gm),
+            coa: MeanCi::of(&samples.coa),
+            projection: MeanCi::of(&samples.projection),
+            kept: MeanCi::of(&samples.kept),
+            projected: MeanCi::of(&samples.projected),
+            kept_closed_form: mech.expected_kept_error() / m as f64,
+            projected_bound: if k < m {
+                4.0 * records_n * c * next_eig * (2.0 * (2.0 * n as f64).ln()).sqrt() / m as f64
+            } else {
+                0.0
+            },
+            gap,
+            covariance_seconds: cov_seconds,
+        };
+        points.extend(row_points(setup, &row, &samples, seconds));
+        Ok(row)
+    }
+
+    fn describe(&self, &records_n: &f64, row: &Row) -> String {
+        format!(
+            "N = {records_n}: k = {}, projection {:.3e}, COA {:.3e}, GM {:.3e}",
+            row.k, row.projection.mean, row.coa.mean, row.gm.mean
+        )
+    }
+
+    fn report(&self, setup: &Setup, _: &[f64], rows: &[Row]) -> Result<(String, Vec<Plot>)> {
+        let summary = summary(
+            rows,
+            setup.gm.multiplier(),
+            setup.coa_l2,
+            setup.delta2_sq,
+            (setup.m, setup.n, setup.rank),
+            setup.setting.repetitions,
+            &setup.hist.name,
+        );
+        Ok((summary, plots(rows)))
+    }
+}
+
+/// `repetitions` releases of GM, COA and the projection mechanism `mech`
+/// on the database `x`, in that order per release.
+fn release(setup: &mut Setup, mech: &ProjectionMechanism, x: &[f64]) -> Result<Samples> {
+    let w = setup.workload.matrix();
+    let m = setup.m as f64;
+    let data = dp_core::PrivateHistogram::from_f64_counts(x)?;
+    let truth = mat_vec(w, x);
+    let kept_truth = mat_vec(mech.projector(), &truth);
+    let rest_truth: Vec<f64> = truth.iter().zip(&kept_truth).map(|(a, b)| a - b).collect();
+    let mut s = Samples::default();
+    for _ in 0..setup.setting.repetitions {
+        let y = setup.gm.release(&data, &mut setup.rng)?;
+        s.gm.push(squared_distance(&y, &truth) / m);
+        let y = setup.coa_mech.release(w, &data, &mut setup.rng)?;
+        s.coa.push(squared_distance(&y, &truth) / m);
+        let out = mech.release(&data, &mut setup.rng)?;
+        s.fw_iterations += out.projection.iterations;
+        s.unconverged += usize::from(!out.projection.converged);
+        s.projection
+            .push(squared_distance(&out.answers, &truth) / m);
+        let kept = mat_vec(mech.projector(), &out.gaussian);
+        s.kept.push(squared_distance(&kept, &kept_truth) / m);
+        s.projected
+            .push(squared_distance(&out.projection.point, &rest_truth) / m);
+    }
+    Ok(s)
+}
+
+/// The CSV points of one N: the three mechanisms and the projection's two
+/// parts.
+fn row_points(setup: &Setup, row: &Row, samples: &Samples, seconds: f64) -> Vec<Point> {
+    let (m, c) = (setup.m as f64, setup.gm.multiplier());
+    let reps = setup.setting.repetitions;
+    let workload = dp_workloads::Workload::name(&setup.workload);
+    let dataset = format!("{} subsampled to N", setup.hist.name);
+    let point = |mechanism: &str, ci: MeanCi, expected: Option<f64>, metric: String| {
+        setup
+            .setting
+            .point(mechanism, &workload, &dataset, row.records)
+            .with_error(&ci)
+            .with_expected(expected)
+            .with_metric(metric)
+            .with_seconds(seconds)
+    };
+    let per_query = "average squared error per query (total / m)".to_string();
+    vec![
+        point(
+            "GM",
+            row.gm,
+            Some(c * c * setup.delta2_sq),
+            per_query.clone(),
+        ),
+        point(
+            "COA",
+            row.coa,
+            Some(c * c * setup.coa_l2 / m),
+            per_query.clone(),
+        ),
+        point(
+            "Projection",
+            row.projection,
+            None,
+            format!(
+                "{per_query}; k = {}, Frank-Wolfe {} steps per release on average, {} releases above the gap tolerance",
+                row.k,
+                samples.fw_iterations / reps.max(1),
+                samples.unconverged
+            ),
+        ),
+        point(
+            "Projection: kept part",
+            row.kept,
+            Some(row.kept_closed_form),
+            "‖Π(ỹ − y)‖² / m; closed form c²‖Σ‖_(k)/m".into(),
+        ),
+        point(
+            "Projection: projected part",
+            row.projected,
+            None,
+            format!(
+                "‖ȳ − (I − Π)y‖² / m; Lemma 3.0.1 bound 4Ncσ_(k+1)√(2 ln 2n)/m = {:.4e}",
+                row.projected_bound
+            ),
+        ),
+    ]
 }
 
 fn apart_below(a: &MeanCi, b: &MeanCi) -> bool {
@@ -347,43 +441,29 @@ fn summary(
 }
 
 fn plots(rows: &[Row]) -> Vec<Plot> {
-    let series = |name: &str, color: usize, pick: fn(&Row) -> MeanCi| Series {
-        name: name.into(),
-        points: rows
-            .iter()
-            .map(|r| {
-                let ci = pick(r);
-                (
-                    r.records,
-                    ci.mean,
-                    Some((ci.low().max(ci.mean * 1e-3), ci.high())),
-                )
-            })
-            .collect(),
-        markers_only: false,
-        color,
+    let series = |name: &str, color: usize, pick: fn(&Row) -> MeanCi| {
+        let points = rows.iter().map(|r| with_error_bar(r.records, &pick(r)));
+        Series::line(name, color, points.collect())
     };
-    let closed = Series {
-        name: "Projection kept part, closed form c²‖Σ‖_(k)/m".into(),
-        points: rows
-            .iter()
+    let closed = Series::line(
+        "Projection kept part, closed form c²‖Σ‖_(k)/m",
+        3,
+        rows.iter()
             .map(|r| (r.records, r.kept_closed_form, None))
             .collect(),
-        markers_only: false,
-        color: 3,
-    };
-    vec![Plot {
-        file_stem: "error_vs_database_size".into(),
-        title: "WRange, ε = 1, δ = 1e-6: average squared error per query against N".into(),
-        x_label: "database size N (records)".into(),
-        y_label: "average squared error per query".into(),
-        log_x: true,
-        log_y: true,
-        panels: Panel::only(vec![
+    );
+    vec![Plot::log_log(
+        "error_vs_database_size",
+        "WRange, ε = 1, δ = 1e-6: average squared error per query against N",
+        (
+            "database size N (records)",
+            "average squared error per query",
+        ),
+        Panel::only(vec![
             series("GM", 0, |r| r.gm),
             series("COA", 1, |r| r.coa),
             series("Projection", 2, |r| r.projection),
             closed,
         ]),
-    }]
+    )]
 }

@@ -13,9 +13,10 @@ use dp_opt::{PrivacyModel, Problem};
 
 use super::common::gaussian_multiplier;
 use super::mechanisms::strategy;
+use super::runner::{Grid, GridExperiment, product};
 use super::sweep::{DELTA, EPSILON, Family, related_rank};
 use crate::stats::fitted_exponent;
-use crate::{About, Experiment, ExperimentResult, Panel, Plot, Point, Progress, RunConfig, Series};
+use crate::{About, Panel, Plot, Point, PointSetting, Progress, RunConfig, Series};
 
 /// Which figure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,24 +30,51 @@ pub enum Axis {
 }
 
 /// One timing figure.
-pub struct Timing {
-    /// Name and what it reproduces.
-    pub about: About,
+pub(crate) struct Timing {
     /// Which axis.
     pub axis: Axis,
 }
 
 const MECHANISMS: [&str; 4] = ["ESM", "AM", "LRM", "COA"];
 
-impl Experiment for Timing {
-    fn about(&self) -> About {
-        self.about
+/// What the run shares.
+pub(crate) struct Setup {
+    /// The varied sizes.
+    sizes: Vec<usize>,
+    /// The fixed size (n for Fig. 11, m for Figs. 12–13).
+    fixed: usize,
+    families: Vec<Family>,
+    /// ESM's and LRM's wall-clock budget.
+    budget_seconds: Option<f64>,
+    /// The Gaussian multiplier of the budget.
+    c: f64,
+    setting: PointSetting,
+}
+
+/// One optimization: seconds, expected error `c² l2_obj`, converged.
+type Run = (f64, f64, bool);
+
+impl Timing {
+    fn param(&self) -> &'static str {
+        if self.axis == Axis::M { "m" } else { "n" }
     }
 
-    fn run(&self, cfg: &RunConfig, progress: &mut dyn Progress) -> Result<ExperimentResult> {
+    fn fixed_name(&self) -> &'static str {
+        if self.axis == Axis::M { "n" } else { "m" }
+    }
+}
+
+impl GridExperiment for Timing {
+    type Setup = Setup;
+    /// The workload (index into [`Setup::families`]) and the varied size.
+    type Value = (usize, usize);
+    /// Per mechanism, in [`MECHANISMS`] order.
+    type Row = Vec<Run>;
+
+    fn setup(&self, cfg: &RunConfig, _: &mut dyn Progress) -> Result<Setup> {
         // (grid, fixed): the paper's fixed sizes at --full, reduced by
         // default.
-        let (grid, fixed): (Vec<usize>, usize) = match (self.axis, cfg.smoke, cfg.full) {
+        let (sizes, fixed): (Vec<usize>, usize) = match (self.axis, cfg.smoke, cfg.full) {
             (_, true, _) => (vec![16, 32], 32),
             (Axis::M, false, false) => (vec![128, 512, 2048, 8192], 256),
             (Axis::M, false, true) => (vec![128, 256, 512, 1024, 2048, 4096, 8192], 1024),
@@ -65,83 +93,96 @@ impl Experiment for Timing {
         } else {
             vec![Family::Range, Family::Related]
         };
-        let budget_seconds = cfg.by_scale(Some(2.0), Some(15.0), None);
         let budget = PrivacyBudget::approx(EPSILON, DELTA)?;
-        let c = gaussian_multiplier(budget, GaussianCalibration::Coa)?;
-        progress.start((grid.len() * families.len() * MECHANISMS.len()) as u64);
-        let mut points = Vec::new();
-        let mut panels = Vec::new();
-        let mut summary = format!(
-            "Wall-clock seconds of one strategy optimization ((ε,δ) = ({EPSILON}, {DELTA}), {} threads on this machine), with the \
-             closed-form expected total squared error c²·l2_obj of the strategy found (c = √(2 ln(2/δ))/ε). {} fixed at {fixed}.{}\n\n",
-            std::thread::available_parallelism().map_or(1, |p| p.get()),
-            if self.axis == Axis::M { "n" } else { "m" },
-            match budget_seconds {
-                Some(t) => format!(
-                    " ESM and LRM run under a {t} s budget at this scale; a flagged time is a lower bound."
-                ),
-                None => String::new(),
-            }
-        );
-        let param = if self.axis == Axis::M { "m" } else { "n" };
-        summary += &format!(
-            "| workload | {param} | mechanism | seconds | expected error | converged |\n|---|---|---|---|---|---|\n"
-        );
+        Ok(Setup {
+            sizes,
+            fixed,
+            families,
+            budget_seconds: cfg.by_scale(Some(2.0), Some(15.0), None),
+            c: gaussian_multiplier(budget, GaussianCalibration::Coa)?,
+            setting: PointSetting {
+                parameter: self.param(),
+                epsilon: EPSILON,
+                delta: Some(DELTA),
+                seed: cfg.seed,
+                repetitions: 0,
+            },
+        })
+    }
+
+    fn grid(&self, _: &RunConfig, setup: &Setup) -> Vec<(usize, usize)> {
+        product(setup.families.len(), &setup.sizes)
+    }
+
+    fn measure(
+        &self,
+        setup: &mut Setup,
+        &(f, value): &(usize, usize),
+        points: &mut Vec<Point>,
+    ) -> Result<Vec<Run>> {
+        let family = setup.families[f];
+        let (m, n) = if self.axis == Axis::M {
+            (value, setup.fixed)
+        } else {
+            (setup.fixed, value)
+        };
+        let n = if family == Family::Marginal {
+            n.next_power_of_two().max(4)
+        } else {
+            n
+        };
+        let w = family.generate(m, n, related_rank(m, n), setup.setting.seed ^ value as u64)?;
+        let workload = dp_workloads::Workload::name(&w);
+        let problem = Problem::from_workload(w.matrix(), PrivacyModel::Approx)?;
+        let mut runs = Vec::with_capacity(MECHANISMS.len());
+        for mech in MECHANISMS {
+            let (a, converged, seconds) = strategy(mech, &problem, setup.budget_seconds)?;
+            let expected = setup.c * setup.c * problem.objective(a.as_ref())?;
+            points.push(
+                setup
+                    .setting
+                    .point(mech, &workload, "-", value as f64)
+                    .with_expected(Some(expected))
+                    .with_metric(format!(
+                        "seconds of one optimization (column seconds); expected total squared error in closed form; {}",
+                        if converged { "converged" } else { "not converged" }
+                    ))
+                    .with_seconds(seconds),
+            );
+            runs.push((seconds, expected, converged));
+        }
+        Ok(runs)
+    }
+
+    fn describe(&self, &(_, value): &(usize, usize), runs: &Vec<Run>) -> String {
+        let times: Vec<String> = MECHANISMS
+            .iter()
+            .zip(runs)
+            .map(|(mech, run)| format!("{mech} {:.2} s", run.0))
+            .collect();
+        format!("{} = {value}: {}", self.param(), times.join(", "))
+    }
+
+    fn report(
+        &self,
+        setup: &Setup,
+        grid: &[(usize, usize)],
+        rows: &[Vec<Run>],
+    ) -> Result<(String, Vec<Plot>)> {
+        let param = self.param();
+        let xs: Vec<f64> = setup.sizes.iter().map(|&v| v as f64).collect();
         let mut growth = String::new();
-        for family in &families {
-            let mut times: Vec<Vec<f64>> = vec![Vec::new(); MECHANISMS.len()];
-            for &value in &grid {
-                let (m, n) = if self.axis == Axis::M {
-                    (value, fixed)
-                } else {
-                    (fixed, value)
-                };
-                let n = if *family == Family::Marginal {
-                    n.next_power_of_two().max(4)
-                } else {
-                    n
-                };
-                let s = related_rank(m, n);
-                let w = family.generate(m, n, s, cfg.seed ^ value as u64)?;
-                let problem = Problem::from_workload(w.matrix(), PrivacyModel::Approx)?;
-                for (j, mech) in MECHANISMS.iter().enumerate() {
-                    let (a, converged, seconds) = strategy(mech, &problem, budget_seconds)?;
-                    let expected = c * c * problem.objective(a.as_ref())?;
-                    times[j].push(seconds);
-                    summary += &format!(
-                        "| {} | {value} | {mech} | {seconds:.3} | {expected:.4e} | {} |\n",
-                        family.label(),
-                        if converged { "yes" } else { "**no**" }
-                    );
-                    points.push(Point {
-                        mechanism: (*mech).into(),
-                        workload: dp_workloads::Workload::name(&w),
-                        dataset: "-".into(),
-                        parameter: param.into(),
-                        value: value as f64,
-                        epsilon: EPSILON,
-                        delta: Some(DELTA),
-                        seed: cfg.seed,
-                        repetitions: 0,
-                        mean_squared_error: None,
-                        ci95_low: None,
-                        ci95_high: None,
-                        expected_squared_error: Some(expected),
-                        metric: format!(
-                            "seconds of one optimization (column seconds); expected total squared error in closed form; {}",
-                            if converged { "converged" } else { "not converged" }
-                        ),
-                        seconds,
-                    });
-                    progress.step(&format!(
-                        "{} {param} = {value}: {mech} {seconds:.2} s",
-                        family.label()
-                    ));
-                }
-            }
-            let xs: Vec<f64> = grid.iter().map(|&v| v as f64).collect();
+        let mut panels = Vec::new();
+        for (f, family) in setup.families.iter().enumerate() {
+            let of_family: Vec<&Vec<Run>> = grid
+                .iter()
+                .zip(rows)
+                .filter(|((g, _), _)| *g == f)
+                .map(|(_, runs)| runs)
+                .collect();
+            let mut series = Vec::new();
             for (j, mech) in MECHANISMS.iter().enumerate() {
-                let ys: Vec<f64> = times[j].iter().map(|t| t.max(1e-4)).collect();
+                let ys: Vec<f64> = of_family.iter().map(|runs| runs[j].0.max(1e-4)).collect();
                 growth += &format!(
                     "| {} | {mech} | {param}^{:.2} | {:.2}× |\n",
                     family.label(),
@@ -149,37 +190,62 @@ impl Experiment for Timing {
                     ys.iter().copied().fold(0.0, f64::max)
                         / ys.iter().copied().fold(f64::INFINITY, f64::min)
                 );
+                let points = xs.iter().zip(&ys).map(|(&x, &t)| (x, t, None)).collect();
+                series.push(Series::line(*mech, j + 3, points));
             }
             panels.push(Panel {
                 title: family.label().into(),
-                series: MECHANISMS
-                    .iter()
-                    .enumerate()
-                    .map(|(j, name)| Series {
-                        name: (*name).into(),
-                        points: xs
-                            .iter()
-                            .zip(&times[j])
-                            .map(|(&x, &t)| (x, t.max(1e-4), None))
-                            .collect(),
-                        markers_only: false,
-                        color: j + 3,
-                    })
-                    .collect(),
+                series,
             });
         }
-        let plots = vec![Plot {
-            file_stem: "time".into(),
-            title: format!(
-                "optimization time against {param} ({} = {fixed})",
-                if self.axis == Axis::M { "n" } else { "m" }
+        let plot = Plot::log_log(
+            "time",
+            format!(
+                "optimization time against {param} ({} = {})",
+                self.fixed_name(),
+                setup.fixed
             ),
-            x_label: param.into(),
-            y_label: "seconds".into(),
-            log_x: true,
-            log_y: true,
+            (param, "seconds"),
             panels,
-        }];
+        );
+        Ok((self.summary(setup, grid, rows, &growth), vec![plot]))
+    }
+}
+
+impl Timing {
+    fn summary(
+        &self,
+        setup: &Setup,
+        grid: &[(usize, usize)],
+        rows: &[Vec<Run>],
+        growth: &str,
+    ) -> String {
+        let param = self.param();
+        let mut summary = format!(
+            "Wall-clock seconds of one strategy optimization ((ε,δ) = ({EPSILON}, {DELTA}), {} threads on this machine), with the \
+             closed-form expected total squared error c²·l2_obj of the strategy found (c = √(2 ln(2/δ))/ε). {} fixed at {}.{}\n\n",
+            std::thread::available_parallelism().map_or(1, |p| p.get()),
+            self.fixed_name(),
+            setup.fixed,
+            match setup.budget_seconds {
+                Some(t) => format!(
+                    " ESM and LRM run under a {t} s budget at this scale; a flagged time is a lower bound."
+                ),
+                None => String::new(),
+            }
+        );
+        summary += &format!(
+            "| workload | {param} | mechanism | seconds | expected error | converged |\n|---|---|---|---|---|---|\n"
+        );
+        for (&(f, value), runs) in grid.iter().zip(rows) {
+            for (mech, &(seconds, expected, converged)) in MECHANISMS.iter().zip(runs) {
+                summary += &format!(
+                    "| {} | {value} | {mech} | {seconds:.3} | {expected:.4e} | {} |\n",
+                    setup.families[f].label(),
+                    if converged { "yes" } else { "**no**" }
+                );
+            }
+        }
         summary += &format!(
             "\n**Growth** (fitted exponent of time against {param}, and max/min time over the grid):\n\n| workload | mechanism | fitted growth | max/min |\n|---|---|---|---|\n{growth}"
         );
@@ -194,37 +260,33 @@ impl Experiment for Timing {
             "\n**The paper's claim (Figs. 12–13):** COA's time grows as n³ per Newton step with few steps; LRM's grows with min(m,n)²(m+n) times many iterations; \
              for large n and small m COA may be slower than LRM.\n"
         };
-        Ok(ExperimentResult {
-            points,
-            plots,
-            summary,
-        })
+        summary
     }
 }
 
 /// Figures 11–13.
-pub fn all() -> Vec<Timing> {
+pub(crate) fn all() -> Vec<Grid<Timing>> {
     vec![
-        Timing {
+        Grid {
             about: About {
                 name: "coa-fig11",
                 reproduces: "COA paper, Figure 11: running time of ESM, AM, LRM and COA against m (n fixed)",
             },
-            axis: Axis::M,
+            experiment: Timing { axis: Axis::M },
         },
-        Timing {
+        Grid {
             about: About {
                 name: "coa-fig12",
                 reproduces: "COA paper, Figure 12: running time against n (m = 1024)",
             },
-            axis: Axis::N1024,
+            experiment: Timing { axis: Axis::N1024 },
         },
-        Timing {
+        Grid {
             about: About {
                 name: "coa-fig13",
                 reproduces: "COA paper, Figure 13: running time against n (m = 2048)",
             },
-            axis: Axis::N2048,
+            experiment: Timing { axis: Axis::N2048 },
         },
     ]
 }

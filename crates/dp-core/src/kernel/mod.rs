@@ -17,9 +17,16 @@
 //!   `(Δ₂(Ã)/G)²/(2ρ)` on ℤ), drawn exactly (CKS20). The kernel computes
 //!   the sensitivities itself; every value returned is an exact multiple
 //!   of `G`. Anything computed from a [`Measurement`] is post-processing.
+//! - [`Session::measure_marginals`]: a [`MarginalStrategy`] (terms with
+//!   factors on a few attributes, ones rows elsewhere) measured on the
+//!   [`PrivateMarginals`] tables of one dataset, each term on the table of
+//!   its support (see [`marginals`](self::marginals)).
+//! - Every [`Measurement`] carries the strategy actually measured
+//!   ([`MeasuredStrategy`]); reconstructing with it is exactly unbiased.
 
 mod accounting;
 mod histogram;
+pub mod marginals;
 pub mod strategy;
 
 pub use accounting::{
@@ -27,7 +34,8 @@ pub use accounting::{
     check_epsilon, check_rho, zcdp_delta, zcdp_rho_for,
 };
 pub use histogram::PrivateHistogram;
-pub use strategy::{LinearStrategy, MAX_COUNT};
+pub use marginals::{MarginalStrategy, PrivateMarginals, SparseTerm};
+pub use strategy::{LinearStrategy, MAX_COUNT, MeasuredStrategy, MeasuredTerm};
 
 use num_bigint::BigUint;
 use serde::Serialize;
@@ -98,6 +106,10 @@ pub struct Measurement {
     pub sensitivity: f64,
     /// What the session was charged.
     pub cost: Cost,
+    /// The strategy actually measured (quantized, public): reconstruct
+    /// with it for exactly unbiased estimates.
+    #[serde(skip)]
+    pub strategy: MeasuredStrategy,
 }
 
 /// A privacy session: the total budget, what has been spent, the noise
@@ -228,10 +240,23 @@ impl Session {
             });
         }
         let q = strategy.quantized()?;
-        let g = q.granularity();
         let plan = NoisePlan::new(q, cost)?;
         self.charge(cost)?;
-        let mut answers = q.apply(data.counts());
+        let answers = q.apply(data.counts());
+        self.add_noise(answers, q, &plan, cost, None)
+    }
+
+    /// Adds the exact discrete noise of `plan` to `Ã x / G` (already
+    /// charged) and returns the measurement in the answers' units.
+    fn add_noise(
+        &mut self,
+        mut answers: Vec<i128>,
+        q: &strategy::QuantizedStrategy,
+        plan: &NoisePlan,
+        cost: Cost,
+        supports: Option<&[Vec<usize>]>,
+    ) -> Result<Measurement> {
+        let g = q.granularity();
         for a in &mut answers {
             let z = match &plan.kind {
                 PlanKind::Laplace { num, den } => signed(self.noise.discrete_laplace(num, den))?,
@@ -252,6 +277,7 @@ impl Session {
             variance: plan.variance_in_units(g),
             sensitivity: plan.sensitivity * g,
             cost,
+            strategy: q.measured(supports),
         })
     }
 }

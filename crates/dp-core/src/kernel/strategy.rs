@@ -31,12 +31,17 @@ use crate::{DpError, Result};
 pub const MAX_COUNT: u64 = 1 << 40;
 
 /// Bits of relative precision the quantization aims for per term (shared
-/// among its K factors: each factor's largest entry is kept to about
-/// 2^(−60/K) relative accuracy; fewer bits only when 128-bit arithmetic
-/// would not hold the answers).
+/// among its K listed factors: each factor's largest entry is kept to
+/// about 2^(−60/K) relative accuracy, at most 2⁻⁴⁰; fewer bits only when
+/// 128-bit arithmetic would not hold the answers).
 const TARGET_BITS: i32 = 60;
 /// Fewest bits accepted before refusing a strategy as too large.
 const MIN_BITS: i32 = 12;
+/// Most bits one factor keeps: its integers stay below 2⁴², so the f64
+/// rounding of the inputs (2⁻⁵³ relative) moves a row sum by far less
+/// than half a grid step and the row-sum-preserving rounding of
+/// [`to_integers`] keeps exact zeros exact.
+const MAX_FACTOR_BITS: i32 = 40;
 
 /// A linear strategy for the kernel: a dense matrix, a Kronecker product
 /// of dense factors, or a stacked union of weighted Kronecker products.
@@ -148,88 +153,105 @@ impl LinearStrategy {
 
     /// Quantizes to the integer form the kernel measures.
     fn quantize(&self) -> Result<QuantizedStrategy> {
-        let mut bits = TARGET_BITS;
-        loop {
-            if let Some(q) = self.quantize_with(bits)? {
-                return Ok(q);
-            }
-            bits -= 4;
-            if bits < MIN_BITS {
-                return Err(invalid(
-                    "strategy",
-                    "too large for exact 128-bit measurement (too many factors or cells)".into(),
-                ));
-            }
-        }
+        quantize_terms(&self.terms)
     }
 
-    /// Quantization keeping about `bits` bits per factor, or `None` when
-    /// the answers could overflow 127 bits for some histogram with counts
-    /// up to [`MAX_COUNT`] (a bound that does not look at the data).
-    fn quantize_with(&self, bits: i32) -> Result<Option<QuantizedStrategy>> {
-        // Grids of factors 2..K: a power of two 2^-bits below the factor's
-        // largest entry. The first factor's grid is set per term so that
-        // every term lands on one common output grid G = 2^g_exp.
-        let mut later_exps = Vec::with_capacity(self.terms.len());
-        let mut g_exp = i32::MAX;
-        for (w, factors) in &self.terms {
-            // Each of the K factors keeps bits/K bits, so every term's
-            // product keeps about `bits` bits and the terms share a grid.
-            let per = (bits / factors.len() as i32).max(1);
-            let exps: Vec<i32> = factors[1..]
-                .iter()
-                .map(|f| exponent_of(f.norm_max()) - per)
-                .collect();
-            let first = exponent_of(w.abs() * factors[0].norm_max()) - per;
-            g_exp = g_exp.min(first + exps.iter().sum::<i32>());
-            later_exps.push(exps);
+    /// Quantizes without measuring: the strategy the kernel would measure
+    /// (public, data-independent), e.g. to plan a reconstruction.
+    pub fn measured_strategy(&self) -> Result<MeasuredStrategy> {
+        Ok(self.quantized()?.measured(None))
+    }
+}
+
+/// Quantizes weighted Kronecker terms (factors of each term in order;
+/// the terms need not share a domain) to one common grid, retrying with
+/// fewer bits until 128-bit arithmetic provably holds every answer.
+pub(crate) fn quantize_terms(terms: &[(f64, Vec<Mat<f64>>)]) -> Result<QuantizedStrategy> {
+    let mut bits = TARGET_BITS;
+    loop {
+        if let Some(q) = quantize_with(terms, bits)? {
+            return Ok(q);
         }
-        let mut terms = Vec::with_capacity(self.terms.len());
-        for ((w, factors), exps) in self.terms.iter().zip(later_exps) {
-            let first_exp = g_exp - exps.iter().sum::<i32>();
-            // An entry beyond 62 bits (terms of very different scales on
-            // one grid): retry with fewer bits.
-            let Some(first_ints) = to_integers(factors[0].as_ref(), *w, first_exp) else {
+        bits -= 4;
+        if bits < MIN_BITS {
+            return Err(invalid(
+                "strategy",
+                "too large for exact 128-bit measurement (too many factors or cells)".into(),
+            ));
+        }
+    }
+}
+
+/// Quantization keeping about `bits` bits per term, or `None` when the
+/// answers could overflow 127 bits for some histogram with counts up to
+/// [`MAX_COUNT`] (a bound that does not look at the data).
+fn quantize_with(terms: &[(f64, Vec<Mat<f64>>)], bits: i32) -> Result<Option<QuantizedStrategy>> {
+    // Grids of factors 2..K: a power of two 2^-per below the factor's
+    // largest entry. The first factor's grid is set per term so that
+    // every term lands on one common output grid G = 2^g_exp.
+    let mut later_exps = Vec::with_capacity(terms.len());
+    let mut g_exp = i32::MAX;
+    let mut rows = 0usize;
+    for (w, factors) in terms {
+        // Each of the term's K factors keeps bits/K bits (K counts the
+        // factors actually listed: a marginal term on 2 attributes of an
+        // 8-attribute domain has K = 2), capped so that the f64 rounding
+        // of the inputs stays far below one grid step.
+        let per = (bits / factors.len() as i32).clamp(1, MAX_FACTOR_BITS);
+        let exps: Vec<i32> = factors[1..]
+            .iter()
+            .map(|f| exponent_of(f.norm_max()) - per)
+            .collect();
+        let first = exponent_of(w.abs() * factors[0].norm_max()) - per;
+        g_exp = g_exp.min(first + exps.iter().sum::<i32>());
+        later_exps.push(exps);
+        rows += factors.iter().map(|f| f.nrows()).product::<usize>();
+    }
+    let mut out = Vec::with_capacity(terms.len());
+    for ((w, factors), exps) in terms.iter().zip(later_exps) {
+        let first_exp = g_exp - exps.iter().sum::<i32>();
+        // An entry beyond 53 bits (terms of very different scales on one
+        // grid): retry with fewer bits.
+        let Some(first_ints) = to_integers(factors[0].as_ref(), *w, first_exp) else {
+            return Ok(None);
+        };
+        let mut ints = vec![first_ints];
+        for (f, &e) in factors[1..].iter().zip(&exps) {
+            let Some(next) = to_integers(f.as_ref(), 1.0, e) else {
                 return Ok(None);
             };
-            let mut ints = vec![first_ints];
-            for (f, &e) in factors[1..].iter().zip(&exps) {
-                let Some(next) = to_integers(f.as_ref(), 1.0, e) else {
-                    return Ok(None);
-                };
-                ints.push(next);
-            }
-            // Data-independent bound on every intermediate and final
-            // |answer| / G: MAX_COUNT · Π_k (largest row L1 of factor k).
-            let mut bound = BigUint::from(MAX_COUNT);
-            for f in &ints {
-                bound *= f.max_row_l1();
-            }
-            if bound.bits() > 120 {
-                return Ok(None);
-            }
-            terms.push(ints);
+            ints.push(next);
         }
-        let sensitivity_l1 = terms
-            .iter()
-            .map(|t| t.iter().map(IntMatrix::max_col_l1).product::<BigUint>())
-            .sum();
-        let sensitivity_l2_squared = terms
-            .iter()
-            .map(|t| {
-                t.iter()
-                    .map(IntMatrix::max_col_l2_squared)
-                    .product::<BigUint>()
-            })
-            .sum();
-        Ok(Some(QuantizedStrategy {
-            terms,
-            granularity_exp: g_exp,
-            rows: self.rows,
-            sensitivity_l1,
-            sensitivity_l2_squared,
-        }))
+        // Data-independent bound on every intermediate and final
+        // |answer| / G: MAX_COUNT · Π_k (largest row L1 of factor k).
+        let mut bound = BigUint::from(MAX_COUNT);
+        for f in &ints {
+            bound *= f.max_row_l1();
+        }
+        if bound.bits() > 120 {
+            return Ok(None);
+        }
+        out.push(ints);
     }
+    let sensitivity_l1 = out
+        .iter()
+        .map(|t| t.iter().map(IntMatrix::max_col_l1).product::<BigUint>())
+        .sum();
+    let sensitivity_l2_squared = out
+        .iter()
+        .map(|t| {
+            t.iter()
+                .map(IntMatrix::max_col_l2_squared)
+                .product::<BigUint>()
+        })
+        .sum();
+    Ok(Some(QuantizedStrategy {
+        terms: out,
+        granularity_exp: g_exp,
+        rows,
+        sensitivity_l1,
+        sensitivity_l2_squared,
+    }))
 }
 
 fn too_large() -> DpError {
@@ -259,26 +281,63 @@ fn kron(a: MatRef<'_, f64>, b: MatRef<'_, f64>) -> Mat<f64> {
     })
 }
 
-/// `round(weight · m / 2^exp)` entrywise, as i64; `None` when an entry
-/// needs more than 62 bits.
+/// `weight · m / 2^exp` rounded to integers row by row, preserving each
+/// row's sum: every entry is rounded to nearest, then the entries that
+/// rounding moved furthest are moved one step back until the integer row
+/// sum equals the rounded exact sum of the row (each entry stays within
+/// one grid step). A row that sums to zero (a contrast, as the Helmert
+/// rows of a residual strategy) therefore stays exactly orthogonal to the
+/// ones vector, which keeps the subspaces of a residual strategy exactly
+/// orthogonal after quantization. `None` when an entry needs more than
+/// 52 bits (every integer and its value `· 2^exp` are then exact in f64).
 fn to_integers(m: MatRef<'_, f64>, weight: f64, exp: i32) -> Option<IntMatrix> {
     let scale = 2f64.powi(-exp);
     let mut data = Vec::with_capacity(m.nrows() * m.ncols());
+    let mut vals = Vec::with_capacity(m.ncols());
     for i in 0..m.nrows() {
+        vals.clear();
+        // Multiplying by a power of two is exact; the weight product
+        // rounds once, then the quantization rounds to the grid.
         for j in 0..m.ncols() {
-            // Multiplying by a power of two is exact; the weight product
-            // rounds once, then the quantization rounds to the grid.
-            let v = ((weight * m[(i, j)]) * scale).round();
-            if v.is_nan() || v.abs() >= 2f64.powi(62) {
+            let v = (weight * m[(i, j)]) * scale;
+            if v.is_nan() || v.abs() >= 2f64.powi(52) {
                 return None;
             }
-            data.push(v as i64);
+            vals.push(v);
+        }
+        // The exact sum of the row: whole parts in integers, fractional
+        // parts (exact in f64) summed in f64.
+        let whole: i128 = vals.iter().map(|v| v.floor() as i128).sum();
+        let frac: f64 = vals.iter().map(|v| v - v.floor()).sum();
+        let target = whole + frac.round() as i128;
+        let start = data.len();
+        data.extend(vals.iter().map(|v| v.round() as i64));
+        let row = &mut data[start..];
+        let mut diff = target - row.iter().map(|&r| i128::from(r)).sum::<i128>();
+        if diff != 0 {
+            // Entries ordered by how far rounding moved them against the
+            // needed direction (ties by position: deterministic).
+            let mut order: Vec<usize> = (0..row.len()).collect();
+            let gap = |j: usize| vals[j] - row[j] as f64;
+            order.sort_by(|&a, &b| gap(b).total_cmp(&gap(a)).then(a.cmp(&b)));
+            if diff < 0 {
+                order.reverse();
+            }
+            for &j in &order {
+                if diff == 0 {
+                    break;
+                }
+                let step = diff.signum() as i64;
+                row[j] += step;
+                diff -= i128::from(step);
+            }
         }
     }
     Some(IntMatrix {
         rows: m.nrows(),
         cols: m.ncols(),
         data,
+        exp,
     })
 }
 
@@ -288,11 +347,20 @@ pub(crate) struct IntMatrix {
     rows: usize,
     cols: usize,
     data: Vec<i64>,
+    /// The grid of this factor: its value is `data · 2^exp`.
+    exp: i32,
 }
 
 impl IntMatrix {
     fn get(&self, i: usize, j: usize) -> i64 {
         self.data[i * self.cols + j]
+    }
+
+    /// The factor's exact value `data · 2^exp` (exact in f64: every
+    /// integer is below 2⁵³).
+    fn to_mat(&self) -> Mat<f64> {
+        let g = 2f64.powi(self.exp);
+        Mat::from_fn(self.rows, self.cols, |i, j| self.get(i, j) as f64 * g)
     }
 
     fn max_row_l1(&self) -> BigUint {
@@ -341,6 +409,36 @@ impl IntMatrix {
     }
 }
 
+/// The strategy a measurement actually measured, `Ã` (public and
+/// data-independent): a stack of Kronecker terms `⊗_k F_{t,k}`, each
+/// factor at its exact quantized value (a multiple of a power of two,
+/// exactly representable in f64), the term's weight folded into its
+/// first factor. Reconstruction should use it rather than the requested
+/// strategy: least squares with the matrix that was measured is exactly
+/// unbiased, with the requested one it is off by the quantization (about
+/// 2⁻⁶⁰ᐟᴷ relative).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MeasuredStrategy {
+    /// The terms, in row order.
+    pub terms: Vec<MeasuredTerm>,
+    /// `G`: every entry of every term's Kronecker product is a multiple.
+    pub granularity: f64,
+}
+
+/// One term of a [`MeasuredStrategy`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct MeasuredTerm {
+    /// The attributes the factors act on, increasing. For a
+    /// [`LinearStrategy`] the term's own factor positions `0..K`; for a
+    /// [`super::MarginalStrategy`] domain positions, every other attribute
+    /// having the factor `[1, …, 1]` (exact, not quantized), and a term on
+    /// no attribute having one 1×1 factor (its weight on the grand total).
+    pub support: Vec<usize>,
+    /// The factors, one per support position (one 1×1 factor when the
+    /// support is empty).
+    pub factors: Vec<Mat<f64>>,
+}
+
 /// The quantized strategy `Ã = G · (integer terms)`.
 #[derive(Debug, Clone)]
 pub(crate) struct QuantizedStrategy {
@@ -366,6 +464,32 @@ impl QuantizedStrategy {
     /// `(Δ₂(Ã)/G)²` exactly for one term, an upper bound for a union.
     pub(crate) fn sensitivity_l2_squared(&self) -> BigUint {
         self.sensitivity_l2_squared.clone()
+    }
+
+    /// The public form of `Ã`: each term's factors at their exact values,
+    /// on the attributes `supports[t]` (or `0..K` when `None`).
+    pub(crate) fn measured(&self, supports: Option<&[Vec<usize>]>) -> MeasuredStrategy {
+        let terms = self
+            .terms
+            .iter()
+            .enumerate()
+            .map(|(t, factors)| MeasuredTerm {
+                support: match supports {
+                    Some(s) => s[t].clone(),
+                    None => (0..factors.len()).collect(),
+                },
+                factors: factors.iter().map(IntMatrix::to_mat).collect(),
+            })
+            .collect();
+        MeasuredStrategy {
+            terms,
+            granularity: self.granularity(),
+        }
+    }
+
+    /// `F_t x_t / G` exactly for term `t` alone, `x_t` its input tensor.
+    pub(crate) fn apply_term(&self, t: usize, x: &[u64]) -> Vec<i128> {
+        apply_kronecker(&self.terms[t], x)
     }
 
     /// `Ã x / G` exactly, for counts `x` (each ≤ [`MAX_COUNT`], which keeps

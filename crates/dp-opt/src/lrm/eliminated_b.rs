@@ -24,39 +24,31 @@ impl Lrm {
     /// end. Converged when SPG's own test held (not its iteration limit or
     /// a failed line search), C is fitted to `10⁻⁶‖C‖_F` and
     /// `‖B‖²_F ≤ ‖W‖²_F`.
+    ///
+    /// With `start` (r × n, e.g. p-Identity's strategy), SPG starts there
+    /// instead, its columns scaled to unit norm; SPG keeps its best
+    /// iterate, so the result is never worse than the start.
     pub(super) fn eliminated_b_form(
         &self,
         c: &Mat<f64>,
         r: usize,
         colmax: f64,
         norm: ColumnNorm,
+        start: Option<&Mat<f64>>,
         observer: &mut dyn Observer,
     ) -> Result<Decomposition> {
         let o = self.options;
         let par = o.parallelism;
         let n = c.ncols();
-        let extra = r - n;
-        let mut rng = ChaCha8Rng::seed_from_u64(o.penalty.seed);
-        // Identity plus a uniform start on the extra rows, each
-        // extra column summing to about 2 before the columns are
-        // normalized; with no extra row, a small uniform perturbation of
-        // the identity (the identity itself is a KKT point).
-        let scale = if extra > 0 {
-            4.0 / extra as f64
-        } else {
-            1.0 / n as f64
+        let mut l = match start {
+            Some(l0) => l0.clone(),
+            None => Self::random_start(r, n, o.penalty.seed),
         };
-        let mut l = Mat::from_fn(r, n, |i, j| {
-            let noise = if extra == 0 || i >= n {
-                scale * rng.random::<f64>()
-            } else {
-                0.0
-            };
-            f64::from(u8::from(i == j)) + noise
-        });
         for j in 0..n {
             let length = norm.norm(l.col(j).iter().copied());
-            l.col_mut(j).iter_mut().for_each(|v| *v /= length);
+            if length > 0.0 {
+                l.col_mut(j).iter_mut().for_each(|v| *v /= length);
+            }
         }
         let eval = |lx: MatRef<'_, f64>, grad: MatMut<'_, f64>| {
             eliminated_b_objective_into(c, lx, grad, par).unwrap_or(f64::INFINITY)
@@ -108,6 +100,28 @@ impl Lrm {
             colmax,
             solved.iterations,
         ))
+    }
+
+    /// The identity plus a uniform start on the `r − n` extra rows, each
+    /// extra column summing to about 2 before the columns are normalized;
+    /// with no extra row, a small uniform perturbation of the identity
+    /// (the identity itself is a KKT point).
+    fn random_start(r: usize, n: usize, seed: u64) -> Mat<f64> {
+        let extra = r - n;
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let scale = if extra > 0 {
+            4.0 / extra as f64
+        } else {
+            1.0 / n as f64
+        };
+        Mat::from_fn(r, n, |i, j| {
+            let noise = if extra == 0 || i >= n {
+                scale * rng.random::<f64>()
+            } else {
+                0.0
+            };
+            f64::from(u8::from(i == j)) + noise
+        })
     }
 }
 

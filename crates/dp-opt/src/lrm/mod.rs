@@ -413,9 +413,38 @@ impl Lrm {
         norm: ColumnNorm,
         observer: &mut dyn Observer,
     ) -> Result<Decomposition> {
+        self.decompose_from(gram, norm, None, observer)
+    }
+
+    /// [`Lrm::decompose`] from `start` (an r × n strategy with r ≥ n, e.g.
+    /// p-Identity's): the eliminated-B form of [`LrmSolver::Penalty`]
+    /// starts there, with `r` its row count. Other solvers, or a start of
+    /// another shape, are an error.
+    pub fn decompose_from(
+        &self,
+        gram: dp_linalg::MatRef<'_, f64>,
+        norm: ColumnNorm,
+        start: Option<&Mat<f64>>,
+        observer: &mut dyn Observer,
+    ) -> Result<Decomposition> {
         self.check()?;
-        let o = self.options;
         let n = gram.nrows();
+        if let Some(l0) = start
+            && (self.options.solver != LrmSolver::Penalty
+                || l0.ncols() != n
+                || l0.nrows() < n
+                || !dp_linalg::all_finite(l0.as_ref()))
+        {
+            return Err(DpError::InvalidParameter {
+                name: "start",
+                reason: format!(
+                    "a warm start needs the penalty solver and a finite r × {n} matrix with r >= {n}, got {} × {}",
+                    l0.nrows(),
+                    l0.ncols()
+                ),
+            });
+        }
+        let o = self.options;
         let colmax = (0..n).map(|i| gram[(i, i)]).fold(0.0, f64::max).sqrt();
         if !(colmax.is_finite() && colmax > 0.0) {
             return Err(DpError::ZeroMatrix {
@@ -424,6 +453,9 @@ impl Lrm {
         }
         let g = Mat::from_fn(n, n, |i, j| gram[(i, j)] / (colmax * colmax));
         let (c, _) = gram_root_and_spectrum(g.as_ref())?;
+        if let Some(l0) = start {
+            return self.eliminated_b_form(&c, l0.nrows(), colmax, norm, start, observer);
+        }
         let rank_w = c.nrows().max(1);
         let scaled = |k: usize| ((o.rank_factor * k as f64).ceil() as usize).max(1);
         let mut r = o.rank.unwrap_or(scaled(rank_w));
@@ -434,7 +466,7 @@ impl Lrm {
                 r = n + n.div_ceil(16);
             }
             if r >= n {
-                return self.eliminated_b_form(&c, r, colmax, norm, observer);
+                return self.eliminated_b_form(&c, r, colmax, norm, None, observer);
             }
         }
         let (l, b, scale) = self.svd_start(&g, &c, r.min(n), norm)?;
@@ -528,9 +560,22 @@ impl StrategyOptimizer for Lrm {
     }
 
     fn optimize(&self, problem: &Problem, observer: &mut dyn Observer) -> Result<Optimized> {
+        self.optimize_from(problem, None, observer)
+    }
+}
+
+impl Lrm {
+    /// [`StrategyOptimizer::optimize`] from a warm start (see
+    /// [`Lrm::decompose_from`]).
+    pub fn optimize_from(
+        &self,
+        problem: &Problem,
+        warm: Option<&Mat<f64>>,
+        observer: &mut dyn Observer,
+    ) -> Result<Optimized> {
         let start = Instant::now();
         let norm = ColumnNorm::for_privacy(problem.privacy());
-        let dec = self.decompose(problem.gram(), norm, observer)?;
+        let dec = self.decompose_from(problem.gram(), norm, warm, observer)?;
         // L answered by least squares; if BL ≠ W leaves part of W outside
         // L's row space, measure that part too (identity rows scaled so
         // that the sensitivity stays 1); then BestOf[LRM, Identity].
@@ -567,24 +612,23 @@ impl StrategyOptimizer for Lrm {
 
 /// [`Lrm`] in the registry (a time budget bounds its decomposition);
 /// weakened: one penalty stage of 3 SPG iterations.
-pub const DESCRIPTOR: Descriptor = Descriptor {
-    name: "lrm",
-    labels: &["LRM"],
-    description: "LRM: low-rank factorization W = BL minimizing tr(BᵀB) over L's unit-ball columns",
-    privacy: &[crate::PrivacyModel::Pure, crate::PrivacyModel::Approx],
-    params: &[Param::MaxSeconds],
-    builder: |p| {
+pub const DESCRIPTOR: Descriptor = Descriptor::new(
+    "lrm",
+    &["LRM"],
+    "LRM: low-rank factorization W = BL minimizing tr(BᵀB) over L's unit-ball columns",
+    |p| {
         let mut lrm = Lrm::default();
         lrm.options.max_seconds = p.max_seconds;
         Box::new(lrm)
     },
-    weakened: Some(|| {
-        let mut lrm = Lrm::default();
-        lrm.options.penalty.stages = 1;
-        lrm.options.penalty.spg.max_iterations = 3;
-        Box::new(lrm)
-    }),
-};
+)
+.with_params(&[Param::MaxSeconds])
+.with_weakened(|| {
+    let mut lrm = Lrm::default();
+    lrm.options.penalty.stages = 1;
+    lrm.options.penalty.spg.max_iterations = 3;
+    Box::new(lrm)
+});
 
 #[cfg(test)]
 mod tests {
@@ -604,5 +648,32 @@ mod tests {
             .map(|j| r.strategy.col(j).iter().map(|v| v.abs()).sum::<f64>())
             .fold(0.0, f64::max);
         assert!(l1 <= 1.0 + 1e-12);
+    }
+    /// From p-Identity's strategy LRM's result is never worse than it
+    /// (SPG keeps its best iterate; both objectives recomputed), and a
+    /// start of the wrong shape is refused.
+    #[test]
+    fn warm_start_never_worsens_the_start() {
+        use dp_workloads::Workload;
+        let w = dp_workloads::generators::wrange(48, 32, 3).unwrap();
+        let p = Problem::from_gram(w.gram(), crate::PrivacyModel::Pure).unwrap();
+        let start = crate::pidentity::PIdentity::default()
+            .optimize(&p, &mut ())
+            .unwrap();
+        let from = Lrm::default()
+            .optimize_from(&p, Some(&start.strategy), &mut ())
+            .unwrap();
+        let before = p.objective(start.strategy.as_ref()).unwrap();
+        assert!(
+            from.report.objective <= before,
+            "{} {before}",
+            from.report.objective
+        );
+        let thin = Mat::<f64>::identity(16, 32);
+        assert!(
+            Lrm::default()
+                .optimize_from(&p, Some(&thin), &mut ())
+                .is_err()
+        );
     }
 }

@@ -76,42 +76,11 @@ pub fn optimal_marginal_plan(
             }
         })
         .collect();
-    // Per group: Δ₂² Σ_{S∈g} w² Π_{i∉S} nᵢ Σ_{T⊆S} mult_T / √λ_T.
-    let inv_root: HashMap<AttrSet, f64> = spectrum
+    let inv_eig: HashMap<AttrSet, f64> = spectrum
         .iter()
         .map(|e| (e.set, e.multiplicity / e.eigenvalue.sqrt()))
         .collect();
-    let marginal_trace = |s: AttrSet| -> f64 {
-        let inside: f64 = members(s).map(|i| ln_n[i]).sum();
-        let mut acc = 0.0;
-        let mut t = s;
-        loop {
-            acc += inv_root.get(&t).copied().unwrap_or(0.0);
-            if t == 0 {
-                break;
-            }
-            t = (t - 1) & s;
-        }
-        acc * (ln_cells - inside).exp()
-    };
-    let mut groups = Vec::with_capacity(w.groups().len());
-    for g in w.groups() {
-        let sets: Vec<AttrSet> = match &g.queries {
-            Queries::Marginals(sets) => sets.clone(),
-            Queries::Kron(fs) => vec![
-                fs.iter()
-                    .enumerate()
-                    .filter(|(_, f)| f.is_identity())
-                    .fold(0, |acc, (i, _)| acc | (1u128 << i)),
-            ],
-        };
-        let tr: f64 = sets.iter().map(|&s| marginal_trace(s)).sum();
-        groups.push(GroupError {
-            label: g.label.clone(),
-            queries: w.group_queries(g),
-            objective: g.weight * g.weight * tr * ln_sens2.exp(),
-        });
-    }
+    let groups = marginal_group_errors(w, &inv_eig, ln_sens2);
     let bound = svd_bound(domain, &spectrum)?;
     Ok(StructuredPlan {
         privacy: PrivacyModel::Approx,
@@ -124,4 +93,56 @@ pub fn optimal_marginal_plan(
         rounds: 1,
         seconds: 0.0,
     })
+}
+
+/// Per query group of a marginal workload, `Δ² tr(W_gᵀW_g (AᵀA)⁺)` for a
+/// strategy whose `AᵀA = Σ_T μ_T P_T` is diagonal in the residual basis:
+/// a marginal on S has Gram `Π_{i∉S} nᵢ Σ_{T⊆S} P_T`, so its share is
+/// `w² Π_{i∉S} nᵢ Σ_{T⊆S} mult_T/μ_T`. `inv_eig` maps T to
+/// `mult_T/μ_T` (absent: 0, a subspace the workload does not touch).
+pub(crate) fn marginal_group_errors(
+    w: &StructuredWorkload,
+    inv_eig: &HashMap<AttrSet, f64>,
+    ln_sens2: f64,
+) -> Vec<GroupError> {
+    let ln_n: Vec<f64> = w
+        .domain()
+        .shape()
+        .iter()
+        .map(|&n| (n as f64).ln())
+        .collect();
+    let ln_cells: f64 = ln_n.iter().sum();
+    let marginal_trace = |s: AttrSet| -> f64 {
+        let inside: f64 = members(s).map(|i| ln_n[i]).sum();
+        let mut acc = 0.0;
+        let mut t = s;
+        loop {
+            acc += inv_eig.get(&t).copied().unwrap_or(0.0);
+            if t == 0 {
+                break;
+            }
+            t = (t - 1) & s;
+        }
+        acc * (ln_cells - inside).exp()
+    };
+    w.groups()
+        .iter()
+        .map(|g| {
+            let sets: Vec<AttrSet> = match &g.queries {
+                Queries::Marginals(sets) => sets.clone(),
+                Queries::Kron(fs) => vec![
+                    fs.iter()
+                        .enumerate()
+                        .filter(|(_, f)| f.is_identity())
+                        .fold(0, |acc, (i, _)| acc | (1u128 << i)),
+                ],
+            };
+            let tr: f64 = sets.iter().map(|&s| marginal_trace(s)).sum();
+            GroupError {
+                label: g.label.clone(),
+                queries: w.group_queries(g),
+                objective: g.weight * g.weight * tr * ln_sens2.exp(),
+            }
+        })
+        .collect()
 }

@@ -11,6 +11,9 @@
 //! * [`marginal`]: the optimal (ε,δ) strategy for weighted marginal
 //!   workloads in closed form over the residual basis; it attains the
 //!   singular value bound, which is its certificate.
+//! * [`opt_m`]: OPT_M, HDMM's marginals template for ε-DP (a weighted
+//!   union of marginals, objective and gradient in closed form over the
+//!   residual basis).
 //!
 //! [`plan_strategy`] picks the method from the workload's structure.
 //! Objectives use the normalization of [`crate::PrivacyModel`]:
@@ -18,7 +21,9 @@
 
 pub mod kron;
 pub mod marginal;
+pub mod opt_m;
 pub mod plan;
+pub mod reconstruct;
 #[cfg(test)]
 mod tests;
 
@@ -27,6 +32,7 @@ use std::time::Instant;
 
 use dp_core::{DpError, Result};
 use dp_linalg::Mat;
+use dp_workloads::marginals::{residual_spectrum, svd_bound};
 use dp_workloads::structured::StructuredWorkload;
 use serde::Serialize;
 
@@ -86,7 +92,7 @@ pub struct StructuredPlan {
     /// The privacy model whose objective was minimized.
     pub privacy: PrivacyModel,
     /// Which method produced it (`"kron-coa"`, `"kron-pidentity"`,
-    /// `"residual"`).
+    /// `"residual"`, `"opt-m"`).
     pub method: &'static str,
     /// The strategy.
     pub strategy: StructuredStrategy,
@@ -99,7 +105,8 @@ pub struct StructuredPlan {
     pub groups: Vec<GroupError>,
     /// A proven lower bound on the optimum, when one is known.
     pub certificate: Option<Certificate>,
-    /// Block-coordinate passes (1 for closed forms and single products).
+    /// Block-coordinate passes (1 for closed forms and single products),
+    /// or L-BFGS iterations for OPT_M.
     pub rounds: usize,
     /// Wall-clock seconds.
     pub seconds: f64,
@@ -137,7 +144,9 @@ impl Default for PlanOptions {
 
 /// The best structured strategy this module finds for `workload` under
 /// `privacy`: the residual closed form for (ε,δ) marginal workloads (the
-/// optimum), OPT_⊗ otherwise.
+/// optimum); for ε-DP marginal workloads the better of OPT_M and OPT_⊗ by
+/// objective, certified by the singular value bound (`l1_obj ≥ l2_obj`
+/// since `Δ₁ ≥ Δ₂`); OPT_⊗ otherwise.
 pub fn plan_strategy(
     workload: &StructuredWorkload,
     privacy: PrivacyModel,
@@ -154,6 +163,27 @@ pub fn plan_strategy(
     let mut plan = match (privacy, workload.marginal_weights()) {
         (PrivacyModel::Approx, Some(weights)) => {
             marginal::optimal_marginal_plan(workload, &weights)?
+        }
+        (PrivacyModel::Pure, Some(weights)) => {
+            let m = opt_m::opt_marginals(workload, &weights, &opt_m::OptMOptions::default());
+            let k = kron::opt_kron(workload, privacy, options);
+            let mut best = match (m, k) {
+                (Ok(m), Ok(k)) => {
+                    if m.objective <= k.objective {
+                        m
+                    } else {
+                        k
+                    }
+                }
+                (Ok(p), Err(_)) | (Err(_), Ok(p)) => p,
+                (Err(e), Err(_)) => return Err(e),
+            };
+            let bound = residual_spectrum(workload.domain(), &weights)
+                .and_then(|spectrum| svd_bound(workload.domain(), &spectrum));
+            if let Ok(b) = bound {
+                best.certificate = certificate(best.objective, b);
+            }
+            best
         }
         _ => kron::opt_kron(workload, privacy, options)?,
     };

@@ -283,3 +283,159 @@ fn plan_report_errors_match_dense_per_query_errors() {
         assert_eq!(file.terms.len(), plan.strategy.terms.len());
     }
 }
+
+/// Every k-way marginal of `domain` with weight 1, as one group.
+fn all_k_way(domain: &Domain, k: u32) -> StructuredWorkload {
+    let d = domain.len();
+    let sets: Vec<u128> = (0..1u128 << d).filter(|s| s.count_ones() == k).collect();
+    StructuredWorkload::new(
+        domain.clone(),
+        vec![QueryGroup {
+            label: format!("{k}-way"),
+            weight: 1.0,
+            queries: Queries::Marginals(sets),
+        }],
+    )
+    .unwrap()
+}
+
+/// The dense OPT_M strategy `[θ_S M_S]` on `sets`.
+fn dense_marginals_strategy(w: &StructuredWorkload, sets: &[u128], theta: &[f64]) -> Mat<f64> {
+    let n = w.domain().cells("densify").unwrap();
+    let blocks: Vec<Mat<f64>> = sets
+        .iter()
+        .zip(theta)
+        .map(|(&s, &t)| {
+            let mats: Vec<Mat<f64>> = w
+                .marginal_factors(s)
+                .iter()
+                .map(|f| f.explicit().unwrap())
+                .collect();
+            dp_workloads::structured::kron_all(&mats) * t
+        })
+        .collect();
+    dp_linalg::stack_rows(&blocks, n).unwrap()
+}
+
+fn mixed_marginal_workload() -> StructuredWorkload {
+    let groups = vec![
+        QueryGroup {
+            label: "two-way".into(),
+            weight: 1.0,
+            queries: Queries::Marginals(vec![0b011, 0b110]),
+        },
+        kron_group(
+            "c",
+            2.5,
+            vec![Factor::Total(5), Factor::Total(4), Factor::Identity(3)],
+        ),
+        QueryGroup {
+            label: "total".into(),
+            weight: 0.4,
+            queries: Queries::Marginals(vec![0]),
+        },
+    ];
+    StructuredWorkload::new(domain3(), groups).unwrap()
+}
+
+#[test]
+fn opt_m_objective_equals_the_densified_l1_obj_for_both_families() {
+    let w = mixed_marginal_workload();
+    let weights = w.marginal_weights().unwrap();
+    // Full power set (8 sets) and the workload's down-set
+    // ({∅, a, b, c, ab, bc}).
+    for (full_max, size) in [(16, 8), (0, 6)] {
+        let family = opt_m::Family::new(&w.domain().shape(), &weights, full_max).unwrap();
+        assert_eq!(family.sets.len(), size);
+        for seed in 0..3u32 {
+            let theta: Vec<f64> = (0..size)
+                .map(|k| 0.2 + ((k as f64 + 1.0) * (seed as f64 + 1.7)).sin().abs())
+                .collect();
+            let closed = family.ln_objective(&theta, None).exp();
+            let a = dense_marginals_strategy(&w, &family.sets, &theta);
+            let dense = dense_objective(&w, &a, PrivacyModel::Pure);
+            assert!(
+                (closed - dense).abs() <= 1e-10 * dense,
+                "{closed} vs {dense}"
+            );
+        }
+    }
+    // A strategy without the 2-way marginal on {b, c} nor {a, b, c} does
+    // not support the workload: +∞, as the dense support test says.
+    let family = opt_m::Family::new(&w.domain().shape(), &weights, 16).unwrap();
+    let theta: Vec<f64> = family
+        .sets
+        .iter()
+        .map(|&s| if s & 0b110 == 0b110 { 0.0 } else { 1.0 })
+        .collect();
+    assert_eq!(family.ln_objective(&theta, None), f64::INFINITY);
+    let a = dense_marginals_strategy(&w, &family.sets, &theta);
+    let eval = evaluate_strategy_gram(w.dense_gram().unwrap().as_ref(), a.as_ref()).unwrap();
+    assert!(!eval.support.supported);
+}
+
+#[test]
+fn opt_m_gradient_matches_finite_differences() {
+    let w = mixed_marginal_workload();
+    let weights = w.marginal_weights().unwrap();
+    for full_max in [16, 0] {
+        let family = opt_m::Family::new(&w.domain().shape(), &weights, full_max).unwrap();
+        let theta: Vec<f64> = (0..family.sets.len())
+            .map(|k| 0.3 + 0.1 * k as f64)
+            .collect();
+        let mut g = vec![0.0; theta.len()];
+        family.ln_objective(&theta, Some(&mut g));
+        for k in 0..theta.len() {
+            let h = 1e-6;
+            let (mut up, mut down) = (theta.clone(), theta.clone());
+            up[k] += h;
+            down[k] -= h;
+            let fd =
+                (family.ln_objective(&up, None) - family.ln_objective(&down, None)) / (2.0 * h);
+            assert!(
+                (fd - g[k]).abs() <= 1e-7 * (1.0 + g[k].abs()),
+                "{k}: {fd} vs {}",
+                g[k]
+            );
+        }
+    }
+}
+
+#[test]
+fn opt_m_beats_kron_pidentity_on_all_two_way_marginals_of_six_attributes() {
+    let domain =
+        Domain::from_pairs(&[("a", 3), ("b", 3), ("c", 3), ("d", 3), ("e", 3), ("f", 3)]).unwrap();
+    let w = all_k_way(&domain, 2);
+    let weights = w.marginal_weights().unwrap();
+    let m = opt_m::opt_marginals(&w, &weights, &opt_m::OptMOptions::default()).unwrap();
+    let k = kron::opt_kron(&w, PrivacyModel::Pure, &PlanOptions::default()).unwrap();
+    assert!(
+        m.objective <= k.objective,
+        "{} > {}",
+        m.objective,
+        k.objective
+    );
+    check_against_dense(&w, &m);
+    assert!((m.sensitivity - 1.0).abs() <= 1e-12);
+    // plan_strategy keeps the better one and certifies it by the SVD
+    // bound, which is below it.
+    let plan = plan_strategy(&w, PrivacyModel::Pure, &PlanOptions::default()).unwrap();
+    assert_eq!(plan.method, "opt-m");
+    assert_eq!(plan.objective, m.objective);
+    let cert = plan.certificate.unwrap();
+    assert!(cert.lower_bound <= plan.objective && cert.relative_gap > 0.0);
+    // Measuring each workload marginal once with equal weights, a point
+    // of the template, is no better than the optimum.
+    let family = opt_m::Family::new(&domain.shape(), &weights, 16).unwrap();
+    let equal: Vec<f64> = family
+        .sets
+        .iter()
+        .map(|s| if s.count_ones() == 2 { 1.0 } else { 0.0 })
+        .collect();
+    let naive = family.ln_objective(&equal, None).exp();
+    assert!(
+        m.objective <= naive * (1.0 + 1e-12),
+        "{} > {naive}",
+        m.objective
+    );
+}

@@ -9,8 +9,10 @@
 //! ([`crate::marginals`]). Whatever would densify checks the size first.
 
 mod factor;
+pub mod sf1;
 #[cfg(test)]
 mod tests;
+pub mod write;
 
 pub use factor::{Factor, kron_all, kron_matvec};
 

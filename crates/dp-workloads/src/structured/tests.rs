@@ -206,3 +206,71 @@ fn validation_errors() {
     assert!(Factor::matrix("a", 3, Mat::zeros(2, 3)).is_err());
     assert!(Factor::matrix("a", 3, Mat::from_fn(1, 3, |_, _| f64::NAN)).is_err());
 }
+
+#[test]
+fn written_specs_load_back_to_the_same_rows() {
+    let dir = std::env::temp_dir().join(format!("dpmm-write-spec-{}", std::process::id()));
+    for seed in 0..4 {
+        let w = random_workload(seed);
+        let path = write::write_spec(&w, &dir, &format!("w{seed}")).unwrap();
+        let back = crate::spec::load_spec(&path).unwrap();
+        assert_eq!(back.domain(), w.domain());
+        let (a, b) = (w.dense_matrix().unwrap(), back.dense_matrix().unwrap());
+        assert_eq!((a.nrows(), a.ncols()), (b.nrows(), b.ncols()));
+        // Weights go through JSON text: serde_json's default float parser
+        // may be one ulp off.
+        assert!(rel(&a, &b) <= 1e-15, "seed {seed}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn sf1_persons_has_the_published_table_sizes() {
+    let w = sf1::sf1_persons().unwrap();
+    assert_eq!(w.domain().cells_u128(), Some(500_480));
+    // Data lines per published table (SF1 data dictionary): P1 1, P3 8,
+    // P4 3, P5 17, P12 49 (9 race/ethnicity iterations A–I), PCT12 209
+    // (15 iterations A–O); P8–P11 add the 63 race combinations.
+    let published = [
+        ("P1", 1.0),
+        ("P3", 8.0),
+        ("P4", 3.0),
+        ("P5", 17.0),
+        ("P12", 49.0),
+        ("P12A-I", 9.0 * 49.0),
+        ("PCT12", 209.0),
+        ("PCT12A-O", 15.0 * 209.0),
+    ];
+    for (table, lines) in published {
+        let rows: f64 = w
+            .groups()
+            .iter()
+            .filter(|g| g.label.split('#').next() == Some(table))
+            .map(|g| w.group_queries(g))
+            .sum();
+        assert_eq!(rows, lines, "{table}");
+    }
+    // Every race code with two or more bits is in exactly one of P3's
+    // seven categories; code 0 (no race reported) in none.
+    let tables = sf1::sf1_persons_tables().unwrap();
+    let race7 = tables[1].1[0][2].explicit().unwrap();
+    for c in 0..64 {
+        let hits: f64 = (0..7).map(|r| race7[(r, c)]).sum();
+        assert_eq!(hits, f64::from(u8::from(c != 0)), "code {c}");
+    }
+    // The identity strategy's l1_obj is ‖W‖_F² = Σ w² Π tr(Gᵢ); HDMM's
+    // SF1 Persons gives 1.90e7 (issue 18), which counts code 0 as "two or
+    // more races": within 1%.
+    let frob: f64 = w
+        .gram_terms(usize::MAX)
+        .unwrap()
+        .iter()
+        .map(|(c2, gs)| {
+            c2 * gs
+                .iter()
+                .map(|g| (0..g.nrows()).map(|i| g[(i, i)]).sum::<f64>())
+                .product::<f64>()
+        })
+        .sum();
+    assert!((frob / 1.90e7 - 1.0).abs() < 0.01, "{frob}");
+}

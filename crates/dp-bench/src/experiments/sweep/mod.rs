@@ -38,7 +38,10 @@ use super::mechanisms::strategy;
 use crate::stats::MeanCi;
 mod figures;
 
-use crate::{About, Experiment, ExperimentResult, Panel, Plot, Point, Progress, RunConfig, Series};
+use crate::{
+    About, Experiment, ExperimentResult, Panel, Plot, PointSetting, Progress, RunConfig, Series,
+    with_error_bar,
+};
 
 /// Which paper's setting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -236,6 +239,17 @@ impl Experiment for Sweep {
         let (budget, privacy, calibration, noise_factor) = self.paper.setting()?;
         let time_budget = Some(cfg.by_scale(2.0, 15.0, FULL_BUDGET_SECONDS));
         let mut rng = dp_core::experiments::SeededSession::unlimited(cfg.seed);
+        let setting = PointSetting {
+            parameter: match self.vary {
+                Vary::N => "n",
+                Vary::M => "m",
+                Vary::S => "s",
+            },
+            epsilon: EPSILON,
+            delta: (self.paper == Paper::Coa).then_some(DELTA),
+            seed: cfg.seed,
+            repetitions: reps,
+        };
         progress.start((sizes.grid.len() * mechanisms.len()) as u64);
         let mut table: Vec<Vec<Cell>> = Vec::new();
         let mut points = Vec::new();
@@ -257,6 +271,7 @@ impl Experiment for Sweep {
                 _ => related_rank(m, n),
             };
             let w = self.workload(m, n, s, cfg.seed ^ value as u64)?;
+            let workload = dp_workloads::Workload::name(&w);
             let mut data = Vec::with_capacity(datasets.len());
             for (d, source) in loaded.iter().enumerate() {
                 let hist = at_domain_size(source.as_ref(), n)?;
@@ -276,31 +291,17 @@ impl Experiment for Sweep {
                 for (hist, truth) in &data {
                     let ci =
                         measure_total(&mechanism, w.matrix(), &hist.counts, truth, reps, &mut rng)?;
-                    points.push(Point {
-                        mechanism: mech.into(),
-                        workload: dp_workloads::Workload::name(&w),
-                        dataset: hist.name.clone(),
-                        parameter: match self.vary {
-                            Vary::N => "n",
-                            Vary::M => "m",
-                            Vary::S => "s",
-                        }
-                        .into(),
-                        value: value as f64,
-                        epsilon: EPSILON,
-                        delta: (self.paper == Paper::Coa).then_some(DELTA),
-                        seed: cfg.seed,
-                        repetitions: reps,
-                        mean_squared_error: Some(ci.mean),
-                        ci95_low: Some(ci.low()),
-                        ci95_high: Some(ci.high()),
-                        expected_squared_error: Some(closed_form),
-                        metric: format!(
-                            "total squared error over the m = {m} queries (the papers' average squared error); optimizer {}",
-                            if converged { "converged" } else { "did not converge (budget or iteration cap)" }
-                        ),
-                        seconds,
-                    });
+                    points.push(
+                        setting
+                            .point(mech, &workload, &hist.name, value as f64)
+                            .with_error(&ci)
+                            .with_expected(Some(closed_form))
+                            .with_metric(format!(
+                                "total squared error over the m = {m} queries (the papers' average squared error); optimizer {}",
+                                if converged { "converged" } else { "did not converge (budget or iteration cap)" }
+                            ))
+                            .with_seconds(seconds),
+                    );
                     measured.push(ci);
                 }
                 row.push(Cell {
@@ -316,19 +317,19 @@ impl Experiment for Sweep {
         let panels = self.panels(&sizes, &mechanisms, &table);
         Ok(ExperimentResult {
             summary: self.summary(&sizes, &mechanisms, &table, reps, &used),
-            plots: vec![Plot {
-                file_stem: "error".into(),
-                title: format!(
+            plots: vec![Plot::log_log(
+                "error",
+                format!(
                     "{}: average squared error vs {}",
                     self.family.label(),
                     self.vary_label()
                 ),
-                x_label: self.vary_label().into(),
-                y_label: "average squared error (total over queries)".into(),
-                log_x: true,
-                log_y: true,
+                (
+                    self.vary_label(),
+                    "average squared error (total over queries)",
+                ),
                 panels,
-            }],
+            )],
             points,
         })
     }
@@ -353,14 +354,7 @@ impl Sweep {
                             .grid
                             .iter()
                             .zip(table)
-                            .map(|(&v, row)| {
-                                let c = &row[j].measured[d];
-                                (
-                                    v as f64,
-                                    c.mean,
-                                    Some((c.low().max(c.mean * 1e-3), c.high())),
-                                )
-                            })
+                            .map(|(&v, row)| with_error_bar(v as f64, &row[j].measured[d]))
                             .collect(),
                         markers_only: false,
                         color: j,

@@ -1,0 +1,327 @@
+//! Measurements of a multi-dimensional strategy on marginal tables.
+//!
+//! A term of a structured strategy (HDMM's union of Kronecker products;
+//! ResidualPlanner's residual terms) usually has non-trivial factors only
+//! on a few attributes `T`, every other attribute having the factor
+//! `1ᵀ = [1, …, 1]`. Then `(⊗_{i∈T} A_i ⊗ ⊗_{i∉T} 1ᵀ) x = (⊗_{i∈T} A_i) x_T`
+//! with `x_T` the marginal table of `x` on `T` (`x` summed over the other
+//! attributes), so the term is measured on a table of `Π_{i∈T} nᵢ` cells,
+//! never on the full domain (which may have 10¹² cells or more).
+//!
+//! # Privacy
+//!
+//! The tables of a [`PrivateMarginals`] are marginals of ONE dataset: one
+//! record adds one to one cell of every table (the caller's contract:
+//! dpmm-records builds them in a single pass over the records). Each term
+//! is computed exactly from a table whose attributes contain its support,
+//! so the noiseless answers are exactly `Ã x` for the full histogram `x`
+//! and the measurement is the one of the stacked strategy `Ã` on `x`.
+//! Its sensitivity is computed as for [`super::LinearStrategy`] unions:
+//! the ones rows have column norm 1 (L1 and L2), so column `j` of term `t`
+//! has norm `Π_{i∈T} ‖col_{jᵢ}(A_{t,i})‖`, and the stated sensitivity is
+//! `Σ_t Π_{i∈T} Δ₁(A_{t,i})` (L1) or `(Σ_t Π_{i∈T} Δ₂(A_{t,i})²)^½` (L2),
+//! at least the largest column norm of the densified `Ã` (equal for one
+//! term, and for residual strategies whose columns all have one norm).
+//!
+//! Quantization counts only the listed factors: a 2-way term of an
+//! 8-attribute domain keeps the precision of a 2-factor product.
+
+use dp_linalg::Mat;
+
+use super::strategy::{QuantizedStrategy, quantize_terms};
+use super::{Cost, MAX_COUNT, Measurement, NoisePlan, Session};
+use crate::validate::check_matrix;
+use crate::{DpError, Result};
+
+fn invalid(name: &'static str, reason: String) -> DpError {
+    DpError::InvalidParameter { name, reason }
+}
+
+/// Checks that `attrs` are strictly increasing positions of `shape` and
+/// returns the number of cells of their table.
+fn table_cells(shape: &[usize], attrs: &[usize], what: &'static str) -> Result<usize> {
+    if attrs.windows(2).any(|w| w[1] <= w[0]) || attrs.iter().any(|&a| a >= shape.len()) {
+        return Err(invalid(
+            what,
+            format!(
+                "attribute positions {attrs:?} must increase strictly within {} attributes",
+                shape.len()
+            ),
+        ));
+    }
+    attrs.iter().try_fold(1usize, |acc, &a| {
+        acc.checked_mul(shape[a])
+            .ok_or_else(|| invalid(what, "table size overflows".into()))
+    })
+}
+
+/// Marginal tables of one private dataset over a domain of attribute
+/// sizes `shape`, opaque outside the kernel (no getter, no `Clone`;
+/// `Debug` shows the shape and the tables' attributes only).
+pub struct PrivateMarginals {
+    shape: Vec<usize>,
+    /// `(attribute positions, counts row-major over them)`.
+    tables: Vec<(Vec<usize>, Vec<u64>)>,
+}
+
+impl std::fmt::Debug for PrivateMarginals {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let attrs: Vec<&Vec<usize>> = self.tables.iter().map(|(a, _)| a).collect();
+        f.debug_struct("PrivateMarginals")
+            .field("shape", &self.shape)
+            .field("tables", &attrs)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PrivateMarginals {
+    /// Tables `(attribute positions, counts)` of one dataset: positions
+    /// strictly increasing (`[]` is the grand total), counts row-major over
+    /// them (last attribute fastest), each at most [`MAX_COUNT`], no
+    /// attribute set twice. The caller guarantees they are marginals of
+    /// one dataset (see the [module documentation](self)).
+    pub fn new(shape: Vec<usize>, tables: Vec<(Vec<usize>, Vec<u64>)>) -> Result<Self> {
+        if shape.is_empty() || shape.contains(&0) {
+            return Err(invalid(
+                "marginals",
+                "the domain needs attributes of size >= 1".into(),
+            ));
+        }
+        if tables.is_empty() {
+            return Err(invalid("marginals", "no tables".into()));
+        }
+        for (k, (attrs, counts)) in tables.iter().enumerate() {
+            let cells = table_cells(&shape, attrs, "marginal table")?;
+            if counts.len() != cells {
+                return Err(DpError::DimensionMismatch {
+                    what: format!(
+                        "table on {attrs:?} has {} counts for {cells} cells",
+                        counts.len()
+                    ),
+                });
+            }
+            if tables[..k].iter().any(|(a, _)| a == attrs) {
+                return Err(invalid("marginals", format!("two tables on {attrs:?}")));
+            }
+            if counts.iter().any(|&c| c > MAX_COUNT) {
+                // Neither the position nor the value: they are private.
+                return Err(invalid(
+                    "marginals",
+                    format!("a count exceeds the supported maximum {MAX_COUNT}"),
+                ));
+            }
+        }
+        Ok(Self { shape, tables })
+    }
+
+    /// The attribute sizes of the domain (public).
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    /// The smallest table whose attributes contain `support`.
+    fn table_for(&self, support: &[usize]) -> Option<&(Vec<usize>, Vec<u64>)> {
+        self.tables
+            .iter()
+            .filter(|(a, _)| support.iter().all(|s| a.contains(s)))
+            .min_by_key(|(_, c)| c.len())
+    }
+
+    /// The table on `support`, summed exactly from the smallest table
+    /// containing it; every cell is visited whatever its count.
+    fn marginal(&self, support: &[usize]) -> Result<Vec<u64>> {
+        let (attrs, counts) = self.table_for(support).ok_or_else(|| {
+            invalid(
+                "marginals",
+                format!("no table contains the attributes {support:?}"),
+            )
+        })?;
+        if attrs.as_slice() == support {
+            return Ok(counts.clone());
+        }
+        let cells = table_cells(&self.shape, support, "marginal")?;
+        // Stride in the output of each attribute of the source table (0
+        // for the attributes summed out).
+        let mut out_stride = vec![0usize; attrs.len()];
+        let mut s = 1usize;
+        for (k, a) in attrs.iter().enumerate().rev() {
+            if support.contains(a) {
+                out_stride[k] = s;
+                s *= self.shape[*a];
+            }
+        }
+        let sizes: Vec<usize> = attrs.iter().map(|&a| self.shape[a]).collect();
+        let mut out = vec![0u64; cells];
+        let mut index = vec![0usize; attrs.len()];
+        let mut cell = 0usize;
+        for &c in counts {
+            out[cell] = out[cell].saturating_add(c);
+            // Advance the mixed-radix index (last attribute fastest).
+            for k in (0..attrs.len()).rev() {
+                index[k] += 1;
+                cell += out_stride[k];
+                if index[k] < sizes[k] {
+                    break;
+                }
+                cell -= out_stride[k] * sizes[k];
+                index[k] = 0;
+            }
+        }
+        if out.iter().any(|&c| c > MAX_COUNT) {
+            return Err(invalid(
+                "marginals",
+                format!("a marginal count exceeds the supported maximum {MAX_COUNT}"),
+            ));
+        }
+        Ok(out)
+    }
+}
+
+/// One term of a [`MarginalStrategy`]: a weight and `(attribute
+/// position, factor)` pairs.
+pub type SparseTerm = (f64, Vec<(usize, Mat<f64>)>);
+
+/// A stacked union of weighted Kronecker terms over a multi-dimensional
+/// domain, each listing factors only on its support; the other attributes
+/// have the factor `[1, …, 1]` (DESIGN.md §7's plan file). Measured on
+/// marginal tables by [`Session::measure_marginals`].
+#[derive(Debug, Clone)]
+pub struct MarginalStrategy {
+    shape: Vec<usize>,
+    supports: Vec<Vec<usize>>,
+    rows: usize,
+    quantized: QuantizedStrategy,
+}
+
+impl MarginalStrategy {
+    /// Validates and quantizes `terms`: `(weight, [(attribute position,
+    /// factor)])`, positions strictly increasing, each factor with
+    /// `shape[position]` columns, finite and not all zero; weights finite
+    /// and nonzero.
+    pub fn new(shape: Vec<usize>, terms: Vec<SparseTerm>) -> Result<Self> {
+        if shape.is_empty() || shape.contains(&0) {
+            return Err(invalid(
+                "strategy",
+                "the domain needs attributes of size >= 1".into(),
+            ));
+        }
+        if terms.is_empty() {
+            return Err(invalid("strategy", "has no terms".into()));
+        }
+        let mut supports = Vec::with_capacity(terms.len());
+        let mut flat = Vec::with_capacity(terms.len());
+        let mut rows = 0usize;
+        for (weight, factors) in terms {
+            if !(weight.is_finite() && weight != 0.0) {
+                return Err(invalid(
+                    "strategy weight",
+                    format!("must be finite and nonzero, got {weight}"),
+                ));
+            }
+            let support: Vec<usize> = factors.iter().map(|(p, _)| *p).collect();
+            table_cells(&shape, &support, "strategy term")?;
+            let mut term_rows = 1usize;
+            for (p, f) in &factors {
+                check_matrix("strategy factor", f.as_ref())?;
+                if f.ncols() != shape[*p] {
+                    return Err(DpError::DimensionMismatch {
+                        what: format!(
+                            "factor on attribute {p} has {} columns, the attribute {}",
+                            f.ncols(),
+                            shape[*p]
+                        ),
+                    });
+                }
+                if f.norm_max() == 0.0 {
+                    return Err(DpError::ZeroMatrix {
+                        what: "strategy factor".into(),
+                    });
+                }
+                term_rows = term_rows
+                    .checked_mul(f.nrows())
+                    .ok_or_else(|| invalid("strategy", "dimensions overflow".into()))?;
+            }
+            rows = rows
+                .checked_add(term_rows)
+                .ok_or_else(|| invalid("strategy", "dimensions overflow".into()))?;
+            let mats: Vec<Mat<f64>> = if factors.is_empty() {
+                vec![Mat::from_fn(1, 1, |_, _| 1.0)]
+            } else {
+                factors.into_iter().map(|(_, f)| f).collect()
+            };
+            supports.push(support);
+            flat.push((weight, mats));
+        }
+        let quantized = quantize_terms(&flat)?;
+        Ok(Self {
+            shape,
+            supports,
+            rows,
+            quantized,
+        })
+    }
+
+    /// Number of rows (measurements).
+    pub fn nrows(&self) -> usize {
+        self.rows
+    }
+
+    /// The attribute sizes.
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    /// Each term's support (attribute positions).
+    pub fn supports(&self) -> &[Vec<usize>] {
+        &self.supports
+    }
+
+    /// The quantized strategy the kernel measures (public,
+    /// data-independent).
+    pub fn measured_strategy(&self) -> super::MeasuredStrategy {
+        self.quantized.measured(Some(&self.supports))
+    }
+}
+
+impl Session {
+    /// Measures `strategy` on the marginal tables `data` at `cost`: each
+    /// term on the table of its support, summed exactly from the smallest
+    /// table that contains it (the full histogram when that is the one
+    /// table). Validates and builds every table first, computes the
+    /// sensitivity of the whole quantized union (see the [module
+    /// documentation](self)), charges, then adds exact discrete noise; on
+    /// any error before the charge nothing is spent. The measurement's
+    /// `strategy` lists each term's support.
+    pub fn measure_marginals(
+        &mut self,
+        strategy: &MarginalStrategy,
+        data: &PrivateMarginals,
+        cost: Cost,
+    ) -> Result<Measurement> {
+        if strategy.shape != data.shape {
+            return Err(DpError::DimensionMismatch {
+                what: format!(
+                    "strategy on a domain of shape {:?}, tables on {:?}",
+                    strategy.shape, data.shape
+                ),
+            });
+        }
+        let inputs = strategy
+            .supports
+            .iter()
+            .map(|s| data.marginal(s))
+            .collect::<Result<Vec<_>>>()?;
+        let q = &strategy.quantized;
+        let plan = NoisePlan::new(q, cost)?;
+        self.charge(cost)?;
+        let mut answers = Vec::with_capacity(strategy.rows);
+        for (t, x) in inputs.iter().enumerate() {
+            answers.extend(q.apply_term(t, x));
+        }
+        self.add_noise(answers, q, &plan, cost, Some(&strategy.supports))
+    }
+}
+
+#[cfg(test)]
+#[path = "marginals_tests.rs"]
+mod tests;

@@ -1,0 +1,412 @@
+//! OPT_M: HDMM's marginals template for ε-DP (McKenna et al. VLDB 2018,
+//! §6.3), evaluated in the residual basis of [`dp_workloads::marginals`].
+//!
+//! The strategy is a weighted union of marginals `A(θ) = [θ_S M_S]_{S∈F}`,
+//! `θ ≥ 0`, over a family F of attribute sets (`M_S`: identity on S, `1ᵀ`
+//! elsewhere). Every column of `M_S` holds exactly one 1, so
+//!
+//! `Δ₁(A) = Σ_S θ_S`.
+//!
+//! `M_SᵀM_S = Π_{i∉S} nᵢ Σ_{T⊆S} P_T` with the orthogonal residual
+//! projectors `P_T` (rank `mult_T = Π_{i∈T}(nᵢ−1)`), so both Grams are
+//! diagonal in that basis: `AᵀA = Σ_T μ_T P_T`, `WᵀW = Σ_T λ_T P_T` with
+//!
+//! `μ_T = Σ_{S∈F, S⊇T} θ_S² Π_{i∉S} nᵢ`, `λ_T = Σ_{S∈W, S⊇T} w_S² Π_{i∉S} nᵢ`,
+//!
+//! and the objective and its gradient are closed forms over subsets:
+//!
+//! `l1_obj(θ) = (Σθ)² E`, `E = Σ_T mult_T λ_T / μ_T` (∞ when some
+//! `μ_T = 0 < λ_T`: A does not support W),
+//!
+//! `∂l1_obj/∂θ_S = 2(Σθ) E − 2(Σθ)² θ_S Π_{i∉S} nᵢ Σ_{T⊆S} mult_T λ_T/μ_T²`.
+//!
+//! μ is a superset sum over F and the gradient's inner sum a subset sum;
+//! on a family closed under subsets both are zeta transforms along its
+//! Hasse edges, `O(Σ_{S∈F} |S|)` per evaluation (HDMM solves a triangular
+//! system in its marginals algebra of dimension `2^d` instead).
+//!
+//! F is HDMM's: every subset of the attributes the workload uses, while
+//! they are at most [`FULL_FAMILY_MAX_ATTRIBUTES`] (a marginal that also
+//! covers an unused attribute j is dominated by the one without j: the same
+//! sensitivity and `nⱼ` times the Gram on every subspace the workload
+//! touches). Past that, F is the down-set of the workload's marginals
+//! (every subset of one of them), a restriction of the template that keeps
+//! 100-attribute workloads tractable. The objective is invariant to
+//! scaling θ, so `ln l1_obj` is minimized over the simplex `θ ≥ 0, Σθ = 1`
+//! (`Δ₁ = 1`) by the spectral projected gradient method ([`crate::spg`];
+//! HDMM uses L-BFGS-B with bounds: a parametrization `θ = φ²` would stop
+//! at `φ_S = 0` even where increasing `θ_S` lowers the objective, and a
+//! box lets scale-free steps grow without bound) from the uniform start.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use dp_core::{DpError, Result};
+use dp_linalg::Mat;
+use dp_workloads::domain::StructuredError;
+use dp_workloads::structured::{AttrSet, StructuredWorkload, members};
+
+use super::marginal::marginal_group_errors;
+use super::{KronTerm, StructuredPlan, StructuredStrategy, overflow};
+use crate::PrivacyModel;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::lrm::l1_ball::project_l1_ball;
+use crate::spg::{self, SpgOptions};
+
+/// Largest number of used attributes for which F is every subset of them
+/// (2¹⁶ marginals).
+pub const FULL_FAMILY_MAX_ATTRIBUTES: usize = 16;
+
+/// Most marginals in the family F.
+pub const MAX_FAMILY_SETS: usize = 1 << 22;
+
+/// Options of [`opt_marginals`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct OptMOptions {
+    /// The SPG settings (on `ln l1_obj` over `θ ≥ 0`).
+    pub spg: SpgOptions,
+    /// Weights below this fraction of the largest are dropped from the
+    /// returned strategy when that does not raise the objective.
+    pub prune_below: f64,
+    /// F is every subset of the used attributes while they are at most
+    /// this many, the workload's down-set otherwise.
+    pub full_family_max_attributes: usize,
+    /// Random starts besides the uniform and the maximal-sets ones.
+    pub random_starts: usize,
+    /// Seed of the random starts.
+    pub seed: u64,
+}
+
+impl Default for OptMOptions {
+    fn default() -> Self {
+        Self {
+            spg: SpgOptions {
+                max_iterations: 5000,
+                tolerance: 1e-9,
+                stall_tolerance: 1e-12,
+                ..SpgOptions::default()
+            },
+            prune_below: 1e-12,
+            full_family_max_attributes: FULL_FAMILY_MAX_ATTRIBUTES,
+            random_starts: 2,
+            seed: 0,
+        }
+    }
+}
+
+/// The family F with what the objective needs, in units of `N = Π nᵢ`.
+pub struct Family {
+    /// The attribute sets, ordered by size then mask.
+    pub sets: Vec<AttrSet>,
+    /// Per attribute, the Hasse edges `(S, S∖{i})` for every `S ∋ i` in F.
+    edges: Vec<Vec<(u32, u32)>>,
+    /// `1/Π_{i∈S} nᵢ = Π_{i∉S} nᵢ / N`.
+    inv_size: Vec<f64>,
+    /// `mult_T`.
+    mult: Vec<f64>,
+    /// `mult_T λ_T / N`.
+    a: Vec<f64>,
+}
+
+impl Family {
+    /// The family of the module doc for marginal weights `(S, w_S²)`:
+    /// every subset of the used attributes while they are at most
+    /// `full_max`, the down-set of the workload's marginals otherwise.
+    pub fn new(shape: &[usize], weights: &[(AttrSet, f64)], full_max: usize) -> Result<Self> {
+        let used = weights.iter().fold(0, |acc, &(s, _)| acc | s);
+        let attrs: Vec<usize> = members(used).collect();
+        let mut index: HashMap<AttrSet, u32> = HashMap::new();
+        let mut sets: Vec<AttrSet> = Vec::new();
+        let mut add = |s: AttrSet, sets: &mut Vec<AttrSet>| -> Result<bool> {
+            if index.contains_key(&s) {
+                return Ok(false);
+            }
+            if sets.len() >= MAX_FAMILY_SETS {
+                return Err(DpError::from(StructuredError::TooLarge {
+                    what: "marginals in the OPT_M family",
+                    cells: MAX_FAMILY_SETS as f64,
+                    action: "optimize",
+                }));
+            }
+            index.insert(s, 0);
+            sets.push(s);
+            Ok(true)
+        };
+        if attrs.len() <= full_max.min(FULL_FAMILY_MAX_ATTRIBUTES) {
+            let mut t = used;
+            loop {
+                add(t, &mut sets)?;
+                if t == 0 {
+                    break;
+                }
+                t = (t - 1) & used;
+            }
+        } else {
+            let mut queue: Vec<AttrSet> = Vec::new();
+            for &(s, _) in weights {
+                if add(s, &mut sets)? {
+                    queue.push(s);
+                }
+            }
+            while let Some(s) = queue.pop() {
+                for i in members(s) {
+                    let child = s & !(1u128 << i);
+                    if add(child, &mut sets)? {
+                        queue.push(child);
+                    }
+                }
+            }
+        }
+        sets.sort_by_key(|s| (s.count_ones(), *s));
+        let index: HashMap<AttrSet, u32> = sets
+            .iter()
+            .enumerate()
+            .map(|(k, &s)| (s, k as u32))
+            .collect();
+        let edges: Vec<Vec<(u32, u32)>> = attrs
+            .iter()
+            .map(|&i| {
+                let bit = 1u128 << i;
+                sets.iter()
+                    .enumerate()
+                    .filter(|(_, s)| *s & bit != 0)
+                    .map(|(k, &s)| (k as u32, index[&(s & !bit)]))
+                    .collect()
+            })
+            .collect();
+        let ln_n: Vec<f64> = shape.iter().map(|&n| (n as f64).ln()).collect();
+        let inv_size: Vec<f64> = sets
+            .iter()
+            .map(|&s| (-members(s).map(|i| ln_n[i]).sum::<f64>()).exp())
+            .collect();
+        let mult: Vec<f64> = sets
+            .iter()
+            .map(|&s| members(s).map(|i| (shape[i] - 1) as f64).product())
+            .collect();
+        let mut lambda = vec![0.0; sets.len()];
+        for &(s, w2) in weights {
+            let k = index[&s] as usize;
+            lambda[k] += w2 * inv_size[k];
+        }
+        let mut family = Self {
+            sets,
+            edges,
+            inv_size,
+            a: Vec::new(),
+            mult,
+        };
+        family.superset_sums(&mut lambda);
+        family.a = lambda
+            .iter()
+            .zip(&family.mult)
+            .map(|(l, m)| l * m)
+            .collect();
+        if family.a.iter().any(|v| !v.is_finite()) {
+            return Err(overflow("a workload Gram eigenvalue"));
+        }
+        Ok(family)
+    }
+
+    /// `x_T ← Σ_{S∈F, S⊇T} x_S` (Yates' zeta transform, one attribute at
+    /// a time; on a down-set a superset missing from F has no superset in
+    /// F, so its term is zero).
+    fn superset_sums(&self, x: &mut [f64]) {
+        for edges in &self.edges {
+            for &(with, without) in edges {
+                x[without as usize] += x[with as usize];
+            }
+        }
+    }
+
+    /// `x_S ← Σ_{T⊆S} x_T`.
+    fn subset_sums(&self, x: &mut [f64]) {
+        for edges in &self.edges {
+            for &(with, without) in edges {
+                x[with as usize] += x[without as usize];
+            }
+        }
+    }
+
+    /// `μ_T / N` for weights θ.
+    fn strategy_eigenvalues(&self, theta: &[f64]) -> Vec<f64> {
+        let mut mu: Vec<f64> = theta
+            .iter()
+            .zip(&self.inv_size)
+            .map(|(t, c)| t * t * c)
+            .collect();
+        self.superset_sums(&mut mu);
+        mu
+    }
+
+    /// `ln l1_obj(θ)` and, if `grad` is given, its gradient in θ; `+∞`
+    /// when θ does not support the workload or has no positive weight.
+    pub fn ln_objective(&self, theta: &[f64], grad: Option<&mut [f64]>) -> f64 {
+        let s: f64 = theta.iter().sum();
+        let mu = self.strategy_eigenvalues(theta);
+        let mut e = 0.0;
+        let mut u = vec![0.0; mu.len()];
+        for (k, (&a, &m)) in self.a.iter().zip(&mu).enumerate() {
+            if a > 0.0 {
+                if m.is_nan() || m <= 0.0 {
+                    return f64::INFINITY;
+                }
+                e += a / m;
+                u[k] = a / (m * m);
+            }
+        }
+        let value = 2.0 * s.ln() + e.ln();
+        if !(value.is_finite() && s > 0.0) {
+            return f64::INFINITY;
+        }
+        if let Some(g) = grad {
+            self.subset_sums(&mut u);
+            for (k, gk) in g.iter_mut().enumerate() {
+                *gk = 2.0 / s - 2.0 * theta[k] * self.inv_size[k] * u[k] / e;
+            }
+        }
+        value
+    }
+}
+
+/// Euclidean projection onto the simplex `{θ ≥ 0, Σθ = 1}`: it is
+/// `max(v − τ, 0)` for the τ that makes the sum 1, unchanged by adding a
+/// constant to every entry, so after shifting every entry to ≥ 1 it is
+/// the projection onto the unit L1 ball.
+fn project_simplex(v: &mut [f64]) {
+    let low = v.iter().copied().fold(f64::INFINITY, f64::min);
+    v.iter_mut().for_each(|x| *x += 1.0 - low);
+    project_l1_ball(v, 1.0);
+}
+
+/// The starting points: uniform weights on F; every weight on the
+/// maximal sets of F (for the full family, the single marginal on every
+/// used attribute: the identity on them); `options.random_starts` draws of
+/// HDMM's start (uniform on [0, 1), ChaCha8 from `options.seed`). All on
+/// the simplex.
+fn starts(family: &Family, options: &OptMOptions) -> Vec<Vec<f64>> {
+    let size = family.sets.len();
+    let mut out = vec![vec![1.0 / size as f64; size]];
+    let maximal: Vec<f64> = family
+        .sets
+        .iter()
+        .map(|&s| {
+            let covered = family.sets.iter().any(|&t| t != s && t & s == s);
+            f64::from(u8::from(!covered))
+        })
+        .collect();
+    out.push(maximal);
+    let mut rng = ChaCha8Rng::seed_from_u64(options.seed);
+    for _ in 0..options.random_starts {
+        out.push((0..size).map(|_| rng.random::<f64>()).collect());
+    }
+    for v in &mut out {
+        let s: f64 = v.iter().sum();
+        v.iter_mut().for_each(|x| *x /= s);
+    }
+    out
+}
+
+/// OPT_M on a marginal workload with weights `(S, w_S²)` (see the module
+/// doc): the weighted union of marginals minimizing `l1_obj`, normalized to
+/// `Δ₁ = Σθ = 1`.
+pub fn opt_marginals(
+    w: &StructuredWorkload,
+    weights: &[(AttrSet, f64)],
+    options: &OptMOptions,
+) -> Result<StructuredPlan> {
+    if !(0.0..1.0).contains(&options.prune_below) {
+        return Err(DpError::InvalidParameter {
+            name: "prune_below",
+            reason: format!("{} is not in [0, 1)", options.prune_below),
+        });
+    }
+    let shape = w.domain().shape();
+    let family = Family::new(&shape, weights, options.full_family_max_attributes)?;
+    let mut best: Option<(f64, Vec<f64>, usize)> = None;
+    for start in starts(&family, options) {
+        let eval = |theta: &[f64], g: &mut [f64]| -> f64 { family.ln_objective(theta, Some(g)) };
+        let run = spg::minimize(eval, project_simplex, start, &options.spg, &mut ());
+        if run.value.is_finite() && best.as_ref().is_none_or(|b| run.value < b.0) {
+            best = Some((run.value, run.x, run.iterations));
+        }
+    }
+    let Some((_, mut theta, iterations)) = best else {
+        return Err(DpError::NotConverged {
+            solver: "OPT_M",
+            reason: "no start gave a finite objective".into(),
+        });
+    };
+    let sum: f64 = theta.iter().sum();
+    theta.iter_mut().for_each(|t| *t /= sum);
+    let mut ln_obj = family.ln_objective(&theta, None);
+    let top = theta.iter().copied().fold(0.0, f64::max);
+    let pruned: Vec<f64> = theta
+        .iter()
+        .map(|&t| {
+            if t < options.prune_below * top {
+                0.0
+            } else {
+                t
+            }
+        })
+        .collect();
+    let sum: f64 = pruned.iter().sum();
+    let pruned: Vec<f64> = pruned.iter().map(|t| t / sum).collect();
+    let ln_pruned = family.ln_objective(&pruned, None);
+    if ln_pruned <= ln_obj {
+        (theta, ln_obj) = (pruned, ln_pruned);
+    }
+    let objective = ln_obj.exp();
+    if !objective.is_finite() {
+        return Err(overflow("the OPT_M objective"));
+    }
+    finish(w, &family, &theta, objective, iterations)
+}
+
+fn finish(
+    w: &StructuredWorkload,
+    family: &Family,
+    theta: &[f64],
+    objective: f64,
+    iterations: usize,
+) -> Result<StructuredPlan> {
+    let shape = w.domain().shape();
+    let cells = w.domain().cells_f64();
+    let mu = family.strategy_eigenvalues(theta);
+    let inv_eig: HashMap<AttrSet, f64> = family
+        .sets
+        .iter()
+        .zip(mu.iter().zip(&family.mult))
+        .filter(|(_, (m, mult))| **m > 0.0 && **mult > 0.0)
+        .map(|(&t, (m, mult))| (t, mult / (m * cells)))
+        .collect();
+    let sensitivity: f64 = theta.iter().sum();
+    let groups = marginal_group_errors(w, &inv_eig, 2.0 * sensitivity.ln());
+    let identities: Vec<Arc<Mat<f64>>> = shape
+        .iter()
+        .map(|&n| Arc::new(Mat::identity(n, n)))
+        .collect();
+    let terms = family
+        .sets
+        .iter()
+        .zip(theta)
+        .filter(|(_, t)| **t > 0.0)
+        .map(|(&s, &t)| KronTerm {
+            weight: t,
+            factors: members(s).map(|i| (i, identities[i].clone())).collect(),
+        })
+        .collect();
+    Ok(StructuredPlan {
+        privacy: PrivacyModel::Pure,
+        method: "opt-m",
+        strategy: StructuredStrategy { shape, terms },
+        sensitivity,
+        objective,
+        groups,
+        certificate: None,
+        rounds: iterations,
+        seconds: 0.0,
+    })
+}

@@ -1,0 +1,476 @@
+//! Least squares from a measurement of a structured strategy, and every
+//! workload query's answer with its exact variance, without densifying
+//! where the structure allows (HDMM §6.3; ResidualPlanner §4).
+//!
+//! The measured strategy `Ã` (the kernel's quantized strategy, exposed
+//! on the measurement: reconstructing with it makes `W x̂` exactly
+//! unbiased) is a stack of terms `Ã_t = ⊗ᵢ F_{t,i}`, `F_{t,i} = 1ᵀ` off the
+//! term's support. With i.i.d. noise of variance `v` on every row, least
+//! squares is `x̂ = Ã⁺ y`, and a query `w` has variance `v ‖wᵀÃ⁺‖²`.
+//!
+//! * **Mutually orthogonal terms** (`Ã_t Ã_sᵀ = 0` for `t ≠ s`): a single
+//!   Kronecker product, or a residual (marginal) strategy whose support
+//!   factors have rows summing exactly to zero — then two terms with
+//!   different supports differ on an attribute where one has a contrast
+//!   and the other the ones row, and `F 1 = 0`. Then `ÃᵀÃ` is block
+//!   diagonal over orthogonal row spaces, `Ã⁺ = [Ã_t⁺]_t` and
+//!   `Ã_t⁺ = ⊗ᵢ F_{t,i}⁺` with `(1ᵀ)⁺ = 1/nᵢ`, so for a Kronecker query
+//!   group `⊗ Wᵢ` the answers are `Σ_t (⊗ᵢ Wᵢ F_{t,i}⁺) y_t` and the
+//!   variance of row `r` is `v Σ_t Πᵢ ‖(Wᵢ F_{t,i}⁺)_{rᵢ}‖²` (the terms'
+//!   noises are independent). Only factor-sized matrices are formed: a
+//!   marginal workload on 10¹² cells costs what its tables cost.
+//! * **Otherwise** a dense least squares on at most
+//!   [`DENSE_RECONSTRUCTION_CELLS`] cells, refused beyond with an error
+//!   naming the size.
+//!
+//! Either way a query group outside the row space of `Ã` (whose estimate
+//! would be biased) is refused: with `P = Ã⁺Ã`, the group's
+//! `‖W(I − P)‖²_F = tr(WᵀW) − tr(WᵀW P)` must vanish (relative 1e-9),
+//! computed by factors as `Πᵢ tr(Gᵢ) − Σ_t Πᵢ tr(Gᵢ P_{t,i})`.
+
+use dp_core::{DpError, MeasuredStrategy, Result};
+use dp_linalg::{Mat, Par, pseudo_inverse, pseudo_inverse_symmetric};
+use dp_workloads::structured::{Factor, StructuredWorkload, kron_matvec};
+
+/// Largest domain the dense fallback handles (4096 cells: a 128 MiB
+/// normal matrix).
+pub const DENSE_RECONSTRUCTION_CELLS: f64 = 4096.0;
+
+/// Relative tolerance of the row-space (unbiasedness) check.
+const ROW_SPACE_TOLERANCE: f64 = 1e-9;
+
+/// How the least squares was computed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum ReconstructionMethod {
+    /// Term by term, through factor pseudo-inverses.
+    OrthogonalTerms,
+    /// Dense normal equations (small domains).
+    Dense,
+}
+
+/// Every workload query's estimate and exact variance, in workload order
+/// (DESIGN.md §7).
+#[derive(Debug, Clone)]
+pub struct Reconstruction {
+    /// `W x̂`, one per query.
+    pub answers: Vec<f64>,
+    /// `Var[(W x̂)_q]`, one per query.
+    pub variances: Vec<f64>,
+    /// How it was computed.
+    pub method: ReconstructionMethod,
+}
+
+/// A term's factor on one attribute.
+enum TermFactor {
+    /// `1ᵀ` on an attribute of size n.
+    Ones(usize),
+    /// `F`, its pseudo-inverse `F⁺`, the projector `F⁺F`, and whether
+    /// every row of `F` sums exactly to zero (a contrast).
+    Matrix {
+        pinv: Mat<f64>,
+        projector: Mat<f64>,
+        contrast: bool,
+    },
+}
+
+impl TermFactor {
+    fn is_contrast(&self) -> bool {
+        matches!(self, Self::Matrix { contrast: true, .. })
+    }
+}
+
+struct Term {
+    /// The 1×1 factor of a term on no attribute (else 1).
+    scalar: f64,
+    factors: Vec<TermFactor>,
+    rows: usize,
+    offset: usize,
+}
+
+fn invalid(reason: String) -> DpError {
+    DpError::InvalidParameter {
+        name: "reconstruction",
+        reason,
+    }
+}
+
+/// The least-squares answers and variances of `workload` from the
+/// measured `values` of `measured` (noise variance `noise_variance` per
+/// row), by the orthogonal-terms closed form when it applies and a dense
+/// least squares on small domains otherwise.
+pub fn reconstruct(
+    workload: &StructuredWorkload,
+    measured: &MeasuredStrategy,
+    values: &[f64],
+    noise_variance: f64,
+) -> Result<Reconstruction> {
+    if !(noise_variance.is_finite() && noise_variance > 0.0) {
+        return Err(invalid(format!("noise variance {noise_variance}")));
+    }
+    if values.iter().any(|v| !v.is_finite()) {
+        return Err(invalid("a measured value is not finite".into()));
+    }
+    let shape = workload.domain().shape();
+    let rows = check_terms(measured, &shape)?;
+    if rows != values.len() {
+        return Err(DpError::DimensionMismatch {
+            what: format!("{} values for a strategy of {rows} rows", values.len()),
+        });
+    }
+    if orthogonal_terms(measured) {
+        orthogonal(workload, measured, values, noise_variance)
+    } else {
+        dense(workload, measured, values, noise_variance)
+    }
+}
+
+/// Validates the terms against the domain and returns the row count.
+fn check_terms(measured: &MeasuredStrategy, shape: &[usize]) -> Result<usize> {
+    let mut rows = 0usize;
+    for t in &measured.terms {
+        let ok_support =
+            t.support.windows(2).all(|w| w[0] < w[1]) && t.support.iter().all(|&p| p < shape.len());
+        let ok_factors = if t.support.is_empty() {
+            t.factors.len() == 1 && t.factors[0].nrows() == 1 && t.factors[0].ncols() == 1
+        } else {
+            t.factors.len() == t.support.len()
+                && t.support
+                    .iter()
+                    .zip(&t.factors)
+                    .all(|(&p, f)| f.ncols() == shape[p] && f.nrows() > 0)
+        };
+        if !(ok_support && ok_factors) {
+            return Err(DpError::DimensionMismatch {
+                what: format!("a strategy term does not fit the domain {shape:?}"),
+            });
+        }
+        let r = t
+            .factors
+            .iter()
+            .try_fold(1usize, |acc, f| acc.checked_mul(f.nrows()));
+        rows = r
+            .and_then(|r| rows.checked_add(r))
+            .ok_or_else(|| invalid("strategy rows overflow".into()))?;
+    }
+    if rows == 0 {
+        return Err(invalid("the strategy has no terms".into()));
+    }
+    Ok(rows)
+}
+
+/// Whether the terms are provably mutually orthogonal: one term, or
+/// distinct supports whose factors all have rows summing exactly to zero
+/// (checked in exact integer arithmetic).
+fn orthogonal_terms(measured: &MeasuredStrategy) -> bool {
+    if measured.terms.len() == 1 {
+        return true;
+    }
+    let mut supports: Vec<&Vec<usize>> = measured.terms.iter().map(|t| &t.support).collect();
+    supports.sort();
+    if supports.windows(2).any(|w| w[0] == w[1]) {
+        return false;
+    }
+    measured
+        .terms
+        .iter()
+        .filter(|t| !t.support.is_empty())
+        .all(|t| t.factors.iter().all(rows_sum_to_zero))
+}
+
+/// The exponent of the lowest set bit of a finite nonzero `v`.
+fn lowest_bit(v: f64) -> i32 {
+    let bits = v.abs().to_bits();
+    let exp = ((bits >> 52) & 0x7ff) as i32;
+    let mant = if exp == 0 {
+        bits & ((1 << 52) - 1)
+    } else {
+        (bits & ((1 << 52) - 1)) | (1 << 52)
+    };
+    exp.max(1) - 1075 + mant.trailing_zeros() as i32
+}
+
+/// Whether every row of `f` sums exactly to zero: the entries are
+/// integers times `2^e` for the smallest lowest-set-bit exponent `e`,
+/// summed exactly in i128 (false when that cannot be done exactly).
+fn rows_sum_to_zero(f: &Mat<f64>) -> bool {
+    let mut e = i32::MAX;
+    let mut e_max = i32::MIN;
+    for j in 0..f.ncols() {
+        for i in 0..f.nrows() {
+            let v = f[(i, j)];
+            if v != 0.0 {
+                e = e.min(lowest_bit(v));
+                e_max = e_max.max(v.abs().log2().ceil() as i32);
+            }
+        }
+    }
+    if e == i32::MAX {
+        return true;
+    }
+    // Integers of at most 100 bits, at most 2²⁰ of them per row.
+    if e_max - e > 100 || f.ncols() > 1 << 20 {
+        return false;
+    }
+    let scale = 2f64.powi(-e);
+    (0..f.nrows()).all(|i| {
+        (0..f.ncols())
+            .map(|j| (f[(i, j)] * scale) as i128)
+            .sum::<i128>()
+            == 0
+    })
+}
+
+fn build_terms(measured: &MeasuredStrategy, shape: &[usize]) -> Result<Vec<Term>> {
+    let mut offset = 0;
+    let mut out = Vec::with_capacity(measured.terms.len());
+    for t in &measured.terms {
+        let (scalar, factors) = if t.support.is_empty() {
+            (t.factors[0][(0, 0)], Vec::new())
+        } else {
+            (1.0, t.factors.iter().collect())
+        };
+        let mut fs = Vec::with_capacity(shape.len());
+        for (i, &n) in shape.iter().enumerate() {
+            match t.support.iter().position(|&p| p == i) {
+                None => fs.push(TermFactor::Ones(n)),
+                Some(k) => {
+                    let f = factors[k];
+                    let pinv = pseudo_inverse(f.as_ref(), None)?;
+                    let projector = dp_linalg::gemm(pinv.as_ref(), f.as_ref(), Par::Seq);
+                    fs.push(TermFactor::Matrix {
+                        pinv,
+                        projector,
+                        contrast: rows_sum_to_zero(f),
+                    });
+                }
+            }
+        }
+        let rows: usize = t.factors.iter().map(|f| f.nrows()).product();
+        out.push(Term {
+            scalar,
+            factors: fs,
+            rows,
+            offset,
+        });
+        offset += rows;
+    }
+    Ok(out)
+}
+
+/// `tr(G P)` for a factor's Gram `G` and a term factor's projector.
+fn trace_gp(g: &Mat<f64>, f: &TermFactor) -> f64 {
+    match f {
+        TermFactor::Ones(n) => {
+            // P = 11ᵀ/n: tr(G P) = 1ᵀG1/n.
+            let s: f64 = (0..g.nrows())
+                .flat_map(|i| (0..g.ncols()).map(move |j| (i, j)))
+                .map(|(i, j)| g[(i, j)])
+                .sum();
+            s / *n as f64
+        }
+        TermFactor::Matrix { projector, .. } => {
+            dp_linalg::trace_of_product(g.as_ref(), projector.as_ref()).unwrap_or(f64::NAN)
+        }
+    }
+}
+
+/// Whether every row of `w` is constant.
+fn constant_rows(w: &Mat<f64>) -> bool {
+    (0..w.nrows()).all(|r| (1..w.ncols()).all(|j| w[(r, j)] == w[(r, 0)]))
+}
+
+/// `Wᵢ F⁺` (mᵢ × rows of F), or `Wᵢ 1/nᵢ` (mᵢ × 1) for the ones row.
+fn query_factor(w: &Mat<f64>, f: &TermFactor) -> Mat<f64> {
+    match f {
+        TermFactor::Ones(n) => Mat::from_fn(w.nrows(), 1, |r, _| {
+            (0..w.ncols()).map(|j| w[(r, j)]).sum::<f64>() / *n as f64
+        }),
+        TermFactor::Matrix { pinv, .. } => dp_linalg::gemm(w.as_ref(), pinv.as_ref(), Par::Seq),
+    }
+}
+
+fn orthogonal(
+    workload: &StructuredWorkload,
+    measured: &MeasuredStrategy,
+    values: &[f64],
+    v: f64,
+) -> Result<Reconstruction> {
+    let shape = workload.domain().shape();
+    let terms = build_terms(measured, &shape)?;
+    let mut answers = Vec::new();
+    let mut variances = Vec::new();
+    for (p, (c, factors)) in workload.products().into_iter().enumerate() {
+        let ws = factors
+            .iter()
+            .map(Factor::explicit)
+            .collect::<dp_workloads::domain::SResult<Vec<_>>>()?;
+        // A term contributes nothing when, on some attribute, the query
+        // factor has constant rows (a multiple of 1ᵀ per row) and the
+        // term's factor is a contrast: then Wᵢ F⁺ = c 1ᵀFᵀ(FFᵀ)⁻¹ = 0
+        // exactly. Skipping it keeps marginal workloads on many
+        // attributes linear in the terms that matter.
+        let constant: Vec<bool> = ws.iter().map(constant_rows).collect();
+        let relevant: Vec<&Term> = terms
+            .iter()
+            .filter(|t| {
+                !t.factors
+                    .iter()
+                    .zip(&constant)
+                    .any(|(f, &c)| c && f.is_contrast())
+            })
+            .collect();
+        check_row_space(p, &ws, &relevant)?;
+        let m: usize = ws.iter().map(|w| w.nrows()).product();
+        let mut ans = vec![0.0; m];
+        let mut var = vec![0.0; m];
+        for t in relevant {
+            let qs: Vec<Mat<f64>> = ws
+                .iter()
+                .zip(&t.factors)
+                .map(|(w, f)| query_factor(w, f))
+                .collect();
+            let refs: Vec<&Mat<f64>> = qs.iter().collect();
+            let y = &values[t.offset..t.offset + t.rows];
+            let part = kron_matvec(&refs, y)?;
+            // Row norms² of each Wᵢ F⁺, multiplied out over attributes.
+            let norms: Vec<Mat<f64>> = qs
+                .iter()
+                .map(|q| {
+                    Mat::from_fn(q.nrows(), 1, |r, _| {
+                        (0..q.ncols()).map(|j| q[(r, j)] * q[(r, j)]).sum::<f64>()
+                    })
+                })
+                .collect();
+            let nrefs: Vec<&Mat<f64>> = norms.iter().collect();
+            let vpart = kron_matvec(&nrefs, &[1.0])?;
+            let (s, s2) = (c / t.scalar, (c / t.scalar).powi(2) * v);
+            for r in 0..m {
+                ans[r] += s * part[r];
+                var[r] += s2 * vpart[r];
+            }
+        }
+        answers.extend(ans);
+        variances.extend(var);
+    }
+    Ok(Reconstruction {
+        answers,
+        variances,
+        method: ReconstructionMethod::OrthogonalTerms,
+    })
+}
+
+/// Refuses query product `p` (factors `ws`) when it leaves the row space
+/// of the orthogonal terms: `Πᵢ tr(Gᵢ) − Σ_t Πᵢ tr(Gᵢ P_{t,i})`.
+fn check_row_space(p: usize, ws: &[Mat<f64>], terms: &[&Term]) -> Result<()> {
+    let grams: Vec<Mat<f64>> = ws
+        .iter()
+        .map(|w| dp_linalg::gram(w.as_ref(), Par::Seq))
+        .collect();
+    let total: f64 = grams
+        .iter()
+        .map(|g| (0..g.nrows()).map(|i| g[(i, i)]).sum::<f64>())
+        .product();
+    let covered: f64 = terms
+        .iter()
+        .map(|t| {
+            grams
+                .iter()
+                .zip(&t.factors)
+                .map(|(g, f)| trace_gp(g, f))
+                .product::<f64>()
+        })
+        .sum();
+    let gap = total - covered;
+    if gap.is_finite() && gap.abs() <= ROW_SPACE_TOLERANCE * total {
+        Ok(())
+    } else {
+        Err(not_estimable(p))
+    }
+}
+
+fn not_estimable(p: usize) -> DpError {
+    invalid(format!(
+        "query product {p} of the workload is not in the row space of the strategy (its \
+         estimate would be biased): the plan does not fit this workload"
+    ))
+}
+
+/// The dense measured strategy, ones rows written out.
+fn dense_strategy(measured: &MeasuredStrategy, shape: &[usize]) -> Result<Mat<f64>> {
+    let blocks: Vec<Mat<f64>> = measured
+        .terms
+        .iter()
+        .map(|t| {
+            let mats: Vec<Mat<f64>> = (0..shape.len())
+                .map(|i| match t.support.iter().position(|&p| p == i) {
+                    Some(k) => t.factors[k].clone(),
+                    None => Mat::from_fn(1, shape[i], |_, _| 1.0),
+                })
+                .collect();
+            let scalar = if t.support.is_empty() {
+                t.factors[0][(0, 0)]
+            } else {
+                1.0
+            };
+            dp_workloads::structured::kron_all(&mats) * scalar
+        })
+        .collect();
+    Ok(dp_linalg::stack_rows(&blocks, shape.iter().product())?)
+}
+
+fn dense(
+    workload: &StructuredWorkload,
+    measured: &MeasuredStrategy,
+    values: &[f64],
+    v: f64,
+) -> Result<Reconstruction> {
+    let cells = workload.domain().cells_f64();
+    if cells > DENSE_RECONSTRUCTION_CELLS {
+        return Err(invalid(format!(
+            "{cells:.1e} cells: the strategy's terms are not mutually orthogonal, and dense \
+             least squares is limited to {DENSE_RECONSTRUCTION_CELLS} cells"
+        )));
+    }
+    let a = dense_strategy(measured, &workload.domain().shape())?;
+    let w = workload.dense_matrix()?;
+    let ata = dp_linalg::gram(a.as_ref(), Par::Seq);
+    let x = pseudo_inverse_symmetric(ata.as_ref(), None)?;
+    // Unbiased only if W X AᵀA = W.
+    let proj = dp_linalg::gemm(x.as_ref(), ata.as_ref(), Par::Seq);
+    let wp = dp_linalg::gemm(w.as_ref(), proj.as_ref(), Par::Seq);
+    let scale = dp_linalg::frobenius_norm(w.as_ref());
+    for r in 0..w.nrows() {
+        let gap: f64 = (0..w.ncols())
+            .map(|j| (w[(r, j)] - wp[(r, j)]).powi(2))
+            .sum::<f64>()
+            .sqrt();
+        // NaN fails too.
+        if gap.is_nan() || gap > 1e-7 * scale {
+            return Err(not_estimable_row(r));
+        }
+    }
+    let y = Mat::from_fn(values.len(), 1, |i, _| values[i]);
+    let aty = dp_linalg::gemm(a.transpose(), y.as_ref(), Par::Seq);
+    let xhat = dp_linalg::gemm(x.as_ref(), aty.as_ref(), Par::Seq);
+    let ans = dp_linalg::gemm(w.as_ref(), xhat.as_ref(), Par::Seq);
+    let wx = dp_linalg::gemm(w.as_ref(), x.as_ref(), Par::Seq);
+    let variances = (0..w.nrows())
+        .map(|r| v * (0..w.ncols()).map(|j| wx[(r, j)] * w[(r, j)]).sum::<f64>())
+        .collect();
+    Ok(Reconstruction {
+        answers: (0..w.nrows()).map(|r| ans[(r, 0)]).collect(),
+        variances,
+        method: ReconstructionMethod::Dense,
+    })
+}
+
+fn not_estimable_row(r: usize) -> DpError {
+    invalid(format!(
+        "query {r} of the workload is not in the row space of the strategy (its estimate \
+         would be biased): the plan does not fit this workload"
+    ))
+}
+
+#[cfg(test)]
+#[path = "reconstruct_tests.rs"]
+mod tests;

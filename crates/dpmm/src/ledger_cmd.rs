@@ -1,0 +1,141 @@
+//! `dpmm ledger init` and `dpmm ledger show`: the persistent privacy
+//! budget of a dataset (dp-core's hash-chained, fsync'ed, locked ledger).
+//!
+//! A ledger stated in pure ε holds ε and takes only pure (Laplace)
+//! releases. A ledger stated in (ε, δ) holds ρ-zCDP: the largest ρ whose
+//! exact conversion (Canonne, Kamath, Steinke 2020, Corollary 13) is
+//! (ε, δ)-DP; every release is charged in ρ (an (ε', δ') release the
+//! largest ρ' whose conversion is (ε', δ')-DP, a pure ε' release ε'²/2),
+//! and ρ-zCDP composes by addition, so the whole sequence of releases is
+//! (ε, δ)-DP.
+
+use std::path::{Path, PathBuf};
+
+use clap::Subcommand;
+use dp_core::kernel::{check_delta, check_epsilon, zcdp_delta, zcdp_rho_for};
+use dp_core::ledger::{Ledger, LedgerBudget, Record};
+
+/// `dpmm ledger …`.
+#[derive(Subcommand)]
+pub enum LedgerCommand {
+    /// Create a ledger holding a total budget (refuses an existing file).
+    Init {
+        /// The ledger file to create (JSON lines).
+        #[arg(long)]
+        ledger: PathBuf,
+        /// Total ε of every release charged to this ledger.
+        #[arg(long)]
+        total_epsilon: f64,
+        /// Total δ: the ledger then holds ρ-zCDP, converted exactly
+        /// (CKS20 Corollary 13) from (ε, δ).
+        #[arg(long)]
+        total_delta: Option<f64>,
+    },
+    /// Show the budget, spent and left, entry by entry.
+    Show {
+        /// The ledger file.
+        #[arg(long)]
+        ledger: PathBuf,
+    },
+}
+
+/// Runs a ledger subcommand; errors are one line.
+pub fn run(command: LedgerCommand) -> Result<(), String> {
+    match command {
+        LedgerCommand::Init {
+            ledger,
+            total_epsilon,
+            total_delta,
+        } => init(&ledger, total_epsilon, total_delta),
+        LedgerCommand::Show { ledger } => show(&ledger),
+    }
+}
+
+/// The ledger budget for a total (ε) or (ε, δ).
+pub fn budget_for(epsilon: f64, delta: Option<f64>) -> Result<LedgerBudget, String> {
+    let epsilon = check_epsilon(epsilon).map_err(|e| e.to_string())?;
+    match delta {
+        None => Ok(LedgerBudget::PureDp { epsilon }),
+        Some(d) => {
+            let d = check_delta(d).map_err(|e| e.to_string())?;
+            let rho = zcdp_rho_for(epsilon, d).map_err(|e| e.to_string())?;
+            Ok(LedgerBudget::Zcdp { rho })
+        }
+    }
+}
+
+fn init(path: &Path, epsilon: f64, delta: Option<f64>) -> Result<(), String> {
+    let budget = budget_for(epsilon, delta)?;
+    Ledger::init(path, budget).map_err(|e| e.to_string())?;
+    match budget {
+        LedgerBudget::PureDp { epsilon } => {
+            eprintln!("created {}: pure ε = {epsilon}", path.display())
+        }
+        LedgerBudget::Zcdp { rho } => eprintln!(
+            "created {}: ρ-zCDP total ρ = {rho:.6e}, the largest ρ whose exact conversion \
+             (CKS20 Corollary 13) is ({epsilon}, {})-DP",
+            path.display(),
+            delta.unwrap_or_default()
+        ),
+    }
+    Ok(())
+}
+
+fn show(path: &Path) -> Result<(), String> {
+    let ledger = Ledger::open(path).map_err(|e| e.to_string())?;
+    let (unit, total) = match ledger.budget() {
+        LedgerBudget::PureDp { epsilon } => {
+            println!("budget: pure ε-DP, total ε = {epsilon}");
+            println!("composition: sequential, the ε of the releases add up");
+            ("ε", epsilon)
+        }
+        LedgerBudget::Zcdp { rho } => {
+            println!("budget: ρ-zCDP, total ρ = {rho:.6e}");
+            println!(
+                "composition: the ρ of the releases add up; (ε, δ) by the exact conversion of \
+                 Canonne, Kamath, Steinke 2020 (Corollary 13); a pure ε release costs ε²/2"
+            );
+            ("ρ", rho)
+        }
+    };
+    println!("entry  charged ({unit})  label");
+    for (seq, record) in ledger.entries().iter().enumerate() {
+        if let Record::Charge { amount, label } = record {
+            println!("{seq:>5}  {amount:<13.6e}  {label}");
+        }
+    }
+    println!("spent:  {:.6e} of {total:.6e} {unit}", ledger.spent());
+    println!("left:   {:.6e} {unit}", ledger.remaining());
+    if let LedgerBudget::Zcdp { .. } = ledger.budget() {
+        for delta in [1e-6, 1e-9] {
+            println!(
+                "spent so far as (ε, δ = {delta:e}): ε ≤ {:.6}",
+                epsilon_for(ledger.spent(), delta)
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The smallest ε (to 1e-9 relative, rounded up) whose CKS20 conversion of
+/// ρ-zCDP is (ε, δ)-DP; 0 for ρ = 0.
+fn epsilon_for(rho: f64, delta: f64) -> f64 {
+    if rho <= 0.0 {
+        return 0.0;
+    }
+    // ε = ρ + 2√(ρ ln 1/δ) is always enough (Bun–Steinke Prop. 1.3).
+    let mut hi = rho + 2.0 * (rho * (1.0 / delta).ln()).sqrt();
+    let mut lo = 0.0;
+    for _ in 0..200 {
+        let mid = 0.5 * (lo + hi);
+        if hi - lo <= 1e-9 * hi {
+            break;
+        }
+        if zcdp_delta(rho, mid) <= delta {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    hi
+}

@@ -1,0 +1,365 @@
+//! `dpmm release`: records in, private answers with error bars out.
+//!
+//! Order of operations, so that a refused or malformed release spends
+//! nothing and writes nothing:
+//!
+//! 1. Validate everything that does not read the data: ε (and δ), the
+//!    schema, the workload spec against the schema's domain, the plan
+//!    (optimized now, or read from `--plan`), the quantized strategy, a
+//!    dry-run reconstruction (the workload must lie in the strategy's row
+//!    space), the ledger (opened, locked, its hash chain verified, enough
+//!    budget left).
+//! 2. Aggregate the records (or the pre-aggregated table) into only the
+//!    count tables the strategy reads; memory is those tables.
+//! 3. Charge the ledger: written and fsync'ed under its lock.
+//! 4. Measure through the privacy kernel (exact discrete noise, CKS20).
+//! 5. Reconstruct by least squares with the strategy actually measured,
+//!    and every query's exact variance (post-processing).
+//! 6. Write the answers and the JSON sidecar to temporary files, then
+//!    rename them into place.
+//!
+//! Nothing exact about the data is printed, logged or written: not the
+//! number of records, not the number of rows dropped.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use dp_core::kernel::{check_delta, check_epsilon, zcdp_rho_for};
+use dp_core::ledger::{Ledger, LedgerBudget};
+use dp_core::{Cost, MarginalStrategy, Measurement, MeasurementNoise};
+use dp_opt::PrivacyModel;
+use dp_opt::multidim::reconstruct::{Reconstruction, reconstruct};
+use dp_opt::multidim::{PlanOptions, plan_strategy};
+use dp_workloads::spec::load_spec;
+use dp_workloads::structured::StructuredWorkload;
+use dpmm_records::{
+    DEFAULT_CELL_LIMIT, Layout, PrivateCounts, Schema, aggregate_counts_table, aggregate_records,
+};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde_json::json;
+
+use crate::release_plan::{Strategy, describe};
+
+/// The two-sided 95% standard normal quantile.
+const Z95: f64 = 1.959_963_984_540_054;
+
+/// `dpmm release`.
+#[derive(Args)]
+pub struct ReleaseArgs {
+    /// Records: CSV with a header row, plain or gzip'ed (detected by content).
+    #[arg(long, required_unless_present = "counts", conflicts_with = "counts")]
+    pub data: Option<PathBuf>,
+    /// Instead of records: a pre-aggregated table (the schema's columns
+    /// and a `count` column), e.g. from one GROUP BY in DuckDB.
+    #[arg(long)]
+    pub counts: Option<PathBuf>,
+    /// The records schema (columns and public domains, DESIGN.md §7).
+    #[arg(long)]
+    pub schema: PathBuf,
+    /// The workload spec: the queries to answer, in this order.
+    #[arg(long, required_unless_present = "plan")]
+    pub workload: Option<PathBuf>,
+    /// A plan file (from `dpmm plan`) to measure instead of optimizing now;
+    /// the queries still come from `--workload`.
+    #[arg(long)]
+    pub plan: Option<PathBuf>,
+    /// ε of this release.
+    #[arg(long)]
+    pub epsilon: f64,
+    /// δ of this release: (ε, δ)-DP by the discrete Gaussian, charged in
+    /// ρ-zCDP; without it, pure ε-DP by the discrete Laplace.
+    #[arg(long)]
+    pub delta: Option<f64>,
+    /// The ledger to charge (`dpmm ledger init`).
+    #[arg(long)]
+    pub ledger: PathBuf,
+    /// The answers CSV; a JSON sidecar is written beside it (`<out>.json`).
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+/// Everything validated before the data is read.
+struct Prepared {
+    schema: Schema,
+    workload: StructuredWorkload,
+    strategy: Strategy,
+    kernel_strategy: MarginalStrategy,
+    layout: Layout,
+    ledger: Ledger,
+    cost: Cost,
+    /// What the ledger is charged, in its unit.
+    charge: f64,
+}
+
+fn text(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+/// Runs the release; every error is one line.
+pub fn run(args: &ReleaseArgs) -> Result<(), String> {
+    let mut p = prepare(args)?;
+    let counts = aggregate(args, &p)?;
+    let marginals = counts.into_kernel().map_err(text)?;
+    let label = format!(
+        "release {} (epsilon {}{})",
+        args.out.display(),
+        args.epsilon,
+        args.delta
+            .map(|d| format!(", delta {d}"))
+            .unwrap_or_default()
+    );
+    // The durable charge precedes every draw (Ledger::open_session).
+    let mut session = p.ledger.open_session(p.charge, &label).map_err(text)?;
+    let entry = p.ledger.entries().len() - 1;
+    let m = session
+        .measure_marginals(&p.kernel_strategy, &marginals, p.cost)
+        .map_err(text)?;
+    drop(marginals);
+    let rec = reconstruct(&p.workload, &m.strategy, &m.values, m.variance).map_err(text)?;
+    write_outputs(args, &p, &m, &rec, entry)
+}
+
+fn prepare(args: &ReleaseArgs) -> Result<Prepared, String> {
+    let epsilon = check_epsilon(args.epsilon).map_err(text)?;
+    let (cost, model) = match args.delta {
+        Some(d) => {
+            let d = check_delta(d).map_err(text)?;
+            (
+                Cost::Rho(zcdp_rho_for(epsilon, d).map_err(text)?),
+                PrivacyModel::Approx,
+            )
+        }
+        None => (Cost::Epsilon(epsilon), PrivacyModel::Pure),
+    };
+    let schema = Schema::from_path(&args.schema).map_err(text)?;
+    let spec = args
+        .workload
+        .as_ref()
+        .ok_or("a plan carries no queries: give the workload spec with --workload too")?;
+    let workload = load_spec(spec).map_err(text)?;
+    if workload.domain() != schema.domain() {
+        return Err(format!(
+            "{}: its domain (names and sizes, in order) is not the schema's",
+            spec.display()
+        ));
+    }
+    let strategy = match &args.plan {
+        Some(path) => Strategy::from_file(path, &schema)?,
+        None => Strategy::from_plan(
+            &plan_strategy(&workload, model, &PlanOptions::default()).map_err(text)?,
+        ),
+    };
+    let shape = schema.domain().shape();
+    let kernel_strategy =
+        MarginalStrategy::new(shape.clone(), strategy.terms.clone()).map_err(text)?;
+    // Dry run on zeros: the same checks as the real reconstruction (row
+    // space, sizes), before anything is spent.
+    let zeros = vec![0.0; kernel_strategy.nrows()];
+    reconstruct(&workload, &kernel_strategy.measured_strategy(), &zeros, 1.0).map_err(text)?;
+    let layout =
+        Layout::choose(schema.domain(), &strategy.tables(), DEFAULT_CELL_LIMIT).map_err(text)?;
+    let ledger = Ledger::open(&args.ledger).map_err(text)?;
+    let charge = match (ledger.budget(), cost) {
+        (LedgerBudget::PureDp { .. }, Cost::Epsilon(e)) => e,
+        (LedgerBudget::Zcdp { .. }, Cost::Epsilon(e)) => (e * e / 2.0).next_up(),
+        (LedgerBudget::Zcdp { .. }, Cost::Rho(r)) => r,
+        (LedgerBudget::PureDp { .. }, Cost::Rho(_)) => {
+            return Err(format!(
+                "{} holds pure ε: an (ε, δ) release needs a ledger created with --total-delta",
+                args.ledger.display()
+            ));
+        }
+    };
+    if charge > ledger.remaining() {
+        return Err(format!(
+            "budget exceeded: this release needs {charge} but {} has {} left",
+            args.ledger.display(),
+            ledger.remaining()
+        ));
+    }
+    Ok(Prepared {
+        schema,
+        workload,
+        strategy,
+        kernel_strategy,
+        layout,
+        ledger,
+        cost,
+        charge,
+    })
+}
+
+/// A reader that advances a progress bar by the bytes it reads.
+struct Progress<R> {
+    inner: R,
+    bar: ProgressBar,
+}
+
+impl<R: Read> Read for Progress<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.bar.inc(n as u64);
+        Ok(n)
+    }
+}
+
+fn aggregate(args: &ReleaseArgs, p: &Prepared) -> Result<PrivateCounts, String> {
+    let (path, is_table) = match (&args.data, &args.counts) {
+        (Some(d), None) => (d, false),
+        (None, Some(c)) => (c, true),
+        _ => return Err("give exactly one of --data and --counts".into()),
+    };
+    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    // Only a percentage of the input file, and only on a terminal: no
+    // count of records is shown.
+    let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
+    bar.set_style(ProgressStyle::with_template("aggregating {wide_bar} {percent}%").map_err(text)?);
+    let input = Progress {
+        inner: std::io::BufReader::with_capacity(1 << 20, file),
+        bar: bar.clone(),
+    };
+    let name = path.display().to_string();
+    let counts = if is_table {
+        aggregate_counts_table(input, &name, &p.schema, &p.layout)
+    } else {
+        aggregate_records(input, &name, &p.schema, &p.layout)
+    };
+    bar.finish_and_clear();
+    counts.map_err(text)
+}
+
+/// Writes `bytes` to a temporary file beside `path`, fsync'ed; returns it.
+fn write_temp(path: &Path, bytes: &[u8]) -> Result<PathBuf, String> {
+    let name = path
+        .file_name()
+        .ok_or_else(|| format!("{}: not a file name", path.display()))?;
+    let tmp = path.with_file_name(format!(
+        ".{}.tmp-{}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let result = std::fs::File::create(&tmp).and_then(|mut f| {
+        f.write_all(bytes)?;
+        f.sync_all()
+    });
+    match result {
+        Ok(()) => Ok(tmp),
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            Err(format!("{}: {e}", path.display()))
+        }
+    }
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// The answers CSV: one row per query, unweighted (a spec weight steers
+/// the plan; the answer is of the query itself).
+fn answers_csv(p: &Prepared, rec: &Reconstruction) -> String {
+    let mut out = String::from("query,answer,std_error,ci_low,ci_high\n");
+    let queries = describe(&p.workload, &p.schema);
+    for ((q, w), (a, v)) in queries.iter().zip(rec.answers.iter().zip(&rec.variances)) {
+        let (a, se) = (a / w, v.max(0.0).sqrt() / w);
+        out.push_str(&format!(
+            "{},{a},{se},{},{}\n",
+            csv_field(q),
+            a - Z95 * se,
+            a + Z95 * se
+        ));
+    }
+    out
+}
+
+fn sidecar(
+    args: &ReleaseArgs,
+    p: &Prepared,
+    m: &Measurement,
+    rec: &Reconstruction,
+    entry: usize,
+) -> String {
+    let (noise, scale) = match m.noise {
+        MeasurementNoise::DiscreteLaplace { scale } => ("discrete Laplace (CKS20, exact)", scale),
+        MeasurementNoise::DiscreteGaussian { sigma } => ("discrete Gaussian (CKS20, exact)", sigma),
+    };
+    let rho = match p.cost {
+        Cost::Rho(r) => Some(r),
+        Cost::Epsilon(_) => None,
+    };
+    let unit = match p.ledger.budget() {
+        LedgerBudget::PureDp { .. } => "epsilon",
+        LedgerBudget::Zcdp { .. } => "rho (zCDP)",
+    };
+    let gap = match (p.strategy.objective, p.strategy.lower_bound) {
+        (Some(o), Some(l)) => Some((o - l) / o),
+        _ => None,
+    };
+    let value = json!({
+        "mechanism": format!("matrix mechanism: {noise} noise on a structured strategy, least-squares reconstruction"),
+        "noise": noise,
+        "noise_scale": scale,
+        "noise_variance_per_row": m.variance,
+        "granularity": m.granularity,
+        "sensitivity": m.sensitivity,
+        "strategy_rows": m.values.len(),
+        "epsilon": args.epsilon,
+        "delta": args.delta,
+        "rho": rho,
+        "charged": p.charge,
+        "charged_unit": unit,
+        "plan": {
+            "method": p.strategy.method,
+            "privacy": p.strategy.privacy,
+            "objective": p.strategy.objective,
+            "lower_bound": p.strategy.lower_bound,
+            "duality_gap": gap,
+        },
+        "reconstruction": rec.method,
+        "queries": rec.answers.len(),
+        "intervals": "95%, from the exact variance of each answer (normal approximation)",
+        "ledger": {"path": args.ledger.display().to_string(), "entry": entry},
+    });
+    let mut s = serde_json::to_string_pretty(&value).unwrap_or_default();
+    s.push('\n');
+    s
+}
+
+fn write_outputs(
+    args: &ReleaseArgs,
+    p: &Prepared,
+    m: &Measurement,
+    rec: &Reconstruction,
+    entry: usize,
+) -> Result<(), String> {
+    let side_path = PathBuf::from(format!("{}.json", args.out.display()));
+    let csv = write_temp(&args.out, answers_csv(p, rec).as_bytes())?;
+    let side = match write_temp(&side_path, sidecar(args, p, m, rec, entry).as_bytes()) {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = std::fs::remove_file(&csv);
+            return Err(e);
+        }
+    };
+    let renamed = std::fs::rename(&side, &side_path)
+        .and_then(|()| std::fs::rename(&csv, &args.out))
+        .map_err(|e| format!("{}: {e}", args.out.display()));
+    if renamed.is_err() {
+        let _ = std::fs::remove_file(&side);
+        let _ = std::fs::remove_file(&csv);
+    }
+    renamed?;
+    eprintln!(
+        "wrote {} ({} queries) and {}; ledger entry {entry}",
+        args.out.display(),
+        rec.answers.len(),
+        side_path.display()
+    );
+    Ok(())
+}

@@ -1,0 +1,229 @@
+//! What `dpmm release` needs besides the data: the strategy (planned now
+//! or read from a plan file, DESIGN.md §7) and a readable description of
+//! every workload query, built from the schema.
+
+use std::path::Path;
+
+use dp_core::kernel::SparseTerm;
+use dp_linalg::Mat;
+use dp_opt::multidim::StructuredPlan;
+use dp_workloads::structured::{Factor, StructuredWorkload};
+use dpmm_records::{Encoding, Schema};
+use serde_json::Value;
+
+/// The strategy to measure and the plan's figures for the sidecar.
+pub struct Strategy {
+    /// Terms `(weight, [(attribute position, factor)])`.
+    pub terms: Vec<SparseTerm>,
+    /// Where it came from (`"residual"`, `"kron-coa"`, …, or `"plan file"`).
+    pub method: String,
+    /// The privacy model it was optimized for.
+    pub privacy: String,
+    /// Its objective (`l1_obj` / `l2_obj`) on the workload it was planned for.
+    pub objective: Option<f64>,
+    /// The certified lower bound, when known.
+    pub lower_bound: Option<f64>,
+}
+
+impl Strategy {
+    /// From a plan just computed.
+    pub fn from_plan(plan: &StructuredPlan) -> Self {
+        Self {
+            terms: plan
+                .strategy
+                .terms
+                .iter()
+                .map(|t| {
+                    (
+                        t.weight,
+                        t.factors
+                            .iter()
+                            .map(|(p, m)| (*p, m.as_ref().clone()))
+                            .collect(),
+                    )
+                })
+                .collect(),
+            method: plan.method.to_string(),
+            privacy: plan.privacy.name().to_string(),
+            objective: Some(plan.objective),
+            lower_bound: plan.certificate.map(|c| c.lower_bound),
+        }
+    }
+
+    /// Reads a plan file written by `dpmm plan` / `cargo xtask plan`; its
+    /// domain must be the schema's (names and sizes, in order).
+    pub fn from_file(path: &Path, schema: &Schema) -> Result<Self, String> {
+        let at = |what: &str| format!("{}: {what}", path.display());
+        let text = std::fs::read_to_string(path).map_err(|e| at(&e.to_string()))?;
+        let root: Value = serde_json::from_str(&text).map_err(|e| at(&format!("not JSON: {e}")))?;
+        let domain = root
+            .get("domain")
+            .and_then(Value::as_array)
+            .ok_or_else(|| at("missing 'domain'"))?;
+        let attrs = schema.domain().attributes();
+        let same = domain.len() == attrs.len()
+            && domain.iter().zip(attrs).all(|(d, a)| {
+                d.get("name").and_then(Value::as_str) == Some(a.name.as_str())
+                    && d.get("size").and_then(Value::as_u64) == Some(a.size as u64)
+            });
+        if !same {
+            return Err(at("the plan's domain is not the schema's"));
+        }
+        let terms = root
+            .get("terms")
+            .and_then(Value::as_array)
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| at("'terms' must be a non-empty array"))?;
+        let mut out = Vec::with_capacity(terms.len());
+        for (k, t) in terms.iter().enumerate() {
+            let bad = |why: &str| at(&format!("terms[{k}]: {why}"));
+            let weight = t
+                .get("weight")
+                .and_then(Value::as_f64)
+                .ok_or_else(|| bad("'weight' must be a number"))?;
+            let factors = t
+                .get("factors")
+                .and_then(Value::as_object)
+                .ok_or_else(|| bad("'factors' must be an object"))?;
+            let mut fs = Vec::with_capacity(factors.len());
+            for (name, rows) in factors {
+                let p = schema
+                    .domain()
+                    .position(name)
+                    .map_err(|e| bad(&e.to_string()))?;
+                fs.push((p, matrix(rows, attrs[p].size).map_err(|e| bad(&e))?));
+            }
+            fs.sort_by_key(|(p, _)| *p);
+            out.push((weight, fs));
+        }
+        let num = |key: &str| root.get(key).and_then(Value::as_f64);
+        Ok(Self {
+            terms: out,
+            method: "plan file".into(),
+            privacy: root
+                .get("privacy")
+                .and_then(Value::as_str)
+                .unwrap_or("unknown")
+                .to_string(),
+            objective: num("objective"),
+            lower_bound: num("lower_bound"),
+        })
+    }
+
+    /// The attribute sets the measurement reads: the supports that are not
+    /// inside another one (smaller tables are summed from them).
+    pub fn tables(&self) -> Vec<Vec<usize>> {
+        let supports: Vec<Vec<usize>> = self
+            .terms
+            .iter()
+            .map(|(_, f)| f.iter().map(|(p, _)| *p).collect())
+            .collect();
+        let mut out: Vec<Vec<usize>> = Vec::new();
+        for s in &supports {
+            let inside = supports
+                .iter()
+                .any(|o| o.len() > s.len() && s.iter().all(|a| o.contains(a)));
+            if !inside && !out.contains(s) {
+                out.push(s.clone());
+            }
+        }
+        out
+    }
+}
+
+fn matrix(rows: &Value, size: usize) -> Result<Mat<f64>, String> {
+    let rows = rows
+        .as_array()
+        .filter(|r| !r.is_empty())
+        .ok_or("a factor must be a non-empty array of rows")?;
+    let mut data = Vec::with_capacity(rows.len() * size);
+    for r in rows {
+        let r = r.as_array().filter(|r| r.len() == size).ok_or(format!(
+            "every factor row must have the attribute's {size} entries"
+        ))?;
+        for v in r {
+            data.push(v.as_f64().ok_or("factor entries must be numbers")?);
+        }
+    }
+    Ok(Mat::from_fn(rows.len(), size, |i, j| data[i * size + j]))
+}
+
+/// How attribute `a` reads cells `lo..=hi`.
+fn cells(schema: &Schema, a: usize, lo: usize, hi: usize) -> String {
+    let attr = &schema.attributes()[a];
+    let name = &attr.name;
+    match &attr.encoding {
+        Encoding::Categorical { values } => {
+            if lo == hi {
+                format!("{name} = {}", values[lo])
+            } else {
+                format!("{name} in {{{}}}", values[lo..=hi].join(", "))
+            }
+        }
+        Encoding::Bins { edges } => {
+            let (a, b) = (edges[lo], edges[hi + 1]);
+            if lo == hi && b - a == 1.0 && a.fract() == 0.0 {
+                format!("{name} = {a}")
+            } else {
+                format!("{name} in [{a}, {b})")
+            }
+        }
+    }
+}
+
+/// The description of row `r` of a factor on attribute `a` (`None` for a
+/// total: the attribute is summed out).
+fn factor_row(schema: &Schema, a: usize, f: &Factor, r: usize) -> Option<String> {
+    match f {
+        Factor::Total(_) => None,
+        Factor::Identity(_) => Some(cells(schema, a, r, r)),
+        Factor::Prefix(_) => Some(cells(schema, a, 0, r)),
+        Factor::AllRange(n) => {
+            // Ranges [lo, hi] with lo outer, hi inner (the workload's order).
+            let (mut lo, mut k) = (0, r);
+            while k >= n - lo {
+                k -= n - lo;
+                lo += 1;
+            }
+            Some(cells(schema, a, lo, lo + k))
+        }
+        Factor::Ranges { ranges, .. } => Some(cells(schema, a, ranges[r].0, ranges[r].1)),
+        Factor::Matrix(_) => Some(format!(
+            "row {r} of the matrix on {}",
+            schema.attributes()[a].name
+        )),
+    }
+}
+
+/// Every query's description, in workload order (DESIGN.md §7: products
+/// in order, rows row-major over the attributes, last fastest), with the
+/// product's weight.
+pub fn describe(workload: &StructuredWorkload, schema: &Schema) -> Vec<(String, f64)> {
+    let mut out = Vec::new();
+    for (weight, factors) in workload.products() {
+        let sizes: Vec<usize> = factors.iter().map(Factor::num_queries).collect();
+        let total: usize = sizes.iter().product();
+        let mut index = vec![0usize; sizes.len()];
+        for _ in 0..total {
+            let parts: Vec<String> = factors
+                .iter()
+                .enumerate()
+                .filter_map(|(a, f)| factor_row(schema, a, f, index[a]))
+                .collect();
+            let text = if parts.is_empty() {
+                "total".to_string()
+            } else {
+                parts.join(" & ")
+            };
+            out.push((text, weight));
+            for k in (0..sizes.len()).rev() {
+                index[k] += 1;
+                if index[k] < sizes[k] {
+                    break;
+                }
+                index[k] = 0;
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,253 @@
+//! `dpmm release` and `dpmm ledger` as a curator runs them: a release
+//! writes one row per query; every bad input gives one line on stderr,
+//! exit status 2, no answers file and an unchanged ledger.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const SCHEMA: &str = r#"{"domain": [
+  {"name": "sex", "column": "sex", "values": ["f", "m"]},
+  {"name": "age", "column": "age", "bins": {"start": 20, "stop": 60, "width": 10}}
+]}"#;
+
+const SPEC: &str = r#"{"domain": [{"name": "sex", "size": 2}, {"name": "age", "size": 4}],
+  "queries": [{"marginals": {"k": 1}}, {"marginal": ["sex", "age"]}, {"kron": {"age": "prefix"}}]}"#;
+
+/// 2 + 4 + 8 + 4 queries.
+const QUERIES: usize = 18;
+
+struct Dir(PathBuf);
+
+impl Dir {
+    fn new(name: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("dpmm-release-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let d = Dir(dir);
+        d.write("schema.json", SCHEMA);
+        d.write("spec.json", SPEC);
+        d.write("records.csv", &records());
+        d
+    }
+    fn path(&self, name: &str) -> String {
+        self.0.join(name).to_str().expect("utf-8").to_string()
+    }
+    fn write(&self, name: &str, text: &str) {
+        std::fs::write(self.0.join(name), text).expect("write");
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn records() -> String {
+    let mut s = String::from("id,sex,age\n");
+    for i in 0..300 {
+        let sex = if i % 3 == 0 { "m" } else { "f" };
+        s.push_str(&format!("{i},{sex},{}\n", 20 + (i * 7) % 40));
+    }
+    s
+}
+
+fn dpmm(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_dpmm"))
+        .args(args)
+        .output()
+        .expect("run dpmm")
+}
+
+fn init_ledger(d: &Dir, total: &str) -> String {
+    let ledger = d.path("ledger.jsonl");
+    let out = dpmm(&[
+        "ledger",
+        "init",
+        "--ledger",
+        &ledger,
+        "--total-epsilon",
+        total,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    ledger
+}
+
+fn release(d: &Dir, ledger: &str, out: &str, extra: &[&str]) -> Output {
+    let (schema, spec, data) = (
+        d.path("schema.json"),
+        d.path("spec.json"),
+        d.path("records.csv"),
+    );
+    let mut args = vec![
+        "release",
+        "--schema",
+        &schema,
+        "--workload",
+        &spec,
+        "--ledger",
+        ledger,
+        "--out",
+        out,
+    ];
+    if !extra.contains(&"--data") && !extra.contains(&"--counts") {
+        args.extend(["--data", &data]);
+    }
+    if !extra.iter().any(|e| e.starts_with("--epsilon")) {
+        args.extend(["--epsilon", "0.6"]);
+    }
+    args.extend(extra);
+    dpmm(&args)
+}
+
+/// Exit 2, exactly one line on stderr, no answers file, ledger unchanged.
+fn assert_refused(out: &Output, answers: &str, ledger: &str, before: &[u8], what: &str) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{what}: {err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{what}: {err}");
+    assert!(!Path::new(answers).exists(), "{what}: answers written");
+    assert!(
+        !Path::new(&format!("{answers}.json")).exists(),
+        "{what}: sidecar written"
+    );
+    assert_eq!(
+        std::fs::read(ledger).expect("ledger"),
+        before,
+        "{what}: ledger changed"
+    );
+}
+
+#[test]
+fn a_release_succeeds_then_the_ledger_refuses_an_overspend() {
+    let d = Dir::new("overspend");
+    let ledger = init_ledger(&d, "1");
+    let first = d.path("first.csv");
+    let out = release(&d, &ledger, &first, &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&first).expect("answers");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], "query,answer,std_error,ci_low,ci_high");
+    assert_eq!(lines.len(), 1 + QUERIES);
+    // Workload order and readable descriptions from the schema.
+    assert!(lines[1].starts_with("sex = f,"), "{}", lines[1]);
+    // (quoted: the interval holds a comma)
+    assert!(lines[3].starts_with("\"age in [20, 30)\","), "{}", lines[3]);
+    assert!(
+        lines[7].starts_with("\"sex = f & age in [20, 30)\","),
+        "{}",
+        lines[7]
+    );
+    assert!(
+        lines[18].starts_with("\"age in [20, 60)\","),
+        "{}",
+        lines[18]
+    );
+    for l in &lines[1..] {
+        let f: Vec<f64> = l
+            .rsplitn(5, ',')
+            .take(4)
+            .map(|v| v.parse().expect("number"))
+            .collect();
+        // f = [ci_high, ci_low, std_error, answer]
+        assert!(f[2] > 0.0 && f[1] < f[3] && f[3] < f[0], "{l}");
+        assert!((f[0] - f[3] - 1.959_963_984_540_054 * f[2]).abs() <= 1e-9 * f[0].abs().max(1.0));
+    }
+    let side: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(format!("{first}.json")).expect("sidecar"))
+            .expect("json");
+    assert_eq!(side["ledger"]["entry"], 1);
+    assert_eq!(side["charged"], 0.6);
+    assert_eq!(side["queries"], QUERIES);
+    // Nothing about the data on stderr: no digits but the ledger entry.
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("300") && !err.contains("records"), "{err}");
+
+    let before = std::fs::read(&ledger).expect("ledger");
+    let second = d.path("second.csv");
+    let out = release(&d, &ledger, &second, &[]);
+    assert_refused(&out, &second, &ledger, &before, "overspend");
+    let show = dpmm(&["ledger", "show", "--ledger", &ledger]);
+    let shown = String::from_utf8_lossy(&show.stdout);
+    assert!(
+        show.status.success() && shown.contains("pure ε-DP"),
+        "{shown}"
+    );
+}
+
+#[test]
+fn every_bad_input_is_one_line_exit_two_and_spends_nothing() {
+    let d = Dir::new("bad");
+    let ledger = init_ledger(&d, "5");
+    let before = std::fs::read(&ledger).expect("ledger");
+    let out_path = d.path("answers.csv");
+    d.write("malformed.csv", "sex,age\nf,25\nm,31,extra\n");
+    d.write("unknown_column.csv", "sex,years\nf,25\n");
+    d.write("outside.csv", "sex,age\nf,25\nm,75\n");
+    d.write(
+        "bad_spec.json",
+        r#"{"domain": [{"name": "sex", "size": 2}, {"name": "age", "size": 4}],
+            "queries": [{"marginal": ["income"]}]}"#,
+    );
+    let cases: Vec<(&str, Vec<String>)> = vec![
+        (
+            "malformed row",
+            vec!["--data".into(), d.path("malformed.csv")],
+        ),
+        (
+            "unknown column",
+            vec!["--data".into(), d.path("unknown_column.csv")],
+        ),
+        (
+            "outside the domain",
+            vec!["--data".into(), d.path("outside.csv")],
+        ),
+        ("epsilon 0", vec!["--epsilon".into(), "0".into()]),
+        ("epsilon negative", vec!["--epsilon=-1".into()]),
+        ("delta 1", vec!["--delta".into(), "1".into()]),
+    ];
+    for (what, extra) in &cases {
+        let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+        let out = release(&d, &ledger, &out_path, &extra);
+        assert_refused(&out, &out_path, &ledger, &before, what);
+    }
+    // A spec naming an attribute the domain lacks.
+    let (schema, data) = (d.path("schema.json"), d.path("records.csv"));
+    let bad_spec = d.path("bad_spec.json");
+    let out = dpmm(&[
+        "release",
+        "--data",
+        &data,
+        "--schema",
+        &schema,
+        "--workload",
+        &bad_spec,
+        "--epsilon",
+        "0.5",
+        "--ledger",
+        &ledger,
+        "--out",
+        &out_path,
+    ]);
+    assert_refused(&out, &out_path, &ledger, &before, "missing attribute");
+    // A corrupted ledger: one byte of the budget edited.
+    let text = String::from_utf8(before.clone()).expect("utf-8");
+    let edited = text.replacen("5.0", "9.0", 1);
+    assert_ne!(edited, text);
+    std::fs::write(&ledger, &edited).expect("edit");
+    let out = release(&d, &ledger, &out_path, &[]);
+    assert_refused(
+        &out,
+        &out_path,
+        &ledger,
+        edited.as_bytes(),
+        "corrupted ledger",
+    );
+}
