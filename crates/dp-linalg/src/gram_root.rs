@@ -21,19 +21,58 @@ pub fn gram_root(gram: MatRef<'_, f64>) -> Result<Mat<f64>> {
 /// [`gram_root`] together with the eigenvalues of `G` (ascending, clamped
 /// at zero), for callers that also need its conditioning.
 pub fn gram_root_and_spectrum(gram: MatRef<'_, f64>) -> Result<(Mat<f64>, Vec<f64>)> {
-    let n = gram.nrows();
-    let eig = SymmetricEigen::new(gram)?;
-    let lmax = eig.values.iter().copied().fold(0.0, f64::max);
-    let tol = n as f64 * f64::EPSILON * lmax;
-    if let Some(&bad) = eig.values.iter().find(|&&l| l < -1e3 * tol) {
-        return Err(LinalgError::NotPositiveSemidefinite { eigenvalue: bad });
+    let spectrum = GramSpectrum::new(gram)?;
+    Ok((spectrum.root(0.0), spectrum.values()))
+}
+
+/// The eigendecomposition `G = U Λ Uᵀ` behind [`gram_root`], checked
+/// positive semidefinite, kept so that roots with different eigenvalue
+/// margins come from one decomposition (COA needs the plain root and a
+/// certified one whose Gram stays below `G` despite rounding).
+#[derive(Debug, Clone)]
+pub struct GramSpectrum {
+    eig: SymmetricEigen,
+    /// Eigenvalues at or below `n·ε·λ_max` count as zero.
+    tol: f64,
+}
+
+impl GramSpectrum {
+    /// Decomposes `G` (lower triangle read). Fails as [`gram_root`] does.
+    pub fn new(gram: MatRef<'_, f64>) -> Result<Self> {
+        let n = gram.nrows();
+        let eig = SymmetricEigen::new(gram)?;
+        let tol = n as f64 * f64::EPSILON * Self::max_of(&eig.values);
+        if let Some(&bad) = eig.values.iter().find(|&&l| l < -1e3 * tol) {
+            return Err(LinalgError::NotPositiveSemidefinite { eigenvalue: bad });
+        }
+        Ok(Self { eig, tol })
     }
-    let keep: Vec<usize> = (0..n).filter(|&k| eig.values[k] > tol).collect();
-    let root = Mat::from_fn(keep.len(), n, |i, j| {
-        let k = keep[i];
-        eig.values[k].sqrt() * eig.vectors[(j, k)]
-    });
-    let mut values: Vec<f64> = eig.values.iter().map(|l| l.max(0.0)).collect();
-    values.sort_by(f64::total_cmp);
-    Ok((root, values))
+
+    fn max_of(values: &[f64]) -> f64 {
+        values.iter().copied().fold(0.0, f64::max)
+    }
+
+    /// The largest eigenvalue `λ_max` (0 for the zero matrix).
+    pub fn lambda_max(&self) -> f64 {
+        Self::max_of(&self.eig.values)
+    }
+
+    /// The root whose rows are `√(λₖ − shift)₊ uₖᵀ` over the eigenvalues
+    /// above `n·ε·λ_max` (`shift = 0`: [`gram_root`]; a positive shift
+    /// gives a Gram `⪯ G` with that margin).
+    pub fn root(&self, shift: f64) -> Mat<f64> {
+        let n = self.eig.values.len();
+        let keep: Vec<usize> = (0..n).filter(|&k| self.eig.values[k] > self.tol).collect();
+        Mat::from_fn(keep.len(), n, |i, j| {
+            let k = keep[i];
+            (self.eig.values[k] - shift).max(0.0).sqrt() * self.eig.vectors[(j, k)]
+        })
+    }
+
+    /// The eigenvalues, ascending, clamped at zero.
+    pub fn values(&self) -> Vec<f64> {
+        let mut values: Vec<f64> = self.eig.values.iter().map(|l| l.max(0.0)).collect();
+        values.sort_by(f64::total_cmp);
+        values
+    }
 }

@@ -35,7 +35,7 @@ pub use decompositions::{
     pseudo_inverse_symmetric,
 };
 pub use faer::{Col, ColMut, ColRef, Mat, MatMut, MatRef, Par, Row, RowMut, RowRef, Scale};
-pub use gram_root::{gram_root, gram_root_and_spectrum};
+pub use gram_root::{GramSpectrum, gram_root, gram_root_and_spectrum};
 pub use lu::Lu;
 pub use products::{
     all_finite, frobenius_norm, gemm, gemm_into, gram, lower_triangle_of_product_into, matmul,

@@ -2,7 +2,7 @@
 //! `cargo run --release -p dp-opt --example coa_gram -- allrange|prefix|wrange N [M]`.
 
 use dp_core::{DpError, Result};
-use dp_opt::{Event, PrivacyModel, Problem, Recorder, Stage, StrategyOptimizer, coa::Coa};
+use dp_opt::{Event, PrivacyModel, Problem, Stage, StrategyOptimizer, coa::Coa};
 use dp_workloads::Workload;
 
 fn arg<T: std::str::FromStr>(args: &[String], i: usize, name: &'static str) -> Result<Option<T>> {
@@ -14,6 +14,40 @@ fn arg<T: std::str::FromStr>(args: &[String], i: usize, name: &'static str) -> R
             })
         })
         .transpose()
+}
+
+/// Records every event with its time since the run started.
+#[derive(Default)]
+struct Timed {
+    start: Option<std::time::Instant>,
+    events: Vec<Event<'static>>,
+    times: Vec<f64>,
+    cpu: Vec<f64>,
+}
+
+/// CPU seconds of this process so far (user + system, from /proc; NaN
+/// where unavailable): robust to other load on a shared machine.
+fn cpu_seconds() -> f64 {
+    std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|s| {
+            let rest = s.rsplit_once(')')?.1;
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            let ticks = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
+            Some(ticks / 100.0)
+        })
+        .unwrap_or(f64::NAN)
+}
+
+impl dp_opt::Observer for Timed {
+    fn observe(&mut self, event: &Event<'_>) {
+        let start = *self.start.get_or_insert_with(std::time::Instant::now);
+        if let Some(e) = event.detached() {
+            self.events.push(e);
+            self.times.push(start.elapsed().as_secs_f64());
+            self.cpu.push(cpu_seconds());
+        }
+    }
 }
 
 fn main() -> Result<()> {
@@ -48,10 +82,22 @@ fn main() -> Result<()> {
         }
     };
     let problem = Problem::from_gram(gram, PrivacyModel::Approx)?;
-    let mut rec = Recorder::default();
+    let mut rec = Timed::default();
     let mut coa = Coa::default();
     if std::env::var("COA_PAPER").is_ok() {
         coa.options = dp_opt::coa::CoaOptions::paper();
+    }
+    if let Some(t) = std::env::var("COA_REUSE_BELOW")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
+        coa.options.reuse_preconditioner_below = t;
+    }
+    if let Some(t) = std::env::var("COA_TARGET")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
+        coa.options.certificate_target = t;
     }
     if let Some(d) = std::env::var("COA_DECAY").ok().and_then(|s| s.parse().ok()) {
         coa.options.theta_decay = d;
@@ -62,7 +108,9 @@ fn main() -> Result<()> {
     {
         coa.options.theta_initial = d;
     }
+    let cpu0 = cpu_seconds();
     let r = coa.optimize(&problem, &mut rec)?;
+    println!("cpu seconds in optimize: {:.2}", cpu_seconds() - cpu0);
     // (theta, Newton steps, CG iterations) per homotopy stage.
     let mut stages: Vec<(f64, usize, usize)> = Vec::new();
     for event in &rec.events {
@@ -83,8 +131,8 @@ fn main() -> Result<()> {
         }
     }
     if std::env::var("COA_TRACE").is_ok() {
-        for event in &rec.events {
-            println!("{event:?}");
+        for ((event, t), c) in rec.events.iter().zip(&rec.times).zip(&rec.cpu) {
+            println!("{t:8.3} cpu {c:7.2} {event:?}");
         }
     }
     for (theta, newton, cg) in &stages {

@@ -38,7 +38,7 @@ mod support;
 use std::time::Instant;
 
 use dp_core::{DpError, Result};
-use dp_linalg::{Cholesky, Mat, MatRef, gram_root_and_spectrum};
+use dp_linalg::{Cholesky, GramSpectrum, Mat, MatRef};
 
 use crate::engine::Termination;
 use crate::report::{BoundSource, Event};
@@ -47,11 +47,10 @@ use crate::{
 };
 
 pub use descriptor::DESCRIPTOR;
-use dual::{DualPoint, certified_lower_bound, maximize_trace_dual};
+use dual::{certified_lower_bound, maximize_trace_dual};
 use interior_point::{InteriorPointOptions, minimize_trace_inverse};
-use newton::iterate;
 pub use options::{CoaOptions, CoaStart};
-use primal::{Trace, primal_certificate, svd_bound_start};
+use primal::{Bound, Trace, primal_certificate, svd_bound_start};
 use support::complete_support;
 
 /// COA behind the optimizer trait ((ε,δ)-DP only).
@@ -94,6 +93,8 @@ struct Normalized {
     v0: Mat<f64>,
     /// Its Gram root (`RᵀR = V₀`).
     root: Mat<f64>,
+    /// The root the reported bound is certified on ([`certified_root`]).
+    certified_root: Mat<f64>,
     /// Its smallest eigenvalue (relative, as the mean is 1).
     lambda_min: f64,
     /// Whether `V₀` counts as positive definite.
@@ -112,8 +113,10 @@ impl Normalized {
         }
         let scale = active.iter().map(|&i| problem.gram()[(i, i)]).sum::<f64>() / n as f64;
         let v0 = Mat::from_fn(n, n, |i, j| problem.gram()[(active[i], active[j])] / scale);
-        let (root, spectrum) = gram_root_and_spectrum(v0.as_ref())?;
-        let lambda_min = spectrum.first().copied().unwrap_or(0.0);
+        let spectrum = GramSpectrum::new(v0.as_ref())?;
+        let root = spectrum.root(0.0);
+        let certified_root = certified_root(&spectrum, n);
+        let lambda_min = spectrum.values().first().copied().unwrap_or(0.0);
         let full_rank = root.nrows() == n && lambda_min > full_rank_threshold;
         Ok(Self {
             active,
@@ -121,6 +124,7 @@ impl Normalized {
             scale,
             v0,
             root,
+            certified_root,
             lambda_min,
             full_rank,
         })
@@ -135,7 +139,7 @@ impl Normalized {
 /// their objectives `F`, the best dual point, and why a stage stalled.
 struct Found {
     strategies: Vec<(Mat<f64>, f64)>,
-    bound: Option<DualPoint>,
+    bound: Option<Bound>,
     stalled: Option<String>,
 }
 
@@ -176,16 +180,18 @@ impl Coa {
             if o.start == CoaStart::Identity {
                 stalled = self.homotopy(v0, &mut x, 0.0, nz.lambda_min, trace, observer)?;
             }
-            let (mut s, mut point) = self.final_stage(v0, root, &mut x, trace, observer)?;
+            let certified = &nz.certified_root;
+            let (mut s, mut f, mut point) =
+                self.final_stage(v0, certified, &mut x, trace, observer)?;
             if s.is_some() && o.start == CoaStart::SvdBound {
                 // The direct stage failed: fall back to the paper's homotopy.
                 x = svd_bound_start(root, o.theta_initial, par);
                 stalled = self.homotopy(v0, &mut x, 0.0, nz.lambda_min, trace, observer)?;
-                (s, point) = self.final_stage(v0, root, &mut x, trace, observer)?;
+                (s, f, point) = self.final_stage(v0, certified, &mut x, trace, observer)?;
             }
             found.stalled = stalled.or(s);
             // The strategy chol(X)ᵀ (Δ₂ = 1 since diag X = 1) and F(X).
-            if let Ok(f) = iterate(x.clone(), v0).map(|it| it.f)
+            if let Some(f) = f
                 && let Ok(chol) = Cholesky::factor(x.as_ref())
             {
                 found
@@ -216,8 +222,8 @@ impl Coa {
             let mut x = Mat::<f64>::identity(n, n);
             let last = o.theta_handoff.max(o.theta_min);
             found.stalled = self.homotopy(v0, &mut x, last, nz.lambda_min, trace, observer)?;
-            if let Ok((p, _)) = primal_certificate(&x, v0, root, par) {
-                dual_start.clone_from(&p.y);
+            if let Ok(p) = primal_certificate(&x, v0, &nz.certified_root, par) {
+                dual_start = p.y;
             }
         }
         Ok((found, need_dual.then_some(dual_start)))
@@ -267,7 +273,11 @@ impl Coa {
             .as_ref()
             .is_none_or(|b| solved.point.lower_bound > b.lower_bound)
         {
-            found.bound = Some(solved.point);
+            found.bound = Some(Bound {
+                y: solved.point.y,
+                lower_bound: solved.point.lower_bound,
+                certified: false,
+            });
         }
         Ok(())
     }
@@ -283,7 +293,7 @@ impl Coa {
         &self,
         problem: &Problem,
         nz: &Normalized,
-        start: Option<&DualPoint>,
+        start: Option<&Bound>,
         trace: &mut Trace,
         observer: &mut dyn Observer,
     ) -> Result<Option<(Returned, Vec<f64>)>> {
@@ -349,17 +359,9 @@ fn finalize(problem: &Problem, nz: &Normalized, a: Mat<f64>) -> Result<Returned>
 /// can push the "bound" above the optimum on low-rank W) and lowers each
 /// by `τ = 2√n·ε·λ_max`, a margin over the `p(n)·ε·‖V‖` eigenvalue error
 /// of a backward-stable solver (LAPACK Users' Guide §4.7, p(n) modest).
-fn certified_root(v0: &Mat<f64>) -> Result<Mat<f64>> {
-    let n = v0.nrows();
-    let eig = dp_linalg::SymmetricEigen::new(v0.as_ref())?;
-    let lmax = eig.values.iter().copied().fold(0.0, f64::max);
-    let keep_above = n as f64 * f64::EPSILON * lmax;
-    let tau = 2.0 * (n as f64).sqrt() * f64::EPSILON * lmax;
-    let keep: Vec<usize> = (0..n).filter(|&k| eig.values[k] > keep_above).collect();
-    Ok(Mat::from_fn(keep.len(), n, |i, j| {
-        let k = keep[i];
-        (eig.values[k] - tau).max(0.0).sqrt() * eig.vectors[(j, k)]
-    }))
+fn certified_root(spectrum: &GramSpectrum, n: usize) -> Mat<f64> {
+    let tau = 2.0 * (n as f64).sqrt() * f64::EPSILON * spectrum.lambda_max();
+    spectrum.root(tau)
 }
 
 /// Convergence and its reason: the relative gap meets `gap_tolerance`
@@ -419,9 +421,9 @@ impl StrategyOptimizer for Coa {
         if let Some(y0) = dual_start {
             self.dual_path(&nz, &y0, &mut found, &mut trace, observer)?;
         }
-        let whole_root = certified_root(&nz.v0)?;
-        let certify =
-            |y: &[f64]| certified_lower_bound(whole_root.as_ref(), y).map_or(0.0, |b| b * nz.scale);
+        let certify = |y: &[f64]| {
+            certified_lower_bound(nz.certified_root.as_ref(), y).map_or(0.0, |b| b * nz.scale)
+        };
         let (best_strategy, _) = found
             .strategies
             .into_iter()
@@ -434,7 +436,13 @@ impl StrategyOptimizer for Coa {
                     .unwrap_or_else(|| "no strategy produced".into()),
             })?;
         let (mut strategy, mut objective, mut floor) = finalize(problem, &nz, best_strategy)?;
-        let mut lower_bound = found.bound.as_ref().map_or(0.0, |b| certify(&b.y));
+        let mut lower_bound = found.bound.as_ref().map_or(0.0, |b| {
+            if b.certified {
+                b.lower_bound * nz.scale
+            } else {
+                certify(&b.y)
+            }
+        });
         // The fallback runs only when the paths above fall short of the
         // tolerance, judged on the strategy as it will be returned.
         let gap_before = (objective - lower_bound) / objective;

@@ -42,6 +42,19 @@ pub struct CoaOptions {
     /// per Newton step; see `Preconditioner::Lyapunov`). The intermediate
     /// stages keep the paper's plain T = 5 (Jacobi-scaled) iterations.
     pub lyapunov_preconditioner: bool,
+    /// Keep the last Newton step's Lyapunov preconditioner (saving its
+    /// eigendecomposition) when that step's relative decrement was at most
+    /// this: near the optimum the iterates, and so the Hessians, change
+    /// little, and any fixed positive definite preconditioner keeps
+    /// conjugate gradients exact. Far from it a stale one costs more
+    /// Newton steps than it saves. 0 rebuilds it at every step.
+    pub reuse_preconditioner_below: f64,
+    /// The final stage stops once the certified gap at the primal
+    /// multipliers is at most `certificate_target · gap_tolerance`,
+    /// checked before each Newton direction (see
+    /// `primal::CertificateCheck`); below 1 it leaves the objective
+    /// itself within a fraction of the tolerance of the optimum.
+    pub certificate_target: f64,
     /// `WᵀW` (normalized to mean eigenvalue 1) counts as positive definite
     /// when its smallest eigenvalue exceeds this; the homotopy then ends
     /// with a stage at θ = 0 instead of handing over to the dual.
@@ -73,6 +86,8 @@ impl Default for CoaOptions {
             gap_tolerance: 1e-6,
             dual_iterations: 2000,
             lyapunov_preconditioner: true,
+            reuse_preconditioner_below: 1e-3,
+            certificate_target: 0.01,
             full_rank_threshold: 1e-8,
             start: CoaStart::SvdBound,
             interior_point_fallback: true,
@@ -122,6 +137,13 @@ impl CoaOptions {
         }
         if !unit_open(self.stage_tolerance) || !unit_open(self.gap_tolerance) {
             return bad("stage_tolerance / gap_tolerance", "must lie in (0, 1)");
+        }
+        if !(self.reuse_preconditioner_below >= 0.0 && self.reuse_preconditioner_below.is_finite())
+        {
+            return bad("reuse_preconditioner_below", "must be finite and >= 0");
+        }
+        if !(self.certificate_target > 0.0 && self.certificate_target <= 1.0) {
+            return bad("certificate_target", "must lie in (0, 1]");
         }
         if !(self.full_rank_threshold >= 0.0 && self.full_rank_threshold.is_finite()) {
             return bad("full_rank_threshold", "must be finite and >= 0");
