@@ -66,6 +66,10 @@ pub fn budget_for(epsilon: f64, delta: Option<f64>) -> Result<LedgerBudget, Stri
 
 fn init(path: &Path, epsilon: f64, delta: Option<f64>) -> Result<(), String> {
     let budget = budget_for(epsilon, delta)?;
+    // Like `mkdir -p`: a new ledger may start a new results folder.
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
     Ledger::init(path, budget).map_err(|e| e.to_string())?;
     match budget {
         LedgerBudget::PureDp { epsilon } => {

@@ -261,3 +261,88 @@ fn every_bad_input_is_one_line_exit_two_and_spends_nothing() {
         "corrupted ledger",
     );
 }
+
+/// The README's main job on the embedded census extract, from a fresh
+/// folder: `ledger init` creates the results folder, `release` writes one
+/// row per 2-way marginal cell (Σ over attribute pairs of the product of
+/// their sizes, counted here from the spec's domain) with finite answers
+/// and intervals that contain them, and a second release is refused.
+#[test]
+fn the_readme_main_job_runs_on_the_embedded_extract() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let file = |p: &str| root.join(p).to_str().expect("utf-8").to_string();
+    let (data, schema, spec) = (
+        file("datasets/fertility1980.csv.gz"),
+        file("examples/fertility1980/schema.json"),
+        file("examples/fertility1980/spec.json"),
+    );
+    let d = Dir::new("readme");
+    let ledger = d.path("results/fertility1980/ledger.jsonl");
+    let answers = d.path("results/fertility1980/answers.csv");
+    let init = dpmm(&[
+        "ledger",
+        "init",
+        "--ledger",
+        &ledger,
+        "--total-epsilon",
+        "1",
+    ]);
+    assert!(
+        init.status.success(),
+        "{}",
+        String::from_utf8_lossy(&init.stderr)
+    );
+    let args = [
+        "release",
+        "--data",
+        &data,
+        "--schema",
+        &schema,
+        "--workload",
+        &spec,
+        "--epsilon",
+        "1",
+        "--ledger",
+        &ledger,
+        "--out",
+        &answers,
+    ];
+    let out = dpmm(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let spec_json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&spec).expect("spec")).expect("json");
+    let sizes: Vec<usize> = spec_json["domain"]
+        .as_array()
+        .expect("domain")
+        .iter()
+        .map(|a| a["size"].as_u64().expect("size") as usize)
+        .collect();
+    let expected: usize = (0..sizes.len())
+        .flat_map(|i| (i + 1..sizes.len()).map(move |j| (i, j)))
+        .map(|(i, j)| sizes[i] * sizes[j])
+        .sum();
+    let text = std::fs::read_to_string(&answers).expect("answers");
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("query,answer,std_error,ci_low,ci_high"));
+    let rows: Vec<&str> = lines.collect();
+    assert_eq!(rows.len(), expected);
+    for row in &rows {
+        // The query text has no comma here: five plain fields.
+        let f: Vec<f64> = row
+            .split(',')
+            .skip(1)
+            .map(|v| v.parse().expect("number"))
+            .collect();
+        assert!(f.iter().all(|v| v.is_finite()) && f[1] > 0.0, "{row}");
+        assert!(f[2] <= f[0] && f[0] <= f[3], "{row}");
+    }
+    let before = std::fs::read(&ledger).expect("ledger");
+    let again = dpmm(&args);
+    assert_eq!(again.status.code(), Some(2));
+    assert_eq!(std::fs::read(&ledger).expect("ledger"), before);
+}
