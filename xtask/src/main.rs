@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod audit_cmd;
 mod bench_cmd;
 mod error_cmd;
 mod experiment_cmd;
@@ -43,6 +44,9 @@ enum Command {
     Regress(regress_cmd::RegressArgs),
     /// Plan a workload spec: structured strategy, certificate, errors.
     Plan(plan_cmd::PlanArgs),
+    /// Empirical privacy audit: ε lower bounds (Clopper–Pearson) for every
+    /// mechanism; exit status 1 on a violation (`--broken` must give one).
+    Audit(audit_cmd::AuditArgs),
 }
 
 fn main() -> ExitCode {
@@ -74,6 +78,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench_cmd::run(&args),
         Command::Regress(args) => regress_cmd::run(&args),
         Command::Plan(args) => plan_cmd::run(&args),
+        Command::Audit(args) => audit_cmd::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

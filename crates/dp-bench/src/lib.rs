@@ -15,6 +15,7 @@
 //! println!("outputs in {}", written.dir.display());
 //! ```
 
+pub mod audit;
 pub mod experiments;
 pub mod output;
 pub mod peers;

@@ -27,6 +27,14 @@ use crate::{DpError, Result};
 /// fn needs_clone<T: Clone>() {}
 /// needs_clone::<dp_core::NoiseSource>();
 /// ```
+///
+/// (The type is nameable, so the test above fails for want of `Clone`
+/// alone; nor is there any public method that draws from it:)
+///
+/// ```
+/// fn needs_debug<T: std::fmt::Debug>() {}
+/// needs_debug::<dp_core::NoiseSource>();
+/// ```
 pub struct NoiseSource {
     rng: ChaCha20Rng,
     seeded: bool,
@@ -118,8 +126,13 @@ impl NoiseSource {
 
     /// One draw of the discrete Laplace distribution of scale
     /// `t = num/den > 0` on ℤ, `P[Y = y] ∝ exp(−|y|/t)` (CKS20
-    /// Algorithm 2; its integers `s, t` are our `den, num`).
+    /// Algorithm 2; its integers `s, t` are our `den, num`). When both
+    /// fit in 126 bits the same algorithm runs on machine integers
+    /// ([`Self::discrete_laplace_u128`]).
     pub(crate) fn discrete_laplace(&mut self, num: &BigUint, den: &BigUint) -> (bool, BigUint) {
+        if let (Some(n), Some(d)) = (small(num), small(den)) {
+            return self.discrete_laplace_u128(n, d);
+        }
         let one = BigUint::from(1u8);
         let two = BigUint::from(2u8);
         loop {
@@ -140,25 +153,136 @@ impl NoiseSource {
         }
     }
 
-    /// One draw of the discrete Gaussian `N_ℤ(0, σ²)` with the rational
-    /// `σ² = num/den > 0`, `P[Y = y] ∝ exp(−y²/(2σ²))` (CKS20
-    /// Algorithm 3): a discrete Laplace proposal of scale `t = ⌊σ⌋ + 1`
-    /// accepted with probability `exp(−(|Y| − σ²/t)²/(2σ²))`. Here
-    /// `γ = (|Y| t den − num)² / (2 num t² den)` exactly.
-    pub(crate) fn discrete_gaussian(&mut self, num: &BigUint, den: &BigUint) -> (bool, BigUint) {
-        let one = BigUint::from(1u8);
-        // ⌊σ⌋ = ⌊√⌊σ²⌋⌋ since squares of integers are integers.
-        let t = (num / den).sqrt() + 1u8;
-        let gamma_den = BigUint::from(2u8) * num * &t * &t * den;
+    /// A uniform integer in `[0, n)`, `n > 0`: the rejection of
+    /// [`Self::uniform_below`] on machine words.
+    fn uniform_below_u128(&mut self, n: u128) -> u128 {
+        let bits = 128 - n.leading_zeros();
+        let mask = u128::MAX >> (128 - bits);
         loop {
-            let (negative, y) = self.discrete_laplace(&t, &one);
-            let a = &y * &t * den;
-            let diff = if a >= *num { a - num } else { num - a };
-            if self.bernoulli_exp_neg(&(&diff * &diff), &gamma_den) {
+            let lo = u128::from(self.rng.next_u64());
+            let v = if bits <= 64 {
+                lo & mask
+            } else {
+                ((u128::from(self.rng.next_u64()) << 64) | lo) & mask
+            };
+            if v < n {
+                return v;
+            }
+        }
+    }
+
+    /// Bernoulli(exp(−num/den)) by CKS20 Algorithm 1 on machine words,
+    /// for `num, den < 2^126`; a step whose `k·den` overflows is drawn
+    /// exactly by [`Self::bernoulli`] (the same Bernoulli(γ/k), so the
+    /// distribution is unchanged).
+    fn bernoulli_exp_neg_u128(&mut self, num: u128, den: u128) -> bool {
+        if num <= den {
+            let mut k: u128 = 1;
+            loop {
+                let hit = match k.checked_mul(den) {
+                    Some(kden) => self.uniform_below_u128(kden) < num,
+                    None => self.bernoulli(&BigUint::from(num), &(BigUint::from(k) * den)),
+                };
+                if !hit {
+                    return k & 1 == 1;
+                }
+                k += 1;
+            }
+        }
+        for _ in 0..num / den {
+            if !self.bernoulli_exp_neg_u128(1, 1) {
+                return false;
+            }
+        }
+        self.bernoulli_exp_neg_u128(num % den, den)
+    }
+
+    /// [`Self::discrete_laplace`] for `num, den < 2^126`: the same steps
+    /// and comparisons on machine words (`U + t·V` overflowing, a
+    /// probability below 2⁻⁹⁰ at any accepted scale, is finished in
+    /// big integers).
+    fn discrete_laplace_u128(&mut self, num: u128, den: u128) -> (bool, BigUint) {
+        loop {
+            let u = self.uniform_below_u128(num);
+            if !self.bernoulli_exp_neg_u128(u, num) {
+                continue;
+            }
+            let mut v: u128 = 0;
+            while self.bernoulli_exp_neg_u128(1, 1) {
+                v += 1;
+            }
+            let y = match num.checked_mul(v).and_then(|x| x.checked_add(u)) {
+                Some(x) => BigUint::from(x / den),
+                None => (BigUint::from(u) + BigUint::from(num) * v) / den,
+            };
+            let negative = self.uniform_below_u128(2) < 1;
+            if negative && y == BigUint::ZERO {
+                continue;
+            }
+            return (negative, y);
+        }
+    }
+
+    /// One draw of the discrete Gaussian `N_ℤ(0, σ²)` of `gaussian`,
+    /// `P[Y = y] ∝ exp(−y²/(2σ²))` (CKS20 Algorithm 3): a discrete Laplace
+    /// proposal of scale `t = ⌊σ⌋ + 1` accepted with probability
+    /// `exp(−(|Y| − σ²/t)²/(2σ²))`. With `σ² = num/den`,
+    /// `γ = (|Y| t den − num)² / (2 num t² den)` exactly.
+    pub(crate) fn discrete_gaussian(&mut self, gaussian: &DiscreteGaussian) -> (bool, BigUint) {
+        let one = BigUint::from(1u8);
+        loop {
+            let (negative, y) = self.discrete_laplace(&gaussian.t, &one);
+            let a = &y * &gaussian.t_den;
+            let diff = if a >= gaussian.num {
+                a - &gaussian.num
+            } else {
+                &gaussian.num - a
+            };
+            if self.bernoulli_exp_neg(&(&diff * &diff), &gaussian.gamma_den) {
                 return (negative, y);
             }
         }
     }
+}
+
+/// The discrete Gaussian `N_ℤ(0, σ²)` with the rational `σ² = num/den`,
+/// with the integers of its sampler computed once (CKS20 Algorithm 3).
+#[derive(Debug, Clone)]
+pub(crate) struct DiscreteGaussian {
+    num: BigUint,
+    /// The proposal's scale `t = ⌊σ⌋ + 1`.
+    t: BigUint,
+    /// `t · den`.
+    t_den: BigUint,
+    /// `2 num t² den`.
+    gamma_den: BigUint,
+}
+
+impl DiscreteGaussian {
+    /// For `σ² = num/den`, `num, den > 0`.
+    pub(crate) fn new(num: BigUint, den: &BigUint) -> Self {
+        // ⌊σ⌋ = ⌊√⌊σ²⌋⌋ since squares of integers are integers.
+        let t = (&num / den).sqrt() + 1u8;
+        let t_den = &t * den;
+        let gamma_den = BigUint::from(2u8) * &num * &t * &t_den;
+        Self {
+            num,
+            t,
+            t_den,
+            gamma_den,
+        }
+    }
+}
+
+/// `v` as a machine word when below 2^126 (room for the sums above).
+fn small(v: &BigUint) -> Option<u128> {
+    if v.bits() > 126 {
+        return None;
+    }
+    let mut digits = v.iter_u64_digits();
+    let lo = u128::from(digits.next().unwrap_or(0));
+    let hi = u128::from(digits.next().unwrap_or(0));
+    Some((hi << 64) | lo)
 }
 
 /// A signed draw `(negative, |y|)` as an `i128`; a typed error for a
@@ -243,95 +367,121 @@ mod tests {
         assert!(signed((false, big)).is_err());
     }
 
-    /// Pearson's statistic of `draws` against the pmf `p` on the bins
-    /// `y < −k`, `−k..=k`, `y > k`.
-    fn chi_square(draws: &[i128], k: i128, p: &dyn Fn(i128) -> f64, tail: f64) -> f64 {
+    /// Pearson's χ² test of `draws` against the exact pmf `p` (symmetric
+    /// on ℤ, normalized by the caller): single bins `−k..=k` and the two
+    /// tails `y < −k`, `y > k`, with `k` the largest value whose tail still
+    /// expects at least 5 draws, so every bin expects ≥ 5 (each central
+    /// bin expects more than its tail). Returns whether the statistic
+    /// exceeds the χ² critical value at level 10⁻³ with bins − 1 degrees
+    /// of freedom (no fitted parameter).
+    fn rejects(draws: &[i128], p: &dyn Fn(i128) -> f64) -> bool {
         let n = draws.len() as f64;
-        let mut counts = vec![0f64; (2 * k + 3) as usize];
+        // P[Y > k] by summing the pmf outward until it is negligible.
+        let tail = |k: i128| -> f64 {
+            let mut sum = 0.0;
+            let mut y = k + 1;
+            loop {
+                let v = p(y);
+                sum += v;
+                if v < 1e-18 * sum || y > k + 100_000 {
+                    return sum;
+                }
+                y += 1;
+            }
+        };
+        let mut k = 0;
+        while n * tail(k + 1) >= 5.0 {
+            k += 1;
+        }
+        assert!(n * tail(k) >= 5.0, "too few draws for a valid test");
+        let bins = (2 * k + 3) as usize;
+        let mut counts = vec![0f64; bins];
         for &y in draws {
-            let bin = if y < -k {
-                0
-            } else if y > k {
-                2 * k + 2
-            } else {
-                y + k + 1
-            };
-            counts[bin as usize] += 1.0;
+            counts[(y.clamp(-k - 1, k + 1) + k + 1) as usize] += 1.0;
         }
-        let mut stat = 0.0;
-        for (b, &c) in counts.iter().enumerate() {
-            let b = b as i128;
-            let prob = if b == 0 || b == 2 * k + 2 {
-                tail
-            } else {
-                p(b - k - 1)
-            };
-            let e = n * prob;
-            stat += (c - e).powi(2) / e;
-        }
-        stat
+        let t = tail(k);
+        let stat: f64 = counts
+            .iter()
+            .enumerate()
+            .map(|(b, &c)| {
+                let y = b as i128 - k - 1;
+                let e = n * if y.abs() == k + 1 { t } else { p(y) };
+                (c - e).powi(2) / e
+            })
+            .sum();
+        let critical = statrs::distribution::ChiSquared::new((bins - 1) as f64)
+            .map(|d| statrs::distribution::ContinuousCDF::inverse_cdf(&d, 0.999))
+            .unwrap_or(f64::NAN);
+        assert!(critical.is_finite());
+        stat > critical
     }
 
-    /// χ² critical value at level 0.001 with 14 degrees of freedom
-    /// (15 bins, no fitted parameter).
-    const CRITICAL_14_DF: f64 = 36.12;
-
-    /// 100,000 draws of `sampler` with the rational parameter `num/den`
-    /// from a source seeded by `seed`.
-    fn draws(
-        (num, den): (u32, u32),
-        seed: u64,
-        sampler: fn(&mut NoiseSource, &BigUint, &BigUint) -> (bool, BigUint),
-    ) -> Vec<i128> {
+    /// 100,000 draws of `draw` from a source seeded by `seed`.
+    fn draws(seed: u64, mut draw: impl FnMut(&mut NoiseSource) -> (bool, BigUint)) -> Vec<i128> {
         let mut src = NoiseSource::seeded(seed);
-        let (num, den) = (BigUint::from(num), BigUint::from(den));
         (0..100_000)
-            .map(|_| signed(sampler(&mut src, &num, &den)).unwrap())
+            .map(|_| signed(draw(&mut src)).unwrap())
             .collect()
     }
 
-    fn laplace_draws(t: (u32, u32), seed: u64) -> Vec<i128> {
-        draws(t, seed, NoiseSource::discrete_laplace)
+    fn laplace_draws(t: (u128, u128), seed: u64) -> Vec<i128> {
+        let (num, den) = (BigUint::from(t.0), BigUint::from(t.1));
+        draws(seed, |src| src.discrete_laplace(&num, &den))
     }
 
     fn gaussian_draws(s2: (u32, u32), seed: u64) -> Vec<i128> {
-        draws(s2, seed, NoiseSource::discrete_gaussian)
+        let gaussian = DiscreteGaussian::new(BigUint::from(s2.0), &BigUint::from(s2.1));
+        draws(seed, |src| src.discrete_gaussian(&gaussian))
     }
 
-    /// `P[Y = y] = (1−q)/(1+q) q^|y|`, `q = e^{−1/t}`; `P[Y > k] = q^{k+1}/(1+q)`.
-    fn laplace_stat(draws: &[i128], t: f64) -> f64 {
+    /// `P[Y = y] = (1−q)/(1+q) q^|y|`, `q = e^{−1/t}`.
+    fn laplace_rejects(draws: &[i128], t: f64) -> bool {
         let q = (-1.0 / t).exp();
-        let p = move |y: i128| (1.0 - q) / (1.0 + q) * q.powi(y.abs() as i32);
-        chi_square(draws, 6, &p, q.powi(7) / (1.0 + q))
+        rejects(draws, &|y| (1.0 - q) / (1.0 + q) * q.powf(y.abs() as f64))
     }
 
-    /// `P[Y = y] ∝ exp(−y²/(2σ²))`, normalized by direct summation.
-    fn gaussian_stat(draws: &[i128], s2: f64) -> f64 {
+    /// `P[Y = y] = exp(−y²/(2σ²)) / Σ_z exp(−z²/(2σ²))`, the sum over
+    /// `|z| ≤ 40σ + 10` (the rest is below 10⁻³⁰⁰ of it).
+    fn gaussian_rejects(draws: &[i128], s2: f64) -> bool {
         let w = |y: i128| (-((y * y) as f64) / (2.0 * s2)).exp();
-        let z: f64 = (-200..=200).map(w).sum();
-        let tail: f64 = (7..=200).map(w).sum::<f64>() / z;
-        chi_square(draws, 6, &move |y| w(y) / z, tail)
+        let r = (40.0 * s2.sqrt()) as i128 + 10;
+        let z: f64 = (-r..=r).map(w).sum();
+        rejects(draws, &move |y| w(y) / z)
     }
 
     #[test]
     fn discrete_laplace_has_the_exact_pmf() {
-        let draws = laplace_draws((3, 2), 2024);
-        assert!(laplace_stat(&draws, 1.5) < CRITICAL_14_DF);
+        assert!(!laplace_rejects(&laplace_draws((3, 2), 2024), 1.5));
         // Power: the same test rejects draws of a 10% wrong scale.
-        let wrong = laplace_draws((33, 20), 2024);
-        assert!(laplace_stat(&wrong, 1.5) > CRITICAL_14_DF);
-        let draws = laplace_draws((1, 1), 7);
-        assert!(laplace_stat(&draws, 1.0) < CRITICAL_14_DF);
+        assert!(laplace_rejects(&laplace_draws((33, 20), 2024), 1.5));
+        assert!(!laplace_rejects(&laplace_draws((1, 1), 7), 1.0));
+    }
+
+    #[test]
+    fn discrete_laplace_big_integer_path_has_the_exact_pmf() {
+        // t = 3·2^126 / 2^127 = 1.5 with both integers beyond the machine
+        // word path: the big-integer algorithm, same pmf.
+        let (num, den) = (BigUint::from(3u8) << 126, BigUint::from(1u8) << 127);
+        assert!(small(&num).is_none() && small(&den).is_none());
+        let mut src = NoiseSource::seeded(11);
+        let draws: Vec<i128> = (0..100_000)
+            .map(|_| signed(src.discrete_laplace(&num, &den)).unwrap())
+            .collect();
+        assert!(!laplace_rejects(&draws, 1.5));
+        assert!(laplace_rejects(&draws, 1.65));
     }
 
     #[test]
     fn discrete_gaussian_has_the_exact_pmf() {
-        let draws = gaussian_draws((7, 3), 99);
-        assert!(gaussian_stat(&draws, 7.0 / 3.0) < CRITICAL_14_DF);
-        let wrong = gaussian_draws((28, 10), 99);
-        assert!(gaussian_stat(&wrong, 7.0 / 3.0) > CRITICAL_14_DF);
+        assert!(!gaussian_rejects(&gaussian_draws((7, 3), 99), 7.0 / 3.0));
+        assert!(gaussian_rejects(&gaussian_draws((28, 10), 99), 7.0 / 3.0));
+        // σ² = 1/2: bins y ≤ −3, −2…2, y ≥ 3 (the tail expects 6.9 draws).
         let draws = gaussian_draws((1, 2), 5);
-        assert!(gaussian_stat(&draws, 0.5) < CRITICAL_14_DF);
+        assert!(!gaussian_rejects(&draws, 0.5));
+        // Power at the small scale: a 10% larger σ² is rejected, and so are
+        // the σ² = 1/2 draws tested against it.
+        assert!(gaussian_rejects(&gaussian_draws((11, 20), 5), 0.5));
+        assert!(gaussian_rejects(&draws, 0.55));
     }
 
     #[test]

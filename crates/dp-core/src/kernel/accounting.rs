@@ -167,6 +167,41 @@ mod tests {
         }
     }
 
+    /// `Φ(x)` from the complementary error function (accurate in both
+    /// tails).
+    fn phi(x: f64) -> f64 {
+        0.5 * libm::erfc(-x / std::f64::consts::SQRT_2)
+    }
+
+    #[test]
+    fn delta_lies_between_the_gaussian_profile_and_the_standard_bound() {
+        // Independent truth: the Gaussian mechanism with sensitivity over
+        // σ equal to μ = √(2ρ) is exactly ρ-zCDP and its exact privacy
+        // profile is δ(ε) = Φ(μ/2 − ε/μ) − e^ε Φ(−μ/2 − ε/μ) (Balle and
+        // Wang 2018, Theorem 8), so any valid conversion gives at least
+        // that; and CKS20's infimum is at most its value at
+        // α = (ε+ρ)/(2ρ), where (α−1)^(α−1)/α^α ≤ 1, i.e. at most the
+        // standard bound exp(−(ε−ρ)²/(4ρ)) (Bun–Steinke Proposition 1.3).
+        for &rho in &[1e-3f64, 0.01, 0.1, 0.5, 2.0] {
+            let mu = (2.0 * rho).sqrt();
+            for &ratio in &[1.2f64, 1.5, 2.0, 3.0, 5.0, 10.0, 20.0] {
+                let eps = rho * ratio + 0.05 * ratio.ln();
+                let exact = phi(mu / 2.0 - eps / mu) - eps.exp() * phi(-mu / 2.0 - eps / mu);
+                let cks = zcdp_delta(rho, eps);
+                let standard = (-(eps - rho).powi(2) / (4.0 * rho)).exp();
+                assert!(exact > 0.0, "rho {rho} eps {eps}");
+                assert!(
+                    exact <= cks * (1.0 + 1e-9),
+                    "rho {rho} eps {eps}: exact {exact:e} above CKS20 {cks:e}"
+                );
+                assert!(
+                    cks <= standard * (1.0 + 1e-9),
+                    "rho {rho} eps {eps}: CKS20 {cks:e} above the standard {standard:e}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn rho_for_is_tighter_than_the_loose_bound_and_admissible() {
         for &(eps, delta) in &[(1.0, 1e-6), (0.1, 1e-9), (5.0, 1e-5), (1e-6, 1e-10)] {

@@ -8,6 +8,25 @@ use crate::{DpError, Result};
 /// it to a [`super::Session`] measurement; nothing outside the kernel can
 /// read it back: no getters, no `Clone`, and `Debug` shows only the
 /// number of cells.
+///
+/// ```
+/// let h = dp_core::PrivateHistogram::from_counts(vec![3, 1]).unwrap();
+/// assert_eq!(h.len(), 2);
+/// ```
+///
+/// The counts cannot be read back:
+///
+/// ```compile_fail
+/// let h = dp_core::PrivateHistogram::from_counts(vec![3, 1]).unwrap();
+/// let _ = h.counts();
+/// ```
+///
+/// nor copied:
+///
+/// ```compile_fail
+/// fn needs_clone<T: Clone>() {}
+/// needs_clone::<dp_core::PrivateHistogram>();
+/// ```
 pub struct PrivateHistogram {
     counts: Vec<u64>,
 }

@@ -312,8 +312,9 @@ impl Session {
             .map(|s| data.marginal(s))
             .collect::<Result<Vec<_>>>()?;
         let q = &strategy.quantized;
-        let plan = NoisePlan::new(q, cost)?;
+        let plan = NoisePlan::new(q, cost, self.calibration_divisor())?;
         self.charge(cost)?;
+        self.replay_fault();
         let mut answers = Vec::with_capacity(strategy.rows);
         for (t, x) in inputs.iter().enumerate() {
             answers.extend(q.apply_term(t, x));

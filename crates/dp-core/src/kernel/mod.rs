@@ -40,7 +40,7 @@ pub use strategy::{LinearStrategy, MAX_COUNT, MeasuredStrategy, MeasuredTerm};
 use num_bigint::BigUint;
 use serde::Serialize;
 
-use crate::sampling::{NoiseSource, exact_ratio, signed};
+use crate::sampling::{DiscreteGaussian, NoiseSource, exact_ratio, signed};
 use crate::{DpError, Result};
 
 /// The total budget a session holds.
@@ -114,12 +114,40 @@ pub struct Measurement {
 
 /// A privacy session: the total budget, what has been spent, the noise
 /// source. See the [module documentation](self).
+///
+/// Not `Clone`: a copy would hold a second copy of the remaining budget
+/// and replay the same noise.
+///
+/// ```compile_fail
+/// fn needs_clone<T: Clone>() {}
+/// needs_clone::<dp_core::Session>();
+/// ```
+///
+/// ```
+/// fn needs_debug<T: std::fmt::Debug>() {}
+/// needs_debug::<dp_core::Session>();
+/// ```
 #[derive(Debug)]
 pub struct Session {
     budget: SessionBudget,
     spent: f64,
     measurements: usize,
     noise: NoiseSource,
+    /// A deliberate fault, set only by [`crate::experiments::broken`].
+    #[cfg(feature = "broken-mechanisms")]
+    fault: Option<Fault>,
+}
+
+/// The deliberate faults of [`crate::experiments::broken`]: real broken
+/// mechanisms that the privacy audit must catch.
+#[cfg(feature = "broken-mechanisms")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fault {
+    /// The noise is calibrated to half the sensitivity.
+    HalvedSensitivity,
+    /// Every measurement replays the noise of the source's seed, as a
+    /// cloned (or re-seeded) source would.
+    ReusedNoise(u64),
 }
 
 impl Session {
@@ -153,6 +181,34 @@ impl Session {
             spent: 0.0,
             measurements: 0,
             noise,
+            #[cfg(feature = "broken-mechanisms")]
+            fault: None,
+        }
+    }
+
+    /// The session with a deliberate fault ([`crate::experiments::broken`]).
+    #[cfg(feature = "broken-mechanisms")]
+    pub(crate) fn with_fault(mut self, fault: Fault) -> Self {
+        self.fault = Some(fault);
+        self
+    }
+
+    /// The divisor of the sensitivity used for calibration: 1, except in a
+    /// deliberately broken session.
+    fn calibration_divisor(&self) -> u8 {
+        #[cfg(feature = "broken-mechanisms")]
+        if self.fault == Some(Fault::HalvedSensitivity) {
+            return 2;
+        }
+        1
+    }
+
+    /// Rewinds the source to its seed before a measurement in a
+    /// deliberately broken session; nothing otherwise.
+    fn replay_fault(&mut self) {
+        #[cfg(feature = "broken-mechanisms")]
+        if let Some(Fault::ReusedNoise(seed)) = self.fault {
+            self.noise = NoiseSource::seeded(seed);
         }
     }
 
@@ -240,8 +296,9 @@ impl Session {
             });
         }
         let q = strategy.quantized()?;
-        let plan = NoisePlan::new(q, cost)?;
+        let plan = NoisePlan::new(q, cost, self.calibration_divisor())?;
         self.charge(cost)?;
+        self.replay_fault();
         let answers = q.apply(data.counts());
         self.add_noise(answers, q, &plan, cost, None)
     }
@@ -260,7 +317,7 @@ impl Session {
         for a in &mut answers {
             let z = match &plan.kind {
                 PlanKind::Laplace { num, den } => signed(self.noise.discrete_laplace(num, den))?,
-                PlanKind::Gaussian { num, den } => signed(self.noise.discrete_gaussian(num, den))?,
+                PlanKind::Gaussian(gaussian) => signed(self.noise.discrete_gaussian(gaussian))?,
             };
             *a = a.checked_add(z).ok_or_else(|| DpError::InvalidParameter {
                 name: "measurement",
@@ -286,7 +343,7 @@ enum PlanKind {
     /// Discrete Laplace of integer scale `num/den`.
     Laplace { num: BigUint, den: BigUint },
     /// Discrete Gaussian of integer variance `num/den`.
-    Gaussian { num: BigUint, den: BigUint },
+    Gaussian(DiscreteGaussian),
 }
 
 /// The exact noise parameters of a measurement, in units of `G`.
@@ -298,7 +355,9 @@ struct NoisePlan {
 }
 
 impl NoisePlan {
-    fn new(q: &strategy::QuantizedStrategy, cost: Cost) -> Result<Self> {
+    /// The plan for `cost` on `q`, calibrated to the sensitivity divided
+    /// by `divisor` (1 except in a deliberately broken session).
+    fn new(q: &strategy::QuantizedStrategy, cost: Cost, divisor: u8) -> Result<Self> {
         match cost {
             Cost::Epsilon(eps) => {
                 // t = Δ₁/ε exactly: ε = a/b ⇒ t = Δ₁ b / a.
@@ -308,7 +367,7 @@ impl NoisePlan {
                 Ok(Self {
                     kind: PlanKind::Laplace {
                         num: d1 * b,
-                        den: a,
+                        den: a * divisor,
                     },
                     scale: sensitivity / eps,
                     sensitivity,
@@ -320,10 +379,10 @@ impl NoisePlan {
                 let d2sq = q.sensitivity_l2_squared();
                 let sensitivity = to_f64(&d2sq).sqrt();
                 Ok(Self {
-                    kind: PlanKind::Gaussian {
-                        num: d2sq * b,
-                        den: a * 2u8,
-                    },
+                    kind: PlanKind::Gaussian(DiscreteGaussian::new(
+                        d2sq * b,
+                        &(a * 2u8 * divisor * divisor),
+                    )),
                     scale: sensitivity / (2.0 * rho).sqrt(),
                     sensitivity,
                 })
@@ -336,7 +395,7 @@ impl NoisePlan {
             PlanKind::Laplace { .. } => MeasurementNoise::DiscreteLaplace {
                 scale: self.scale * g,
             },
-            PlanKind::Gaussian { .. } => MeasurementNoise::DiscreteGaussian {
+            PlanKind::Gaussian(_) => MeasurementNoise::DiscreteGaussian {
                 sigma: self.scale * g,
             },
         }
@@ -345,7 +404,7 @@ impl NoisePlan {
     fn variance_in_units(&self, g: f64) -> f64 {
         match self.kind {
             PlanKind::Laplace { .. } => discrete_laplace_variance(self.scale) * g * g,
-            PlanKind::Gaussian { .. } => self.scale * self.scale * g * g,
+            PlanKind::Gaussian(_) => self.scale * self.scale * g * g,
         }
     }
 }

@@ -543,29 +543,55 @@ mod tests {
         })
     }
 
+    /// The derived bound on `|(Ã x)_i − (A x)_i|` for a term
+    /// `w · (A_1 ⊗ … ⊗ A_K)`: every factor is rounded to a grid of at most
+    /// `2^(e_k)` with `2^(e_k) ≤ M_k 2^(−⌊60/K⌋)` (`M_k` its largest
+    /// |entry|, the first one times |w|, whose product rounds once more by
+    /// 2⁻⁵³), so each entry moves by at most `η M_k`,
+    /// `η = 2^(−⌊60/K⌋−1) + 2⁻⁵³`; an entry of the Kronecker product then
+    /// moves by at most `((1+η)^K − 1) Π M_k`, and a row's answer by that
+    /// times `‖x‖₁`. A union's finer common grid only shrinks the error.
+    fn quantization_bound(weight: f64, factors: &[&Mat<f64>], x_l1: f64) -> f64 {
+        let k = factors.len() as i32;
+        let eta = 2f64.powi(-(TARGET_BITS / k) - 1) + 2f64.powi(-53);
+        let scale: f64 = factors.iter().map(|f| f.norm_max()).product::<f64>() * weight.abs();
+        ((1.0 + eta).powi(k) - 1.0) * scale * x_l1
+    }
+
     #[test]
     fn kronecker_apply_matches_the_densified_operator() {
         let a = sample(3, 2, 1);
         let b = sample(2, 4, 2);
         let c = sample(2, 3, 3);
+        let d = sample(2, 24, 5);
         let s = LinearStrategy::union(vec![
             (1.5, vec![a.clone(), b.clone(), c.clone()]),
-            (-0.25, vec![sample(2, 24, 5)]),
+            (-0.25, vec![d.clone()]),
         ])
         .unwrap();
         let q = s.quantized().unwrap();
         let g = q.granularity();
         let x: Vec<u64> = (0..24).map(|i| (i * 37 % 17) as u64).collect();
+        let x_l1: f64 = x.iter().map(|&v| v as f64).sum();
         let y = q.apply(&x);
         let dense = s.to_dense();
         assert_eq!(y.len(), dense.nrows());
+        let bounds = [
+            quantization_bound(1.5, &[&a, &b, &c], x_l1),
+            quantization_bound(-0.25, &[&d], x_l1),
+        ];
+        // The three-factor term keeps 20 bits per factor: about 2e-6 of
+        // its scale; the single dense factor keeps 60.
+        assert!(bounds[0] < 1e-5 * x_l1 * 1.5 * 8.0 && bounds[1] < 1e-15 * x_l1);
         for (i, &yi) in y.iter().enumerate() {
             let exact: f64 = (0..24).map(|j| dense[(i, j)] * x[j] as f64).sum();
-            // Quantization error: each entry within a relative 2^-(60/K)
-            // of its factor's largest entry (K = 3 here: 2^-20).
+            // Rounding of the f64 reference: 24 products and sums.
+            let reference: f64 = (0..24).map(|j| (dense[(i, j)] * x[j] as f64).abs()).sum();
+            let bound = bounds[usize::from(i >= 12)] + 1e-14 * reference;
+            let err = (yi as f64 * g - exact).abs();
             assert!(
-                (yi as f64 * g - exact).abs() <= 1e-4 * (1.0 + exact.abs()),
-                "{i}"
+                err <= bound,
+                "row {i}: error {err:e} above the bound {bound:e}"
             );
         }
     }
