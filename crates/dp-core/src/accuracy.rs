@@ -180,10 +180,17 @@ pub fn svd_lower_bound(workload: MatRef<'_, f64>) -> Result<f64> {
 }
 
 /// The singular value bound from the Gram matrix `WᵀW`: `σᵢ(W) = √λᵢ(WᵀW)`.
+/// Eigenvalues within rounding of zero (`λ ≤ n·ε_mach·λ_max`, the usual
+/// numerical-rank threshold) count as zero: a rank-deficient `W` has exact
+/// zeros there, and the square root would turn their rounding noise of
+/// order `ε_mach·λ_max` into spurious singular values of order
+/// `√ε_mach·σ_max`, overstating the bound.
 pub fn svd_lower_bound_from_gram(gram: MatRef<'_, f64>) -> Result<f64> {
     check_gram(gram)?;
     let eig = SymmetricEigen::values_only(gram)?;
-    let sum: f64 = eig.iter().map(|l| l.max(0.0).sqrt()).sum();
+    let top = eig.iter().fold(0.0_f64, |m, &l| m.max(l));
+    let tol = gram.nrows() as f64 * f64::EPSILON * top;
+    let sum: f64 = eig.iter().filter(|&&l| l > tol).map(|l| l.sqrt()).sum();
     Ok(sum * sum / gram.nrows() as f64)
 }
 

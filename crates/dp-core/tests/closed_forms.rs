@@ -149,6 +149,18 @@ fn l2_objective_and_svd_bound() {
     let bound = svd_lower_bound(prefix.as_ref()).unwrap();
     let gram = dp_linalg::gram(prefix.as_ref(), dp_linalg::Par::Seq);
     assert!((svd_lower_bound_from_gram(gram.as_ref()).unwrap() - bound).abs() < 1e-10);
+    // A rank-2 workload on 13 cells: the Gram's eleven zero eigenvalues
+    // are rounding noise and must not enter as √ε-sized singular values.
+    let low_rank = Mat::from_fn(6, 13, |i, j| {
+        ((i % 2 + 1) * (j % 3)) as f64 + (i / 2) as f64
+    });
+    let exact = svd_lower_bound(low_rank.as_ref()).unwrap();
+    let low_gram = dp_linalg::gram(low_rank.as_ref(), dp_linalg::Par::Seq);
+    let from_gram = svd_lower_bound_from_gram(low_gram.as_ref()).unwrap();
+    assert!(
+        (from_gram - exact).abs() <= 1e-12 * exact,
+        "{from_gram} vs {exact}"
+    );
     let l2 = l2_obj(prefix.as_ref(), h4().as_ref()).unwrap();
     assert!(bound <= l2 + 1e-12, "{bound} > {l2}");
     // l2_obj of H_4 on prefix: Δ₂² = 3, times the trace with the Figure 3 profile.
