@@ -4,8 +4,12 @@
 //! - The first line records the total budget (pure ε or ρ-zCDP); each
 //!   later line one charge. Each line carries the hash of the previous
 //!   one and its own hash over `(seq, prev, record)`, so editing,
-//!   deleting, reordering or truncating lines is detected on open and the
-//!   ledger is refused (never reset).
+//!   deleting or reordering lines, or cutting one, is detected on open and
+//!   the ledger is refused (never reset). Removing whole lines from the
+//!   end leaves a valid shorter chain and cannot be detected from the file
+//!   alone (no more than replacing the file with an older copy): the
+//!   ledger guards against accidents and concurrent releases, not against
+//!   whoever may edit it.
 //! - [`Ledger::charge`] appends the line and `fsync`s it before it
 //!   returns; a release charges first and produces output afterwards, so
 //!   a crash between the two loses budget, never privacy.

@@ -102,6 +102,7 @@ pub fn run(args: &ReleaseArgs) -> Result<(), String> {
     // The outputs must be writable before anything is charged: a release
     // whose answers cannot be written would spend budget for nothing.
     for path in [args.out.clone(), sidecar_path(&args.out)] {
+        check_output(&path, args)?;
         let tmp = write_temp(&path, b"")?;
         let _ = std::fs::remove_file(tmp);
     }
@@ -237,6 +238,41 @@ fn aggregate(args: &ReleaseArgs, p: &Prepared) -> Result<PrivateCounts, String> 
 }
 
 /// Writes `bytes` to a temporary file beside `path`, fsync'ed; returns it.
+/// Refuses an output path that is a directory or names one of the inputs
+/// (the ledger above all: renaming the answers over it would erase the
+/// record of what was spent).
+fn check_output(out: &Path, args: &ReleaseArgs) -> Result<(), String> {
+    if out.is_dir() {
+        return Err(format!("{}: is a directory", out.display()));
+    }
+    let resolve = |p: &Path| -> Option<PathBuf> {
+        let dir = match p.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        Some(dir.canonicalize().ok()?.join(p.file_name()?))
+    };
+    let target = resolve(out);
+    let inputs = [
+        Some(&args.ledger),
+        args.data.as_ref(),
+        args.counts.as_ref(),
+        Some(&args.schema),
+        args.workload.as_ref(),
+        args.plan.as_ref(),
+    ];
+    for input in inputs.into_iter().flatten() {
+        if target.is_some() && resolve(input) == target {
+            return Err(format!(
+                "{}: the output would overwrite the input {}",
+                out.display(),
+                input.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// `<out>.json`, the JSON sidecar beside the answers.
 fn sidecar_path(out: &Path) -> PathBuf {
     PathBuf::from(format!("{}.json", out.display()))

@@ -247,6 +247,13 @@ fn every_bad_input_is_one_line_exit_two_and_spends_nothing() {
         &before,
         "output directory missing",
     );
+    // An output that is a directory, or that names the ledger itself.
+    let out = release(&d, &ledger, &d.path(""), &[]);
+    assert_eq!(out.status.code(), Some(2), "output is a directory");
+    assert_eq!(std::fs::read(&ledger).expect("ledger"), before);
+    let out = release(&d, &ledger, &ledger, &[]);
+    assert_eq!(out.status.code(), Some(2), "output is the ledger");
+    assert_eq!(std::fs::read(&ledger).expect("ledger"), before);
     // A corrupted ledger: one byte of the budget edited.
     let text = String::from_utf8(before.clone()).expect("utf-8");
     let edited = text.replacen("5.0", "9.0", 1);
