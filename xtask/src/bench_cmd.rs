@@ -7,10 +7,10 @@
 //! `cargo xtask bench peers`: dpmm beside HDMM in one run
 //! ([`crate::peers_cmd`]).
 
-use std::process::Command;
-
 use clap::Args;
-use dp_bench::scaling::{ScalingRow, ScalingTarget, ScalingWorkload, measure_point};
+use dp_bench::scaling::{
+    ScalingTarget, ScalingWorkload, measure_in_child, measure_point, table_header,
+};
 use dp_core::{DpError, Result};
 use dp_opt::PrivacyModel;
 
@@ -67,52 +67,6 @@ impl BenchTarget {
     }
 }
 
-fn child(
-    args: &BenchArgs,
-    target: ScalingTarget,
-    n: usize,
-    m: usize,
-    rank: Option<usize>,
-) -> Result<ScalingRow> {
-    let exe = std::env::current_exe().map_err(|e| DpError::Io(e.to_string()))?;
-    let mut cmd = Command::new(exe);
-    cmd.args(["bench", target.name(), "--child"])
-        .args(["--workload", args.workload.name()])
-        .args(["--sizes", &n.to_string(), "--m", &m.max(1).to_string()]);
-    if let Some(r) = rank {
-        cmd.args(["--ranks", &r.to_string()]);
-    }
-    let out = cmd.output().map_err(|e| DpError::Io(e.to_string()))?;
-    if !out.status.success() {
-        return Err(DpError::Io(format!(
-            "child for n = {n} failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
-    }
-    serde_json::from_slice(&out.stdout).map_err(|e| DpError::Io(format!("child output: {e}")))
-}
-
-/// One table line; `m` is 0 for families without a query count.
-fn print_row(row: &ScalingRow, m: usize, lrm: bool) {
-    let opt = |x: Option<f64>| x.unwrap_or(f64::NAN);
-    let (o, q, t) = (&row.outcome, &row.quality, &row.times);
-    println!(
-        "{:>6} {:>6} {:>7} {:>6} {:>9.2} {:>9.2} {:>10.1} {:>20.10e} {:>10.2e} {:>14} {:>8.0} {:>11.1}",
-        row.n,
-        if m == 0 { "-".into() } else { m.to_string() },
-        row.workload_rank,
-        q.rank.map_or("-".into(), |r| format!("{r}")),
-        t.gram_seconds,
-        t.seconds,
-        t.seconds / t.gemm_seconds,
-        o.objective,
-        opt(if lrm { q.residual } else { q.duality_gap }),
-        o.termination.kind(),
-        opt(row.memory.peak_rss_bytes) / 1e6,
-        opt(row.memory.peak_in_nxn_matrices),
-    );
-}
-
 /// Runs the benchmark.
 pub fn run(args: &BenchArgs) -> Result<()> {
     let default: &[usize] = match args.target {
@@ -157,30 +111,16 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     };
     let table = !args.json;
     if table {
-        let gap = if lrm { "residual" } else { "gap" };
-        let names = [
-            "n",
-            "m",
-            "rank(W)",
-            "r",
-            "WᵀW s",
-            "seconds",
-            "t/gemm",
-            "objective",
-            gap,
-        ];
-        let names = names.into_iter().chain(["stop", "peak MB", "peak/(n²·8)"]);
-        let widths: [usize; 12] = [6, 6, 7, 6, 9, 9, 10, 20, 10, 14, 8, 11];
-        let header: Vec<String> = names.zip(widths).map(|(h, w)| format!("{h:>w$}")).collect();
-        println!("{}", header.join(" "));
+        println!("{}", table_header(lrm));
     }
+    let exe = std::env::current_exe().map_err(|e| DpError::Io(e.to_string()))?;
     let mut rows = Vec::new();
     for &n in sizes {
         for &m in &ms {
             for &rank in &ranks {
-                let row = child(args, target, n, m, rank)?;
+                let row = measure_in_child(&exe, target, args.workload, (n, m), rank)?;
                 if table {
-                    print_row(&row, m, lrm);
+                    println!("{}", row.table_line(m, lrm));
                 } else {
                     let text =
                         serde_json::to_string(&row).map_err(|e| DpError::Io(e.to_string()))?;

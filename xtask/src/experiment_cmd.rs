@@ -1,12 +1,11 @@
 //! `cargo xtask experiment list | all | NAME`.
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use clap::Args;
-use dp_bench::{Progress, RunConfig, registry, run_experiment};
+use dp_bench::progress::TerminalProgress;
+use dp_bench::{RunConfig, registry, run_experiment};
 use dp_core::Result;
-use indicatif::{ProgressBar, ProgressStyle};
 
 #[derive(Debug, Args)]
 pub struct ExperimentArgs {
@@ -31,42 +30,6 @@ pub struct ExperimentArgs {
     /// (what the integration test uses); not a reproduction.
     #[arg(long)]
     smoke: bool,
-}
-
-/// A progress bar on a terminal, plain lines on stderr otherwise.
-struct CliProgress {
-    bar: Option<ProgressBar>,
-    name: String,
-}
-
-impl Progress for CliProgress {
-    fn start(&mut self, total: u64) {
-        if std::io::stderr().is_terminal() {
-            let bar = ProgressBar::new(total);
-            if let Ok(style) = ProgressStyle::with_template(
-                "{prefix} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}",
-            ) {
-                bar.set_style(style);
-            }
-            bar.set_prefix(self.name.clone());
-            self.bar = Some(bar);
-        }
-    }
-    fn step(&mut self, message: &str) {
-        match &self.bar {
-            Some(bar) => {
-                bar.set_message(message.to_string());
-                bar.inc(1);
-            }
-            None => eprintln!("[{}] {message}", self.name),
-        }
-    }
-    fn note(&mut self, message: &str) {
-        match &self.bar {
-            Some(bar) => bar.println(message),
-            None => eprintln!("[{}] {message}", self.name),
-        }
-    }
 }
 
 pub fn run(args: &ExperimentArgs) -> Result<()> {
@@ -96,14 +59,9 @@ pub fn run(args: &ExperimentArgs) -> Result<()> {
             cfg.seed,
             e.reproduces()
         );
-        let mut progress = CliProgress {
-            bar: None,
-            name: e.name().to_string(),
-        };
+        let mut progress = TerminalProgress::new(e.name());
         let written = run_experiment(e.as_ref(), &cfg, &mut progress)?;
-        if let Some(bar) = &progress.bar {
-            bar.finish_and_clear();
-        }
+        progress.finish();
         println!("{}: outputs in {}", e.name(), written.dir.display());
         for f in &written.files {
             println!("  {}", f.display());

@@ -3,13 +3,14 @@
 use std::path::PathBuf;
 
 use clap::Args;
+use dp_bench::report::optimize_report;
 use dp_bench::verify::verify_strategy;
 use dp_core::Result;
 use dp_opt::{Params, Problem};
 use dp_workloads::npy::{read_matrix, write_matrix};
 use serde_json::json;
 
-use crate::output::{Privacy, num, print_json};
+use crate::output::{Privacy, print_json};
 
 #[derive(Debug, Args)]
 pub struct OptimizeArgs {
@@ -75,33 +76,10 @@ pub fn run(args: &OptimizeArgs) -> Result<()> {
     if let Some(out) = &args.out {
         write_matrix(out, result.strategy.as_ref())?;
     }
-    let report = &result.report;
-    let mut obj = serde_json::Map::new();
-    for (k, v) in [
-        ("optimizer", json!(optimizer.name())),
-        ("privacy", json!(model.name())),
-        ("n", json!(w.ncols())),
-        ("m", json!(w.nrows())),
-        ("p", json!(result.strategy.nrows())),
-        ("seconds", num(report.seconds)),
-        ("objective", num(checked.objective)),
-        ("svd_bound", num(checked.svd_bound)),
-        ("iterations", json!(report.iterations)),
-        ("termination", json!(report.termination)),
-        ("chosen", json!(report.chosen)),
-        ("supported", json!(true)),
-    ] {
-        obj.insert(k.into(), v);
-    }
-    for (k, v) in &report.diagnostics {
-        obj.insert((*k).into(), num(*v));
-    }
-    if let (Some(bound), Some(gap)) = (checked.lower_bound, checked.duality_gap) {
-        obj.insert("lower_bound".into(), num(bound));
-        obj.insert("duality_gap".into(), num(gap));
-    }
-    if let Some(out) = &args.out {
+    let dims = (w.nrows(), w.ncols(), result.strategy.nrows());
+    let mut report = optimize_report(optimizer.name(), model, dims, &result.report, &checked);
+    if let (Some(out), Some(obj)) = (&args.out, report.as_object_mut()) {
         obj.insert("out".into(), json!(out.display().to_string()));
     }
-    print_json(&serde_json::Value::Object(obj))
+    print_json(&report)
 }

@@ -60,12 +60,3 @@ pub fn print_json(value: &serde_json::Value) -> Result<()> {
     println!("{text}");
     Ok(())
 }
-
-/// A finite number as JSON, `null` otherwise (JSON has no NaN).
-pub fn num(x: f64) -> serde_json::Value {
-    if x.is_finite() {
-        serde_json::json!(x)
-    } else {
-        serde_json::Value::Null
-    }
-}

@@ -19,7 +19,10 @@ pub mod audit;
 pub mod experiments;
 pub mod output;
 pub mod peers;
+#[cfg(feature = "cli")]
+pub mod progress;
 pub mod regress;
+pub mod report;
 pub mod scaling;
 pub mod stats;
 pub mod verify;

@@ -86,6 +86,48 @@ impl PeerRow {
     pub fn objective_ratio(&self) -> Option<f64> {
         self.peer.map(|p| self.ours.objective / p.objective)
     }
+
+    /// One cell of the side-by-side table: both times, the time ratio
+    /// and the objective ratio (ours alone when HDMM did not run).
+    pub fn cell(&self) -> String {
+        let ours = format!("{:.2} s", self.ours.seconds);
+        match (self.peer, self.time_ratio(), self.objective_ratio()) {
+            (Some(p), Some(t), Some(o)) => format!(
+                "{ours} vs {:.2} s — {t:.2}×, objective ratio {o:.4}",
+                p.seconds
+            ),
+            _ => format!("{ours} (no HDMM), objective {:.6e}", self.ours.objective),
+        }
+    }
+}
+
+/// The lines above the side-by-side table (issue 21's layout).
+pub fn table_preamble(load: Option<f64>) -> [String; 3] {
+    [
+        format!(
+            "time ratio = HDMM's seconds / ours (> 1: dpmm faster); objective ratio = ours / \
+             HDMM's (< 1: dpmm lower error); load average at start {}",
+            load.map_or("?".into(), |l| format!("{l:.1}"))
+        ),
+        "| workload | n | (ε,δ): coa vs HDMM McKennaConvex | ε-DP: epsilon-default vs HDMM PIdentity |"
+            .into(),
+        "|---|---|---|---|".into(),
+    ]
+}
+
+/// One line of the side-by-side table: workload `kind` at size `n`, with
+/// the (ε,δ) and ε-DP columns from `rows` ("not run" where absent).
+pub fn table_line(kind: &str, n: usize, rows: &[PeerRow]) -> String {
+    let column = |model: PrivacyModel| {
+        rows.iter()
+            .find(|r| r.privacy == model.name())
+            .map_or("not run".into(), PeerRow::cell)
+    };
+    format!(
+        "| {kind} | {n} | {} | {} |",
+        column(PrivacyModel::Approx),
+        column(PrivacyModel::Pure)
+    )
 }
 
 /// Runs our optimizer `name` on `gram` under `privacy`.

@@ -222,6 +222,85 @@ pub fn measure_point(
     })
 }
 
+/// The header of the benchmark's table; `lrm` names the residual column
+/// (COA's is the duality gap).
+pub fn table_header(lrm: bool) -> String {
+    let gap = if lrm { "residual" } else { "gap" };
+    let names = [
+        "n",
+        "m",
+        "rank(W)",
+        "r",
+        "WᵀW s",
+        "seconds",
+        "t/gemm",
+        "objective",
+        gap,
+        "stop",
+        "peak MB",
+        "peak/(n²·8)",
+    ];
+    let widths: [usize; 12] = [6, 6, 7, 6, 9, 9, 10, 20, 10, 14, 8, 11];
+    let cells: Vec<String> = names
+        .iter()
+        .zip(widths)
+        .map(|(h, w)| format!("{h:>w$}"))
+        .collect();
+    cells.join(" ")
+}
+
+impl ScalingRow {
+    /// The row as a line of [`table_header`]'s table (`m` is 0 for
+    /// families without a query count).
+    pub fn table_line(&self, m: usize, lrm: bool) -> String {
+        let opt = |x: Option<f64>| x.unwrap_or(f64::NAN);
+        let (o, q, t) = (&self.outcome, &self.quality, &self.times);
+        format!(
+            "{:>6} {:>6} {:>7} {:>6} {:>9.2} {:>9.2} {:>10.1} {:>20.10e} {:>10.2e} {:>14} {:>8.0} {:>11.1}",
+            self.n,
+            if m == 0 { "-".into() } else { m.to_string() },
+            self.workload_rank,
+            q.rank.map_or("-".into(), |r| format!("{r}")),
+            t.gram_seconds,
+            t.seconds,
+            t.seconds / t.gemm_seconds,
+            o.objective,
+            opt(if lrm { q.residual } else { q.duality_gap }),
+            o.termination.kind(),
+            opt(self.memory.peak_rss_bytes) / 1e6,
+            opt(self.memory.peak_in_nxn_matrices),
+        )
+    }
+}
+
+/// Runs one point in a child process of `exe` (`exe bench TARGET --child
+/// …`, which calls [`measure_point`] and prints the row as JSON), so that
+/// the peak memory measured is that point's own.
+pub fn measure_in_child(
+    exe: &std::path::Path,
+    target: ScalingTarget,
+    workload: ScalingWorkload,
+    (n, m): (usize, usize),
+    rank: Option<usize>,
+) -> Result<ScalingRow> {
+    use dp_core::DpError;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.args(["bench", target.name(), "--child"])
+        .args(["--workload", workload.name()])
+        .args(["--sizes", &n.to_string(), "--m", &m.max(1).to_string()]);
+    if let Some(r) = rank {
+        cmd.args(["--ranks", &r.to_string()]);
+    }
+    let out = cmd.output().map_err(|e| DpError::Io(e.to_string()))?;
+    if !out.status.success() {
+        return Err(DpError::Io(format!(
+            "child for n = {n} failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    serde_json::from_slice(&out.stdout).map_err(|e| DpError::Io(format!("child output: {e}")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
