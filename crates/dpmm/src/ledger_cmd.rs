@@ -24,11 +24,11 @@ pub enum LedgerCommand {
         #[arg(long)]
         ledger: PathBuf,
         /// Total ε of every release charged to this ledger.
-        #[arg(long)]
+        #[arg(long, allow_hyphen_values = true)]
         total_epsilon: f64,
         /// Total δ: the ledger then holds ρ-zCDP, converted exactly
         /// (CKS20 Corollary 13) from (ε, δ).
-        #[arg(long)]
+        #[arg(long, allow_hyphen_values = true)]
         total_delta: Option<f64>,
     },
     /// Show the budget, spent and left, entry by entry.

@@ -65,11 +65,11 @@ pub struct ReleaseArgs {
     #[arg(long)]
     pub plan: Option<PathBuf>,
     /// ε of this release.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub epsilon: f64,
     /// δ of this release: (ε, δ)-DP by the discrete Gaussian, charged in
     /// ρ-zCDP; without it, pure ε-DP by the discrete Laplace.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub delta: Option<f64>,
     /// The ledger to charge (`dpmm ledger init`).
     #[arg(long)]

@@ -211,12 +211,20 @@ fn every_bad_input_is_one_line_exit_two_and_spends_nothing() {
         ),
         ("epsilon 0", vec!["--epsilon".into(), "0".into()]),
         ("epsilon negative", vec!["--epsilon=-1".into()]),
+        (
+            "epsilon negative, own word",
+            vec!["--epsilon".into(), "-1".into()],
+        ),
         ("delta 1", vec!["--delta".into(), "1".into()]),
     ];
     for (what, extra) in &cases {
         let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
         let out = release(&d, &ledger, &out_path, &extra);
         assert_refused(&out, &out_path, &ledger, &before, what);
+        if what.starts_with("epsilon") {
+            // The line names the flag's value, not a parse of "-1" as a flag.
+            assert!(String::from_utf8_lossy(&out.stderr).contains("epsilon"));
+        }
     }
     // A spec naming an attribute the domain lacks.
     let (schema, data) = (d.path("schema.json"), d.path("records.csv"));
