@@ -29,20 +29,7 @@ impl Strategy {
     /// From a plan just computed.
     pub fn from_plan(plan: &StructuredPlan) -> Self {
         Self {
-            terms: plan
-                .strategy
-                .terms
-                .iter()
-                .map(|t| {
-                    (
-                        t.weight,
-                        t.factors
-                            .iter()
-                            .map(|(p, m)| (*p, m.as_ref().clone()))
-                            .collect(),
-                    )
-                })
-                .collect(),
+            terms: plan.strategy.sparse_terms(),
             method: plan.method.to_string(),
             privacy: plan.privacy.name().to_string(),
             objective: Some(plan.objective),

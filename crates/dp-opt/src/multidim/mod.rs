@@ -61,6 +61,18 @@ pub struct StructuredStrategy {
 }
 
 impl StructuredStrategy {
+    /// The terms as the privacy kernel takes them
+    /// ([`dp_core::MarginalStrategy::new`]): weight and listed factors.
+    pub fn sparse_terms(&self) -> Vec<dp_core::SparseTerm> {
+        self.terms
+            .iter()
+            .map(|t| {
+                let factors = t.factors.iter().map(|(p, m)| (*p, m.as_ref().clone()));
+                (t.weight, factors.collect())
+            })
+            .collect()
+    }
+
     /// The factor of `term` on attribute `i` as a dense matrix (`1ᵀ` when
     /// not listed).
     pub fn factor(&self, term: &KronTerm, i: usize) -> Mat<f64> {

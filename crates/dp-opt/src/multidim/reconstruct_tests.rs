@@ -17,20 +17,7 @@ fn spec(domain: &str, queries: &str) -> StructuredWorkload {
 
 /// The kernel's quantization of a plan (no data involved).
 fn measured(plan: &StructuredPlan) -> MeasuredStrategy {
-    let terms = plan
-        .strategy
-        .terms
-        .iter()
-        .map(|t| {
-            (
-                t.weight,
-                t.factors
-                    .iter()
-                    .map(|(p, m)| (*p, m.as_ref().clone()))
-                    .collect(),
-            )
-        })
-        .collect();
+    let terms = plan.strategy.sparse_terms();
     MarginalStrategy::new(plan.strategy.shape.clone(), terms)
         .unwrap()
         .measured_strategy()
