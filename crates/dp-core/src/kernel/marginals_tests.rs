@@ -108,30 +108,15 @@ fn sensitivity_is_that_of_the_densified_union() {
             }
             // The stated union bound Σ_t |w_t| Π Δ(factor), from the
             // measured factors.
-            let bound: f64 = match cost {
-                Cost::Epsilon(_) => m
-                    .strategy
-                    .terms
-                    .iter()
-                    .map(|t| {
-                        t.factors
-                            .iter()
-                            .map(|f| sensitivity_l1(f.as_ref()).unwrap())
-                            .product::<f64>()
-                    })
-                    .sum(),
-                Cost::Rho(_) => m
-                    .strategy
-                    .terms
-                    .iter()
-                    .map(|t| {
-                        t.factors
-                            .iter()
-                            .map(|f| sensitivity_l2(f.as_ref()).unwrap().powi(2))
-                            .product::<f64>()
-                    })
-                    .sum::<f64>()
-                    .sqrt(),
+            let union = |norm: &dyn Fn(&Mat<f64>) -> f64| -> f64 {
+                let terms = m.strategy.terms.iter();
+                terms
+                    .map(|t| t.factors.iter().map(norm).product::<f64>())
+                    .sum()
+            };
+            let bound = match cost {
+                Cost::Epsilon(_) => union(&|f| sensitivity_l1(f.as_ref()).unwrap()),
+                Cost::Rho(_) => union(&|f| sensitivity_l2(f.as_ref()).unwrap().powi(2)).sqrt(),
             };
             assert!((m.sensitivity - bound).abs() <= 1e-12 * bound, "{cost:?}");
         }
