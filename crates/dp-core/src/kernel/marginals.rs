@@ -37,6 +37,17 @@ fn invalid(name: &'static str, reason: String) -> DpError {
     DpError::InvalidParameter { name, reason }
 }
 
+/// Refuses an empty domain or an attribute of size 0.
+fn check_shape(what: &'static str, shape: &[usize]) -> Result<()> {
+    if shape.is_empty() || shape.contains(&0) {
+        return Err(invalid(
+            what,
+            "the domain needs attributes of size >= 1".into(),
+        ));
+    }
+    Ok(())
+}
+
 /// Checks that `attrs` are strictly increasing positions of `shape` and
 /// returns the number of cells of their table.
 fn table_cells(shape: &[usize], attrs: &[usize], what: &'static str) -> Result<usize> {
@@ -81,12 +92,7 @@ impl PrivateMarginals {
     /// attribute set twice. The caller guarantees they are marginals of
     /// one dataset (see the [module documentation](self)).
     pub fn new(shape: Vec<usize>, tables: Vec<(Vec<usize>, Vec<u64>)>) -> Result<Self> {
-        if shape.is_empty() || shape.contains(&0) {
-            return Err(invalid(
-                "marginals",
-                "the domain needs attributes of size >= 1".into(),
-            ));
-        }
+        check_shape("marginals", &shape)?;
         if tables.is_empty() {
             return Err(invalid("marginals", "no tables".into()));
         }
@@ -234,12 +240,7 @@ impl MarginalStrategy {
     /// `shape[position]` columns, finite and not all zero; weights finite
     /// and nonzero.
     pub fn new(shape: Vec<usize>, terms: Vec<SparseTerm>) -> Result<Self> {
-        if shape.is_empty() || shape.contains(&0) {
-            return Err(invalid(
-                "strategy",
-                "the domain needs attributes of size >= 1".into(),
-            ));
-        }
+        check_shape("strategy", &shape)?;
         if terms.is_empty() {
             return Err(invalid("strategy", "has no terms".into()));
         }
