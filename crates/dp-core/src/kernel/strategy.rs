@@ -363,28 +363,14 @@ impl IntMatrix {
         Mat::from_fn(self.rows, self.cols, |i, j| self.get(i, j) as f64 * g)
     }
 
+    /// `max_i Σ_j |F_ij|`, exact.
     fn max_row_l1(&self) -> BigUint {
-        (0..self.rows)
-            .map(|i| {
-                (0..self.cols)
-                    .map(|j| u128::from(self.get(i, j).unsigned_abs()))
-                    .sum::<u128>()
-            })
-            .max()
-            .map(BigUint::from)
-            .unwrap_or_default()
+        max_abs_sum(self.rows, self.cols, |i, j| self.get(i, j))
     }
 
+    /// `max_j Σ_i |F_ij|`, exact.
     fn max_col_l1(&self) -> BigUint {
-        (0..self.cols)
-            .map(|j| {
-                (0..self.rows)
-                    .map(|i| u128::from(self.get(i, j).unsigned_abs()))
-                    .sum::<u128>()
-            })
-            .max()
-            .map(BigUint::from)
-            .unwrap_or_default()
+        max_abs_sum(self.cols, self.rows, |j, i| self.get(i, j))
     }
 
     fn max_col_l2_squared(&self) -> BigUint {
@@ -407,6 +393,20 @@ impl IntMatrix {
             .max()
             .unwrap_or_default()
     }
+}
+
+/// `max_a Σ_b |entry(a, b)|` over `a < outer`, `b < inner`, exact (each
+/// sum of at most `inner` values below 2⁶³ fits in a u128); 0 when empty.
+fn max_abs_sum(outer: usize, inner: usize, entry: impl Fn(usize, usize) -> i64) -> BigUint {
+    (0..outer)
+        .map(|a| {
+            (0..inner)
+                .map(|b| u128::from(entry(a, b).unsigned_abs()))
+                .sum::<u128>()
+        })
+        .max()
+        .map(BigUint::from)
+        .unwrap_or_default()
 }
 
 /// The strategy a measurement actually measured, `Ã` (public and

@@ -92,6 +92,15 @@ struct Term {
     offset: usize,
 }
 
+/// One least-squares problem: the workload asked, the measured strategy,
+/// its measured values and the noise variance per row.
+pub(super) struct Problem<'a> {
+    pub(super) workload: &'a StructuredWorkload,
+    pub(super) measured: &'a MeasuredStrategy,
+    pub(super) values: &'a [f64],
+    pub(super) noise_variance: f64,
+}
+
 fn invalid(reason: String) -> DpError {
     DpError::InvalidParameter {
         name: "reconstruction",
@@ -122,15 +131,19 @@ pub fn reconstruct(
             what: format!("{} values for a strategy of {rows} rows", values.len()),
         });
     }
+    let problem = Problem {
+        workload,
+        measured,
+        values,
+        noise_variance,
+    };
     if orthogonal_terms(measured) {
-        return orthogonal(workload, measured, values, noise_variance);
+        return orthogonal(&problem);
     }
-    if let Some(r) =
-        super::reconstruct_symmetric::symmetric(workload, measured, values, noise_variance)
-    {
+    if let Some(r) = super::reconstruct_symmetric::symmetric(&problem) {
         return r;
     }
-    dense(workload, measured, values, noise_variance)
+    dense(&problem)
 }
 
 /// Validates the terms against the domain and returns the row count.
@@ -298,12 +311,9 @@ fn query_factor(w: &Mat<f64>, f: &TermFactor) -> Mat<f64> {
     }
 }
 
-fn orthogonal(
-    workload: &StructuredWorkload,
-    measured: &MeasuredStrategy,
-    values: &[f64],
-    v: f64,
-) -> Result<Reconstruction> {
+fn orthogonal(problem: &Problem) -> Result<Reconstruction> {
+    let (workload, measured) = (problem.workload, problem.measured);
+    let (values, v) = (problem.values, problem.noise_variance);
     let shape = workload.domain().shape();
     let terms = build_terms(measured, &shape)?;
     let mut answers = Vec::new();
@@ -427,12 +437,9 @@ fn dense_strategy(measured: &MeasuredStrategy, shape: &[usize]) -> Result<Mat<f6
     Ok(dp_linalg::stack_rows(&blocks, shape.iter().product())?)
 }
 
-fn dense(
-    workload: &StructuredWorkload,
-    measured: &MeasuredStrategy,
-    values: &[f64],
-    v: f64,
-) -> Result<Reconstruction> {
+fn dense(problem: &Problem) -> Result<Reconstruction> {
+    let (workload, measured) = (problem.workload, problem.measured);
+    let (values, v) = (problem.values, problem.noise_variance);
     let cells = workload.domain().cells_f64();
     if cells > DENSE_RECONSTRUCTION_CELLS {
         return Err(invalid(format!(

@@ -23,6 +23,14 @@ fn measured(plan: &StructuredPlan) -> MeasuredStrategy {
         .measured_strategy()
 }
 
+/// The number of rows of the stacked measured strategy.
+fn strategy_rows(m: &MeasuredStrategy) -> usize {
+    m.terms
+        .iter()
+        .map(|t| t.factors.iter().map(|f| f.nrows()).product::<usize>())
+        .sum()
+}
+
 fn kron(a: &Mat<f64>, b: &Mat<f64>) -> Mat<f64> {
     Mat::from_fn(a.nrows() * b.nrows(), a.ncols() * b.ncols(), |i, j| {
         a[(i / b.nrows(), j / b.ncols())] * b[(i % b.nrows(), j % b.ncols())]
@@ -84,6 +92,24 @@ fn assert_close(got: &[f64], want: &[f64], what: &str) {
     }
 }
 
+/// Reconstructs `w` from values of `m` made from `seed` and checks the
+/// method, the answers and the variances against [`dense_truth`].
+fn check_against_dense(
+    w: &StructuredWorkload,
+    m: &MeasuredStrategy,
+    seed: u64,
+    v: f64,
+    method: ReconstructionMethod,
+) {
+    let a = densify(m, &w.domain().shape());
+    let y = noise(a.nrows(), seed);
+    let r = reconstruct(w, m, &y, v).unwrap();
+    assert_eq!(r.method, method);
+    let (ans, var) = dense_truth(w, &a, &y, v);
+    assert_close(&r.answers, &ans, "answers");
+    assert_close(&r.variances, &var, "variances");
+}
+
 const DOMAIN: &str = r#"[{"name":"a","size":2},{"name":"b","size":3},{"name":"c","size":4}]"#;
 
 #[test]
@@ -101,12 +127,7 @@ fn residual_plans_match_the_dense_least_squares_and_are_unbiased() {
             {"kron":{"b":{"ranges":[[0,1],[1,2]]}}}, {"marginal":["c"]}, {"marginal":[]}]"#,
     );
     for w in [&planned, &asked] {
-        let y = noise(a.nrows(), 3);
-        let r = reconstruct(w, &m, &y, 2.5).unwrap();
-        assert_eq!(r.method, ReconstructionMethod::OrthogonalTerms);
-        let (ans, var) = dense_truth(w, &a, &y, 2.5);
-        assert_close(&r.answers, &ans, "answers");
-        assert_close(&r.variances, &var, "variances");
+        check_against_dense(w, &m, 3, 2.5, ReconstructionMethod::OrthogonalTerms);
         // Noiseless measurements of the measured strategy give the exact
         // answers: the estimate is unbiased with the quantized strategy.
         let x: Vec<f64> = (0..24).map(|i| ((i * 7) % 5) as f64 + 1.0).collect();
@@ -126,14 +147,13 @@ fn a_kronecker_plan_and_a_general_union_match_the_dense_least_squares() {
     );
     let plan = plan_strategy(&w, PrivacyModel::Pure, &PlanOptions::default()).unwrap();
     assert_eq!(plan.strategy.terms.len(), 1);
-    let m = measured(&plan);
-    let a = densify(&m, &[2, 3, 4]);
-    let y = noise(a.nrows(), 11);
-    let r = reconstruct(&w, &m, &y, 0.7).unwrap();
-    assert_eq!(r.method, ReconstructionMethod::OrthogonalTerms);
-    let (ans, var) = dense_truth(&w, &a, &y, 0.7);
-    assert_close(&r.answers, &ans, "kron answers");
-    assert_close(&r.variances, &var, "kron variances");
+    check_against_dense(
+        &w,
+        &measured(&plan),
+        11,
+        0.7,
+        ReconstructionMethod::OrthogonalTerms,
+    );
     // Two overlapping terms (not orthogonal): the dense path.
     let f = |p: usize, n: usize, s: usize| {
         Mat::from_fn(p, n, |i, j| ((i * 5 + j * 3 + s) % 7) as f64 + 1.0)
@@ -147,13 +167,7 @@ fn a_kronecker_plan_and_a_general_union_match_the_dense_least_squares() {
     )
     .unwrap()
     .measured_strategy();
-    let a = densify(&union, &[2, 3, 4]);
-    let y = noise(a.nrows(), 5);
-    let r = reconstruct(&w, &union, &y, 1.3).unwrap();
-    assert_eq!(r.method, ReconstructionMethod::Dense);
-    let (ans, var) = dense_truth(&w, &a, &y, 1.3);
-    assert_close(&r.answers, &ans, "union answers");
-    assert_close(&r.variances, &var, "union variances");
+    check_against_dense(&w, &union, 5, 1.3, ReconstructionMethod::Dense);
 }
 
 #[test]
@@ -161,11 +175,7 @@ fn queries_outside_the_row_space_are_refused() {
     let one_way = spec(DOMAIN, r#"[{"marginals":{"k":1}}]"#);
     let plan = plan_strategy(&one_way, PrivacyModel::Approx, &PlanOptions::default()).unwrap();
     let m = measured(&plan);
-    let rows: usize = m
-        .terms
-        .iter()
-        .map(|t| t.factors.iter().map(|f| f.nrows()).product::<usize>())
-        .sum();
+    let rows = strategy_rows(&m);
     let two_way = spec(DOMAIN, r#"[{"marginal":["a","c"]}]"#);
     let e = reconstruct(&two_way, &m, &noise(rows, 1), 1.0).unwrap_err();
     assert!(e.to_string().contains("row space"), "{e}");
@@ -191,11 +201,7 @@ fn marginals_on_a_trillion_cells_never_densify() {
     );
     let plan = plan_strategy(&w, PrivacyModel::Approx, &PlanOptions::default()).unwrap();
     let m = measured(&plan);
-    let rows: usize = m
-        .terms
-        .iter()
-        .map(|t| t.factors.iter().map(|f| f.nrows()).product::<usize>())
-        .sum();
+    let rows = strategy_rows(&m);
     let start = std::time::Instant::now();
     let r = reconstruct(&w, &m, &noise(rows, 2), 1.0).unwrap();
     assert!(start.elapsed().as_secs_f64() < 5.0);
@@ -228,20 +234,15 @@ fn marginal_template_strategies_use_the_residual_basis_and_match_the_dense_least
     )
     .unwrap()
     .measured_strategy();
-    let a = densify(&strategy, &[2, 3, 4]);
     let w = spec(
         DOMAIN,
         r#"[{"marginal":["a","c"]}, {"marginal":["b","c"]}, {"marginal":["a"]},
             {"kron":{"c":"prefix","b":{"ranges":[[0,1]]}}}, {"marginal":[]}]"#,
     );
-    let y = noise(a.nrows(), 7);
-    let r = reconstruct(&w, &strategy, &y, 0.9).unwrap();
-    assert_eq!(r.method, ReconstructionMethod::ResidualBasis);
-    let (ans, var) = dense_truth(&w, &a, &y, 0.9);
-    assert_close(&r.answers, &ans, "template answers");
-    assert_close(&r.variances, &var, "template variances");
+    check_against_dense(&w, &strategy, 7, 0.9, ReconstructionMethod::ResidualBasis);
     // {a,b} needs the residual {a,b}, which no term covers.
     let ab = spec(DOMAIN, r#"[{"marginal":["a","b"]}]"#);
+    let y = noise(densify(&strategy, &[2, 3, 4]).nrows(), 7);
     let e = reconstruct(&ab, &strategy, &y, 0.9).unwrap_err();
     assert!(e.to_string().contains("row space"), "{e}");
 }
