@@ -457,85 +457,68 @@ fn header(
     Ok(header)
 }
 
-/// Streams CSV records (plain or gzip'ed, with a header) into the counts of
-/// `layout`, applying the schema's policies. `source_name` is used in I/O
-/// error messages only.
-pub fn aggregate_records<'a, R: Read + 'a>(
+/// What one row of the input stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rows {
+    /// Records: each row is one record.
+    Records,
+    /// A pre-aggregated contingency table (`column₁,…,column_k,count`: the
+    /// schema's CSV columns, in any order, plus a [`COUNT_COLUMN`]): each
+    /// row is a group of identical records, as many as its count, read
+    /// with the same validation and policies as records, so dropping a row
+    /// drops each of its records (again a stable transformation).
+    ///
+    /// Such a table comes from one GROUP BY in an engine built for large
+    /// data, e.g. DuckDB:
+    ///
+    /// ```sql
+    /// COPY (SELECT morekids, gender1, gender2, age, afam, hispanic, other, work,
+    ///              count(*) AS count
+    ///       FROM read_csv('records.csv') GROUP BY ALL)
+    /// TO 'table.csv' (HEADER);
+    /// ```
+    ///
+    /// (NULLs are written as empty fields, which the default missing-value
+    /// markers treat as missing.)
+    CountsTable,
+}
+
+/// Streams CSV rows (plain or gzip'ed, with a header) into the counts of
+/// `layout`, applying the schema's policies; `rows` says whether a row is
+/// one record or a group of them. `source_name` is used in I/O error
+/// messages only.
+pub fn aggregate<'a, R: Read + 'a>(
     input: R,
     source_name: &str,
     schema: &Schema,
     layout: &Layout,
-) -> Result<PrivateCounts, RecordsError> {
-    check_layout(schema, layout)?;
-    let mut reader = csv_reader(input, source_name)?;
-    let compiled = Reader::new(schema, &header(&mut reader, source_name)?)?;
-    // Each row is one record.
-    count_rows(reader, source_name, &compiled, layout, |_, _| Ok(1))
-}
-
-/// Streams the rows of `reader` (past its header) into the counts of
-/// `layout`: each row is encoded by `compiled` (whose policies may drop
-/// it) and, when kept, added `multiplicity(row, line)` times.
-fn count_rows<R: Read>(
-    mut reader: csv::Reader<R>,
-    source_name: &str,
-    compiled: &Reader,
-    layout: &Layout,
-    multiplicity: impl Fn(&ByteRecord, u64) -> Result<u64, RecordsError>,
-) -> Result<PrivateCounts, RecordsError> {
-    let mut counts = PrivateCounts::zeros(layout)?;
-    let mut codes = vec![0usize; compiled.columns.len()];
-    let mut row = ByteRecord::new();
-    while reader
-        .read_byte_record(&mut row)
-        .map_err(|e| csv_error(e, source_name))?
-    {
-        let line = row.position().map_or(0, |p| p.line());
-        let count = multiplicity(&row, line)?;
-        if let Verdict::Keep = compiled.encode(&row, line, &mut codes)? {
-            counts.add(&codes, count, line)?;
-        }
-    }
-    Ok(counts)
-}
-
-/// [`aggregate_records`] on a file (gzip detected by its magic bytes).
-pub fn aggregate_records_file(
-    path: &Path,
-    schema: &Schema,
-    layout: &Layout,
-) -> Result<PrivateCounts, RecordsError> {
-    let name = path.display().to_string();
-    aggregate_records(source::open_path(path)?, &name, schema, layout)
-}
-
-/// Reads a pre-aggregated contingency table (`column₁,…,column_k,count`:
-/// the schema's CSV columns, in any order, plus a `count` column) into the
-/// counts of `layout`, with the same validation and policies as records: a
-/// row is one group of identical records, so dropping it drops each of its
-/// records, again a stable transformation.
-///
-/// Such a table comes from one GROUP BY in an engine built for large data,
-/// e.g. DuckDB:
-///
-/// ```sql
-/// COPY (SELECT morekids, gender1, gender2, age, afam, hispanic, other, work,
-///              count(*) AS count
-///       FROM read_csv('records.csv') GROUP BY ALL)
-/// TO 'table.csv' (HEADER);
-/// ```
-///
-/// (NULLs are written as empty fields, which the default missing-value
-/// markers treat as missing.)
-pub fn aggregate_counts_table<'a, R: Read + 'a>(
-    input: R,
-    source_name: &str,
-    schema: &Schema,
-    layout: &Layout,
+    rows: Rows,
 ) -> Result<PrivateCounts, RecordsError> {
     check_layout(schema, layout)?;
     let mut reader = csv_reader(input, source_name)?;
     let header = header(&mut reader, source_name)?;
+    let count_column = match rows {
+        Rows::Records => None,
+        Rows::CountsTable => Some(count_column(schema, &header)?),
+    };
+    let compiled = Reader::new(schema, &header)?;
+    count_rows(reader, source_name, &compiled, layout, count_column)
+}
+
+/// [`aggregate`] on a file (gzip detected by its magic bytes).
+pub fn aggregate_file(
+    path: &Path,
+    schema: &Schema,
+    layout: &Layout,
+    rows: Rows,
+) -> Result<PrivateCounts, RecordsError> {
+    let name = path.display().to_string();
+    aggregate(source::open_path(path)?, &name, schema, layout, rows)
+}
+
+/// The position of the one [`COUNT_COLUMN`] of a counts table's header,
+/// which no attribute may read.
+fn count_column(schema: &Schema, header: &ByteRecord) -> Result<usize, RecordsError> {
     let mut count_columns = header
         .iter()
         .enumerate()
@@ -563,25 +546,42 @@ pub fn aggregate_counts_table<'a, R: Read + 'a>(
             a.name
         )));
     }
-    let compiled = Reader::new(schema, &header)?;
-    // Each row is a group of identical records, as many as its count.
-    count_rows(reader, source_name, &compiled, layout, |row, line| {
-        row.get(count_column)
-            .and_then(|c| std::str::from_utf8(c.trim_ascii()).ok())
-            .filter(|c| !c.is_empty() && c.bytes().all(|b| b.is_ascii_digit()))
-            .and_then(|c| c.parse::<u64>().ok())
-            .ok_or(RecordsError::BadCount { line })
-    })
+    Ok(count_column)
 }
 
-/// [`aggregate_counts_table`] on a file (gzip detected by its magic bytes).
-pub fn aggregate_counts_table_file(
-    path: &Path,
-    schema: &Schema,
+/// Streams the rows of `reader` (past its header) into the counts of
+/// `layout`: each row is encoded by `compiled` (whose policies may drop
+/// it) and, when kept, added once, or as many times as its count in
+/// `count_column` (a counts table).
+fn count_rows<R: Read>(
+    mut reader: csv::Reader<R>,
+    source_name: &str,
+    compiled: &Reader,
     layout: &Layout,
+    count_column: Option<usize>,
 ) -> Result<PrivateCounts, RecordsError> {
-    let name = path.display().to_string();
-    aggregate_counts_table(source::open_path(path)?, &name, schema, layout)
+    let mut counts = PrivateCounts::zeros(layout)?;
+    let mut codes = vec![0usize; compiled.columns.len()];
+    let mut row = ByteRecord::new();
+    while reader
+        .read_byte_record(&mut row)
+        .map_err(|e| csv_error(e, source_name))?
+    {
+        let line = row.position().map_or(0, |p| p.line());
+        let count = match count_column {
+            None => 1,
+            Some(c) => row
+                .get(c)
+                .and_then(|c| std::str::from_utf8(c.trim_ascii()).ok())
+                .filter(|c| !c.is_empty() && c.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|c| c.parse::<u64>().ok())
+                .ok_or(RecordsError::BadCount { line })?,
+        };
+        if let Verdict::Keep = compiled.encode(&row, line, &mut codes)? {
+            counts.add(&codes, count, line)?;
+        }
+    }
+    Ok(counts)
 }
 
 #[cfg(test)]

@@ -33,7 +33,7 @@ fn all_two_way() -> Vec<Vec<usize>> {
 }
 
 fn run(csv: &[u8], layout: &Layout) -> Result<Vec<Vec<u64>>, RecordsError> {
-    let counts = aggregate_records(csv, "test", &schema(), layout)?;
+    let counts = aggregate(csv, "test", &schema(), layout, Rows::Records)?;
     Ok(counts.tables().iter().map(|t| t.counts.clone()).collect())
 }
 
@@ -299,7 +299,14 @@ fn layouts_are_checked_before_anything_is_allocated() {
         .expect("schema");
     let wrong = full(&other);
     assert_eq!(
-        aggregate_records(&b"sex,age,region\n"[..], "t", &schema, &wrong).map(|_| ()),
+        aggregate(
+            &b"sex,age,region\n"[..],
+            "t",
+            &schema,
+            &wrong,
+            Rows::Records
+        )
+        .map(|_| ()),
         Err(RecordsError::LayoutMismatch)
     );
 }
@@ -326,11 +333,12 @@ fn a_grouped_counts_table_gives_the_same_counts_as_its_records() {
     let schema = schema();
     let layout = Layout::marginals(schema.domain(), &all_two_way(), 100).expect("fits");
     let (csv, _) = random_records(9, 3000);
-    let from_records = aggregate_records(&csv[..], "r", &schema, &layout).expect("records");
+    let from_records = aggregate(&csv[..], "r", &schema, &layout, Rows::Records).expect("records");
     let table = group_by(&csv);
-    let from_table = aggregate_counts_table(&table[..], "t", &schema, &layout).expect("table");
+    let from_table =
+        aggregate(&table[..], "t", &schema, &layout, Rows::CountsTable).expect("table");
     assert_eq!(from_records.tables(), from_table.tables());
-    let gz = aggregate_counts_table(&gzip(&table)[..], "t", &schema, &layout).expect("gzip");
+    let gz = aggregate(&gzip(&table)[..], "t", &schema, &layout, Rows::CountsTable).expect("gzip");
     assert_eq!(from_records.tables(), gz.tables());
 }
 
@@ -338,7 +346,7 @@ fn a_grouped_counts_table_gives_the_same_counts_as_its_records() {
 fn counts_tables_refuse_bad_counts_and_headers() {
     let schema = schema();
     let layout = full(&schema);
-    let table = |text: &str| aggregate_counts_table(text.as_bytes(), "t", &schema, &layout);
+    let table = |text: &str| aggregate(text.as_bytes(), "t", &schema, &layout, Rows::CountsTable);
     for bad in ["-3", "2.5", "", "1e3", "987654.25x"] {
         let e = table(&format!("sex,age,region,count\nf,30,n,4\nm,20,s,{bad}\n")).expect_err(bad);
         assert_eq!(e, RecordsError::BadCount { line: 3 });
@@ -377,11 +385,12 @@ fn counts_tables_refuse_bad_counts_and_headers() {
 #[test]
 fn debug_output_of_the_counts_shows_no_count() {
     let schema = schema();
-    let counts = aggregate_counts_table(
+    let counts = aggregate(
         &b"sex,age,region,count\nf,30,n,987654321\n"[..],
         "t",
         &schema,
         &full(&schema),
+        Rows::CountsTable,
     )
     .expect("valid");
     assert_eq!(counts.tables()[0].counts.iter().sum::<u64>(), 987_654_321);
@@ -396,7 +405,8 @@ fn a_field_that_is_not_a_number_follows_its_own_policy() {
     // number is an error all the same.
     let strict = schema();
     let csv = b"sex,age,region\nf,30,n\nm,Zanzibar-77,s\n";
-    let e = aggregate_records(&csv[..], "t", &strict, &full(&strict)).expect_err("not a number");
+    let e =
+        aggregate(&csv[..], "t", &strict, &full(&strict), Rows::Records).expect_err("not a number");
     assert_eq!(
         e,
         RecordsError::NotANumber {
@@ -413,7 +423,8 @@ fn a_field_that_is_not_a_number_follows_its_own_policy() {
     ))
     .expect("schema");
     assert_eq!(lenient.attributes()[1].unparsable, Policy::Drop);
-    let counts = aggregate_records(&csv[..], "t", &lenient, &full(&lenient)).expect("dropped");
+    let counts =
+        aggregate(&csv[..], "t", &lenient, &full(&lenient), Rows::Records).expect("dropped");
     let mut want = vec![0u64; 24];
     want[4] = 1; // (f, [18,65), n)
     assert_eq!(counts.tables()[0].counts, want);

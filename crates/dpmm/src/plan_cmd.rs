@@ -203,15 +203,20 @@ mod tests {
 
     #[test]
     fn four_significant_digits() {
-        assert_eq!(sig(0.0), "0");
-        assert_eq!(sig(12.3456), "12.35");
-        assert_eq!(sig(1234.56), "1235");
-        assert_eq!(sig(4.0), "4");
-        assert_eq!(sig(0.012346), "0.01235");
-        assert_eq!(sig(2.5e7), "25000000");
-        assert_eq!(sig(2.5e7 + 0.5), "2.500e7");
-        assert_eq!(sig(-3.0), "-3");
-        assert_eq!(sig(1e15), "1.000e15");
-        assert_eq!(sig(1.5e-7), "1.500e-7");
+        let cases = [
+            (0.0, "0"),
+            (12.3456, "12.35"),
+            (1234.56, "1235"),
+            (4.0, "4"),
+            (0.012346, "0.01235"),
+            (2.5e7, "25000000"),
+            (2.5e7 + 0.5, "2.500e7"),
+            (-3.0, "-3"),
+            (1e15, "1.000e15"),
+            (1.5e-7, "1.500e-7"),
+        ];
+        for (x, shown) in cases {
+            assert_eq!(sig(x), shown, "{x:e}");
+        }
     }
 }

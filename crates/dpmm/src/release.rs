@@ -34,7 +34,7 @@ use dp_opt::multidim::{PlanOptions, plan_strategy};
 use dp_workloads::spec::load_spec;
 use dp_workloads::structured::StructuredWorkload;
 use dpmm_records::{
-    DEFAULT_CELL_LIMIT, Layout, PrivateCounts, Schema, aggregate_counts_table, aggregate_records,
+    DEFAULT_CELL_LIMIT, Layout, PrivateCounts, Rows, Schema, aggregate as aggregate_rows,
 };
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::json;
@@ -212,9 +212,9 @@ impl<R: Read> Read for Progress<R> {
 }
 
 fn aggregate(args: &ReleaseArgs, p: &Prepared) -> Result<PrivateCounts, String> {
-    let (path, is_table) = match (&args.data, &args.counts) {
-        (Some(d), None) => (d, false),
-        (None, Some(c)) => (c, true),
+    let (path, rows) = match (&args.data, &args.counts) {
+        (Some(d), None) => (d, Rows::Records),
+        (None, Some(c)) => (c, Rows::CountsTable),
         _ => return Err("give exactly one of --data and --counts".into()),
     };
     let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -228,11 +228,7 @@ fn aggregate(args: &ReleaseArgs, p: &Prepared) -> Result<PrivateCounts, String> 
         bar: bar.clone(),
     };
     let name = path.display().to_string();
-    let counts = if is_table {
-        aggregate_counts_table(input, &name, &p.schema, &p.layout)
-    } else {
-        aggregate_records(input, &name, &p.schema, &p.layout)
-    };
+    let counts = aggregate_rows(input, &name, &p.schema, &p.layout, rows);
     bar.finish_and_clear();
     counts.map_err(text)
 }

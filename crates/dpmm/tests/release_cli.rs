@@ -59,46 +59,52 @@ fn dpmm(args: &[&str]) -> Output {
         .expect("run dpmm")
 }
 
-fn init_ledger(d: &Dir, total: &str) -> String {
-    let ledger = d.path("ledger.jsonl");
-    let out = dpmm(&[
-        "ledger",
-        "init",
-        "--ledger",
-        &ledger,
-        "--total-epsilon",
-        total,
-    ]);
+/// Asserts that a run succeeded, showing its stderr otherwise.
+fn assert_ok(out: &Output) {
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    ledger
 }
 
-fn release(d: &Dir, ledger: &str, out: &str, extra: &[&str]) -> Output {
-    let (schema, spec, data) = (
-        d.path("schema.json"),
-        d.path("spec.json"),
-        d.path("records.csv"),
-    );
-    let mut args = vec![
-        "release",
-        "--schema",
-        &schema,
-        "--workload",
-        &spec,
+/// A scratch directory `name` with a new ledger of total ε `total`.
+fn dir_with_ledger(name: &str, total: &str) -> (Dir, String) {
+    let d = Dir::new(name);
+    let ledger = d.path("ledger.jsonl");
+    init_ledger(&ledger, total);
+    (d, ledger)
+}
+
+/// A new pure ε-DP ledger of `total` at `ledger`.
+fn init_ledger(ledger: &str, total: &str) {
+    assert_ok(&dpmm(&[
+        "ledger",
+        "init",
         "--ledger",
         ledger,
-        "--out",
-        out,
+        "--total-epsilon",
+        total,
+    ]));
+}
+
+/// `dpmm release` charging `ledger` and writing `out`, with `extra` flags;
+/// `--schema`, `--workload`, `--data` (unless `--counts`) and `--epsilon`
+/// default to `d`'s files and 0.6 when `extra` does not give them.
+fn release(d: &Dir, ledger: &str, out: &str, extra: &[&str]) -> Output {
+    let defaults = [
+        ("--schema", d.path("schema.json")),
+        ("--workload", d.path("spec.json")),
+        ("--data", d.path("records.csv")),
+        ("--epsilon", "0.6".to_string()),
     ];
-    if !extra.contains(&"--data") && !extra.contains(&"--counts") {
-        args.extend(["--data", &data]);
-    }
-    if !extra.iter().any(|e| e.starts_with("--epsilon")) {
-        args.extend(["--epsilon", "0.6"]);
+    let mut args = vec!["release", "--ledger", ledger, "--out", out];
+    for (flag, value) in &defaults {
+        let given = extra.iter().any(|e| e.starts_with(flag))
+            || (*flag == "--data" && extra.contains(&"--counts"));
+        if !given {
+            args.extend([*flag, value.as_str()]);
+        }
     }
     args.extend(extra);
     dpmm(&args)
@@ -123,15 +129,10 @@ fn assert_refused(out: &Output, answers: &str, ledger: &str, before: &[u8], what
 
 #[test]
 fn a_release_succeeds_then_the_ledger_refuses_an_overspend() {
-    let d = Dir::new("overspend");
-    let ledger = init_ledger(&d, "1");
+    let (d, ledger) = dir_with_ledger("overspend", "1");
     let first = d.path("first.csv");
     let out = release(&d, &ledger, &first, &[]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let text = std::fs::read_to_string(&first).expect("answers");
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines[0], "query,answer,std_error,ci_low,ci_high");
@@ -184,8 +185,7 @@ fn a_release_succeeds_then_the_ledger_refuses_an_overspend() {
 
 #[test]
 fn every_bad_input_is_one_line_exit_two_and_spends_nothing() {
-    let d = Dir::new("bad");
-    let ledger = init_ledger(&d, "5");
+    let (d, ledger) = dir_with_ledger("bad", "5");
     let before = std::fs::read(&ledger).expect("ledger");
     let out_path = d.path("answers.csv");
     d.write("malformed.csv", "sex,age\nf,25\nm,31,extra\n");
@@ -227,23 +227,8 @@ fn every_bad_input_is_one_line_exit_two_and_spends_nothing() {
         }
     }
     // A spec naming an attribute the domain lacks.
-    let (schema, data) = (d.path("schema.json"), d.path("records.csv"));
     let bad_spec = d.path("bad_spec.json");
-    let out = dpmm(&[
-        "release",
-        "--data",
-        &data,
-        "--schema",
-        &schema,
-        "--workload",
-        &bad_spec,
-        "--epsilon",
-        "0.5",
-        "--ledger",
-        &ledger,
-        "--out",
-        &out_path,
-    ]);
+    let out = release(&d, &ledger, &out_path, &["--workload", &bad_spec]);
     assert_refused(&out, &out_path, &ledger, &before, "missing attribute");
     // Answers that could not be written: refused before the charge.
     let unwritable = d.path("no_such_dir/answers.csv");
@@ -294,21 +279,8 @@ fn the_readme_main_job_runs_on_the_embedded_extract() {
     let d = Dir::new("readme");
     let ledger = d.path("results/fertility1980/ledger.jsonl");
     let answers = d.path("results/fertility1980/answers.csv");
-    let init = dpmm(&[
-        "ledger",
-        "init",
-        "--ledger",
-        &ledger,
-        "--total-epsilon",
-        "1",
-    ]);
-    assert!(
-        init.status.success(),
-        "{}",
-        String::from_utf8_lossy(&init.stderr)
-    );
-    let args = [
-        "release",
+    init_ledger(&ledger, "1");
+    let inputs = [
         "--data",
         &data,
         "--schema",
@@ -317,17 +289,8 @@ fn the_readme_main_job_runs_on_the_embedded_extract() {
         &spec,
         "--epsilon",
         "1",
-        "--ledger",
-        &ledger,
-        "--out",
-        &answers,
     ];
-    let out = dpmm(&args);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&release(&d, &ledger, &answers, &inputs));
 
     let spec_json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&spec).expect("spec")).expect("json");
@@ -357,7 +320,7 @@ fn the_readme_main_job_runs_on_the_embedded_extract() {
         assert!(f[2] <= f[0] && f[0] <= f[3], "{row}");
     }
     let before = std::fs::read(&ledger).expect("ledger");
-    let again = dpmm(&args);
+    let again = release(&d, &ledger, &answers, &inputs);
     assert_eq!(again.status.code(), Some(2));
     assert_eq!(std::fs::read(&ledger).expect("ledger"), before);
 }
