@@ -18,7 +18,7 @@ use super::common::{histogram, measure_total};
 use super::runner::{Grid, GridExperiment, product};
 use super::sweep::{Family, related_rank};
 use crate::stats::MeanCi;
-use crate::{Panel, Plot, Point, PointSetting, Progress, RunConfig, Series, with_error_bar};
+use crate::{Panel, Plot, Point, PointSetting, Progress, RunConfig, Scale, Series, with_error_bar};
 
 /// Which parameter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -139,7 +139,7 @@ impl GridExperiment for LrmParams {
     }
 
     fn grid(&self, cfg: &RunConfig, _: &Setup) -> Vec<(usize, f64)> {
-        let values: Vec<f64> = match (self.knob, cfg.smoke) {
+        let values: Vec<f64> = match (self.knob, cfg.scale == Scale::Smoke) {
             (Knob::Gamma, true) => vec![1e-2, 10.0],
             (Knob::Gamma, false) => vec![1e-4, 1e-3, 1e-2, 0.1, 1.0, 10.0],
             (Knob::Rank, true) => vec![0.8, 1.2],

@@ -33,7 +33,7 @@ use dp_workloads::workload::ExplicitWorkload;
 use super::common::{histogram, subsample};
 use super::runner::{Grid, GridExperiment};
 use crate::stats::MeanCi;
-use crate::{Panel, Plot, Point, PointSetting, Progress, RunConfig, Series, with_error_bar};
+use crate::{Panel, Plot, Point, PointSetting, Progress, RunConfig, Scale, Series, with_error_bar};
 
 /// `projection-small-db`.
 pub(crate) struct ProjectionSmallDb;
@@ -153,7 +153,11 @@ impl GridExperiment for ProjectionSmallDb {
     type Row = Row;
 
     fn setup(&self, cfg: &RunConfig, progress: &mut dyn Progress) -> Result<Setup> {
-        let (m, n) = if cfg.smoke { (128, 128) } else { (1024, 1024) };
+        let (m, n) = if cfg.scale == Scale::Smoke {
+            (128, 128)
+        } else {
+            (1024, 1024)
+        };
         let budget = PrivacyBudget::approx(EPSILON, DELTA)?;
         let workload = wrange(m, n, cfg.seed)?;
         let w = workload.matrix();
