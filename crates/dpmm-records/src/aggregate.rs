@@ -11,8 +11,8 @@
 //! Each attribute's schema says whether a value outside its domain, a
 //! numeric field that is not a number, and a missing value `drop` the
 //! record or are an `error`. A record is looked at whole: if any attribute says `error`,
-//! reading stops with an error naming the line and column (the first such
-//! attribute in domain order); otherwise, if any says `drop`, the record is
+//! reading stops with an error naming the column and the kind of problem
+//! (the first such attribute in domain order); otherwise, if any says `drop`, the record is
 //! left out of every table. So the outcome does not depend on column order.
 //!
 //! Dropping is a stable transformation (McSherry, "Privacy Integrated
@@ -28,7 +28,8 @@
 //! The result is a [`PrivateCounts`]: no public method returns a count, a
 //! total, or how many rows were read or dropped. It exists to be handed to
 //! the privacy kernel (dp-core), which measures it with noise. Errors name
-//! a line and a column, never a value.
+//! a column and the kind of problem, never a value, a count or a line
+//! number (a line number tells how many records come before).
 
 use std::io::Read;
 use std::path::Path;
@@ -272,12 +273,12 @@ impl PrivateCounts {
     }
 
     #[inline]
-    fn add(&mut self, codes: &[usize], count: u64, line: u64) -> Result<(), RecordsError> {
+    fn add(&mut self, codes: &[usize], count: u64) -> Result<(), RecordsError> {
         for table in &mut self.tables {
             let cell = table.cell(codes);
             table.counts[cell] = table.counts[cell]
                 .checked_add(count)
-                .ok_or(RecordsError::CountOverflow { line })?;
+                .ok_or(RecordsError::CountOverflow)?;
         }
         Ok(())
     }
@@ -338,12 +339,7 @@ impl Reader {
     /// Encodes one row into `codes`; the first `error` outcome in domain
     /// order wins over any `drop`.
     #[inline]
-    fn encode(
-        &self,
-        row: &ByteRecord,
-        line: u64,
-        codes: &mut [usize],
-    ) -> Result<Verdict, RecordsError> {
+    fn encode(&self, row: &ByteRecord, codes: &mut [usize]) -> Result<Verdict, RecordsError> {
         let mut verdict = Verdict::Keep;
         for (i, (encoder, &column)) in self.encoders.iter().zip(&self.columns).enumerate() {
             // The CSV reader rejects rows with another field count than the
@@ -358,32 +354,20 @@ impl Reader {
             };
             match policy {
                 Policy::Drop => verdict = Verdict::Drop,
-                Policy::Error => return Err(self.refusal(i, code, line)),
+                Policy::Error => return Err(self.refusal(i, code)),
             }
         }
         Ok(verdict)
     }
 
-    /// The error for attribute `i` on `line`: names the line, column and
-    /// attribute, never the field.
-    fn refusal(&self, i: usize, code: Code, line: u64) -> RecordsError {
+    /// The error for attribute `i`: names the column, the attribute and
+    /// the kind of problem, never the field or where it is.
+    fn refusal(&self, i: usize, code: Code) -> RecordsError {
         let (column, attribute) = self.names[i].clone();
         match code {
-            Code::Missing => RecordsError::MissingValue {
-                line,
-                column,
-                attribute,
-            },
-            Code::Unparsable => RecordsError::NotANumber {
-                line,
-                column,
-                attribute,
-            },
-            _ => RecordsError::OutsideDomain {
-                line,
-                column,
-                attribute,
-            },
+            Code::Missing => RecordsError::MissingValue { column, attribute },
+            Code::Unparsable => RecordsError::NotANumber { column, attribute },
+            _ => RecordsError::OutsideDomain { column, attribute },
         }
     }
 }
@@ -405,23 +389,19 @@ fn csv_reader<'a, R: Read + 'a>(
         .from_reader(input))
 }
 
-/// Maps a CSV reader error to a [`RecordsError`] without any field content.
+/// Maps a CSV reader error to a [`RecordsError`] without any field
+/// content, field count or position.
 fn csv_error(e: csv::Error, source_name: &str) -> RecordsError {
-    let line = e.position().map_or(0, |p| p.line());
     match e.into_kind() {
         csv::ErrorKind::Io(io) => RecordsError::Io {
             path: source_name.to_string(),
             reason: io.to_string(),
         },
-        csv::ErrorKind::UnequalLengths {
-            expected_len, len, ..
-        } => RecordsError::MalformedRow {
-            line,
-            reason: format!("{len} fields where the header has {expected_len}"),
+        csv::ErrorKind::UnequalLengths { .. } => RecordsError::MalformedRow {
+            reason: "another number of fields than the header",
         },
         _ => RecordsError::MalformedRow {
-            line,
-            reason: "unreadable row".to_string(),
+            reason: "unreadable row",
         },
     }
 }
@@ -567,7 +547,6 @@ fn count_rows<R: Read>(
         .read_byte_record(&mut row)
         .map_err(|e| csv_error(e, source_name))?
     {
-        let line = row.position().map_or(0, |p| p.line());
         let count = match count_column {
             None => 1,
             Some(c) => row
@@ -575,10 +554,10 @@ fn count_rows<R: Read>(
                 .and_then(|c| std::str::from_utf8(c.trim_ascii()).ok())
                 .filter(|c| !c.is_empty() && c.bytes().all(|b| b.is_ascii_digit()))
                 .and_then(|c| c.parse::<u64>().ok())
-                .ok_or(RecordsError::BadCount { line })?,
+                .ok_or(RecordsError::BadCount)?,
         };
-        if let Verdict::Keep = compiled.encode(&row, line, &mut codes)? {
-            counts.add(&codes, count, line)?;
+        if let Verdict::Keep = compiled.encode(&row, &mut codes)? {
+            counts.add(&codes, count)?;
         }
     }
     Ok(counts)

@@ -89,8 +89,9 @@ fn init_ledger(ledger: &str, total: &str) {
 }
 
 /// `dpmm release` charging `ledger` and writing `out`, with `extra` flags;
-/// `--schema`, `--workload`, `--data` (unless `--counts`) and `--epsilon`
-/// default to `d`'s files and 0.6 when `extra` does not give them.
+/// `--schema`, `--workload` (unless `--plan`), `--data` (unless
+/// `--counts`) and `--epsilon` default to `d`'s files and 0.6 when `extra`
+/// does not give them.
 fn release(d: &Dir, ledger: &str, out: &str, extra: &[&str]) -> Output {
     let defaults = [
         ("--schema", d.path("schema.json")),
@@ -101,7 +102,8 @@ fn release(d: &Dir, ledger: &str, out: &str, extra: &[&str]) -> Output {
     let mut args = vec!["release", "--ledger", ledger, "--out", out];
     for (flag, value) in &defaults {
         let given = extra.iter().any(|e| e.starts_with(flag))
-            || (*flag == "--data" && extra.contains(&"--counts"));
+            || (*flag == "--data" && extra.contains(&"--counts"))
+            || (*flag == "--workload" && extra.contains(&"--plan"));
         if !given {
             args.extend([*flag, value.as_str()]);
         }
@@ -323,4 +325,92 @@ fn the_readme_main_job_runs_on_the_embedded_extract() {
     let again = release(&d, &ledger, &answers, &inputs);
     assert_eq!(again.status.code(), Some(2));
     assert_eq!(std::fs::read(&ledger).expect("ledger"), before);
+}
+
+/// The first field (the query's description) of every answer row.
+fn query_column(answers: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(answers).expect("answers");
+    let queries = text.lines().skip(1).map(|l| match l.strip_prefix('"') {
+        Some(quoted) => quoted.split('"').next().unwrap_or_default().to_string(),
+        None => l.split(',').next().unwrap_or_default().to_string(),
+    });
+    queries.collect()
+}
+
+#[test]
+fn a_plan_file_alone_carries_its_workload_and_must_match_the_schema() {
+    let (d, ledger) = dir_with_ledger("plan-alone", "5");
+    // A spec with a matrix factor: the plan must not need its file later.
+    let rows = [[1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 1.0]];
+    let npy = d.0.join("pairs.npy");
+    let pairs = dp_linalg::Mat::from_fn(2, 4, |i, j| rows[i][j]);
+    dp_workloads::npy::write_matrix(&npy, pairs.as_ref()).expect("npy");
+    d.write(
+        "matrix_spec.json",
+        &SPEC.replace(
+            r#"{"kron": {"age": "prefix"}}"#,
+            r#"{"kron": {"age": "prefix"}}, {"kron": {"sex": "identity", "age": {"matrix": "pairs.npy"}}}"#,
+        ),
+    );
+    let plan = d.path("plan.json");
+    let spec = d.path("matrix_spec.json");
+    assert_ok(&dpmm(&[
+        "plan",
+        "--workload",
+        &spec,
+        "--privacy",
+        "pure",
+        "--epsilon",
+        "1",
+        "--out",
+        &plan,
+    ]));
+    std::fs::remove_file(&npy).expect("remove the matrix file");
+    let alone = d.path("alone.csv");
+    assert_ok(&release(&d, &ledger, &alone, &["--plan", &plan]));
+    let with_spec = d.path("with_spec.csv");
+    let spec_again = d.path("spec.json");
+    assert_ok(&release(
+        &d,
+        &ledger,
+        &with_spec,
+        &["--plan", &plan, "--workload", &spec_again],
+    ));
+    let (a, b) = (query_column(&alone), query_column(&with_spec));
+    // The plan's own workload: the spec's queries, then 2 × 2 matrix rows.
+    assert_eq!(a.len(), QUERIES + 4);
+    assert_eq!(a[..QUERIES], b[..]);
+    assert_eq!(a[QUERIES], "sex = f & row 0 of the matrix on age");
+
+    let before = std::fs::read(&ledger).expect("ledger");
+    // A schema whose domain is not the plan's: one line, nothing spent.
+    d.write(
+        "schema5.json",
+        &SCHEMA.replace(r#""stop": 60"#, r#""stop": 70"#),
+    );
+    let out = d.path("refused.csv");
+    let schema5 = d.path("schema5.json");
+    let run = release(&d, &ledger, &out, &["--plan", &plan, "--schema", &schema5]);
+    assert_refused(&run, &out, &ledger, &before, "plan domain");
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        err.contains("the plan's domain is not the schema's"),
+        "{err}"
+    );
+    // A plan without its workload (as `cargo xtask plan` writes) needs
+    // --workload.
+    let mut file: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&plan).expect("plan")).expect("json");
+    file.as_object_mut().expect("object").remove("workload");
+    d.write("bare_plan.json", &file.to_string());
+    let bare = d.path("bare_plan.json");
+    let run = release(&d, &ledger, &out, &["--plan", &bare]);
+    assert_refused(&run, &out, &ledger, &before, "bare plan");
+    assert!(String::from_utf8_lossy(&run.stderr).contains("--workload"));
+    assert_ok(&release(
+        &d,
+        &ledger,
+        &out,
+        &["--plan", &bare, "--workload", &spec_again],
+    ));
 }
