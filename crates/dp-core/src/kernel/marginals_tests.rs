@@ -4,20 +4,7 @@ use super::*;
 use crate::experiments::SeededSession;
 use crate::kernel::{MeasuredStrategy, MeasurementNoise};
 use crate::{sensitivity_l1, sensitivity_l2};
-
-fn helmert(n: usize) -> Mat<f64> {
-    Mat::from_fn(n - 1, n, |r, c| {
-        let k = r + 1;
-        let s = 1.0 / ((k * (k + 1)) as f64).sqrt();
-        if c < k {
-            s
-        } else if c == k {
-            -(k as f64) * s
-        } else {
-            0.0
-        }
-    })
-}
+use dp_linalg::helmert;
 
 fn kron(a: &Mat<f64>, b: &Mat<f64>) -> Mat<f64> {
     Mat::from_fn(a.nrows() * b.nrows(), a.ncols() * b.ncols(), |i, j| {
