@@ -392,7 +392,15 @@ fn orthogonal(problem: &Problem) -> Result<Reconstruction> {
                 .collect();
             let refs: Vec<&Mat<f64>> = qs.iter().collect();
             let y = &values[t.offset..t.offset + t.rows];
-            let part = kron_matvec(&refs, y)?;
+            // Square factors (e.g. a Kronecker plan's): in place on one
+            // copy of the term's values, no per-mode intermediates.
+            let part = if qs.iter().all(|q| q.nrows() == q.ncols()) {
+                let mut part = y.to_vec();
+                super::reconstruct_kron::kron_apply_in_place(&refs, &mut part)?;
+                part
+            } else {
+                kron_matvec(&refs, y)?
+            };
             // Row norms² of each Wᵢ F⁺, multiplied out over attributes.
             let norms: Vec<Mat<f64>> = qs
                 .iter()
