@@ -188,6 +188,19 @@ pub fn opt_kron(
     privacy: PrivacyModel,
     options: &PlanOptions,
 ) -> Result<StructuredPlan> {
+    opt_kron_against(w, privacy, options, f64::INFINITY)
+}
+
+/// [`opt_kron`] beside a rival strategy of objective `rival`: after a
+/// pass whose objective is more than twice the rival's, no further pass
+/// is made (the plan keeps the rival then; a pass rarely halves the
+/// objective after the first).
+pub(crate) fn opt_kron_against(
+    w: &StructuredWorkload,
+    privacy: PrivacyModel,
+    options: &PlanOptions,
+    rival: f64,
+) -> Result<StructuredPlan> {
     let t = Table::build(w)?;
     let (d, np) = (t.d, t.products());
     // ln tr(G_{i,k} X_i⁺), starting from X_i = I.
@@ -259,7 +272,7 @@ pub fn opt_kron(
             .sum();
         ln_obj = ln_sens2 + log_p.iter().fold(f64::NEG_INFINITY, |a, &b| log_add(a, b));
         let obj = ln_obj.exp();
-        if np == 1 || (previous - obj) <= options.round_tolerance * obj {
+        if np == 1 || (previous - obj) <= options.round_tolerance * obj || obj > 2.0 * rival {
             break;
         }
         previous = obj;
