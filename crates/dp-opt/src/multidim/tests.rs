@@ -503,3 +503,40 @@ fn opt_m_is_no_worse_than_hdmms_point_on_weighted_census_marginals() {
     let plan = plan_strategy(&w, PrivacyModel::Pure, &PlanOptions::default()).unwrap();
     assert_eq!((plan.method, plan.objective), ("opt-m", m.objective));
 }
+
+#[test]
+fn commuting_unions_are_certified_by_their_structured_svd_bound() {
+    // Per attribute the factor Grams commute (prefix with the identity,
+    // the identity with all-range, total with the identity).
+    let groups = vec![
+        kron_group(
+            "k1",
+            1.0,
+            vec![Factor::Prefix(5), Factor::Identity(4), Factor::Total(3)],
+        ),
+        kron_group(
+            "k2",
+            0.7,
+            vec![
+                Factor::Identity(5),
+                Factor::AllRange(4),
+                Factor::Identity(3),
+            ],
+        ),
+    ];
+    let w = StructuredWorkload::new(domain3(), groups).unwrap();
+    let dense = dp_core::svd_lower_bound_from_gram(w.dense_gram().unwrap().as_ref()).unwrap();
+    for privacy in [PrivacyModel::Approx, PrivacyModel::Pure] {
+        let plan = plan_strategy(&w, privacy, &PlanOptions::default()).unwrap();
+        let cert = plan.certificate.unwrap();
+        assert!(
+            (cert.lower_bound - dense).abs() <= 1e-9 * dense,
+            "{} vs {dense}",
+            cert.lower_bound
+        );
+        assert!(cert.lower_bound <= plan.objective);
+    }
+    // Prefix and total on one attribute do not commute: no bound.
+    let plan = plan_strategy(&kron_union(), PrivacyModel::Approx, &PlanOptions::default()).unwrap();
+    assert!(plan.certificate.is_none());
+}
