@@ -200,19 +200,7 @@ fn marginal_closed_form_attains_the_dense_svd_bound() {
 
 #[test]
 fn bad_options_are_refused() {
-    let w = StructuredWorkload::new(
-        domain3(),
-        vec![kron_group(
-            "k",
-            1.0,
-            vec![
-                Factor::Identity(5),
-                Factor::Identity(4),
-                Factor::Identity(3),
-            ],
-        )],
-    )
-    .unwrap();
+    let w = kron_union();
     let bad = PlanOptions {
         max_rounds: 0,
         ..PlanOptions::default()
@@ -506,14 +494,11 @@ fn opt_m_is_no_worse_than_hdmms_point_on_weighted_census_marginals() {
 
 #[test]
 fn commuting_unions_are_certified_by_their_structured_svd_bound() {
-    // Per attribute the factor Grams commute (prefix with the identity,
-    // the identity with all-range, total with the identity).
+    // kron_union's first product beside one whose factor Grams commute
+    // with it per attribute (the identity with prefix, all-range with the
+    // identity, the identity with total).
     let groups = vec![
-        kron_group(
-            "k1",
-            1.0,
-            vec![Factor::Prefix(5), Factor::Identity(4), Factor::Total(3)],
-        ),
+        kron_union().groups()[0].clone(),
         kron_group(
             "k2",
             0.7,
