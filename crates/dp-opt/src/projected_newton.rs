@@ -35,33 +35,94 @@
 
 use crate::engine::Termination;
 use dp_core::Result;
+use dp_linalg::Par;
+
+/// One evaluation of a concave dual `g(y) = 2f(y) − Σyᵢ` whose gradient
+/// is `x(y) − 1`, `x = 2∇f` the diagonal of the Lagrangian minimizer
+/// (COA's `Xᵢᵢ`, the Ky Fan dual's `xₑ`). Both duals share the value, the
+/// gradient, the bound `f²/Σy` (Program (10)'s weak duality at the best
+/// point of the ray) and the gap `1 − x̄/maxᵢ xᵢ` with `x̄ = f/Σy`; a point
+/// supplies `y`, `f`, `x` ([`DualBase`]), its Hessian products and its
+/// rescaling.
+pub trait DualEvaluation: Clone {
+    /// `y`, `f(y)` and `x(y)`.
+    fn base(&self) -> &DualBase;
+    /// `(−∇²g) v` on the rows in `rows` (`v` vanishes outside them; the
+    /// other entries of the result are not read).
+    fn neg_hessian_times_on(&self, v: &[f64], rows: &[usize], par: Par) -> Vec<f64>;
+    /// The diagonal of `−∇²g`.
+    fn neg_hessian_diagonal(&self, par: Par) -> Vec<f64>;
+    /// The point at `t·y` without a new decomposition
+    /// ([`DualBase::scale`] and the instance's own parts).
+    fn scaled(self, t: f64) -> Self;
+
+    /// The multipliers `y`.
+    fn multipliers(&self) -> &[f64] {
+        &self.base().y
+    }
+    /// `f(y)`.
+    fn half_value(&self) -> f64 {
+        self.base().f
+    }
+    /// `(−∇²g) v` on every row.
+    fn neg_hessian_times(&self, v: &[f64], par: Par) -> Vec<f64> {
+        let all: Vec<usize> = (0..v.len()).collect();
+        self.neg_hessian_times_on(v, &all, par)
+    }
+    /// `g(y) = 2f(y) − Σyᵢ`.
+    fn value(&self) -> f64 {
+        2.0 * self.half_value() - self.multipliers().iter().sum::<f64>()
+    }
+    /// `∇g(y) = x(y) − 1`.
+    fn gradient(&self) -> Vec<f64> {
+        self.base().x.iter().map(|x| x - 1.0).collect()
+    }
+    /// The lower bound the point certifies, `f² / Σy`.
+    fn lower_bound(&self) -> f64 {
+        self.half_value().powi(2) / self.multipliers().iter().sum::<f64>()
+    }
+    /// The relative gap `1 − x̄ / maxᵢ xᵢ` (`x̄ = f/Σy`) between the primal
+    /// solution this point yields and its bound.
+    fn relative_gap(&self) -> f64 {
+        let xbar = self.half_value() / self.multipliers().iter().sum::<f64>();
+        let xmax = self.base().x.iter().copied().fold(0.0, f64::max);
+        (1.0 - xbar / xmax).max(0.0)
+    }
+}
+
+/// What every point of a [`DualEvaluation`] holds.
+#[derive(Debug, Clone)]
+pub struct DualBase {
+    /// The multipliers `y` (as given; not normalized).
+    pub y: Vec<f64>,
+    /// `f(y)`.
+    pub f: f64,
+    /// `x(y) = 2∇f(y)`, the diagonal of the Lagrangian minimizer.
+    pub x: Vec<f64>,
+}
+
+impl DualBase {
+    /// Moves to `t·y`: f is homogeneous of degree ½, so `f(ty) = √t f(y)`
+    /// and `x(ty) = x(y)/√t`. Returns `√t`.
+    pub fn scale(&mut self, t: f64) -> f64 {
+        let rt = t.sqrt();
+        self.y.iter_mut().for_each(|v| *v *= t);
+        self.f *= rt;
+        self.x.iter_mut().for_each(|v| *v /= rt);
+        rt
+    }
+}
 
 /// A concave dual `g(y) = 2f(y) − Σyᵢ` evaluated at points of type
 /// [`ConcaveDual::Point`].
 pub trait ConcaveDual {
     /// Everything one evaluation computes (a factorization, the gradient).
-    type Point: Clone;
+    type Point: DualEvaluation;
     /// Evaluates at `y ≥ 0`; an error when the point is unusable (the
     /// caller backtracks).
     fn point(&self, y: &[f64]) -> Result<Self::Point>;
-    /// The multipliers of a point.
-    fn multipliers<'a>(&self, point: &'a Self::Point) -> &'a [f64];
-    /// `f(y)`.
-    fn half_value(&self, point: &Self::Point) -> f64;
-    /// `∇g(y)`.
-    fn gradient(&self, point: &Self::Point) -> Vec<f64>;
-    /// `(−∇²g) v` on the rows in `rows` (`v` vanishes outside them; the
-    /// other entries of the result are not read).
-    fn neg_hessian_times(&self, point: &Self::Point, v: &[f64], rows: &[usize]) -> Vec<f64>;
-    /// The diagonal of `−∇²g`.
-    fn neg_hessian_diagonal(&self, point: &Self::Point) -> Vec<f64>;
-    /// The point at `t·y` (the caller picks `t`).
-    fn scaled(&self, point: Self::Point, t: f64) -> Self::Point;
-    /// The lower bound the point certifies (`f² / Σy`).
-    fn lower_bound(&self, point: &Self::Point) -> f64;
-    /// The relative gap between the primal solution this point yields and
-    /// its bound.
-    fn relative_gap(&self, point: &Self::Point) -> f64;
+    /// The parallelism of the Hessian products.
+    fn par(&self) -> Par;
     /// Whether to stop on stagnation (an accepted step below 1e-6, or four
     /// below 1e-2 in a row), for a caller with a fallback method; without
     /// one the run goes on until no step improves g or the iterations run
@@ -95,15 +156,10 @@ fn dot(a: &[f64], b: &[f64]) -> f64 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
 
-/// `g = 2f − Σy` of a point.
-fn value<D: ConcaveDual>(dual: &D, p: &D::Point) -> f64 {
-    2.0 * dual.half_value(p) - dual.multipliers(p).iter().sum::<f64>()
-}
-
 /// The best point on the ray of `p`: `t = (f/Σy)²`.
-fn on_best_ray<D: ConcaveDual>(dual: &D, p: D::Point) -> D::Point {
-    let t = (dual.half_value(&p) / dual.multipliers(&p).iter().sum::<f64>()).powi(2);
-    dual.scaled(p, t)
+fn on_best_ray<P: DualEvaluation>(p: P) -> P {
+    let t = (p.half_value() / p.multipliers().iter().sum::<f64>()).powi(2);
+    p.scaled(t)
 }
 
 /// Maximizes `g` over `y ≥ 0` from `y0` (see the module notes).
@@ -114,7 +170,7 @@ pub fn maximize<D: ConcaveDual>(
     max_iterations: usize,
 ) -> Result<NewtonSolve<D::Point>> {
     let n = y0.len();
-    let mut point = on_best_ray(dual, dual.point(y0)?);
+    let mut point = on_best_ray(dual.point(y0)?);
     let mut best = point.clone();
     let mut iterations = 0;
     let mut cg_total = 0;
@@ -123,10 +179,10 @@ pub fn maximize<D: ConcaveDual>(
     // Levenberg–Marquardt damping (relative to the mean Hessian diagonal)
     // for duals that ask for it (see [`ConcaveDual::ADAPTIVE_DAMPING`]).
     let mut damping = if D::ADAPTIVE_DAMPING { 1e-2 } else { 0.0 };
-    while iterations < max_iterations && dual.relative_gap(&best) > tolerance {
+    while iterations < max_iterations && best.relative_gap() > tolerance {
         iterations += 1;
-        let y = dual.multipliers(&point).to_vec();
-        let grad = dual.gradient(&point);
+        let y = point.multipliers().to_vec();
+        let grad = point.gradient();
         let proj_grad = y
             .iter()
             .zip(&grad)
@@ -138,7 +194,7 @@ pub fn maximize<D: ConcaveDual>(
             .zip(&grad)
             .map(|(yi, gi)| !(*yi <= eps && *gi < 0.0))
             .collect();
-        let diag = dual.neg_hessian_diagonal(&point);
+        let diag = point.neg_hessian_diagonal(dual.par());
         let mean_diag = diag.iter().sum::<f64>() / n as f64;
         let mut newton = |mu: f64| {
             free_set_newton_direction(dual, &point, &grad, &diag, &free, mu, &mut cg_total)
@@ -148,7 +204,7 @@ pub fn maximize<D: ConcaveDual>(
             let mu = 1e-3 * diag.iter().sum::<f64>() / n as f64 * proj_grad.min(1.0);
             (d, precond, _) = newton(mu);
         }
-        let g0 = value(dual, &point);
+        let g0 = point.value();
         let searched = arc_search(dual, &y, &d, &grad, &free, g0).or_else(|| {
             let scaled: Vec<f64> = grad.iter().zip(&precond).map(|(g, p)| g * p).collect();
             arc_search(dual, &y, &scaled, &grad, &free, g0)
@@ -168,7 +224,7 @@ pub fn maximize<D: ConcaveDual>(
         }
         let moved = match searched {
             Some((next, step)) => {
-                point = on_best_ray(dual, next);
+                point = on_best_ray(next);
                 small_steps = if step < 1e-2 { small_steps + 1 } else { 0 };
                 let stagnant = D::STOP_ON_STAGNATION && (step < 1e-6 || small_steps >= 4);
                 if stagnant {
@@ -181,16 +237,14 @@ pub fn maximize<D: ConcaveDual>(
                 false
             }
         };
-        if dual.lower_bound(&point) >= dual.lower_bound(&best)
-            || dual.relative_gap(&point) < dual.relative_gap(&best)
-        {
+        if point.lower_bound() >= best.lower_bound() || point.relative_gap() < best.relative_gap() {
             best = point.clone();
         }
         if !moved {
             break;
         }
     }
-    let gap = dual.relative_gap(&best);
+    let gap = best.relative_gap();
     let termination = if gap <= tolerance {
         Termination::Converged {
             criterion: format!("relative gap {gap:.2e} <= {tolerance:.0e} (projected Newton)"),
@@ -253,7 +307,7 @@ fn free_set_newton_direction<D: ConcaveDual>(
             break;
         }
         *cg_total += 1;
-        let mut hp = dual.neg_hessian_times(point, &p, &free_rows);
+        let mut hp = point.neg_hessian_times_on(&p, &free_rows, dual.par());
         for (h, pi) in hp.iter_mut().zip(&p) {
             *h += mu * pi;
         }
@@ -317,7 +371,7 @@ fn arc_search<D: ConcaveDual>(
             })
             .sum();
         if let Ok(next) = dual.point(&trial)
-            && value(dual, &next) >= g0 + 1e-4 * predicted
+            && next.value() >= g0 + 1e-4 * predicted
         {
             return Some((next, step));
         }

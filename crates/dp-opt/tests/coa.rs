@@ -39,7 +39,7 @@ fn two_cells_match_a_brute_force_search() {
         &mut (),
     )
     .unwrap();
-    assert!(solved.converged, "{}", solved.reason);
+    assert!(solved.termination.converged(), "{:?}", solved.termination);
     assert!(
         (solved.objective - best).abs() < 1e-7 * best,
         "{} vs {best}",

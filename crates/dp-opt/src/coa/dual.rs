@@ -33,20 +33,16 @@ use dp_linalg::{Mat, MatRef, Par, SymmetricEigen};
 use crate::dense::{
     gemm, row_dots, spectral_hessian_diagonal, spectral_hessian_rows, weighted_gram,
 };
-use crate::projected_newton::{self, ConcaveDual, NewtonSolve};
+use crate::projected_newton::{self, ConcaveDual, DualBase, DualEvaluation, NewtonSolve};
 
-/// What one dual point certifies.
+/// What one dual point certifies: its [`DualEvaluation::lower_bound`]
+/// `ℓ(y) = f(y)² / Σ yᵢ` bounds the optimal `tr(X⁻¹V)` over `diag(X) ≤ 1`
+/// from below.
 #[derive(Debug, Clone)]
 pub struct DualPoint {
-    /// The multipliers (as given; not normalized).
-    pub y: Vec<f64>,
-    /// `ℓ(y) = f(y)² / Σ yᵢ`: a lower bound on the optimal `tr(X⁻¹V)` over
-    /// `diag(X) ≤ 1`.
-    pub lower_bound: f64,
-    /// `f(y) = tr M(y)^{1/2}`.
-    pub nuclear: f64,
-    /// `Xᵢᵢ = Σₖ Ĉᵢₖ²/sₖ`, the diagonal of the Lagrangian minimizer.
-    pub x_diag: Vec<f64>,
+    /// `y`, `f(y) = tr M(y)^{1/2}` and `Xᵢᵢ = Σₖ Ĉᵢₖ²/sₖ`, the diagonal
+    /// of the Lagrangian minimizer.
+    pub base: DualBase,
     /// `Ĉ = CᵀQ` (n×r).
     c_hat: Mat<f64>,
     /// `sₖ = √λₖ(M)`.
@@ -56,52 +52,25 @@ pub struct DualPoint {
 }
 
 impl DualPoint {
-    /// The point at `t·y` without a new decomposition: `M(ty) = t M(y)`
-    /// keeps Q and Ĉ, scales `sₖ` by `√t`, `f` by `√t` and `Xᵢᵢ` by `1/√t`;
-    /// `ℓ` is scale-free.
-    fn scaled(mut self, t: f64) -> Self {
-        let rt = t.sqrt();
-        self.y.iter_mut().for_each(|v| *v *= t);
-        self.s.iter_mut().for_each(|v| *v *= rt);
-        self.x_diag.iter_mut().for_each(|v| *v /= rt);
-        self.nuclear *= rt;
-        self
-    }
-
-    /// `g(y) = 2 f(y) − Σ yᵢ`.
-    pub fn dual_value(&self) -> f64 {
-        2.0 * self.nuclear - self.y.iter().sum::<f64>()
-    }
-
-    /// Relative gap between the strategy this point yields and its bound:
-    /// `1 − X̄ / maxᵢ Xᵢᵢ`.
-    pub fn relative_gap(&self) -> f64 {
-        let total: f64 = self.y.iter().sum();
-        let xbar = self.nuclear / total;
-        let xmax = self.x_diag.iter().copied().fold(0.0, f64::max);
-        (1.0 - xbar / xmax).max(0.0)
-    }
-
     /// The strategy `Λ^{-1/4} Qᵀ C / √(maxᵢ Xᵢᵢ)` (r×n, `Δ₂ = 1`), its
     /// objective `f(y) · maxᵢ Xᵢᵢ`.
     pub fn strategy(&self, root: MatRef<'_, f64>, par: Par) -> (Mat<f64>, f64) {
-        let xmax = self.x_diag.iter().copied().fold(0.0, f64::max);
+        let xmax = self.base.x.iter().copied().fold(0.0, f64::max);
         let inv = 1.0 / xmax.sqrt();
         let scaled_qt = Mat::from_fn(self.q.ncols(), self.q.nrows(), |k, i| {
             self.q[(i, k)] / self.s[k].sqrt() * inv
         });
-        (gemm(scaled_qt.as_ref(), root, par), self.nuclear * xmax)
+        (gemm(scaled_qt.as_ref(), root, par), self.base.f * xmax)
+    }
+}
+
+impl DualEvaluation for DualPoint {
+    fn base(&self) -> &DualBase {
+        &self.base
     }
 
     /// `(−∇²g) v = −2 ∇²f v`, i.e. `−ĉᵢᵀ[Γ ∘ (Ĉᵀ diag(v) Ĉ)]ĉᵢ` (positive
-    /// semidefinite).
-    pub fn neg_hessian_times(&self, v: &[f64], par: Par) -> Vec<f64> {
-        let all: Vec<usize> = (0..v.len()).collect();
-        self.neg_hessian_times_on(v, &all, par)
-    }
-
-    /// [`Self::neg_hessian_times`] on the rows in `rows` (`v` vanishing
-    /// outside them).
+    /// semidefinite), on the rows in `rows`.
     fn neg_hessian_times_on(&self, v: &[f64], rows: &[usize], par: Par) -> Vec<f64> {
         spectral_hessian_rows(
             &self.c_hat,
@@ -115,6 +84,14 @@ impl DualPoint {
     /// Diagonal of `−∇²g`: `Σₖₗ (−Γₖₗ) Ĉᵢₖ² Ĉᵢₗ²`.
     fn neg_hessian_diagonal(&self, par: Par) -> Vec<f64> {
         spectral_hessian_diagonal(&self.c_hat, |k, l| gamma_neg(self.s[k], self.s[l]), par)
+    }
+
+    /// `M(ty) = t M(y)` keeps Q and Ĉ, scales `sₖ` by `√t`, `f` by `√t`
+    /// and `Xᵢᵢ` by `1/√t`.
+    fn scaled(mut self, t: f64) -> Self {
+        let rt = self.base.scale(t);
+        self.s.iter_mut().for_each(|v| *v *= rt);
+        self
     }
 }
 
@@ -152,12 +129,12 @@ pub fn dual_point(root: MatRef<'_, f64>, y: &[f64], par: Par) -> Result<DualPoin
     let inv_s: Vec<f64> = s.iter().map(|v| 1.0 / v).collect();
     let weighted = Mat::from_fn(n, r, |i, k| c_hat[(i, k)] * inv_s[k]);
     let x_diag = row_dots(&weighted, &c_hat);
-    let total: f64 = y.iter().sum();
     Ok(DualPoint {
-        y: y.to_vec(),
-        lower_bound: nuclear * nuclear / total,
-        nuclear,
-        x_diag,
+        base: DualBase {
+            y: y.to_vec(),
+            f: nuclear,
+            x: x_diag,
+        },
         c_hat,
         s,
         q: eig.vectors,
@@ -208,36 +185,8 @@ impl ConcaveDual for TraceDual<'_> {
         dual_point(self.root, y, self.par)
     }
 
-    fn multipliers<'b>(&self, point: &'b DualPoint) -> &'b [f64] {
-        &point.y
-    }
-
-    fn half_value(&self, point: &DualPoint) -> f64 {
-        point.nuclear
-    }
-
-    fn gradient(&self, point: &DualPoint) -> Vec<f64> {
-        point.x_diag.iter().map(|x| x - 1.0).collect()
-    }
-
-    fn neg_hessian_times(&self, point: &DualPoint, v: &[f64], rows: &[usize]) -> Vec<f64> {
-        point.neg_hessian_times_on(v, rows, self.par)
-    }
-
-    fn neg_hessian_diagonal(&self, point: &DualPoint) -> Vec<f64> {
-        point.neg_hessian_diagonal(self.par)
-    }
-
-    fn scaled(&self, point: DualPoint, t: f64) -> DualPoint {
-        point.scaled(t)
-    }
-
-    fn lower_bound(&self, point: &DualPoint) -> f64 {
-        point.lower_bound
-    }
-
-    fn relative_gap(&self, point: &DualPoint) -> f64 {
-        point.relative_gap()
+    fn par(&self) -> Par {
+        self.par
     }
 }
 
@@ -275,21 +224,14 @@ mod tests {
         let par = Par::Seq;
         let y: Vec<f64> = (0..n).map(|i| 0.5 + 0.1 * i as f64).collect();
         let p = dual_point(c.as_ref(), &y, par).unwrap();
-        let g = |y: &[f64]| dual_point(c.as_ref(), y, par).unwrap().dual_value();
-        let grad = |y: &[f64]| {
-            dual_point(c.as_ref(), y, par)
-                .unwrap()
-                .x_diag
-                .iter()
-                .map(|x| x - 1.0)
-                .collect::<Vec<_>>()
-        };
+        let g = |y: &[f64]| dual_point(c.as_ref(), y, par).unwrap().value();
+        let grad = |y: &[f64]| dual_point(c.as_ref(), y, par).unwrap().gradient();
         let h = 1e-6;
         let v: Vec<f64> = (0..n).map(|i| ((i * 3) % 5) as f64 - 2.0).collect();
         let plus: Vec<f64> = y.iter().zip(&v).map(|(a, b)| a + h * b).collect();
         let minus: Vec<f64> = y.iter().zip(&v).map(|(a, b)| a - h * b).collect();
         let fd = (g(&plus) - g(&minus)) / (2.0 * h);
-        let an: f64 = p.x_diag.iter().zip(&v).map(|(x, vi)| (x - 1.0) * vi).sum();
+        let an: f64 = p.base.x.iter().zip(&v).map(|(x, vi)| (x - 1.0) * vi).sum();
         assert!((fd - an).abs() < 1e-7 * an.abs().max(1.0), "{fd} vs {an}");
         let gp = grad(&plus);
         let gm = grad(&minus);
@@ -316,10 +258,10 @@ mod tests {
         let gram = dp_linalg::gram(c.as_ref(), dp_linalg::Par::Seq);
         let eval = dp_core::accuracy::evaluate_strategy_gram(gram.as_ref(), a.as_ref()).unwrap();
         assert!((eval.l2_obj() - obj).abs() < 1e-9 * obj);
-        assert!(p.lower_bound <= obj);
+        assert!(p.lower_bound() <= obj);
         let solved = maximize_trace_dual(c.as_ref(), &y, 1e-10, 100, Par::Seq).unwrap();
         assert!(solved.point.relative_gap() <= 1e-10);
-        assert!(solved.point.lower_bound >= p.lower_bound);
+        assert!(solved.point.lower_bound() >= p.lower_bound());
         // Optimality, independently of the solver's own gap: the error
         // formula of its strategy meets its bound, and the bound holds
         // against 2,000 random strategies (rescaled to Δ₂ = 1 by l2_obj).
@@ -327,7 +269,7 @@ mod tests {
         let best_obj = dp_core::accuracy::evaluate_strategy_gram(gram.as_ref(), best.as_ref())
             .unwrap()
             .l2_obj();
-        assert!(best_obj <= solved.point.lower_bound * (1.0 + 1e-9));
+        assert!(best_obj <= solved.point.lower_bound() * (1.0 + 1e-9));
         let mut seed = 12345u64;
         let mut next = || {
             seed = seed
@@ -340,7 +282,7 @@ mod tests {
             let obj = dp_core::accuracy::evaluate_strategy_gram(gram.as_ref(), b.as_ref())
                 .unwrap()
                 .l2_obj();
-            assert!(obj >= solved.point.lower_bound * (1.0 - 1e-12));
+            assert!(obj >= solved.point.lower_bound() * (1.0 - 1e-12));
         }
     }
 }

@@ -41,6 +41,7 @@ use dp_core::{DpError, Result};
 use dp_linalg::{Cholesky, GramSpectrum, Mat, MatRef};
 
 use crate::engine::Termination;
+use crate::projected_newton::DualEvaluation;
 use crate::report::{BoundSource, Event};
 use crate::{
     Certificate, Observer, OptimizeReport, Optimized, PrivacyModel, Problem, StrategyOptimizer,
@@ -258,7 +259,7 @@ impl Coa {
         let (strategy, objective, _) = complete_support(strategy, &nz.v0, false)?;
         observer.observe(&Event::LowerBound {
             iteration: trace.iterations,
-            bound: solved.point.lower_bound * nz.scale,
+            bound: solved.point.lower_bound() * nz.scale,
             source: BoundSource::Dual,
         });
         observer.observe(&Event::Candidate {
@@ -271,11 +272,11 @@ impl Coa {
         if found
             .bound
             .as_ref()
-            .is_none_or(|b| solved.point.lower_bound > b.lower_bound)
+            .is_none_or(|b| solved.point.lower_bound() > b.lower_bound)
         {
             found.bound = Some(Bound {
-                y: solved.point.y,
-                lower_bound: solved.point.lower_bound,
+                lower_bound: solved.point.lower_bound(),
+                y: solved.point.base.y,
                 certified: false,
             });
         }

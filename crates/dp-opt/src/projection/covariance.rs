@@ -58,7 +58,7 @@ use dp_linalg::{Cholesky, Mat, MatRef, Par, ThinSvd};
 
 use super::ky_fan::{KyFanDual, ky_fan_norm};
 use crate::dense::gemm;
-use crate::projected_newton;
+use crate::projected_newton::{self, DualEvaluation};
 
 /// Options of [`optimal_covariance`].
 #[derive(Debug, Clone, Copy)]
@@ -154,7 +154,7 @@ pub fn optimal_covariance(
         options.max_iterations,
     )?;
     let p = &solve.point;
-    let xmax = p.x.iter().copied().fold(0.0, f64::max);
+    let xmax = p.base.x.iter().copied().fold(0.0, f64::max);
     let root_eig = p.sqrt_sigma_prime();
     // The complement of W's column space: √α (the Lagrangian minimizer)
     // when k < r; at k ≥ r (no tail) a small multiple of the smallest
@@ -163,7 +163,7 @@ pub fn optimal_covariance(
     let rho = if k < r {
         xmax * p.alpha.sqrt()
     } else {
-        xmax * smallest.min(1e-3 * options.tolerance * p.h / (k + 1 - r) as f64)
+        xmax * smallest.min(1e-3 * options.tolerance * p.base.f / (k + 1 - r) as f64)
     };
     let bq = gemm(b.as_ref(), p.q.as_ref(), par);
     let scaled = Mat::from_fn(m, r, |i, j| bq[(i, j)] * (xmax * root_eig[j] - rho));

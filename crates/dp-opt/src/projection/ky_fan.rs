@@ -10,7 +10,7 @@ use dp_linalg::{Mat, MatRef, Par, SymmetricEigen};
 use crate::dense::{
     gemm, row_dots, spectral_hessian_diagonal, spectral_hessian_rows, weighted_gram,
 };
-use crate::projected_newton::ConcaveDual;
+use crate::projected_newton::{ConcaveDual, DualBase, DualEvaluation};
 
 /// `(t, α, h)` of Definition 4.1 for `sig` in decreasing order (entries
 /// ≥ 0) and `1 ≤ k ≤ sig.len()` (a larger k is read as `sig.len()`; k = 0
@@ -39,11 +39,8 @@ pub fn ky_fan_parts(sig: &[f64], k: usize) -> (usize, f64, f64) {
 /// One evaluation of the Ky Fan dual.
 #[derive(Debug, Clone)]
 pub struct KyFanPoint {
-    pub(super) y: Vec<f64>,
-    /// `h_k(M(y))`.
-    pub(super) h: f64,
-    /// `xₑ = Σᵢ Ĉₑᵢ² / √σ'ᵢ`.
-    pub(super) x: Vec<f64>,
+    /// `y`, `h_k(M(y))` and `xₑ = Σᵢ Ĉₑᵢ² / √σ'ᵢ`.
+    pub(super) base: DualBase,
     /// `Ĉ = CᵀQ` (n×r), eigenvalues in decreasing order.
     c_hat: Mat<f64>,
     /// Eigenvectors of M, decreasing order.
@@ -58,28 +55,6 @@ pub struct KyFanPoint {
 }
 
 impl KyFanPoint {
-    /// The dual bound `h² / Σy`.
-    pub fn lower_bound(&self) -> f64 {
-        self.h * self.h / self.y.iter().sum::<f64>()
-    }
-
-    /// `1 − x̄ / maxₑ xₑ`.
-    pub fn relative_gap(&self) -> f64 {
-        let xbar = self.h / self.y.iter().sum::<f64>();
-        let xmax = self.x.iter().copied().fold(0.0, f64::max);
-        (1.0 - xbar / xmax).max(0.0)
-    }
-
-    /// `g(y) = 2h − Σy`.
-    pub fn value(&self) -> f64 {
-        2.0 * self.h - self.y.iter().sum::<f64>()
-    }
-
-    /// `∇g = x − 1`.
-    pub fn gradient(&self) -> Vec<f64> {
-        self.x.iter().map(|x| x - 1.0).collect()
-    }
-
     /// `σ'^{1/2}` (decreasing): the eigenvalues of the Lagrangian
     /// minimizer Σ on W's column space.
     pub(super) fn sqrt_sigma_prime(&self) -> Vec<f64> {
@@ -102,52 +77,6 @@ impl KyFanPoint {
             .map(|a| (self.t..r).map(|j| self.c_hat[(a, j)].powi(2)).sum())
             .collect();
         (c, w)
-    }
-
-    /// `(−∇²g) v = −2 ∇²h v`.
-    pub fn neg_hessian_times(&self, v: &[f64], par: Par) -> Vec<f64> {
-        let all: Vec<usize> = (0..v.len()).collect();
-        self.neg_hessian_times_on(v, &all, par)
-    }
-
-    /// [`Self::neg_hessian_times`] on the rows in `rows` (`v` vanishing
-    /// outside them).
-    fn neg_hessian_times_on(&self, v: &[f64], rows: &[usize], par: Par) -> Vec<f64> {
-        let spectral = spectral_hessian_rows(&self.c_hat, |k, l| self.gamma[(k, l)], v, rows, par);
-        let (c, w) = self.tail_curvature();
-        let wv: f64 = rows.iter().map(|&a| w[a] * v[a]).sum();
-        spectral
-            .into_iter()
-            .zip(&w)
-            .map(|(h, wa)| -2.0 * (h + c * wa * wv))
-            .collect()
-    }
-
-    /// The diagonal of `−∇²g`.
-    pub fn neg_hessian_diagonal(&self, par: Par) -> Vec<f64> {
-        let (c, w) = self.tail_curvature();
-        spectral_hessian_diagonal(&self.c_hat, |k, l| self.gamma[(k, l)], par)
-            .into_iter()
-            .zip(&w)
-            .map(|(h, wa)| -2.0 * (h + c * wa * wa))
-            .collect()
-    }
-
-    /// The point at `τ y`: M scales by τ, h by √τ, x by 1/√τ, Γ by τ^{-3/2}.
-    fn scaled(mut self, tau: f64) -> Self {
-        let rt = tau.sqrt();
-        self.y.iter_mut().for_each(|v| *v *= tau);
-        self.sig.iter_mut().for_each(|v| *v *= tau);
-        self.alpha *= tau;
-        self.h *= rt;
-        self.x.iter_mut().for_each(|v| *v /= rt);
-        let g = tau.powf(-1.5);
-        for j in 0..self.gamma.ncols() {
-            for i in 0..self.gamma.nrows() {
-                self.gamma[(i, j)] *= g;
-            }
-        }
-        self
     }
 }
 
@@ -229,9 +158,11 @@ impl<'a> KyFanDual<'a> {
         let x = row_dots(&weighted, &c_hat);
         let gamma = lewis_gamma(&sig, t, alpha);
         Ok(KyFanPoint {
-            y: y.to_vec(),
-            h,
-            x,
+            base: DualBase {
+                y: y.to_vec(),
+                f: h,
+                x,
+            },
             c_hat,
             q,
             sig,
@@ -257,36 +188,50 @@ impl ConcaveDual for KyFanDual<'_> {
         self.evaluate(y)
     }
 
-    fn multipliers<'b>(&self, point: &'b KyFanPoint) -> &'b [f64] {
-        &point.y
+    fn par(&self) -> Par {
+        self.par
+    }
+}
+
+impl DualEvaluation for KyFanPoint {
+    fn base(&self) -> &DualBase {
+        &self.base
     }
 
-    fn half_value(&self, point: &KyFanPoint) -> f64 {
-        point.h
+    /// `(−∇²g) v = −2 ∇²h v` on the rows in `rows`.
+    fn neg_hessian_times_on(&self, v: &[f64], rows: &[usize], par: Par) -> Vec<f64> {
+        let spectral = spectral_hessian_rows(&self.c_hat, |k, l| self.gamma[(k, l)], v, rows, par);
+        let (c, w) = self.tail_curvature();
+        let wv: f64 = rows.iter().map(|&a| w[a] * v[a]).sum();
+        spectral
+            .into_iter()
+            .zip(&w)
+            .map(|(h, wa)| -2.0 * (h + c * wa * wv))
+            .collect()
     }
 
-    fn gradient(&self, point: &KyFanPoint) -> Vec<f64> {
-        point.gradient()
+    /// The diagonal of `−∇²g`.
+    fn neg_hessian_diagonal(&self, par: Par) -> Vec<f64> {
+        let (c, w) = self.tail_curvature();
+        spectral_hessian_diagonal(&self.c_hat, |k, l| self.gamma[(k, l)], par)
+            .into_iter()
+            .zip(&w)
+            .map(|(h, wa)| -2.0 * (h + c * wa * wa))
+            .collect()
     }
 
-    fn neg_hessian_times(&self, point: &KyFanPoint, v: &[f64], rows: &[usize]) -> Vec<f64> {
-        point.neg_hessian_times_on(v, rows, self.par)
-    }
-
-    fn neg_hessian_diagonal(&self, point: &KyFanPoint) -> Vec<f64> {
-        point.neg_hessian_diagonal(self.par)
-    }
-
-    fn scaled(&self, point: KyFanPoint, t: f64) -> KyFanPoint {
-        point.scaled(t)
-    }
-
-    fn lower_bound(&self, point: &KyFanPoint) -> f64 {
-        point.lower_bound()
-    }
-
-    fn relative_gap(&self, point: &KyFanPoint) -> f64 {
-        point.relative_gap()
+    /// The point at `τ y`: M scales by τ, h by √τ, x by 1/√τ, Γ by τ^{-3/2}.
+    fn scaled(mut self, tau: f64) -> Self {
+        self.base.scale(tau);
+        self.sig.iter_mut().for_each(|v| *v *= tau);
+        self.alpha *= tau;
+        let g = tau.powf(-1.5);
+        for j in 0..self.gamma.ncols() {
+            for i in 0..self.gamma.nrows() {
+                self.gamma[(i, j)] *= g;
+            }
+        }
+        self
     }
 }
 

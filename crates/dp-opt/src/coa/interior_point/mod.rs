@@ -53,6 +53,7 @@ use dp_linalg::{Mat, MatRef, Par, SymmetricEigen};
 use super::dual::certified_lower_bound;
 use crate::Observer;
 use crate::dense::gemm;
+use crate::engine::Termination;
 use crate::report::{BoundSource, Event, Stage};
 use newton_step::{Point, log_barrier_value, newton_step, quadratic_forms, slacks};
 
@@ -125,10 +126,9 @@ pub struct InteriorPointSolve {
     pub multipliers: Vec<f64>,
     /// Newton steps taken.
     pub newton_steps: usize,
-    /// Whether the relative gap met `gap_tolerance`.
-    pub converged: bool,
-    /// Why the run ended.
-    pub reason: String,
+    /// Why the run ended: the relative gap met `gap_tolerance`, the
+    /// Newton step limit, or a numerical failure (stalled).
+    pub termination: Termination,
 }
 
 impl InteriorPointSolve {
@@ -170,25 +170,28 @@ pub fn minimize_trace_inverse(
     let mut best_bound = 0.0;
     let mut best_multipliers = vec![0.0; n];
     let mut steps = 0;
-    let reason;
+    let termination;
     loop {
         let gap = (best_objective - best_bound) / best_objective;
         if gap <= options.gap_tolerance {
-            reason = format!("relative gap {gap:.2e} <= {:.0e}", options.gap_tolerance);
+            let criterion = format!("relative gap {gap:.2e} <= {:.0e}", options.gap_tolerance);
+            termination = Termination::Converged { criterion };
             break;
         }
         if steps >= options.max_newton_steps {
-            reason = format!("Newton step limit ({steps}) at relative gap {gap:.2e}");
+            termination = Termination::MaxIterations { iterations: steps };
             break;
         }
         let multipliers: Vec<f64> = point.slack.iter().map(|s| mu / s).collect();
         let Some(newton) = newton_step(&point, mu, options.kernel_tolerance, par) else {
-            reason = format!("Newton system not positive definite at μ = {mu:.2e}");
+            let reason = format!("Newton system not positive definite at μ = {mu:.2e}");
+            termination = Termination::Stalled { reason };
             break;
         };
         let (lambda, step, decrement) = (&point.lambda, &newton.step, newton.decrement);
         if !decrement.is_finite() {
-            reason = format!("non-finite Newton decrement at μ = {mu:.2e}");
+            let reason = format!("non-finite Newton decrement at μ = {mu:.2e}");
+            termination = Termination::Stalled { reason };
             break;
         }
         if decrement <= options.centering * n as f64 * mu {
@@ -207,7 +210,8 @@ pub fn minimize_trace_inverse(
         let slack_change = quadratic_forms(&point.a, step, par);
         let value0 = log_barrier_value(lambda, step, 0.0, &point.slack, &slack_change, mu);
         let Some(value0) = value0 else {
-            reason = "barrier not finite at the current iterate".into();
+            let reason = "barrier not finite at the current iterate".into();
+            termination = Termination::Stalled { reason };
             break;
         };
         let mut alpha = 1.0;
@@ -222,7 +226,8 @@ pub fn minimize_trace_inverse(
             alpha *= 0.5;
         }
         if !accepted {
-            reason = format!("line search failed at μ = {mu:.2e}");
+            let reason = format!("line search failed at μ = {mu:.2e}");
+            termination = Termination::Stalled { reason };
             break;
         }
         steps += 1;
@@ -234,7 +239,8 @@ pub fn minimize_trace_inverse(
         y_matrix = gemm(t.as_ref(), point.basis.transpose(), par);
         dp_linalg::symmetrize(&mut y_matrix);
         let Some(next) = Point::new(root, &y_matrix, par) else {
-            reason = format!("iterate left the domain at rounding level (μ = {mu:.2e})");
+            let reason = format!("iterate left the domain at rounding level (μ = {mu:.2e})");
+            termination = Termination::Stalled { reason };
             break;
         };
         point = next;
@@ -244,15 +250,13 @@ pub fn minimize_trace_inverse(
             best_strategy = point.strategy(par);
         }
     }
-    let converged = (best_objective - best_bound) / best_objective <= options.gap_tolerance;
     Ok(InteriorPointSolve {
         strategy: best_strategy,
         objective: best_objective,
         lower_bound: best_bound,
         multipliers: best_multipliers,
         newton_steps: steps,
-        converged,
-        reason,
+        termination,
     })
 }
 
@@ -349,7 +353,7 @@ mod tests {
         assert!(root.nrows() < n);
         let options = InteriorPointOptions::default();
         let solved = minimize_trace_inverse(root.as_ref(), None, &options, &mut ()).unwrap();
-        assert!(solved.converged, "{}", solved.reason);
+        assert!(solved.termination.converged(), "{:?}", solved.termination);
         assert!(solved.relative_gap() <= 1e-7);
         let eval =
             dp_core::accuracy::evaluate_strategy(w.as_ref(), solved.strategy.as_ref()).unwrap();
