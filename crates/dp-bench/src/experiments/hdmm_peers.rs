@@ -228,11 +228,7 @@ impl GridExperiment for Peers {
     }
 
     fn grid(&self, cfg: &RunConfig, _: &Setup) -> Vec<Case> {
-        let kinds = if cfg.smoke {
-            &self.kinds[..2]
-        } else {
-            self.kinds
-        };
+        let kinds = cfg.by_scale(&self.kinds[..2], self.kinds, self.kinds);
         kinds
             .iter()
             .flat_map(|&kind| BOTH.map(|privacy| Case { kind, privacy }))
