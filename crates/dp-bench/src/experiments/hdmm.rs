@@ -1,6 +1,7 @@
 //! HDMM (McKenna et al. VLDB 2018), §8: scalability of the structured
-//! optimizers (`hdmm-scalability`) and the census SF1 Persons workload
-//! (`hdmm-census`), through [`dp_opt::multidim::plan_strategy`].
+//! optimizers (`hdmm-scalability`) through
+//! [`dp_opt::multidim::plan_strategy`], and what the side-by-sides of
+//! [`super::hdmm_peers`] share with it.
 //!
 //! Times are wall-clock seconds of one plan (one run, this machine, shared
 //! cores), with the objective it reached; peak memory is the process's
@@ -11,12 +12,10 @@ use dp_core::Result;
 use dp_opt::PrivacyModel;
 use dp_opt::multidim::{PlanOptions, StructuredPlan, plan_strategy};
 use dp_workloads::domain::Domain;
-use dp_workloads::structured::sf1::sf1_persons;
-use dp_workloads::structured::write::write_spec;
 use dp_workloads::structured::{Factor, Queries, QueryGroup, StructuredWorkload};
 
 use super::runner::{Grid, GridExperiment};
-use crate::{Panel, Plot, Point, Progress, RunConfig, Series};
+use crate::{Panel, Plot, Point, Progress, RunConfig, Series, SeriesPoint};
 
 /// Peak resident memory of this process in MiB (`VmHWM`), if readable.
 pub fn peak_memory_mib() -> Option<f64> {
@@ -143,7 +142,24 @@ pub(crate) fn objective_name(p: PrivacyModel) -> &'static str {
     }
 }
 
-const BOTH: [PrivacyModel; 2] = [PrivacyModel::Approx, PrivacyModel::Pure];
+/// Both privacy models, (ε,δ) first.
+pub(crate) const BOTH: [PrivacyModel; 2] = [PrivacyModel::Approx, PrivacyModel::Pure];
+
+/// One series per privacy model, in [`BOTH`]'s order and colours.
+pub(crate) fn by_privacy(
+    markers_only: bool,
+    mut points: impl FnMut(PrivacyModel) -> Vec<SeriesPoint>,
+) -> Vec<Series> {
+    BOTH.into_iter()
+        .enumerate()
+        .map(|(color, privacy)| Series {
+            name: privacy_label(privacy).into(),
+            points: points(privacy),
+            markers_only,
+            color: color + 3,
+        })
+        .collect()
+}
 
 /// `hdmm-scalability`.
 pub(crate) struct Scalability;
@@ -267,21 +283,13 @@ impl GridExperiment for Scalability {
         .enumerate()
         .map(|(panel, title)| Panel {
             title: title.into(),
-            series: BOTH
-                .into_iter()
-                .enumerate()
-                .map(|(color, privacy)| Series {
-                    name: privacy_label(privacy).into(),
-                    points: grid
-                        .iter()
-                        .zip(rows)
-                        .filter(|(p, _)| p.panel == panel && p.privacy == privacy)
-                        .map(|(p, (_, _, r))| (p.v as f64, r.seconds.max(1e-4), None))
-                        .collect(),
-                    markers_only: false,
-                    color: color + 3,
-                })
-                .collect(),
+            series: by_privacy(false, |privacy| {
+                grid.iter()
+                    .zip(rows)
+                    .filter(|(p, _)| p.panel == panel && p.privacy == privacy)
+                    .map(|(p, (_, _, r))| (p.v as f64, r.seconds.max(1e-4), None))
+                    .collect()
+            }),
         })
         .collect();
         Ok((
@@ -294,124 +302,6 @@ impl GridExperiment for Scalability {
                 log_x: true,
                 log_y: true,
                 panels,
-            }],
-        ))
-    }
-}
-
-/// `hdmm-census`.
-pub(crate) struct Census;
-
-/// The experiment.
-pub(crate) const CENSUS: Grid<Census> = Grid::new(
-    "hdmm-census",
-    "HDMM paper, §8: the census SF1 Persons workload, error relative to the identity, both privacy models",
-    Census,
-);
-
-/// What the census run shares.
-pub(crate) struct CensusSetup {
-    w: StructuredWorkload,
-    /// `l1_obj = l2_obj` of the identity strategy.
-    identity: f64,
-    options: PlanOptions,
-}
-
-impl GridExperiment for Census {
-    type Setup = CensusSetup;
-    type Value = PrivacyModel;
-    type Row = Planned;
-
-    fn setup(&self, cfg: &RunConfig, progress: &mut dyn Progress) -> Result<CensusSetup> {
-        let w = sf1_persons()?;
-        let dir = cfg.out.join("hdmm-census");
-        let spec = write_spec(&w, &dir, "sf1_persons")?;
-        progress.note(&format!("workload spec written to {}", spec.display()));
-        Ok(CensusSetup {
-            identity: w.frobenius_squared()?,
-            w,
-            options: PlanOptions {
-                max_rounds: cfg.by_scale(1, 20, 50),
-                ..PlanOptions::default()
-            },
-        })
-    }
-
-    fn grid(&self, _: &RunConfig, _: &CensusSetup) -> Vec<PrivacyModel> {
-        vec![PrivacyModel::Pure, PrivacyModel::Approx]
-    }
-
-    fn measure(
-        &self,
-        s: &mut CensusSetup,
-        &privacy: &PrivacyModel,
-        points: &mut Vec<Point>,
-    ) -> Result<Planned> {
-        let k = f64::from(u8::from(privacy == PrivacyModel::Approx));
-        let point = ("SF1 Persons", "privacy", k);
-        Planned::run(&s.w, privacy, &s.options, point, points)
-    }
-
-    fn describe(&self, _: &PrivacyModel, row: &Planned) -> String {
-        row.describe("SF1 Persons")
-    }
-
-    fn report(
-        &self,
-        s: &CensusSetup,
-        _: &[PrivacyModel],
-        rows: &[Planned],
-    ) -> Result<(String, Vec<Plot>)> {
-        let identity = s.identity;
-        let mut summary = format!(
-            "SF1 Persons ({} cells, {} queries in {} Kronecker products; spec in `sf1_persons.json`), planned by OPT_⊗ \
-             ({} block-coordinate passes at most). One run on this machine (shared cores).\n\n\
-             | privacy | method | objective | identity | ratio to identity | lower bound | seconds | rounds | HDMM (issue 18, same machine, its own SF1 encoding) |\n|---|---|---|---|---|---|---|---|---|\n",
-            s.w.domain().cells_f64(),
-            s.w.num_queries(),
-            s.w.groups().len(),
-            s.options.max_rounds
-        );
-        let mut bars = Vec::new();
-        for (k, r) in rows.iter().enumerate() {
-            let peer = match r.privacy {
-                PrivacyModel::Pure => {
-                    "Kronecker p-Identity: l1_obj 1.149e5 in 0.68 s (identity 1.90e7)"
-                }
-                PrivacyModel::Approx => "Kronecker of its COA port: l2_obj 2.513e4 in 1.87 s",
-            };
-            summary += &format!(
-                "| {} | {} | {:.4e} | {identity:.4e} | {:.4} | {} | {:.2} | {} | {peer} |\n",
-                privacy_label(r.privacy),
-                r.method,
-                r.objective,
-                r.objective / identity,
-                r.bound_cell(),
-                r.seconds,
-                r.rounds
-            );
-            bars.push(Series {
-                name: privacy_label(r.privacy).into(),
-                points: vec![(k as f64 + 1.0, r.objective / identity, None)],
-                markers_only: true,
-                color: k + 3,
-            });
-        }
-        summary += "\nHDMM's SF1 encoding puts race code 0 (no race reported) in \"two or more races\"; here it is in no category \
-            (the published definition), which changes ‖W‖_F² by under 1%.\n";
-        Ok((
-            summary,
-            vec![Plot {
-                file_stem: "ratio".into(),
-                title: "SF1 Persons: objective relative to the identity".into(),
-                x_label: "1 = ε-DP, 2 = (ε,δ)-DP".into(),
-                y_label: "objective / identity".into(),
-                log_x: false,
-                log_y: true,
-                panels: vec![Panel {
-                    title: "SF1 Persons".into(),
-                    series: bars,
-                }],
             }],
         ))
     }

@@ -3,6 +3,7 @@
 mod coa_convergence;
 mod common;
 mod hdmm;
+mod hdmm_peers;
 mod lrm_params;
 mod mechanisms;
 mod mm_range_error;
@@ -37,7 +38,8 @@ pub fn all() -> Vec<Box<dyn Experiment>> {
     );
     out.push(Box::new(coa_convergence::EXPERIMENT));
     out.push(Box::new(hdmm::SCALABILITY));
-    out.push(Box::new(hdmm::CENSUS));
+    out.push(Box::new(hdmm_peers::CENSUS));
+    out.push(Box::new(hdmm_peers::PEERS));
     out.push(Box::new(reconstruction::Scaling));
     out
 }

@@ -188,6 +188,19 @@ pub fn opt_kron(
     privacy: PrivacyModel,
     options: &PlanOptions,
 ) -> Result<StructuredPlan> {
+    opt_kron_against(w, privacy, options, f64::INFINITY)
+}
+
+/// [`opt_kron`] beside a rival strategy of objective `rival`: after a
+/// pass whose objective is more than twice the rival's, no further pass
+/// is made (the plan keeps the rival then; a pass rarely halves the
+/// objective after the first).
+pub(crate) fn opt_kron_against(
+    w: &StructuredWorkload,
+    privacy: PrivacyModel,
+    options: &PlanOptions,
+    rival: f64,
+) -> Result<StructuredPlan> {
     let t = Table::build(w)?;
     let (d, np) = (t.d, t.products());
     // ln tr(G_{i,k} X_i⁺), starting from X_i = I.
@@ -259,7 +272,7 @@ pub fn opt_kron(
             .sum();
         ln_obj = ln_sens2 + log_p.iter().fold(f64::NEG_INFINITY, |a, &b| log_add(a, b));
         let obj = ln_obj.exp();
-        if np == 1 || (previous - obj) <= options.round_tolerance * obj {
+        if np == 1 || (previous - obj) <= options.round_tolerance * obj || obj > 2.0 * rival {
             break;
         }
         previous = obj;
@@ -295,13 +308,14 @@ fn finish(
         groups[t.group[p]].objective += (lp + ln_sens2).exp();
     }
     // Single product: the product of the factor bounds (times c²) bounds
-    // the optimum over every strategy.
+    // the optimum over every strategy; a union, the SVD bound when its
+    // spectrum is structured.
     let lower = if t.products() == 1 {
         sols.iter()
             .map(|s| s.lower)
             .try_fold(t.log_c2[0].exp(), |acc, l| l.map(|l| acc * l))
     } else {
-        None
+        commuting_union_bound(t, &w.domain().shape())
     };
     let sensitivity = sols.iter().map(|s| s.sensitivity).product();
     let strategy = StructuredStrategy {
@@ -329,4 +343,122 @@ fn finish(
         rounds,
         seconds: 0.0,
     })
+}
+
+/// Most eigenvalue classes [`commuting_union_bound`] enumerates.
+const UNION_BOUND_MAX_CLASSES: f64 = 1e7;
+
+/// Per attribute, the joint eigenvalues of its distinct factor Grams when
+/// they commute: `(λ_k for each Gram k, multiplicity)` per class of equal
+/// profiles; `None` when two of them do not commute.
+fn joint_spectrum(grams: &[Mat<f64>]) -> Option<Vec<(Vec<f64>, f64)>> {
+    let n = grams[0].nrows();
+    for (a, ga) in grams.iter().enumerate() {
+        for gb in &grams[a + 1..] {
+            let comm = ga * gb - gb * ga;
+            if comm.norm_l2() > 1e-10 * ga.norm_l2() * gb.norm_l2() {
+                return None;
+            }
+        }
+    }
+    // Commuting symmetric matrices share an eigenbasis: that of a generic
+    // combination of them.
+    let mut combo = Mat::<f64>::zeros(n, n);
+    for (k, g) in grams.iter().enumerate() {
+        combo += g * (1.0 / ((k as f64 + 1.37) * g.norm_l2().max(f64::MIN_POSITIVE)));
+    }
+    let eig = dp_linalg::SymmetricEigen::new(combo.as_ref()).ok()?;
+    let scale: Vec<f64> = grams.iter().map(|g| g.norm_l2()).collect();
+    let mut classes: Vec<(Vec<f64>, f64)> = Vec::new();
+    for j in 0..n {
+        let v = eig.vectors.col(j);
+        let profile: Vec<f64> = grams
+            .iter()
+            .map(|g| {
+                let gv = g * v;
+                (0..n).map(|r| v[r] * gv[r]).sum::<f64>().max(0.0)
+            })
+            .collect();
+        let same = |c: &(Vec<f64>, f64)| {
+            c.0.iter()
+                .zip(&profile)
+                .zip(&scale)
+                .all(|((a, b), s)| (a - b).abs() <= 1e-9 * s)
+        };
+        match classes.iter_mut().find(|c| same(c)) {
+            Some(c) => c.1 += 1.0,
+            None => classes.push((profile, 1.0)),
+        }
+    }
+    Some(classes)
+}
+
+/// The singular value bound `(Σ √λ(WᵀW))²/N` (Li & Miklau; a lower bound on
+/// `l2_obj`, hence on `l1_obj ≥ l2_obj`) of a union whose factor Grams
+/// commute on every attribute: with a joint eigenbasis `Vᵢ` per attribute,
+/// `WᵀW = Σ_p c_p² ⊗ᵢ G_{p,i}` is diagonal in `⊗Vᵢ` with eigenvalues
+/// `Σ_p c_p² Πᵢ λ_{p,i,jᵢ}`, enumerated over classes of equal per-attribute
+/// profiles (the residual spectrum of a marginal workload is the case of
+/// `I` and `11ᵀ`). Eigenvalues below `1e-12·λ_max` are dropped, which only
+/// lowers the bound. `None` when some attribute's Grams do not commute or
+/// the classes exceed [`UNION_BOUND_MAX_CLASSES`].
+fn commuting_union_bound(t: &Table, shape: &[usize]) -> Option<f64> {
+    // Only the Grams some product uses (the table also holds every
+    // attribute's identity and total); `pos[i][k]`: Gram k's place among
+    // them.
+    let mut pos: Vec<Vec<usize>> = t.grams.iter().map(|g| vec![usize::MAX; g.len()]).collect();
+    let mut spectra = Vec::with_capacity(t.d);
+    for (i, grams) in t.grams.iter().enumerate() {
+        let mut used = Vec::new();
+        for k in 0..grams.len() {
+            if (0..t.products()).any(|p| t.idx[p * t.d + i] as usize == k) {
+                pos[i][k] = used.len();
+                used.push(grams[k].clone());
+            }
+        }
+        spectra.push(joint_spectrum(&used)?);
+    }
+    let classes: f64 = spectra.iter().map(|s| s.len() as f64).product();
+    if classes > UNION_BOUND_MAX_CLASSES {
+        return None;
+    }
+    let c2: Vec<f64> = t.log_c2.iter().map(|l| l.exp()).collect();
+    let mut digits = vec![0usize; t.d];
+    let mut values = Vec::with_capacity(classes as usize);
+    loop {
+        let mut lambda = 0.0;
+        for (p, &c) in c2.iter().enumerate() {
+            let mut term = c;
+            for (i, &j) in digits.iter().enumerate() {
+                term *= spectra[i][j].0[pos[i][t.idx[p * t.d + i] as usize]];
+            }
+            lambda += term;
+        }
+        let mult: f64 = digits
+            .iter()
+            .enumerate()
+            .map(|(i, &j)| spectra[i][j].1)
+            .product();
+        values.push((lambda, mult));
+        // Next mixed-radix index.
+        let mut i = t.d;
+        loop {
+            if i == 0 {
+                let top = values.iter().map(|v| v.0).fold(0.0, f64::max);
+                let s: f64 = values
+                    .iter()
+                    .filter(|v| v.0 > 1e-12 * top)
+                    .map(|(l, m)| m * l.sqrt())
+                    .sum();
+                let cells: f64 = shape.iter().map(|&n| n as f64).product();
+                return Some(s * s / cells);
+            }
+            i -= 1;
+            digits[i] += 1;
+            if digits[i] < spectra[i].len() {
+                break;
+            }
+            digits[i] = 0;
+        }
+    }
 }

@@ -19,6 +19,7 @@
 //! Objectives use the normalization of [`crate::PrivacyModel`]:
 //! `l2_obj = Δ₂(A)² tr(WᵀW (AᵀA)⁺)`, `l1_obj` with `Δ₁`.
 
+pub mod evaluate;
 pub mod kron;
 pub mod marginal;
 pub mod opt_m;
@@ -160,7 +161,8 @@ impl Default for PlanOptions {
 /// The best structured strategy this module finds for `workload` under
 /// `privacy`: the residual closed form for (ε,δ) marginal workloads (the
 /// optimum); for ε-DP marginal workloads the better of OPT_M and OPT_⊗ by
-/// objective, certified by the singular value bound (`l1_obj ≥ l2_obj`
+/// objective (OPT_⊗ makes no further pass once it is more than twice
+/// OPT_M's), certified by the singular value bound (`l1_obj ≥ l2_obj`
 /// since `Δ₁ ≥ Δ₂`); OPT_⊗ otherwise.
 pub fn plan_strategy(
     workload: &StructuredWorkload,
@@ -181,7 +183,8 @@ pub fn plan_strategy(
         }
         (PrivacyModel::Pure, Some(weights)) => {
             let m = opt_m::opt_marginals(workload, &weights, &opt_m::OptMOptions::default());
-            let k = kron::opt_kron(workload, privacy, options);
+            let rival = m.as_ref().map_or(f64::INFINITY, |m| m.objective);
+            let k = kron::opt_kron_against(workload, privacy, options, rival);
             let mut best = match (m, k) {
                 (Ok(m), Ok(k)) => {
                     if m.objective <= k.objective {

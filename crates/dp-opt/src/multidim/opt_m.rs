@@ -280,14 +280,23 @@ fn project_simplex(v: &mut [f64]) {
     project_l1_ball(v, 1.0);
 }
 
-/// The starting points: uniform weights on F; every weight on the
-/// maximal sets of F (for the full family, the single marginal on every
-/// used attribute: the identity on them); `options.random_starts` draws of
-/// HDMM's start (uniform on [0, 1), ChaCha8 from `options.seed`). All on
-/// the simplex.
-fn starts(family: &Family, options: &OptMOptions) -> Vec<Vec<f64>> {
+/// The starting points: uniform weights on F; equal weights on the
+/// workload's own marginals; every weight on the maximal sets of F (for
+/// the full family, the single marginal on every used attribute: the
+/// identity on them); `options.random_starts` draws of HDMM's start
+/// (uniform on [0, 1), ChaCha8 from `options.seed`). All on the simplex.
+/// The objective is not convex in θ: the starts reach different local
+/// minima, and the best is kept.
+fn starts(family: &Family, weights: &[(AttrSet, f64)], options: &OptMOptions) -> Vec<Vec<f64>> {
     let size = family.sets.len();
     let mut out = vec![vec![1.0 / size as f64; size]];
+    out.push(
+        family
+            .sets
+            .iter()
+            .map(|s| f64::from(u8::from(weights.iter().any(|(w, _)| w == s))))
+            .collect(),
+    );
     let maximal: Vec<f64> = family
         .sets
         .iter()
@@ -325,7 +334,7 @@ pub fn opt_marginals(
     let shape = w.domain().shape();
     let family = Family::new(&shape, weights, options.full_family_max_attributes)?;
     let mut best: Option<(f64, Vec<f64>, usize)> = None;
-    for start in starts(&family, options) {
+    for start in starts(&family, weights, options) {
         let eval = |theta: &[f64], g: &mut [f64]| -> f64 { family.ln_objective(theta, Some(g)) };
         let run = spg::minimize(eval, project_simplex, start, &options.spg, &mut ());
         if run.value.is_finite() && best.as_ref().is_none_or(|b| run.value < b.0) {

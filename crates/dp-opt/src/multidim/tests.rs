@@ -200,19 +200,7 @@ fn marginal_closed_form_attains_the_dense_svd_bound() {
 
 #[test]
 fn bad_options_are_refused() {
-    let w = StructuredWorkload::new(
-        domain3(),
-        vec![kron_group(
-            "k",
-            1.0,
-            vec![
-                Factor::Identity(5),
-                Factor::Identity(4),
-                Factor::Identity(3),
-            ],
-        )],
-    )
-    .unwrap();
+    let w = kron_union();
     let bad = PlanOptions {
         max_rounds: 0,
         ..PlanOptions::default()
@@ -427,4 +415,113 @@ fn plan_file_keys_factors_in_domain_order() {
         text.find("\"alpha\"").unwrap(),
     );
     assert!(z < a, "{text}");
+}
+
+#[test]
+fn evaluated_kron_and_marginals_strategies_match_dense() {
+    let w = kron_union();
+    for privacy in [PrivacyModel::Approx, PrivacyModel::Pure] {
+        // A Kronecker strategy of explicit (rectangular, full column rank)
+        // factors.
+        let factors: Vec<Mat<f64>> = [5usize, 4, 3]
+            .iter()
+            .map(|&n| Mat::from_fn(n + 2, n, |i, j| 1.0 + ((i * 7 + j * 3) % 5) as f64))
+            .collect();
+        let got = evaluate::kron_objective(&w, &factors, privacy).unwrap();
+        let a = dp_workloads::structured::kron_all(&factors);
+        let want = dense_objective(&w, &a, privacy);
+        assert!((got - want).abs() <= 1e-10 * want, "{got} vs {want}");
+        // OPT_⊗'s own strategy evaluates to its reported objective.
+        let plan = kron::opt_kron(&w, privacy, &PlanOptions::default()).unwrap();
+        let term = &plan.strategy.terms[0];
+        let own: Vec<Mat<f64>> = (0..3).map(|i| plan.strategy.factor(term, i)).collect();
+        let got = evaluate::kron_objective(&w, &own, privacy).unwrap();
+        assert!((got - plan.objective).abs() <= 1e-10 * plan.objective);
+        // A weighted union of marginals on all 8 sets.
+        let sets: Vec<u128> = (0..8).collect();
+        let theta: Vec<f64> = (0..8).map(|k| 0.3 + (k as f64 * 1.3).sin().abs()).collect();
+        let pairs: Vec<(u128, f64)> = sets.iter().copied().zip(theta.iter().copied()).collect();
+        let got = evaluate::marginals_objective(&w, &pairs, privacy).unwrap();
+        let a = dense_marginals_strategy(&w, &sets, &theta);
+        let want = dense_objective(&w, &a, privacy);
+        assert!((got - want).abs() <= 1e-10 * want, "{got} vs {want}");
+    }
+    // Without a marginal covering {a, b}, k1 is not supported.
+    let partial = [(0b110, 1.0), (0b101, 1.0)];
+    let got = evaluate::marginals_objective(&w, &partial, PrivacyModel::Pure).unwrap();
+    assert_eq!(got, f64::INFINITY);
+    let a = dense_marginals_strategy(&w, &[0b110, 0b101], &[1.0; 2]);
+    let eval = evaluate_strategy_gram(w.dense_gram().unwrap().as_ref(), a.as_ref()).unwrap();
+    assert!(!eval.support.supported);
+    // Wrong shapes are refused.
+    let two = vec![Mat::identity(5, 5), Mat::identity(4, 4)];
+    assert!(evaluate::kron_objective(&w, &two, PrivacyModel::Pure).is_err());
+    assert!(evaluate::marginals_objective(&w, &[(0b1000, 1.0)], PrivacyModel::Pure).is_err());
+}
+
+#[test]
+fn opt_m_is_no_worse_than_hdmms_point_on_weighted_census_marginals() {
+    // Weighted marginals on the SF1 domain (sex, hispanic, race,
+    // relationship, age); HDMM's marginals template returned the point
+    // below (its weights on {race, age}, {hispanic, race}, {sex, age},
+    // {sex, hispanic, relationship} and the total). From the uniform start
+    // alone, OPT_M stopped in a worse local minimum.
+    let w = dp_workloads::structured::sf1::census_marginals().unwrap();
+    let weights = w.marginal_weights().unwrap();
+    let family = opt_m::Family::new(&w.domain().shape(), &weights, 16).unwrap();
+    let point = [
+        (0b10100, 0.3566),
+        (0b00110, 0.1416),
+        (0b10001, 0.2782),
+        (0b01011, 0.176),
+        (0, 0.0477),
+    ];
+    let theta: Vec<f64> = family
+        .sets
+        .iter()
+        .map(|s| point.iter().find(|p| p.0 == *s).map_or(0.0, |p| p.1))
+        .collect();
+    let hdmm = family.ln_objective(&theta, None).exp();
+    let m = opt_m::opt_marginals(&w, &weights, &opt_m::OptMOptions::default()).unwrap();
+    assert!(m.objective <= hdmm, "{} > {hdmm}", m.objective);
+    // The same point through the general evaluation.
+    let pairs: Vec<(u128, f64)> = point.to_vec();
+    let general = evaluate::marginals_objective(&w, &pairs, PrivacyModel::Pure).unwrap();
+    assert!((general - hdmm).abs() <= 1e-10 * hdmm);
+    let plan = plan_strategy(&w, PrivacyModel::Pure, &PlanOptions::default()).unwrap();
+    assert_eq!((plan.method, plan.objective), ("opt-m", m.objective));
+}
+
+#[test]
+fn commuting_unions_are_certified_by_their_structured_svd_bound() {
+    // kron_union's first product beside one whose factor Grams commute
+    // with it per attribute (the identity with prefix, all-range with the
+    // identity, the identity with total).
+    let groups = vec![
+        kron_union().groups()[0].clone(),
+        kron_group(
+            "k2",
+            0.7,
+            vec![
+                Factor::Identity(5),
+                Factor::AllRange(4),
+                Factor::Identity(3),
+            ],
+        ),
+    ];
+    let w = StructuredWorkload::new(domain3(), groups).unwrap();
+    let dense = dp_core::svd_lower_bound_from_gram(w.dense_gram().unwrap().as_ref()).unwrap();
+    for privacy in [PrivacyModel::Approx, PrivacyModel::Pure] {
+        let plan = plan_strategy(&w, privacy, &PlanOptions::default()).unwrap();
+        let cert = plan.certificate.unwrap();
+        assert!(
+            (cert.lower_bound - dense).abs() <= 1e-9 * dense,
+            "{} vs {dense}",
+            cert.lower_bound
+        );
+        assert!(cert.lower_bound <= plan.objective);
+    }
+    // Prefix and total on one attribute do not commute: no bound.
+    let plan = plan_strategy(&kron_union(), PrivacyModel::Approx, &PlanOptions::default()).unwrap();
+    assert!(plan.certificate.is_none());
 }

@@ -21,7 +21,7 @@
 
 use dp_linalg::Mat;
 
-use super::{Factor, Queries, QueryGroup, StructuredWorkload};
+use super::{AttrSet, Factor, Queries, QueryGroup, StructuredWorkload};
 use crate::domain::{Domain, SResult};
 
 const SIZES: [(&str, usize); 5] = [
@@ -208,4 +208,29 @@ pub fn sf1_persons() -> SResult<StructuredWorkload> {
         }
     }
     StructuredWorkload::new(domain, groups)
+}
+
+/// Weighted marginals on the SF1 Persons domain (sex, hispanic, race,
+/// relationship, age), a census-style marginal workload of mixed weights
+/// for the side-by-sides with HDMM: sex × age (weight 2), hispanic × race
+/// (1), race × age (0.5), relationship (1), sex × hispanic × relationship
+/// (1.5) and the total (3), one group each, labelled by the attribute mask.
+pub fn census_marginals() -> SResult<StructuredWorkload> {
+    let weighted: [(AttrSet, f64); 6] = [
+        (0b10001, 2.0),
+        (0b00110, 1.0),
+        (0b10100, 0.5),
+        (0b01000, 1.0),
+        (0b01011, 1.5),
+        (0, 3.0),
+    ];
+    let groups = weighted
+        .iter()
+        .map(|&(s, weight)| QueryGroup {
+            label: format!("m{s:05b}"),
+            weight,
+            queries: Queries::Marginals(vec![s]),
+        })
+        .collect();
+    StructuredWorkload::new(Domain::from_pairs(&SIZES)?, groups)
 }
