@@ -5,31 +5,15 @@
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
 mod common;
+#[path = "../../crates/dpmm/tests/common/flag_values.rs"]
+mod flag_values;
 
 use common::{Run, arg, f64_matrix, tmpdir, xtask};
+use flag_values::{flag_value, in_range};
 use proptest::prelude::*;
 
 fn refused(run: &Run) -> bool {
     run.code == 2 && run.stderr.lines().count() == 1 && run.stderr.starts_with("error: ")
-}
-
-fn in_range(value: &str, lo: f64, hi: f64) -> bool {
-    value.parse::<f64>().is_ok_and(|v| (lo..=hi).contains(&v))
-}
-
-/// Special values, any f64 (two notations), powers of ten, short text.
-fn flag_value() -> impl Strategy<Value = String> {
-    let specials: &'static [&'static str] = &[
-        "NaN", "inf", "-inf", "0", "-0", "1e-310", "-1", "1e308", "1e309", "1e-6", "100", "0.5",
-        "1e-100", "abc", "", "1,5", "--",
-    ];
-    prop_oneof![
-        proptest::sample::select(specials).prop_map(str::to_string),
-        any::<f64>().prop_map(|v| v.to_string()),
-        any::<f64>().prop_map(|v| format!("{v:e}")),
-        (-320i32..320).prop_map(|e| format!("1e{e}")),
-        "[ -~]{0,8}",
-    ]
 }
 
 struct Files {

@@ -122,12 +122,11 @@ impl Ledger {
     /// Creates a new ledger holding `budget`; refuses an existing file.
     pub fn init(path: &Path, budget: LedgerBudget) -> Result<()> {
         budget.check_amount(budget.total())?;
-        let file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(path)
-            .map_err(|e| DpError::Ledger(format!("cannot create {}: {e}", path.display())))?;
-        lock(&file, path)?;
+        let file = open_locked(
+            OpenOptions::new().write(true).create_new(true),
+            path,
+            "create",
+        )?;
         let mut ledger = Self {
             file,
             path: path.to_owned(),
@@ -151,12 +150,7 @@ impl Ledger {
     /// of hashes is intact, the first line is the only `Init`, every
     /// charge is valid and the total never exceeds the budget.
     pub fn open(path: &Path) -> Result<Self> {
-        let file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .open(path)
-            .map_err(|e| DpError::Ledger(format!("cannot open {}: {e}", path.display())))?;
-        lock(&file, path)?;
+        let file = open_locked(OpenOptions::new().read(true).append(true), path, "open")?;
         let corrupt = |n: usize, why: &str| {
             DpError::Ledger(format!(
                 "{} line {n}: {why}; refusing the ledger",
@@ -286,7 +280,13 @@ impl Ledger {
     }
 }
 
-fn lock(file: &File, path: &Path) -> Result<()> {
+/// Opens `path` with `options` and takes its exclusive lock, so that a
+/// second release on the same ledger is refused rather than interleaved;
+/// `verb` names the operation in the error.
+fn open_locked(options: &OpenOptions, path: &Path, verb: &str) -> Result<File> {
+    let file = options
+        .open(path)
+        .map_err(|e| DpError::Ledger(format!("cannot {verb} {}: {e}", path.display())))?;
     file.try_lock().map_err(|e| match e {
         std::fs::TryLockError::WouldBlock => {
             DpError::Ledger(format!("{} is in use by another release", path.display()))
@@ -294,5 +294,6 @@ fn lock(file: &File, path: &Path) -> Result<()> {
         std::fs::TryLockError::Error(e) => {
             DpError::Ledger(format!("cannot lock {}: {e}", path.display()))
         }
-    })
+    })?;
+    Ok(file)
 }

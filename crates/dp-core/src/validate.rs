@@ -98,6 +98,17 @@ pub fn check_vector(what: &str, v: &[f64], expected_len: usize) -> Result<()> {
     Ok(())
 }
 
+/// A histogram of `histogram_cells` cells given to `what` (a strategy or a
+/// workload over `cells` cells) must have exactly that many cells.
+pub fn check_histogram_cells(what: &str, cells: usize, histogram_cells: usize) -> Result<()> {
+    if cells != histogram_cells {
+        return Err(DpError::DimensionMismatch {
+            what: format!("{what} has {cells} cells, the histogram {histogram_cells}"),
+        });
+    }
+    Ok(())
+}
+
 /// Workload and strategy must act on the same domain (same column count).
 pub fn check_same_domain(workload: MatRef<'_, f64>, strategy: MatRef<'_, f64>) -> Result<()> {
     check_same_columns("workload", workload, strategy)

@@ -230,29 +230,32 @@ fn bad_inputs_are_typed_errors() {
     ));
     let mut inf = good.clone();
     inf[(0, 0)] = f64::NEG_INFINITY;
-    assert!(matches!(
-        l2_obj(good.as_ref(), inf.as_ref()),
-        Err(DpError::NonFinite { .. })
-    ));
     let empty = Mat::<f64>::zeros(0, 3);
-    assert!(matches!(
-        l1_obj(empty.as_ref(), good.as_ref()),
-        Err(DpError::Empty { .. })
-    ));
     let zero = Mat::<f64>::zeros(2, 3);
-    assert!(matches!(
-        l1_obj(zero.as_ref(), good.as_ref()),
-        Err(DpError::ZeroMatrix { .. })
-    ));
-    assert!(matches!(
-        l1_obj(good.as_ref(), zero.as_ref()),
-        Err(DpError::ZeroMatrix { .. })
-    ));
     let wrong = Mat::<f64>::identity(4, 4);
-    assert!(matches!(
-        l1_obj(good.as_ref(), wrong.as_ref()),
-        Err(DpError::DimensionMismatch { .. })
-    ));
+    type IsExpected = fn(&DpError) -> bool;
+    let cases: [(&str, Result<f64>, IsExpected); 5] = [
+        ("∞ in A", l2_obj(good.as_ref(), inf.as_ref()), |e| {
+            matches!(e, DpError::NonFinite { .. })
+        }),
+        ("empty W", l1_obj(empty.as_ref(), good.as_ref()), |e| {
+            matches!(e, DpError::Empty { .. })
+        }),
+        ("zero W", l1_obj(zero.as_ref(), good.as_ref()), |e| {
+            matches!(e, DpError::ZeroMatrix { .. })
+        }),
+        ("zero A", l1_obj(good.as_ref(), zero.as_ref()), |e| {
+            matches!(e, DpError::ZeroMatrix { .. })
+        }),
+        (
+            "4×4 A for 3 cells",
+            l1_obj(good.as_ref(), wrong.as_ref()),
+            |e| matches!(e, DpError::DimensionMismatch { .. }),
+        ),
+    ];
+    for (what, got, expected) in cases {
+        assert!(got.as_ref().is_err_and(expected), "{what}: {got:?}");
+    }
     for eps in [0.0, -1.0, 1e-310, 1e3, f64::NAN, f64::INFINITY] {
         assert!(matches!(
             PrivacyBudget::pure(eps),

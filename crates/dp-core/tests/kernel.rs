@@ -218,16 +218,11 @@ fn the_ledger_refuses_an_edited_or_truncated_file() {
 fn matrix_mechanism_monte_carlo_matches_closed_form() {
     let n = 4;
     let prefix = Mat::from_fn(n, n, |i, j| if j <= i { 1.0 } else { 0.0 });
-    let h4 = Mat::from_fn(7, 4, |i, j| {
-        [
-            [1., 1., 1., 1.],
-            [1., 1., 0., 0.],
-            [0., 0., 1., 1.],
-            [1., 0., 0., 0.],
-            [0., 1., 0., 0.],
-            [0., 0., 1., 0.],
-            [0., 0., 0., 1.],
-        ][i][j]
+    // H_4, the binary tree over 4 cells: the total, the two halves, the cells.
+    let h4 = Mat::from_fn(7, 4, |i, j| match i {
+        0 => 1.0,
+        1 | 2 => f64::from(u8::from(j / 2 == i - 1)),
+        _ => f64::from(u8::from(j == i - 3)),
     });
     // Rank 2, supports the workload of pair sums and the total.
     let rank2 = Mat::from_fn(3, 4, |i, j| {

@@ -69,6 +69,11 @@ impl GramSpectrum {
         })
     }
 
+    /// The eigendecomposition itself (eigenvalues ascending, unclamped).
+    pub fn eigen(&self) -> &SymmetricEigen {
+        &self.eig
+    }
+
     /// The eigenvalues, ascending, clamped at zero.
     pub fn values(&self) -> Vec<f64> {
         let mut values: Vec<f64> = self.eig.values.iter().map(|l| l.max(0.0)).collect();

@@ -23,12 +23,14 @@
 //! assert!((trace_of_product(g.as_ref(), inv.as_ref()).unwrap() - 2.0).abs() < 1e-12);
 //! ```
 
+mod bases;
 mod cholesky;
 mod decompositions;
 mod gram_root;
 mod lu;
 mod products;
 
+pub use bases::helmert;
 pub use cholesky::Cholesky;
 pub use decompositions::{
     SymmetricEigen, ThinSvd, default_rank_tolerance, numerical_rank, pseudo_inverse,

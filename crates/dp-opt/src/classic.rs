@@ -25,18 +25,66 @@ fn closed_form(
     Draft::new(build(problem)?, Termination::ClosedForm).finish(problem, start)
 }
 
-/// The identity strategy I_n (noise on the data).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Identity;
+/// A parameterless closed-form strategy: the unit struct, its optimizer
+/// (which builds the strategy with `$build` through [`closed_form`]) and
+/// its registry descriptor `$descriptor`, all from one name.
+macro_rules! closed_form_strategy {
+    (
+        $(#[$doc:meta])* $name:ident, $(#[$ddoc:meta])* $descriptor:ident,
+        $label:literal, $papers:expr, $summary:literal, $build:expr $(,)?
+    ) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, Default)]
+        pub struct $name;
 
-impl StrategyOptimizer for Identity {
-    fn name(&self) -> &'static str {
-        "identity"
-    }
-    fn optimize(&self, problem: &Problem, _observer: &mut dyn Observer) -> Result<Optimized> {
-        closed_form(problem, |p| strategies::identity(p.domain_size()))
-    }
+        impl StrategyOptimizer for $name {
+            fn name(&self) -> &'static str {
+                $label
+            }
+            fn optimize(&self, problem: &Problem, _observer: &mut dyn Observer) -> Result<Optimized> {
+                closed_form(problem, $build)
+            }
+        }
+
+        $(#[$ddoc])*
+        pub const $descriptor: Descriptor =
+            Descriptor::new($label, $papers, $summary, |_| Box::new($name));
+    };
 }
+
+closed_form_strategy!(
+    /// The identity strategy I_n (noise on the data).
+    Identity,
+    /// [`Identity`] in the registry.
+    IDENTITY,
+    "identity",
+    &["LM", "GM"],
+    "identity strategy I_n: noise on every cell (closed form)",
+    |p: &Problem| strategies::identity(p.domain_size()),
+);
+
+closed_form_strategy!(
+    /// The Haar wavelet strategy Y_n.
+    Wavelet,
+    /// [`Wavelet`] in the registry.
+    WAVELET,
+    "wavelet",
+    &["WM"],
+    "Haar wavelet strategy Y_n (closed form)",
+    |p: &Problem| strategies::wavelet(p.domain_size()),
+);
+
+closed_form_strategy!(
+    /// The singular value bound strategy `diag(√σ) Pᵀ` (Theorem 5.25).
+    SvdBound,
+    /// [`SvdBound`] in the registry (a closed form on the Gram's numerically
+    /// nonzero spectrum, left unrepaired).
+    SVDB,
+    "svdb",
+    &["SVDB"],
+    "singular value bound strategy diag(sqrt σ) Pᵀ of WᵀW (closed form)",
+    |p: &Problem| strategies::svd_bound(p.gram()),
+);
 
 /// The hierarchical strategy H_n.
 #[derive(Debug, Clone, Copy)]
@@ -62,40 +110,6 @@ impl StrategyOptimizer for Hierarchical {
     }
 }
 
-/// The Haar wavelet strategy Y_n.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Wavelet;
-
-impl StrategyOptimizer for Wavelet {
-    fn name(&self) -> &'static str {
-        "wavelet"
-    }
-    fn optimize(&self, problem: &Problem, _observer: &mut dyn Observer) -> Result<Optimized> {
-        closed_form(problem, |p| strategies::wavelet(p.domain_size()))
-    }
-}
-
-/// The singular value bound strategy `diag(√σ) Pᵀ` (Theorem 5.25).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct SvdBound;
-
-impl StrategyOptimizer for SvdBound {
-    fn name(&self) -> &'static str {
-        "svdb"
-    }
-    fn optimize(&self, problem: &Problem, _observer: &mut dyn Observer) -> Result<Optimized> {
-        closed_form(problem, |p| strategies::svd_bound(p.gram()))
-    }
-}
-
-/// [`Identity`] in the registry.
-pub const IDENTITY: Descriptor = Descriptor::new(
-    "identity",
-    &["LM", "GM"],
-    "identity strategy I_n: noise on every cell (closed form)",
-    |_| Box::new(Identity),
-);
-
 /// [`Hierarchical`] in the registry (its branching factor is a parameter).
 pub const HIERARCHICAL: Descriptor = Descriptor::new(
     "hierarchical",
@@ -108,20 +122,3 @@ pub const HIERARCHICAL: Descriptor = Descriptor::new(
     },
 )
 .with_params(&[Param::Branching]);
-
-/// [`Wavelet`] in the registry.
-pub const WAVELET: Descriptor = Descriptor::new(
-    "wavelet",
-    &["WM"],
-    "Haar wavelet strategy Y_n (closed form)",
-    |_| Box::new(Wavelet),
-);
-
-/// [`SvdBound`] in the registry (a closed form on the Gram's numerically
-/// nonzero spectrum, left unrepaired).
-pub const SVDB: Descriptor = Descriptor::new(
-    "svdb",
-    &["SVDB"],
-    "singular value bound strategy diag(sqrt σ) Pᵀ of WᵀW (closed form)",
-    |_| Box::new(SvdBound),
-);

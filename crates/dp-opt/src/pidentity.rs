@@ -348,22 +348,6 @@ mod optimizer_tests {
     use super::*;
     use dp_workloads::workload::{AllRange, Workload};
 
-    /// The LRM paper's 3-query example (Yuan et al. 2012, §3): the optimum
-    /// is 39/ε² total (2·l1_obj with Laplace variance 2/ε²), noise on the
-    /// data 40/ε². p-Identity reaches ≤ 39.2/ε², with `Δ₁ = 1` exactly.
-    #[test]
-    fn three_query_example_reaches_the_paper_optimum() {
-        let w = [[0., 2., 1., 1.], [0., 1., 0., 2.], [1., 0., 2., 2.]];
-        let w = Mat::from_fn(3, 4, |i, j| w[i][j]);
-        let pr = Problem::from_workload(w.as_ref(), PrivacyModel::Pure).unwrap();
-        let r = PIdentity::default().optimize(&pr, &mut ()).unwrap();
-        assert!(r.report.converged());
-        assert!(2.0 * r.report.objective <= 39.2, "{}", r.report.objective);
-        assert!(2.0 * r.report.objective >= 39.0 * (1.0 - 1e-9));
-        let d1 = dp_core::sensitivity::sensitivity_l1(r.strategy.as_ref()).unwrap();
-        assert!((d1 - 1.0).abs() < 1e-12, "{d1}");
-    }
-
     /// On all ranges p-Identity beats the identity by a wide margin under
     /// both models, its report matches the recomputed objective, and the
     /// history never increases.

@@ -123,15 +123,7 @@ impl Baseline {
         calibration: GaussianCalibration,
         session: &mut Session,
     ) -> Result<Vec<f64>> {
-        if data.len() != workload.domain_size() {
-            return Err(DpError::DimensionMismatch {
-                what: format!(
-                    "workload has {} cells, histogram {}",
-                    workload.domain_size(),
-                    data.len()
-                ),
-            });
-        }
+        dp_core::validate::check_histogram_cells("workload", workload.domain_size(), data.len())?;
         match self.strategy(workload.domain_size())? {
             None => {
                 self.direct_noise(workload, budget, calibration)?;

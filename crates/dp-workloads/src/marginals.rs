@@ -196,14 +196,8 @@ mod tests {
         let diff = (&g - &g2).norm_l2() / g.norm_l2();
         assert!(diff < 1e-12, "{diff}");
         // The SVD bound matches the dense one, (Σ√λ)²/N over the dense
-        // eigenvalues (rounding-level ones, ≤ 1e-12·λ_max, are zeros whose
-        // square roots would otherwise add ~1e-7 each).
-        let s: f64 = dense
-            .iter()
-            .filter(|&&l| l > 1e-12 * scale)
-            .map(|l| l.sqrt())
-            .sum();
-        let dense_bound = s * s / 24.0;
+        // eigenvalues.
+        let dense_bound = dp_core::svd_lower_bound_from_gram(g.as_ref()).unwrap();
         let b = svd_bound(&domain, &spec).unwrap();
         assert!(
             (b - dense_bound).abs() <= 1e-10 * dense_bound,

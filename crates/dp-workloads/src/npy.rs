@@ -71,25 +71,16 @@ pub fn read_array_from<R: Read>(mut reader: R, path: &Path) -> Result<NpyArray> 
     let len = checked_len(&shape).ok_or_else(|| too_large(path, &shape))?;
     let data: Vec<f64> = match (type_str.type_char(), size) {
         (TypeChar::Float, 8) => read_all::<f64, _>(npy, len, path)?,
-        (TypeChar::Float, 4) => to_f64(read_all::<f32, _>(npy, len, path)?),
-        (TypeChar::Int, 1) => to_f64(read_all::<i8, _>(npy, len, path)?),
-        (TypeChar::Int, 2) => to_f64(read_all::<i16, _>(npy, len, path)?),
-        (TypeChar::Int, 4) => to_f64(read_all::<i32, _>(npy, len, path)?),
-        (TypeChar::Int, 8) => read_all::<i64, _>(npy, len, path)?
-            .into_iter()
-            .map(|v| v as f64)
-            .collect(),
-        (TypeChar::Uint, 1) => to_f64(read_all::<u8, _>(npy, len, path)?),
-        (TypeChar::Uint, 2) => to_f64(read_all::<u16, _>(npy, len, path)?),
-        (TypeChar::Uint, 4) => to_f64(read_all::<u32, _>(npy, len, path)?),
-        (TypeChar::Uint, 8) => read_all::<u64, _>(npy, len, path)?
-            .into_iter()
-            .map(|v| v as f64)
-            .collect(),
-        (TypeChar::Bool, _) => read_all::<bool, _>(npy, len, path)?
-            .into_iter()
-            .map(|v| if v { 1.0 } else { 0.0 })
-            .collect(),
+        (TypeChar::Float, 4) => read_all::<f32, _>(npy, len, path)?,
+        (TypeChar::Int, 1) => read_all::<i8, _>(npy, len, path)?,
+        (TypeChar::Int, 2) => read_all::<i16, _>(npy, len, path)?,
+        (TypeChar::Int, 4) => read_all::<i32, _>(npy, len, path)?,
+        (TypeChar::Int, 8) => read_all::<i64, _>(npy, len, path)?,
+        (TypeChar::Uint, 1) => read_all::<u8, _>(npy, len, path)?,
+        (TypeChar::Uint, 2) => read_all::<u16, _>(npy, len, path)?,
+        (TypeChar::Uint, 4) => read_all::<u32, _>(npy, len, path)?,
+        (TypeChar::Uint, 8) => read_all::<u64, _>(npy, len, path)?,
+        (TypeChar::Bool, _) => read_all::<bool, _>(npy, len, path)?,
         _ => {
             return Err(io_error(
                 path,
@@ -116,23 +107,35 @@ pub fn read_array_from<R: Read>(mut reader: R, path: &Path) -> Result<NpyArray> 
     Ok(NpyArray { shape, data, dtype })
 }
 
-fn to_f64<T: Into<f64>>(v: Vec<T>) -> Vec<f64> {
-    v.into_iter().map(Into::into).collect()
+/// A supported `.npy` cell type and its value as f64: exact, but for
+/// 64-bit integers beyond 2⁵³, which round to the nearest f64; `true` is 1.
+trait Cell: npyz::Deserialize {
+    fn to_f64(self) -> f64;
 }
 
-/// The `len` entries, read one by one: memory grows with the bytes
+macro_rules! cells_converted_by {
+    ($convert:expr; $($t:ty),*) => {
+        $(impl Cell for $t {
+            fn to_f64(self) -> f64 {
+                $convert(self)
+            }
+        })*
+    };
+}
+
+cells_converted_by!(f64::from; f64, f32, i8, i16, i32, u8, u16, u32);
+cells_converted_by!(|v| v as f64; i64, u64);
+cells_converted_by!(|v| f64::from(u8::from(v)); bool);
+
+/// The `len` entries as f64, read one by one: memory grows with the bytes
 /// actually present, never with what the header announces.
-fn read_all<T: npyz::Deserialize, R: Read>(
-    npy: NpyFile<R>,
-    len: usize,
-    path: &Path,
-) -> Result<Vec<T>> {
+fn read_all<T: Cell, R: Read>(npy: NpyFile<R>, len: usize, path: &Path) -> Result<Vec<f64>> {
     let entries = npy
         .data::<T>()
         .map_err(|e| io_error(path, format!("cannot read data ({e})")))?;
     let mut out = Vec::with_capacity(len.min(1 << 16));
     for entry in entries {
-        out.push(entry.map_err(|e| {
+        out.push(Cell::to_f64(entry.map_err(|e| {
             if e.kind() == std::io::ErrorKind::UnexpectedEof {
                 io_error(
                     path,
@@ -141,7 +144,7 @@ fn read_all<T: npyz::Deserialize, R: Read>(
             } else {
                 io_error(path, format!("cannot read data ({e})"))
             }
-        })?);
+        })?));
     }
     Ok(out)
 }

@@ -11,8 +11,10 @@
 //! Query order: entries in spec order; within an entry, Kronecker rows in
 //! row-major order (last attribute fastest); `marginals: {k}` lists the
 //! k-subsets in lexicographic order of domain positions. Matrix factors
-//! (`{"matrix": "file.npy"}`) are relative to the spec file. Domain entries
-//! may carry the records schema's column keys, which are ignored here.
+//! are a file (`{"matrix": "file.npy"}`, relative to the spec file) or
+//! their rows inline (`{"matrix": [[1, 0, 1], …]}`, as a plan file embeds
+//! its workload). Domain entries may carry the records schema's column
+//! keys, which are ignored here.
 
 use std::path::Path;
 
@@ -220,9 +222,12 @@ fn parse_factor(name: &str, size: usize, f: &Value, at: &str, base: &Path) -> SR
         return Factor::ranges(name, size, ranges);
     }
     if let Some(m) = o.get("matrix") {
+        if let Some(rows) = m.as_array() {
+            return Factor::matrix(name, size, inline_matrix(rows, at)?);
+        }
         let file = m
             .as_str()
-            .ok_or_else(|| spec_err(at, "'matrix' must be a file name"))?;
+            .ok_or_else(|| spec_err(at, "'matrix' must be a file name or an array of rows"))?;
         let path = base.join(file);
         let mat = crate::npy::read_matrix(&path).map_err(|e| {
             // The reader's message starts with the path already.
@@ -239,6 +244,28 @@ fn parse_factor(name: &str, size: usize, f: &Value, at: &str, base: &Path) -> SR
         return Factor::matrix(name, size, mat);
     }
     Err(spec_err(at, "expected {\"ranges\": …} or {\"matrix\": …}"))
+}
+
+/// A matrix written as rows of numbers, all of one length (the factor's
+/// own checks, sizes and finiteness, follow in [`Factor::matrix`]).
+fn inline_matrix(rows: &[Value], at: &str) -> SResult<dp_linalg::Mat<f64>> {
+    let bad = || {
+        spec_err(
+            at,
+            "an inline 'matrix' must be rows of numbers, all of one length",
+        )
+    };
+    let cols = rows.first().and_then(Value::as_array).map_or(0, Vec::len);
+    let mut data = Vec::with_capacity(rows.len() * cols);
+    for row in rows {
+        let row = row.as_array().filter(|r| r.len() == cols).ok_or_else(bad)?;
+        for v in row {
+            data.push(v.as_f64().ok_or_else(bad)?);
+        }
+    }
+    Ok(dp_linalg::Mat::from_fn(rows.len(), cols, |i, j| {
+        data[i * cols + j]
+    }))
 }
 
 fn parse_marginal(domain: &Domain, v: &Value, at: &str) -> SResult<AttrSet> {

@@ -260,11 +260,24 @@ fn matrix_files() {
     assert!(
         matches!(parse_spec(&text, &dir), Err(StructuredError::Spec(m)) if m.contains("all zero"))
     );
-    let text = with_queries(r#"[{"kron": {"race": {"matrix": 3}}}]"#);
-    assert!(matches!(
-        parse_spec(&text, &dir),
-        Err(StructuredError::Spec(_))
-    ));
+    // Rows inline read as the same matrix as its file.
+    let rows = [[1.0, 0.0, 2.5], [0.0, -1.0, 1.0]];
+    crate::npy::write_matrix(
+        &dir.join("two.npy"),
+        Mat::from_fn(2, 3, |i, j| rows[i][j]).as_ref(),
+    )
+    .unwrap();
+    let from_file = with_queries(r#"[{"kron": {"race": {"matrix": "two.npy"}}}]"#);
+    let inline = with_queries(r#"[{"kron": {"race": {"matrix": [[1, 0, 2.5], [0, -1, 1]]}}}]"#);
+    let (a, b) = (parse_spec(&from_file, &dir), parse_spec(&inline, &dir));
+    assert_eq!(format!("{:?}", a.unwrap()), format!("{:?}", b.unwrap()));
+    for bad in ["3", "[[1, 0, 1], [1, 0]]", "[[1, 0, \"x\"]]", "[1, 0, 1]"] {
+        let text = with_queries(&format!(r#"[{{"kron": {{"race": {{"matrix": {bad}}}}}}}]"#));
+        assert!(
+            matches!(parse_spec(&text, &dir), Err(StructuredError::Spec(_))),
+            "{bad}"
+        );
+    }
     assert!(matches!(
         load_spec(&dir.join("nope.json")),
         Err(StructuredError::File { .. })

@@ -11,7 +11,7 @@ use std::io::{Read, Write};
 use std::path::Path;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use dpmm_records::{DEFAULT_CELL_LIMIT, Layout, Schema, aggregate_records};
+use dpmm_records::{DEFAULT_CELL_LIMIT, Layout, Rows, Schema, aggregate};
 use flate2::{Compression, write::GzEncoder};
 use generated_records::GeneratedRecords;
 
@@ -52,7 +52,8 @@ fn bench(c: &mut Criterion) {
         group.bench_function(name, |b| {
             b.iter(|| {
                 black_box(
-                    aggregate_records(&input[..], "bench", &schema, layout).expect("valid records"),
+                    aggregate(&input[..], "bench", &schema, layout, Rows::Records)
+                        .expect("valid records"),
                 )
             })
         });

@@ -11,8 +11,8 @@
 //! Each attribute's schema says whether a value outside its domain, a
 //! numeric field that is not a number, and a missing value `drop` the
 //! record or are an `error`. A record is looked at whole: if any attribute says `error`,
-//! reading stops with an error naming the line and column (the first such
-//! attribute in domain order); otherwise, if any says `drop`, the record is
+//! reading stops with an error naming the column and the kind of problem
+//! (the first such attribute in domain order); otherwise, if any says `drop`, the record is
 //! left out of every table. So the outcome does not depend on column order.
 //!
 //! Dropping is a stable transformation (McSherry, "Privacy Integrated
@@ -28,7 +28,8 @@
 //! The result is a [`PrivateCounts`]: no public method returns a count, a
 //! total, or how many rows were read or dropped. It exists to be handed to
 //! the privacy kernel (dp-core), which measures it with noise. Errors name
-//! a line and a column, never a value.
+//! a column and the kind of problem, never a value, a count or a line
+//! number (a line number tells how many records come before).
 
 use std::io::Read;
 use std::path::Path;
@@ -272,12 +273,12 @@ impl PrivateCounts {
     }
 
     #[inline]
-    fn add(&mut self, codes: &[usize], count: u64, line: u64) -> Result<(), RecordsError> {
+    fn add(&mut self, codes: &[usize], count: u64) -> Result<(), RecordsError> {
         for table in &mut self.tables {
             let cell = table.cell(codes);
             table.counts[cell] = table.counts[cell]
                 .checked_add(count)
-                .ok_or(RecordsError::CountOverflow { line })?;
+                .ok_or(RecordsError::CountOverflow)?;
         }
         Ok(())
     }
@@ -338,12 +339,7 @@ impl Reader {
     /// Encodes one row into `codes`; the first `error` outcome in domain
     /// order wins over any `drop`.
     #[inline]
-    fn encode(
-        &self,
-        row: &ByteRecord,
-        line: u64,
-        codes: &mut [usize],
-    ) -> Result<Verdict, RecordsError> {
+    fn encode(&self, row: &ByteRecord, codes: &mut [usize]) -> Result<Verdict, RecordsError> {
         let mut verdict = Verdict::Keep;
         for (i, (encoder, &column)) in self.encoders.iter().zip(&self.columns).enumerate() {
             // The CSV reader rejects rows with another field count than the
@@ -358,32 +354,20 @@ impl Reader {
             };
             match policy {
                 Policy::Drop => verdict = Verdict::Drop,
-                Policy::Error => return Err(self.refusal(i, code, line)),
+                Policy::Error => return Err(self.refusal(i, code)),
             }
         }
         Ok(verdict)
     }
 
-    /// The error for attribute `i` on `line`: names the line, column and
-    /// attribute, never the field.
-    fn refusal(&self, i: usize, code: Code, line: u64) -> RecordsError {
+    /// The error for attribute `i`: names the column, the attribute and
+    /// the kind of problem, never the field or where it is.
+    fn refusal(&self, i: usize, code: Code) -> RecordsError {
         let (column, attribute) = self.names[i].clone();
         match code {
-            Code::Missing => RecordsError::MissingValue {
-                line,
-                column,
-                attribute,
-            },
-            Code::Unparsable => RecordsError::NotANumber {
-                line,
-                column,
-                attribute,
-            },
-            _ => RecordsError::OutsideDomain {
-                line,
-                column,
-                attribute,
-            },
+            Code::Missing => RecordsError::MissingValue { column, attribute },
+            Code::Unparsable => RecordsError::NotANumber { column, attribute },
+            _ => RecordsError::OutsideDomain { column, attribute },
         }
     }
 }
@@ -405,23 +389,19 @@ fn csv_reader<'a, R: Read + 'a>(
         .from_reader(input))
 }
 
-/// Maps a CSV reader error to a [`RecordsError`] without any field content.
+/// Maps a CSV reader error to a [`RecordsError`] without any field
+/// content, field count or position.
 fn csv_error(e: csv::Error, source_name: &str) -> RecordsError {
-    let line = e.position().map_or(0, |p| p.line());
     match e.into_kind() {
         csv::ErrorKind::Io(io) => RecordsError::Io {
             path: source_name.to_string(),
             reason: io.to_string(),
         },
-        csv::ErrorKind::UnequalLengths {
-            expected_len, len, ..
-        } => RecordsError::MalformedRow {
-            line,
-            reason: format!("{len} fields where the header has {expected_len}"),
+        csv::ErrorKind::UnequalLengths { .. } => RecordsError::MalformedRow {
+            reason: "another number of fields than the header",
         },
         _ => RecordsError::MalformedRow {
-            line,
-            reason: "unreadable row".to_string(),
+            reason: "unreadable row",
         },
     }
 }
@@ -457,85 +437,68 @@ fn header(
     Ok(header)
 }
 
-/// Streams CSV records (plain or gzip'ed, with a header) into the counts of
-/// `layout`, applying the schema's policies. `source_name` is used in I/O
-/// error messages only.
-pub fn aggregate_records<'a, R: Read + 'a>(
+/// What one row of the input stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rows {
+    /// Records: each row is one record.
+    Records,
+    /// A pre-aggregated contingency table (`column₁,…,column_k,count`: the
+    /// schema's CSV columns, in any order, plus a [`COUNT_COLUMN`]): each
+    /// row is a group of identical records, as many as its count, read
+    /// with the same validation and policies as records, so dropping a row
+    /// drops each of its records (again a stable transformation).
+    ///
+    /// Such a table comes from one GROUP BY in an engine built for large
+    /// data, e.g. DuckDB:
+    ///
+    /// ```sql
+    /// COPY (SELECT morekids, gender1, gender2, age, afam, hispanic, other, work,
+    ///              count(*) AS count
+    ///       FROM read_csv('records.csv') GROUP BY ALL)
+    /// TO 'table.csv' (HEADER);
+    /// ```
+    ///
+    /// (NULLs are written as empty fields, which the default missing-value
+    /// markers treat as missing.)
+    CountsTable,
+}
+
+/// Streams CSV rows (plain or gzip'ed, with a header) into the counts of
+/// `layout`, applying the schema's policies; `rows` says whether a row is
+/// one record or a group of them. `source_name` is used in I/O error
+/// messages only.
+pub fn aggregate<'a, R: Read + 'a>(
     input: R,
     source_name: &str,
     schema: &Schema,
     layout: &Layout,
-) -> Result<PrivateCounts, RecordsError> {
-    check_layout(schema, layout)?;
-    let mut reader = csv_reader(input, source_name)?;
-    let compiled = Reader::new(schema, &header(&mut reader, source_name)?)?;
-    // Each row is one record.
-    count_rows(reader, source_name, &compiled, layout, |_, _| Ok(1))
-}
-
-/// Streams the rows of `reader` (past its header) into the counts of
-/// `layout`: each row is encoded by `compiled` (whose policies may drop
-/// it) and, when kept, added `multiplicity(row, line)` times.
-fn count_rows<R: Read>(
-    mut reader: csv::Reader<R>,
-    source_name: &str,
-    compiled: &Reader,
-    layout: &Layout,
-    multiplicity: impl Fn(&ByteRecord, u64) -> Result<u64, RecordsError>,
-) -> Result<PrivateCounts, RecordsError> {
-    let mut counts = PrivateCounts::zeros(layout)?;
-    let mut codes = vec![0usize; compiled.columns.len()];
-    let mut row = ByteRecord::new();
-    while reader
-        .read_byte_record(&mut row)
-        .map_err(|e| csv_error(e, source_name))?
-    {
-        let line = row.position().map_or(0, |p| p.line());
-        let count = multiplicity(&row, line)?;
-        if let Verdict::Keep = compiled.encode(&row, line, &mut codes)? {
-            counts.add(&codes, count, line)?;
-        }
-    }
-    Ok(counts)
-}
-
-/// [`aggregate_records`] on a file (gzip detected by its magic bytes).
-pub fn aggregate_records_file(
-    path: &Path,
-    schema: &Schema,
-    layout: &Layout,
-) -> Result<PrivateCounts, RecordsError> {
-    let name = path.display().to_string();
-    aggregate_records(source::open_path(path)?, &name, schema, layout)
-}
-
-/// Reads a pre-aggregated contingency table (`column₁,…,column_k,count`:
-/// the schema's CSV columns, in any order, plus a `count` column) into the
-/// counts of `layout`, with the same validation and policies as records: a
-/// row is one group of identical records, so dropping it drops each of its
-/// records, again a stable transformation.
-///
-/// Such a table comes from one GROUP BY in an engine built for large data,
-/// e.g. DuckDB:
-///
-/// ```sql
-/// COPY (SELECT morekids, gender1, gender2, age, afam, hispanic, other, work,
-///              count(*) AS count
-///       FROM read_csv('records.csv') GROUP BY ALL)
-/// TO 'table.csv' (HEADER);
-/// ```
-///
-/// (NULLs are written as empty fields, which the default missing-value
-/// markers treat as missing.)
-pub fn aggregate_counts_table<'a, R: Read + 'a>(
-    input: R,
-    source_name: &str,
-    schema: &Schema,
-    layout: &Layout,
+    rows: Rows,
 ) -> Result<PrivateCounts, RecordsError> {
     check_layout(schema, layout)?;
     let mut reader = csv_reader(input, source_name)?;
     let header = header(&mut reader, source_name)?;
+    let count_column = match rows {
+        Rows::Records => None,
+        Rows::CountsTable => Some(count_column(schema, &header)?),
+    };
+    let compiled = Reader::new(schema, &header)?;
+    count_rows(reader, source_name, &compiled, layout, count_column)
+}
+
+/// [`aggregate`] on a file (gzip detected by its magic bytes).
+pub fn aggregate_file(
+    path: &Path,
+    schema: &Schema,
+    layout: &Layout,
+    rows: Rows,
+) -> Result<PrivateCounts, RecordsError> {
+    let name = path.display().to_string();
+    aggregate(source::open_path(path)?, &name, schema, layout, rows)
+}
+
+/// The position of the one [`COUNT_COLUMN`] of a counts table's header,
+/// which no attribute may read.
+fn count_column(schema: &Schema, header: &ByteRecord) -> Result<usize, RecordsError> {
     let mut count_columns = header
         .iter()
         .enumerate()
@@ -563,25 +526,41 @@ pub fn aggregate_counts_table<'a, R: Read + 'a>(
             a.name
         )));
     }
-    let compiled = Reader::new(schema, &header)?;
-    // Each row is a group of identical records, as many as its count.
-    count_rows(reader, source_name, &compiled, layout, |row, line| {
-        row.get(count_column)
-            .and_then(|c| std::str::from_utf8(c.trim_ascii()).ok())
-            .filter(|c| !c.is_empty() && c.bytes().all(|b| b.is_ascii_digit()))
-            .and_then(|c| c.parse::<u64>().ok())
-            .ok_or(RecordsError::BadCount { line })
-    })
+    Ok(count_column)
 }
 
-/// [`aggregate_counts_table`] on a file (gzip detected by its magic bytes).
-pub fn aggregate_counts_table_file(
-    path: &Path,
-    schema: &Schema,
+/// Streams the rows of `reader` (past its header) into the counts of
+/// `layout`: each row is encoded by `compiled` (whose policies may drop
+/// it) and, when kept, added once, or as many times as its count in
+/// `count_column` (a counts table).
+fn count_rows<R: Read>(
+    mut reader: csv::Reader<R>,
+    source_name: &str,
+    compiled: &Reader,
     layout: &Layout,
+    count_column: Option<usize>,
 ) -> Result<PrivateCounts, RecordsError> {
-    let name = path.display().to_string();
-    aggregate_counts_table(source::open_path(path)?, &name, schema, layout)
+    let mut counts = PrivateCounts::zeros(layout)?;
+    let mut codes = vec![0usize; compiled.columns.len()];
+    let mut row = ByteRecord::new();
+    while reader
+        .read_byte_record(&mut row)
+        .map_err(|e| csv_error(e, source_name))?
+    {
+        let count = match count_column {
+            None => 1,
+            Some(c) => row
+                .get(c)
+                .and_then(|c| std::str::from_utf8(c.trim_ascii()).ok())
+                .filter(|c| !c.is_empty() && c.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|c| c.parse::<u64>().ok())
+                .ok_or(RecordsError::BadCount)?,
+        };
+        if let Verdict::Keep = compiled.encode(&row, &mut codes)? {
+            counts.add(&codes, count)?;
+        }
+    }
+    Ok(counts)
 }
 
 #[cfg(test)]

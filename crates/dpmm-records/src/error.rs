@@ -2,9 +2,10 @@
 //!
 //! A schema is public (written by a person from a codebook), so schema
 //! errors may quote what the schema says. Record errors are about private
-//! data: they name the line number, the column and the attribute, and
-//! NEVER the offending value, a count, the number of records read or the
-//! number dropped. `tests` in `aggregate` check this on every record error.
+//! data: they name the column, the attribute and the kind of problem, and
+//! NEVER the offending value, a count, the number of records read or
+//! dropped, or the line number (which tells how many records precede the
+//! offending one). `tests` in `aggregate` check this on every record error.
 
 /// Everything that can be wrong with a records schema (DESIGN.md §7).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -194,22 +195,18 @@ pub enum RecordsError {
     EmptyHeaderColumn(usize),
     /// A row the CSV reader cannot split (wrong number of fields, an
     /// unterminated quote).
-    #[error("line {line}: malformed CSV row ({reason})")]
+    #[error("a malformed CSV row ({reason})")]
     MalformedRow {
-        /// 1-based line number.
-        line: u64,
-        /// What is wrong, without any field's content.
-        reason: String,
+        /// What is wrong, without any field's content or count.
+        reason: &'static str,
     },
     /// A value outside the attribute's domain under the `outside: error`
     /// policy.
     #[error(
-        "line {line}, column '{column}': value outside the domain of attribute '{attribute}' \
+        "column '{column}': a value outside the domain of attribute '{attribute}' \
          (policy outside = error)"
     )]
     OutsideDomain {
-        /// 1-based line number.
-        line: u64,
         /// The CSV column.
         column: String,
         /// The attribute.
@@ -218,12 +215,10 @@ pub enum RecordsError {
     /// A numeric field that is not a finite number under the
     /// `unparsable: error` policy.
     #[error(
-        "line {line}, column '{column}': not a number, for attribute '{attribute}' \
+        "column '{column}': a value that is not a number, for attribute '{attribute}' \
          (policy unparsable = error)"
     )]
     NotANumber {
-        /// 1-based line number.
-        line: u64,
         /// The CSV column.
         column: String,
         /// The attribute.
@@ -231,29 +226,24 @@ pub enum RecordsError {
     },
     /// A missing value under the `missing: error` policy.
     #[error(
-        "line {line}, column '{column}': missing value for attribute '{attribute}' \
+        "column '{column}': a missing value for attribute '{attribute}' \
          (policy missing = error)"
     )]
     MissingValue {
-        /// 1-based line number.
-        line: u64,
         /// The CSV column.
         column: String,
         /// The attribute.
         attribute: String,
     },
     /// A counts-table row whose count is not a non-negative integer.
-    #[error("line {line}: the count is not a non-negative integer")]
-    BadCount {
-        /// 1-based line number.
-        line: u64,
-    },
+    #[error(
+        "column '{}': a count that is not a non-negative integer",
+        crate::COUNT_COLUMN
+    )]
+    BadCount,
     /// Counts that do not fit in 64 bits.
-    #[error("line {line}: the counts overflow 64 bits")]
-    CountOverflow {
-        /// 1-based line number.
-        line: u64,
-    },
+    #[error("the counts overflow 64 bits")]
+    CountOverflow,
     /// Tables that need more cells than the configured limit.
     #[error("{cells:.3e} cells needed: more than the limit of {limit} ({what})")]
     TooManyCells {

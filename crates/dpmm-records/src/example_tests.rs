@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use dp_workloads::spec::{k_subsets, load_spec};
 
-use crate::aggregate::{DEFAULT_CELL_LIMIT, Layout, aggregate_records_file};
+use crate::aggregate::{DEFAULT_CELL_LIMIT, Layout, Rows, aggregate_file};
 use crate::schema::Schema;
 
 fn root() -> PathBuf {
@@ -35,7 +35,8 @@ fn the_embedded_fertility_extract_aggregates_under_the_example_schema() {
     assert_eq!(domain.cells_f64(), 50_880.0);
     let data = root().join("datasets/fertility1980.csv.gz");
     let full = Layout::full(domain, DEFAULT_CELL_LIMIT).expect("fits");
-    let counts = aggregate_records_file(&data, &schema, &full).expect("every row is in the domain");
+    let counts =
+        aggregate_file(&data, &schema, &full, Rows::Records).expect("every row is in the domain");
     let x = &counts.tables()[0].counts;
     // Every row is kept: the total is the row count in ../shared/datasets/README.md.
     assert_eq!(x.iter().sum::<u64>(), 254_654);
@@ -50,7 +51,7 @@ fn the_embedded_fertility_extract_aggregates_under_the_example_schema() {
         .flat_map(|i| (i + 1..d).map(move |j| vec![i, j]))
         .collect();
     assert_eq!(layout.tables(), pairs.as_slice());
-    let marginals = aggregate_records_file(&data, &schema, &layout).expect("marginals");
+    let marginals = aggregate_file(&data, &schema, &layout, Rows::Records).expect("marginals");
     let shape = domain.shape();
     for (pair, table) in pairs.iter().zip(marginals.tables()) {
         let (i, j) = (pair[0], pair[1]);
@@ -87,7 +88,8 @@ fn the_cps_extract_aggregates_under_its_binned_schema() {
     }
     let schema = example_schema("cps1988");
     let layout = Layout::full(schema.domain(), DEFAULT_CELL_LIMIT).expect("fits");
-    let counts = aggregate_records_file(&data, &schema, &layout).expect("no row is an error");
+    let counts =
+        aggregate_file(&data, &schema, &layout, Rows::Records).expect("no row is an error");
     let kept: u64 = counts.tables()[0].counts.iter().sum();
     // Brute force: a row is kept when its wage lies in [50, 2500) and its
     // experience in [-5, 70), the two `outside: drop` attributes (education

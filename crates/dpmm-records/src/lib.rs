@@ -16,7 +16,7 @@
 //! the number of records read or dropped.
 //!
 //! ```
-//! use dpmm_records::{Layout, Schema, aggregate_records, DEFAULT_CELL_LIMIT};
+//! use dpmm_records::{Layout, Rows, Schema, aggregate, DEFAULT_CELL_LIMIT};
 //!
 //! let schema = Schema::from_json(r#"{"domain": [
 //!     {"name": "kids", "column": "morekids", "values": ["no", "yes"]},
@@ -28,7 +28,7 @@
 //! let layout = Layout::choose(schema.domain(), &[vec![0], vec![1]], DEFAULT_CELL_LIMIT).unwrap();
 //! assert!(layout.is_full()); // 6 cells fit: the full histogram is kept
 //! let csv = "morekids,age\nyes,27\nno,40\nno,21\n";
-//! let counts = aggregate_records(csv.as_bytes(), "example", &schema, &layout).unwrap();
+//! let counts = aggregate(csv.as_bytes(), "example", &schema, &layout, Rows::Records).unwrap();
 //! // `counts` is opaque: it goes to the privacy kernel, never to a printout.
 //! assert!(counts.layout().is_full());
 //! ```
@@ -44,8 +44,8 @@ pub mod source;
 mod example_tests;
 
 pub use aggregate::{
-    COUNT_COLUMN, DEFAULT_CELL_LIMIT, Layout, MAX_CELL_LIMIT, PrivateCounts,
-    aggregate_counts_table, aggregate_counts_table_file, aggregate_records, aggregate_records_file,
+    COUNT_COLUMN, DEFAULT_CELL_LIMIT, Layout, MAX_CELL_LIMIT, PrivateCounts, Rows, aggregate,
+    aggregate_file,
 };
 pub use draft::{DRAFT_NOTE, SchemaDraft, draft_from_header, draft_from_path};
 pub use error::{RecordsError, SchemaError};

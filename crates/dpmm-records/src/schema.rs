@@ -50,7 +50,8 @@ pub enum Policy {
     /// Leave the record out of every count (a stable transformation: see
     /// [`crate::aggregate`]).
     Drop,
-    /// Stop with an error naming the line and column (never the value).
+    /// Stop with an error naming the column and the kind of problem (never
+    /// the value or the line).
     Error,
 }
 

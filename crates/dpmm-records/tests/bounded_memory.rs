@@ -7,7 +7,7 @@
 #[path = "support/generated_records.rs"]
 mod generated_records;
 
-use dpmm_records::{DEFAULT_CELL_LIMIT, Layout, Schema, aggregate_records};
+use dpmm_records::{DEFAULT_CELL_LIMIT, Layout, Rows, Schema, aggregate};
 use generated_records::GeneratedRecords;
 
 /// Peak resident set size in KiB (`VmHWM` of /proc/self/status).
@@ -29,7 +29,8 @@ fn two_million_records_stream_in_bounded_memory() {
         return; // not Linux: no /proc to read the peak from
     };
     let mut input = GeneratedRecords::new(2_000_000, 7);
-    let counts = aggregate_records(&mut input, "generated", &schema, &layout).expect("valid");
+    let counts =
+        aggregate(&mut input, "generated", &schema, &layout, Rows::Records).expect("valid");
     assert!(counts.layout().is_full());
     let after = peak_rss_kib().expect("readable again");
     let input_kib = (input.bytes / 1024) as u64;

@@ -28,6 +28,12 @@ impl Failure {
         }
     }
 
+    /// Prints the one line on stderr and returns the exit status.
+    pub fn report(&self) -> ExitCode {
+        eprintln!("{self}");
+        self.exit_code()
+    }
+
     /// A bad-input failure whose message is `what: reason` (a path, a
     /// flag) — for the operating system's errors on files the user named.
     pub fn file(what: &std::path::Path, reason: impl fmt::Display) -> Self {
@@ -68,6 +74,18 @@ impl From<SchemaError> for Failure {
 impl From<RecordsError> for Failure {
     fn from(e: RecordsError) -> Self {
         Self::BadInput(e.to_string())
+    }
+}
+
+/// What a failed `clap` parse ends in: `--help` and `--version` print in
+/// full and succeed; a usage error is its first line ([`usage_line`]) and
+/// status 2.
+pub fn parse_exit(e: &clap::Error) -> ExitCode {
+    if e.use_stderr() {
+        usage_line(e).report()
+    } else {
+        let _ = e.print();
+        ExitCode::SUCCESS
     }
 }
 

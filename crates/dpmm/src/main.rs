@@ -98,24 +98,8 @@ fn main() -> ExitCode {
         eprintln!("{message}");
         std::process::exit(1);
     }));
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
-        // --help and --version print in full and succeed.
-        Err(e) if !e.use_stderr() => {
-            let _ = e.print();
-            return ExitCode::SUCCESS;
-        }
-        Err(e) => {
-            let failure = failure::usage_line(&e);
-            eprintln!("{failure}");
-            return failure.exit_code();
-        }
-    };
-    match run(cli) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(failure) => {
-            eprintln!("{failure}");
-            failure.exit_code()
-        }
+    match Cli::try_parse() {
+        Ok(cli) => run(cli).map_or_else(|failure| failure.report(), |()| ExitCode::SUCCESS),
+        Err(e) => failure::parse_exit(&e),
     }
 }

@@ -3,8 +3,10 @@
 //! the plan file (DESIGN.md §7) and print the expected error of every
 //! query group with the certificate.
 //!
-//! The work is [`plan::plan_spec_to_file`], the same function `cargo
-//! xtask plan` calls. Under `--privacy approx` the errors are those of the
+//! The planning is [`plan::plan_spec`], as in `cargo xtask plan`; the plan
+//! file is [`plan::plan_file`] plus the workload spec itself (matrix
+//! factors inline, [`crate::release_plan::embedded_spec`]), so that `dpmm
+//! release --plan` needs nothing else to know the queries. Under `--privacy approx` the errors are those of the
 //! release path: discrete Gaussian noise at the zCDP budget ρ whose exact
 //! conversion (Canonne, Kamath and Steinke 2020, Corollary 13) is (ε,δ)-DP,
 //! `σ = Δ₂/√(2ρ)`; under `pure`, Laplace noise of scale `Δ₁/ε` (variance
@@ -23,6 +25,7 @@ use dp_opt::multidim::plan::{self, PlanReport};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::failure::Failure;
+use crate::release_plan;
 
 /// The privacy model of `--privacy`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -78,15 +81,23 @@ impl PlanArgs {
 pub fn run(args: &PlanArgs) -> Result<(), Failure> {
     let budget = args.budget()?;
     let spinner = Spinner::start("planning");
-    let report = plan::plan_spec_to_file(
+    let planned = plan::plan_spec(
         &args.workload,
         budget,
         GaussianCalibration::Zcdp,
         &PlanOptions::default(),
-        Some(&args.out),
     );
     spinner.finish();
-    let report = report?;
+    let (workload, plan, report) = planned?;
+    // After planning, which has validated the spec and its matrix files.
+    let spec = release_plan::embedded_spec(&args.workload).map_err(Failure::BadInput)?;
+    let mut file = serde_json::to_value(plan::plan_file(&workload, &plan))
+        .map_err(|e| Failure::Internal(format!("cannot format the plan file: {e}")))?;
+    if let Some(obj) = file.as_object_mut() {
+        obj.insert("workload".into(), spec);
+    }
+    crate::release::write_atomically(&args.out, format!("{file}\n").as_bytes())
+        .map_err(Failure::BadInput)?;
     let text = if args.json {
         json_report(&report, args)?
     } else {
@@ -203,15 +214,20 @@ mod tests {
 
     #[test]
     fn four_significant_digits() {
-        assert_eq!(sig(0.0), "0");
-        assert_eq!(sig(12.3456), "12.35");
-        assert_eq!(sig(1234.56), "1235");
-        assert_eq!(sig(4.0), "4");
-        assert_eq!(sig(0.012346), "0.01235");
-        assert_eq!(sig(2.5e7), "25000000");
-        assert_eq!(sig(2.5e7 + 0.5), "2.500e7");
-        assert_eq!(sig(-3.0), "-3");
-        assert_eq!(sig(1e15), "1.000e15");
-        assert_eq!(sig(1.5e-7), "1.500e-7");
+        let cases = [
+            (0.0, "0"),
+            (12.3456, "12.35"),
+            (1234.56, "1235"),
+            (4.0, "4"),
+            (0.012346, "0.01235"),
+            (2.5e7, "25000000"),
+            (2.5e7 + 0.5, "2.500e7"),
+            (-3.0, "-3"),
+            (1e15, "1.000e15"),
+            (1.5e-7, "1.500e-7"),
+        ];
+        for (x, shown) in cases {
+            assert_eq!(sig(x), shown, "{x:e}");
+        }
     }
 }

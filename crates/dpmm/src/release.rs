@@ -4,8 +4,9 @@
 //! nothing and writes nothing:
 //!
 //! 1. Validate everything that does not read the data: ε (and δ), the
-//!    schema, the workload spec against the schema's domain, the plan
-//!    (optimized now, or read from `--plan`), the quantized strategy, a
+//!    schema, the workload (its spec, or the one a `--plan` file carries)
+//!    against the schema's domain, the plan (optimized now, or read from
+//!    `--plan`), the quantized strategy, a
 //!    dry-run reconstruction (the workload must lie in the strategy's row
 //!    space), the ledger (opened, locked, its hash chain verified, enough
 //!    budget left).
@@ -34,7 +35,7 @@ use dp_opt::multidim::{PlanOptions, plan_strategy};
 use dp_workloads::spec::load_spec;
 use dp_workloads::structured::StructuredWorkload;
 use dpmm_records::{
-    DEFAULT_CELL_LIMIT, Layout, PrivateCounts, Schema, aggregate_counts_table, aggregate_records,
+    DEFAULT_CELL_LIMIT, Layout, PrivateCounts, Rows, Schema, aggregate as aggregate_rows,
 };
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::json;
@@ -57,11 +58,13 @@ pub struct ReleaseArgs {
     /// The records schema (columns and public domains, DESIGN.md §7).
     #[arg(long)]
     pub schema: PathBuf,
-    /// The workload spec: the queries to answer, in this order.
+    /// The workload spec: the queries to answer, in this order (optional
+    /// with `--plan`, whose file carries the spec it was planned for).
     #[arg(long, required_unless_present = "plan")]
     pub workload: Option<PathBuf>,
     /// A plan file (from `dpmm plan`) to measure instead of optimizing now;
-    /// the queries still come from `--workload`.
+    /// its domain must be the schema's. The queries are `--workload`'s when
+    /// given (the strategy must support them), else the plan's own.
     #[arg(long)]
     pub plan: Option<PathBuf>,
     /// ε of this release.
@@ -140,22 +143,28 @@ fn prepare(args: &ReleaseArgs) -> Result<Prepared, String> {
         None => (Cost::Epsilon(epsilon), PrivacyModel::Pure),
     };
     let schema = Schema::from_path(&args.schema).map_err(text)?;
-    let spec = args
-        .workload
-        .as_ref()
-        .ok_or("a plan carries no queries: give the workload spec with --workload too")?;
-    let workload = load_spec(spec).map_err(text)?;
-    if workload.domain() != schema.domain() {
-        return Err(format!(
-            "{}: its domain (names and sizes, in order) is not the schema's",
-            spec.display()
-        ));
-    }
-    let strategy = match &args.plan {
-        Some(path) => Strategy::from_file(path, &schema)?,
-        None => Strategy::from_plan(
-            &plan_strategy(&workload, model, &PlanOptions::default()).map_err(text)?,
-        ),
+    let (workload, strategy) = match &args.plan {
+        Some(path) => {
+            let (strategy, embedded) = Strategy::from_file(path, &schema)?;
+            let workload = match (&args.workload, embedded) {
+                (Some(spec), _) => load_workload(spec, &schema)?,
+                (None, Some(w)) => w,
+                (None, None) => {
+                    return Err(format!(
+                        "{}: the plan file carries no workload (plans from `cargo xtask plan` \
+                         do not): give the workload spec with --workload",
+                        path.display()
+                    ));
+                }
+            };
+            (workload, strategy)
+        }
+        None => {
+            let spec = args.workload.as_ref().ok_or("give --workload or --plan")?;
+            let workload = load_workload(spec, &schema)?;
+            let plan = plan_strategy(&workload, model, &PlanOptions::default()).map_err(text)?;
+            (workload, Strategy::from_plan(&plan))
+        }
     };
     let shape = schema.domain().shape();
     let kernel_strategy =
@@ -197,6 +206,18 @@ fn prepare(args: &ReleaseArgs) -> Result<Prepared, String> {
     })
 }
 
+/// The workload spec at `spec`, which must be on the schema's domain.
+fn load_workload(spec: &Path, schema: &Schema) -> Result<StructuredWorkload, String> {
+    let workload = load_spec(spec).map_err(text)?;
+    if workload.domain() != schema.domain() {
+        return Err(format!(
+            "{}: its domain (names and sizes, in order) is not the schema's",
+            spec.display()
+        ));
+    }
+    Ok(workload)
+}
+
 /// A reader that advances a progress bar by the bytes it reads.
 struct Progress<R> {
     inner: R,
@@ -212,9 +233,9 @@ impl<R: Read> Read for Progress<R> {
 }
 
 fn aggregate(args: &ReleaseArgs, p: &Prepared) -> Result<PrivateCounts, String> {
-    let (path, is_table) = match (&args.data, &args.counts) {
-        (Some(d), None) => (d, false),
-        (None, Some(c)) => (c, true),
+    let (path, rows) = match (&args.data, &args.counts) {
+        (Some(d), None) => (d, Rows::Records),
+        (None, Some(c)) => (c, Rows::CountsTable),
         _ => return Err("give exactly one of --data and --counts".into()),
     };
     let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -228,16 +249,11 @@ fn aggregate(args: &ReleaseArgs, p: &Prepared) -> Result<PrivateCounts, String> 
         bar: bar.clone(),
     };
     let name = path.display().to_string();
-    let counts = if is_table {
-        aggregate_counts_table(input, &name, &p.schema, &p.layout)
-    } else {
-        aggregate_records(input, &name, &p.schema, &p.layout)
-    };
+    let counts = aggregate_rows(input, &name, &p.schema, &p.layout, rows);
     bar.finish_and_clear();
     counts.map_err(text)
 }
 
-/// Writes `bytes` to a temporary file beside `path`, fsync'ed; returns it.
 /// Refuses an output path that is a directory or names one of the inputs
 /// (the ledger above all: renaming the answers over it would erase the
 /// record of what was spent).
@@ -278,6 +294,17 @@ fn sidecar_path(out: &Path) -> PathBuf {
     PathBuf::from(format!("{}.json", out.display()))
 }
 
+/// Writes `bytes` to `path` through a temporary file renamed into place,
+/// so that `path` is never left half-written.
+pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    let tmp = write_temp(path, bytes)?;
+    std::fs::rename(&tmp, path).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        format!("{}: {e}", path.display())
+    })
+}
+
+/// Writes `bytes` to a temporary file beside `path`, fsync'ed; returns it.
 fn write_temp(path: &Path, bytes: &[u8]) -> Result<PathBuf, String> {
     let name = path
         .file_name()

@@ -1,12 +1,14 @@
 //! What `dpmm release` needs besides the data: the strategy (planned now
-//! or read from a plan file, DESIGN.md §7) and a readable description of
-//! every workload query, built from the schema.
+//! or read from a plan file, DESIGN.md §7), the workload (from its spec,
+//! or the one `dpmm plan` embedded in the plan file) and a readable
+//! description of every workload query, built from the schema.
 
 use std::path::Path;
 
 use dp_core::kernel::SparseTerm;
 use dp_linalg::Mat;
 use dp_opt::multidim::StructuredPlan;
+use dp_workloads::spec::parse_spec;
 use dp_workloads::structured::{Factor, StructuredWorkload};
 use dpmm_records::{Encoding, Schema};
 use serde_json::Value;
@@ -38,8 +40,13 @@ impl Strategy {
     }
 
     /// Reads a plan file written by `dpmm plan` / `cargo xtask plan`; its
-    /// domain must be the schema's (names and sizes, in order).
-    pub fn from_file(path: &Path, schema: &Schema) -> Result<Self, String> {
+    /// domain must be the schema's (names and sizes, in order). Also
+    /// returns the workload the file embeds (`dpmm plan` writes it; `cargo
+    /// xtask plan` does not), which must be on the same domain.
+    pub fn from_file(
+        path: &Path,
+        schema: &Schema,
+    ) -> Result<(Self, Option<StructuredWorkload>), String> {
         let at = |what: &str| format!("{}: {what}", path.display());
         let text = std::fs::read_to_string(path).map_err(|e| at(&e.to_string()))?;
         let root: Value = serde_json::from_str(&text).map_err(|e| at(&format!("not JSON: {e}")))?;
@@ -83,8 +90,19 @@ impl Strategy {
             fs.sort_by_key(|(p, _)| *p);
             out.push((weight, fs));
         }
+        let workload = match root.get("workload") {
+            None => None,
+            Some(spec) => {
+                let w = parse_spec(&spec.to_string(), path.parent().unwrap_or(Path::new(".")))
+                    .map_err(|e| at(&format!("workload: {e}")))?;
+                if w.domain() != schema.domain() {
+                    return Err(at("the embedded workload's domain is not the schema's"));
+                }
+                Some(w)
+            }
+        };
         let num = |key: &str| root.get(key).and_then(Value::as_f64);
-        Ok(Self {
+        let strategy = Self {
             terms: out,
             method: "plan file".into(),
             privacy: root
@@ -94,7 +112,8 @@ impl Strategy {
                 .to_string(),
             objective: num("objective"),
             lower_bound: num("lower_bound"),
-        })
+        };
+        Ok((strategy, workload))
     }
 
     /// The attribute sets the measurement reads: the supports that are not
@@ -116,6 +135,34 @@ impl Strategy {
         }
         out
     }
+}
+
+/// The workload spec at `path` as JSON with every matrix factor's rows
+/// inline instead of its `.npy` file (the plan file embeds it: a file that
+/// stands alone). Only the JSON is read and rewritten here; the spec is
+/// validated by the planning that follows.
+pub fn embedded_spec(path: &Path) -> Result<Value, String> {
+    let at = |what: &dyn std::fmt::Display| format!("{}: {what}", path.display());
+    let text = std::fs::read_to_string(path).map_err(|e| at(&e))?;
+    let mut spec: Value = serde_json::from_str(&text).map_err(|e| at(&e))?;
+    let base = path.parent().unwrap_or(Path::new("."));
+    let queries = spec.get_mut("queries").and_then(Value::as_array_mut);
+    let krons = queries
+        .into_iter()
+        .flatten()
+        .filter_map(|q| q.get_mut("kron").and_then(Value::as_object_mut));
+    for factor in krons.flat_map(|k| k.values_mut()) {
+        let Some(file) = factor.get("matrix").and_then(Value::as_str) else {
+            continue;
+        };
+        let file = base.join(file);
+        let m = dp_workloads::npy::read_matrix(&file).map_err(|e| e.to_string())?;
+        let rows: Vec<Vec<f64>> = (0..m.nrows())
+            .map(|i| (0..m.ncols()).map(|j| m[(i, j)]).collect())
+            .collect();
+        factor["matrix"] = serde_json::json!(rows);
+    }
+    Ok(spec)
 }
 
 fn matrix(rows: &Value, size: usize) -> Result<Mat<f64>, String> {

@@ -6,11 +6,13 @@
 
 mod common;
 
-use common::{arg, dpmm, scratch_dir};
+use std::path::Path;
+
+use common::{Run, arg, dpmm, scratch_dir};
 use serde_json::Value;
 
 /// A `rows × cols` matrix of ones as `.npy`.
-fn ones_npy(path: &std::path::Path, rows: usize, cols: usize) {
+fn ones_npy(path: &Path, rows: usize, cols: usize) {
     let ones = dp_linalg::Mat::from_fn(rows, cols, |_, _| 1.0);
     dp_workloads::npy::write_matrix(path, ones.as_ref()).unwrap();
 }
@@ -21,65 +23,48 @@ fn spec(domain: &str, queries: &str) -> String {
     format!(r#"{{"domain": {domain}, "queries": {queries}}}"#)
 }
 
+/// Two attributes named `a`.
+const TWICE_A: &str = r#"[{"name": "a", "size": 3}, {"name": "a", "size": 2}]"#;
+/// An attribute of size 0.
+const EMPTY_A: &str = r#"[{"name": "a", "size": 0}]"#;
+
+/// Malformed specs: (name, domain, queries), one a line.
+#[rustfmt::skip]
+const BAD_SPECS: &[(&str, &str, &str)] = &[
+    ("unknown attribute", AB, r#"[{"kron": {"zzz": "identity"}}]"#),
+    ("unknown marginal attribute", AB, r#"[{"marginal": ["a", "c"]}]"#),
+    ("size mismatch", AB, r#"[{"kron": {"b": {"matrix": "ones_2x3.npy"}}}]"#),
+    ("reversed range", AB, r#"[{"kron": {"a": {"ranges": [[2, 1]]}}}]"#),
+    ("range outside", AB, r#"[{"kron": {"b": {"ranges": [[0, 4]]}}}]"#),
+    ("negative range", AB, r#"[{"kron": {"b": {"ranges": [[-1, 2]]}}}]"#),
+    ("missing npy file", AB, r#"[{"kron": {"a": {"matrix": "nope.npy"}}}]"#),
+    ("duplicate names", TWICE_A, "[]"),
+    ("zero size", EMPTY_A, r#"[{"kron": {}}]"#),
+    ("unknown factor", AB, r#"[{"kron": {"a": "diagonal"}}]"#),
+    ("bad weight", AB, r#"[{"kron": {}, "weight": -1}]"#),
+    ("k too large", AB, r#"[{"marginals": {"k": 3}}]"#),
+    ("no queries", AB, "[]"),
+];
+
 /// The malformed cases: (name, spec text or None for a missing file).
 fn cases() -> Vec<(&'static str, Option<String>)> {
-    vec![
-        (
-            "unknown attribute",
-            Some(spec(AB, r#"[{"kron": {"zzz": "identity"}}]"#)),
-        ),
-        (
-            "unknown marginal attribute",
-            Some(spec(AB, r#"[{"marginal": ["a", "c"]}]"#)),
-        ),
-        (
-            "size mismatch",
-            Some(spec(AB, r#"[{"kron": {"b": {"matrix": "ones_2x3.npy"}}}]"#)),
-        ),
-        (
-            "reversed range",
-            Some(spec(AB, r#"[{"kron": {"a": {"ranges": [[2, 1]]}}}]"#)),
-        ),
-        (
-            "range outside",
-            Some(spec(AB, r#"[{"kron": {"b": {"ranges": [[0, 4]]}}}]"#)),
-        ),
-        (
-            "negative range",
-            Some(spec(AB, r#"[{"kron": {"b": {"ranges": [[-1, 2]]}}}]"#)),
-        ),
-        (
-            "missing npy file",
-            Some(spec(AB, r#"[{"kron": {"a": {"matrix": "nope.npy"}}}]"#)),
-        ),
-        (
-            "duplicate names",
-            Some(spec(
-                r#"[{"name": "a", "size": 3}, {"name": "a", "size": 2}]"#,
-                "[]",
-            )),
-        ),
-        (
-            "zero size",
-            Some(spec(r#"[{"name": "a", "size": 0}]"#, r#"[{"kron": {}}]"#)),
-        ),
-        (
-            "unknown factor",
-            Some(spec(AB, r#"[{"kron": {"a": "diagonal"}}]"#)),
-        ),
-        (
-            "bad weight",
-            Some(spec(AB, r#"[{"kron": {}, "weight": -1}]"#)),
-        ),
-        (
-            "k too large",
-            Some(spec(AB, r#"[{"marginals": {"k": 3}}]"#)),
-        ),
-        ("no queries", Some(spec(AB, "[]"))),
-        ("not json", Some("{\"domain\": [".into())),
-        ("missing spec file", None),
-    ]
+    let mut cases: Vec<_> = BAD_SPECS
+        .iter()
+        .map(|&(name, domain, queries)| (name, Some(spec(domain, queries))))
+        .collect();
+    cases.push(("not json", Some("{\"domain\": [".into())));
+    cases.push(("missing spec file", None));
+    cases
 }
+
+/// `dpmm plan` on the spec at `path`, writing `out`, with `more` flags.
+fn plan(path: &Path, out: &Path, more: &[&str]) -> Run {
+    let args = ["plan", "--workload", arg(path), "--out", arg(out)];
+    dpmm(&[&args[..], more].concat())
+}
+
+/// The (ε, δ) flags of the tests' approx plans.
+const APPROX: &[&str] = &["--privacy", "approx", "--epsilon", "1", "--delta", "1e-6"];
 
 #[test]
 fn every_malformed_spec_is_one_line_and_exit_2() {
@@ -96,14 +81,7 @@ fn every_malformed_spec_is_one_line_and_exit_2() {
         }
         let out = dir.join(format!("plan{i}.json"));
         let _ = std::fs::remove_file(&out);
-        let args = ["plan", "--workload", arg(&path), "--out", arg(&out)];
-        let run = dpmm(
-            &[
-                &args[..],
-                &["--privacy", "approx", "--epsilon", "1", "--delta", "1e-6"],
-            ]
-            .concat(),
-        );
+        let run = plan(&path, &out, APPROX);
         assert!(run.is_refusal(), "{name}: {run:?}");
         assert!(!out.exists(), "{name}: a plan file was written");
         let dir_text = format!("{}{}", dir.display(), std::path::MAIN_SEPARATOR);
@@ -132,16 +110,11 @@ fn a_domain_beyond_u64_plans_without_cell_indices() {
         &["pure", "--epsilon", "1"][..],
         &["approx", "--epsilon", "1", "--delta", "1e-9"],
     ] {
-        let args = [
-            "plan",
-            "--workload",
-            arg(&path),
-            "--out",
-            arg(&out),
-            "--json",
-            "--privacy",
-        ];
-        let run = dpmm(&[&args[..], privacy].concat());
+        let run = plan(
+            &path,
+            &out,
+            &[&["--json", "--privacy"][..], privacy].concat(),
+        );
         assert_eq!(run.code, 0, "{privacy:?}: {}", run.stderr);
         let report: Value = serde_json::from_str(&run.stdout).unwrap();
         let cells = report["cells"].as_f64().unwrap();
@@ -174,21 +147,7 @@ fn json_report_of_a_small_marginal_spec() {
     let queries = r#"[{"marginals": {"k": 1}}, {"marginal": ["a", "b"], "weight": 2}]"#;
     std::fs::write(&path, spec(AB, queries)).unwrap();
     let out = dir.join("plan.json");
-    let args = [
-        "plan",
-        "--workload",
-        arg(&path),
-        "--out",
-        arg(&out),
-        "--json",
-    ];
-    let run = dpmm(
-        &[
-            &args[..],
-            &["--privacy", "approx", "--epsilon", "1", "--delta", "1e-6"],
-        ]
-        .concat(),
-    );
+    let run = plan(&path, &out, &[&["--json"][..], APPROX].concat());
     assert_eq!(run.code, 0, "{}", run.stderr);
     let mut report: Value = serde_json::from_str(&run.stdout).unwrap();
     let obj = report.as_object_mut().unwrap();

@@ -5,8 +5,11 @@
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
 mod common;
+#[path = "common/flag_values.rs"]
+mod flag_values;
 
 use common::{Run, arg, dpmm, scratch_dir};
+use flag_values::{flag_value, in_range};
 use proptest::prelude::*;
 
 const SPEC: &str = r#"{"domain": [{"name": "a", "size": 3}, {"name": "b", "size": 2}],
@@ -25,11 +28,6 @@ fn plan(test: &str, privacy: &str, epsilon: &str, delta: Option<&str>) -> Run {
         args.extend(["--delta", d]);
     }
     dpmm(&args)
-}
-
-/// The documented ranges (dp_core::kernel::accounting).
-fn in_range(value: &str, lo: f64, hi: f64) -> bool {
-    value.parse::<f64>().is_ok_and(|v| (lo..=hi).contains(&v))
 }
 
 #[test]
@@ -59,48 +57,6 @@ fn the_issue_19_bar_values_are_refused_with_one_line() {
     // And a valid budget plans.
     let ok = plan("bar", "approx", "1", Some("1e-6"));
     assert_eq!(ok.code, 0, "{}", ok.stderr);
-}
-
-/// Values a flag might be given: the special ones, any f64 in Rust's and
-/// in exponent notation, and arbitrary short text.
-fn flag_value() -> impl Strategy<Value = String> {
-    let specials: &'static [&'static str] = &[
-        "NaN",
-        "nan",
-        "inf",
-        "-inf",
-        "infinity",
-        "0",
-        "-0",
-        "0.0",
-        "1e-310",
-        "4.9e-324",
-        "-1",
-        "1e308",
-        "1e309",
-        "1e-6",
-        "100",
-        "100.0000001",
-        "0.5",
-        "0.5000001",
-        "1e-100",
-        "1e-101",
-        "abc",
-        "",
-        " 1",
-        "1,5",
-        "0x10",
-        "--",
-        "1e",
-        "+1",
-    ];
-    prop_oneof![
-        proptest::sample::select(specials).prop_map(str::to_string),
-        any::<f64>().prop_map(|v| v.to_string()),
-        any::<f64>().prop_map(|v| format!("{v:e}")),
-        (-320i32..320).prop_map(|e| format!("1e{e}")),
-        "[ -~]{0,10}",
-    ]
 }
 
 proptest! {

@@ -22,7 +22,7 @@ use dp_opt::PrivacyModel;
 use dp_opt::multidim::reconstruct::reconstruct;
 use dp_opt::multidim::{PlanOptions, plan_strategy};
 use dp_workloads::spec::parse_spec;
-use dpmm_records::{DEFAULT_CELL_LIMIT, Layout, Schema, aggregate_records};
+use dpmm_records::{DEFAULT_CELL_LIMIT, Layout, Rows, Schema, aggregate};
 
 const RUNS: usize = 1000;
 
@@ -102,10 +102,16 @@ fn answers_are_unbiased_and_standard_errors_calibrated() {
         }
         // Only the tables the strategy reads, as for a large domain.
         let layout = Layout::marginals(schema.domain(), &unique, DEFAULT_CELL_LIMIT).unwrap();
-        let data = aggregate_records(text.as_bytes(), "generated", &schema, &layout)
-            .unwrap()
-            .into_kernel()
-            .unwrap();
+        let data = aggregate(
+            text.as_bytes(),
+            "generated",
+            &schema,
+            &layout,
+            Rows::Records,
+        )
+        .unwrap()
+        .into_kernel()
+        .unwrap();
         let q = truth.len();
         let (mut sum, mut sum2) = (vec![0.0; q], vec![0.0; q]);
         for run in 0..RUNS {

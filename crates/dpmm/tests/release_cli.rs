@@ -59,46 +59,54 @@ fn dpmm(args: &[&str]) -> Output {
         .expect("run dpmm")
 }
 
-fn init_ledger(d: &Dir, total: &str) -> String {
-    let ledger = d.path("ledger.jsonl");
-    let out = dpmm(&[
-        "ledger",
-        "init",
-        "--ledger",
-        &ledger,
-        "--total-epsilon",
-        total,
-    ]);
+/// Asserts that a run succeeded, showing its stderr otherwise.
+fn assert_ok(out: &Output) {
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    ledger
 }
 
-fn release(d: &Dir, ledger: &str, out: &str, extra: &[&str]) -> Output {
-    let (schema, spec, data) = (
-        d.path("schema.json"),
-        d.path("spec.json"),
-        d.path("records.csv"),
-    );
-    let mut args = vec![
-        "release",
-        "--schema",
-        &schema,
-        "--workload",
-        &spec,
+/// A scratch directory `name` with a new ledger of total ε `total`.
+fn dir_with_ledger(name: &str, total: &str) -> (Dir, String) {
+    let d = Dir::new(name);
+    let ledger = d.path("ledger.jsonl");
+    init_ledger(&ledger, total);
+    (d, ledger)
+}
+
+/// A new pure ε-DP ledger of `total` at `ledger`.
+fn init_ledger(ledger: &str, total: &str) {
+    assert_ok(&dpmm(&[
+        "ledger",
+        "init",
         "--ledger",
         ledger,
-        "--out",
-        out,
+        "--total-epsilon",
+        total,
+    ]));
+}
+
+/// `dpmm release` charging `ledger` and writing `out`, with `extra` flags;
+/// `--schema`, `--workload` (unless `--plan`), `--data` (unless
+/// `--counts`) and `--epsilon` default to `d`'s files and 0.6 when `extra`
+/// does not give them.
+fn release(d: &Dir, ledger: &str, out: &str, extra: &[&str]) -> Output {
+    let defaults = [
+        ("--schema", d.path("schema.json")),
+        ("--workload", d.path("spec.json")),
+        ("--data", d.path("records.csv")),
+        ("--epsilon", "0.6".to_string()),
     ];
-    if !extra.contains(&"--data") && !extra.contains(&"--counts") {
-        args.extend(["--data", &data]);
-    }
-    if !extra.iter().any(|e| e.starts_with("--epsilon")) {
-        args.extend(["--epsilon", "0.6"]);
+    let mut args = vec!["release", "--ledger", ledger, "--out", out];
+    for (flag, value) in &defaults {
+        let given = extra.iter().any(|e| e.starts_with(flag))
+            || (*flag == "--data" && extra.contains(&"--counts"))
+            || (*flag == "--workload" && extra.contains(&"--plan"));
+        if !given {
+            args.extend([*flag, value.as_str()]);
+        }
     }
     args.extend(extra);
     dpmm(&args)
@@ -123,15 +131,10 @@ fn assert_refused(out: &Output, answers: &str, ledger: &str, before: &[u8], what
 
 #[test]
 fn a_release_succeeds_then_the_ledger_refuses_an_overspend() {
-    let d = Dir::new("overspend");
-    let ledger = init_ledger(&d, "1");
+    let (d, ledger) = dir_with_ledger("overspend", "1");
     let first = d.path("first.csv");
     let out = release(&d, &ledger, &first, &[]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let text = std::fs::read_to_string(&first).expect("answers");
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines[0], "query,answer,std_error,ci_low,ci_high");
@@ -184,8 +187,7 @@ fn a_release_succeeds_then_the_ledger_refuses_an_overspend() {
 
 #[test]
 fn every_bad_input_is_one_line_exit_two_and_spends_nothing() {
-    let d = Dir::new("bad");
-    let ledger = init_ledger(&d, "5");
+    let (d, ledger) = dir_with_ledger("bad", "5");
     let before = std::fs::read(&ledger).expect("ledger");
     let out_path = d.path("answers.csv");
     d.write("malformed.csv", "sex,age\nf,25\nm,31,extra\n");
@@ -227,23 +229,8 @@ fn every_bad_input_is_one_line_exit_two_and_spends_nothing() {
         }
     }
     // A spec naming an attribute the domain lacks.
-    let (schema, data) = (d.path("schema.json"), d.path("records.csv"));
     let bad_spec = d.path("bad_spec.json");
-    let out = dpmm(&[
-        "release",
-        "--data",
-        &data,
-        "--schema",
-        &schema,
-        "--workload",
-        &bad_spec,
-        "--epsilon",
-        "0.5",
-        "--ledger",
-        &ledger,
-        "--out",
-        &out_path,
-    ]);
+    let out = release(&d, &ledger, &out_path, &["--workload", &bad_spec]);
     assert_refused(&out, &out_path, &ledger, &before, "missing attribute");
     // Answers that could not be written: refused before the charge.
     let unwritable = d.path("no_such_dir/answers.csv");
@@ -294,21 +281,8 @@ fn the_readme_main_job_runs_on_the_embedded_extract() {
     let d = Dir::new("readme");
     let ledger = d.path("results/fertility1980/ledger.jsonl");
     let answers = d.path("results/fertility1980/answers.csv");
-    let init = dpmm(&[
-        "ledger",
-        "init",
-        "--ledger",
-        &ledger,
-        "--total-epsilon",
-        "1",
-    ]);
-    assert!(
-        init.status.success(),
-        "{}",
-        String::from_utf8_lossy(&init.stderr)
-    );
-    let args = [
-        "release",
+    init_ledger(&ledger, "1");
+    let inputs = [
         "--data",
         &data,
         "--schema",
@@ -317,17 +291,8 @@ fn the_readme_main_job_runs_on_the_embedded_extract() {
         &spec,
         "--epsilon",
         "1",
-        "--ledger",
-        &ledger,
-        "--out",
-        &answers,
     ];
-    let out = dpmm(&args);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&release(&d, &ledger, &answers, &inputs));
 
     let spec_json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&spec).expect("spec")).expect("json");
@@ -357,7 +322,95 @@ fn the_readme_main_job_runs_on_the_embedded_extract() {
         assert!(f[2] <= f[0] && f[0] <= f[3], "{row}");
     }
     let before = std::fs::read(&ledger).expect("ledger");
-    let again = dpmm(&args);
+    let again = release(&d, &ledger, &answers, &inputs);
     assert_eq!(again.status.code(), Some(2));
     assert_eq!(std::fs::read(&ledger).expect("ledger"), before);
+}
+
+/// The first field (the query's description) of every answer row.
+fn query_column(answers: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(answers).expect("answers");
+    let queries = text.lines().skip(1).map(|l| match l.strip_prefix('"') {
+        Some(quoted) => quoted.split('"').next().unwrap_or_default().to_string(),
+        None => l.split(',').next().unwrap_or_default().to_string(),
+    });
+    queries.collect()
+}
+
+#[test]
+fn a_plan_file_alone_carries_its_workload_and_must_match_the_schema() {
+    let (d, ledger) = dir_with_ledger("plan-alone", "5");
+    // A spec with a matrix factor: the plan must not need its file later.
+    let rows = [[1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 1.0]];
+    let npy = d.0.join("pairs.npy");
+    let pairs = dp_linalg::Mat::from_fn(2, 4, |i, j| rows[i][j]);
+    dp_workloads::npy::write_matrix(&npy, pairs.as_ref()).expect("npy");
+    d.write(
+        "matrix_spec.json",
+        &SPEC.replace(
+            r#"{"kron": {"age": "prefix"}}"#,
+            r#"{"kron": {"age": "prefix"}}, {"kron": {"sex": "identity", "age": {"matrix": "pairs.npy"}}}"#,
+        ),
+    );
+    let plan = d.path("plan.json");
+    let spec = d.path("matrix_spec.json");
+    assert_ok(&dpmm(&[
+        "plan",
+        "--workload",
+        &spec,
+        "--privacy",
+        "pure",
+        "--epsilon",
+        "1",
+        "--out",
+        &plan,
+    ]));
+    std::fs::remove_file(&npy).expect("remove the matrix file");
+    let alone = d.path("alone.csv");
+    assert_ok(&release(&d, &ledger, &alone, &["--plan", &plan]));
+    let with_spec = d.path("with_spec.csv");
+    let spec_again = d.path("spec.json");
+    assert_ok(&release(
+        &d,
+        &ledger,
+        &with_spec,
+        &["--plan", &plan, "--workload", &spec_again],
+    ));
+    let (a, b) = (query_column(&alone), query_column(&with_spec));
+    // The plan's own workload: the spec's queries, then 2 × 2 matrix rows.
+    assert_eq!(a.len(), QUERIES + 4);
+    assert_eq!(a[..QUERIES], b[..]);
+    assert_eq!(a[QUERIES], "sex = f & row 0 of the matrix on age");
+
+    let before = std::fs::read(&ledger).expect("ledger");
+    // A schema whose domain is not the plan's: one line, nothing spent.
+    d.write(
+        "schema5.json",
+        &SCHEMA.replace(r#""stop": 60"#, r#""stop": 70"#),
+    );
+    let out = d.path("refused.csv");
+    let schema5 = d.path("schema5.json");
+    let run = release(&d, &ledger, &out, &["--plan", &plan, "--schema", &schema5]);
+    assert_refused(&run, &out, &ledger, &before, "plan domain");
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        err.contains("the plan's domain is not the schema's"),
+        "{err}"
+    );
+    // A plan without its workload (as `cargo xtask plan` writes) needs
+    // --workload.
+    let mut file: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&plan).expect("plan")).expect("json");
+    file.as_object_mut().expect("object").remove("workload");
+    d.write("bare_plan.json", &file.to_string());
+    let bare = d.path("bare_plan.json");
+    let run = release(&d, &ledger, &out, &["--plan", &bare]);
+    assert_refused(&run, &out, &ledger, &before, "bare plan");
+    assert!(String::from_utf8_lossy(&run.stderr).contains("--workload"));
+    assert_ok(&release(
+        &d,
+        &ledger,
+        &out,
+        &["--plan", &bare, "--workload", &spec_again],
+    ));
 }

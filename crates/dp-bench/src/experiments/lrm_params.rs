@@ -324,16 +324,18 @@ impl LrmParams {
 
 /// Figures 2 and 3.
 pub(crate) fn all() -> Vec<Grid<LrmParams>> {
-    vec![
-        Grid::new(
+    [
+        (
             "lrm-fig2",
             "LRM paper, Figure 2: effect of the relaxation γ on LRM (Search Logs; ε = 1, 0.1, 0.01)",
-            LrmParams { knob: Knob::Gamma },
+            Knob::Gamma,
         ),
-        Grid::new(
+        (
             "lrm-fig3",
             "LRM paper, Figure 3: effect of the rank r (as a ratio to rank(W)) on LRM (Search Logs)",
-            LrmParams { knob: Knob::Rank },
+            Knob::Rank,
         ),
     ]
+    .map(|(name, reproduces, knob)| Grid::new(name, reproduces, LrmParams { knob }))
+    .into()
 }

@@ -35,7 +35,7 @@ pub fn all() -> Vec<Box<dyn Experiment>> {
             .map(|t| Box::new(t) as Box<dyn Experiment>),
     );
     out.push(Box::new(coa_convergence::EXPERIMENT));
-    out.push(Box::new(hdmm::Scalability));
-    out.push(Box::new(hdmm::Census));
+    out.push(Box::new(hdmm::SCALABILITY));
+    out.push(Box::new(hdmm::CENSUS));
     out
 }

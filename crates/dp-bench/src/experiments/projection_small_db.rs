@@ -225,14 +225,13 @@ impl GridExperiment for ProjectionSmallDb {
         let sol = &setup.solved[i];
         let (next_eig, gap, cov_seconds) = (sol.next_eig, sol.cov.relative_gap, sol.seconds);
         // The mechanism is built per N, since its hull N (I − Π) K_W scales with N.
-        let mech = ProjectionMechanism::new(
+        let gaussian = GeneralizedGaussian::new(
             setup.workload.matrix(),
             sol.cov.covariance.as_ref(),
             setup.budget,
             CALIBRATION,
-            records_n,
-            PROJECTION_TOLERANCE,
         )?;
+        let mech = ProjectionMechanism::new(gaussian, records_n, PROJECTION_TOLERANCE)?;
         let start = std::time::Instant::now();
         let samples = release(setup, &mech, &x)?;
         let seconds = start.elapsed().as_secs_f64();

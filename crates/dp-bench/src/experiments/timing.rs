@@ -266,21 +266,23 @@ impl Timing {
 
 /// Figures 11–13.
 pub(crate) fn all() -> Vec<Grid<Timing>> {
-    vec![
-        Grid::new(
+    [
+        (
             "coa-fig11",
             "COA paper, Figure 11: running time of ESM, AM, LRM and COA against m (n fixed)",
-            Timing { axis: Axis::M },
+            Axis::M,
         ),
-        Grid::new(
+        (
             "coa-fig12",
             "COA paper, Figure 12: running time against n (m = 1024)",
-            Timing { axis: Axis::N1024 },
+            Axis::N1024,
         ),
-        Grid::new(
+        (
             "coa-fig13",
             "COA paper, Figure 13: running time against n (m = 2048)",
-            Timing { axis: Axis::N2048 },
+            Axis::N2048,
         ),
     ]
+    .map(|(name, reproduces, axis)| Grid::new(name, reproduces, Timing { axis }))
+    .into()
 }

@@ -37,6 +37,17 @@ fn invalid(name: &'static str, reason: String) -> DpError {
     DpError::InvalidParameter { name, reason }
 }
 
+/// Refuses an empty domain or an attribute of size 0.
+fn check_shape(what: &'static str, shape: &[usize]) -> Result<()> {
+    if shape.is_empty() || shape.contains(&0) {
+        return Err(invalid(
+            what,
+            "the domain needs attributes of size >= 1".into(),
+        ));
+    }
+    Ok(())
+}
+
 /// Checks that `attrs` are strictly increasing positions of `shape` and
 /// returns the number of cells of their table.
 fn table_cells(shape: &[usize], attrs: &[usize], what: &'static str) -> Result<usize> {
@@ -81,12 +92,7 @@ impl PrivateMarginals {
     /// attribute set twice. The caller guarantees they are marginals of
     /// one dataset (see the [module documentation](self)).
     pub fn new(shape: Vec<usize>, tables: Vec<(Vec<usize>, Vec<u64>)>) -> Result<Self> {
-        if shape.is_empty() || shape.contains(&0) {
-            return Err(invalid(
-                "marginals",
-                "the domain needs attributes of size >= 1".into(),
-            ));
-        }
+        check_shape("marginals", &shape)?;
         if tables.is_empty() {
             return Err(invalid("marginals", "no tables".into()));
         }
@@ -139,34 +145,8 @@ impl PrivateMarginals {
         if attrs.as_slice() == support {
             return Ok(counts.clone());
         }
-        let cells = table_cells(&self.shape, support, "marginal")?;
-        // Stride in the output of each attribute of the source table (0
-        // for the attributes summed out).
-        let mut out_stride = vec![0usize; attrs.len()];
-        let mut s = 1usize;
-        for (k, a) in attrs.iter().enumerate().rev() {
-            if support.contains(a) {
-                out_stride[k] = s;
-                s *= self.shape[*a];
-            }
-        }
-        let sizes: Vec<usize> = attrs.iter().map(|&a| self.shape[a]).collect();
-        let mut out = vec![0u64; cells];
-        let mut index = vec![0usize; attrs.len()];
-        let mut cell = 0usize;
-        for &c in counts {
-            out[cell] = out[cell].saturating_add(c);
-            // Advance the mixed-radix index (last attribute fastest).
-            for k in (0..attrs.len()).rev() {
-                index[k] += 1;
-                cell += out_stride[k];
-                if index[k] < sizes[k] {
-                    break;
-                }
-                cell -= out_stride[k] * sizes[k];
-                index[k] = 0;
-            }
-        }
+        table_cells(&self.shape, support, "marginal")?;
+        let out = sum_table(counts, attrs, &self.shape, support, u64::saturating_add);
         if out.iter().any(|&c| c > MAX_COUNT) {
             return Err(invalid(
                 "marginals",
@@ -175,6 +155,67 @@ impl PrivateMarginals {
         }
         Ok(out)
     }
+}
+
+/// For each cell of a table on the attributes `attrs` of a domain of
+/// sizes `shape` (row-major, last attribute fastest), in order, the index
+/// of its cell in the table on the attributes of `attrs` that are in
+/// `keep`: summing a table along it marginalizes, reading along it
+/// broadcasts a marginal back.
+pub fn table_indices<'a>(
+    attrs: &'a [usize],
+    shape: &'a [usize],
+    keep: &[usize],
+) -> impl Iterator<Item = usize> + 'a {
+    let sizes: Vec<usize> = attrs.iter().map(|&a| shape[a]).collect();
+    // Stride in the output of each attribute of the source table (0 for
+    // the attributes summed out).
+    let mut stride = vec![0usize; attrs.len()];
+    let mut s = 1usize;
+    for (k, a) in attrs.iter().enumerate().rev() {
+        if keep.contains(a) {
+            stride[k] = s;
+            s *= sizes[k];
+        }
+    }
+    let cells: usize = sizes.iter().product();
+    let mut index = vec![0usize; attrs.len()];
+    let mut cell = 0usize;
+    (0..cells).map(move |_| {
+        let out = cell;
+        // Advance the mixed-radix index (last attribute fastest).
+        for k in (0..sizes.len()).rev() {
+            index[k] += 1;
+            cell += stride[k];
+            if index[k] < sizes[k] {
+                break;
+            }
+            cell -= stride[k] * sizes[k];
+            index[k] = 0;
+        }
+        out
+    })
+}
+
+/// Sums a table on the attributes `attrs` of a domain of sizes `shape`
+/// down to its attributes in `keep`, with `add` as the sum.
+pub fn sum_table<T: Copy + Default>(
+    table: &[T],
+    attrs: &[usize],
+    shape: &[usize],
+    keep: &[usize],
+    add: impl Fn(T, T) -> T,
+) -> Vec<T> {
+    let cells: usize = attrs
+        .iter()
+        .filter(|a| keep.contains(a))
+        .map(|&a| shape[a])
+        .product();
+    let mut out = vec![T::default(); cells];
+    for (&c, k) in table.iter().zip(table_indices(attrs, shape, keep)) {
+        out[k] = add(out[k], c);
+    }
+    out
 }
 
 /// One term of a [`MarginalStrategy`]: a weight and `(attribute
@@ -199,12 +240,7 @@ impl MarginalStrategy {
     /// `shape[position]` columns, finite and not all zero; weights finite
     /// and nonzero.
     pub fn new(shape: Vec<usize>, terms: Vec<SparseTerm>) -> Result<Self> {
-        if shape.is_empty() || shape.contains(&0) {
-            return Err(invalid(
-                "strategy",
-                "the domain needs attributes of size >= 1".into(),
-            ));
-        }
+        check_shape("strategy", &shape)?;
         if terms.is_empty() {
             return Err(invalid("strategy", "has no terms".into()));
         }

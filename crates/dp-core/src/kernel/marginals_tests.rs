@@ -4,20 +4,7 @@ use super::*;
 use crate::experiments::SeededSession;
 use crate::kernel::{MeasuredStrategy, MeasurementNoise};
 use crate::{sensitivity_l1, sensitivity_l2};
-
-fn helmert(n: usize) -> Mat<f64> {
-    Mat::from_fn(n - 1, n, |r, c| {
-        let k = r + 1;
-        let s = 1.0 / ((k * (k + 1)) as f64).sqrt();
-        if c < k {
-            s
-        } else if c == k {
-            -(k as f64) * s
-        } else {
-            0.0
-        }
-    })
-}
+use dp_linalg::helmert;
 
 fn kron(a: &Mat<f64>, b: &Mat<f64>) -> Mat<f64> {
     Mat::from_fn(a.nrows() * b.nrows(), a.ncols() * b.ncols(), |i, j| {
@@ -121,30 +108,15 @@ fn sensitivity_is_that_of_the_densified_union() {
             }
             // The stated union bound Σ_t |w_t| Π Δ(factor), from the
             // measured factors.
-            let bound: f64 = match cost {
-                Cost::Epsilon(_) => m
-                    .strategy
-                    .terms
-                    .iter()
-                    .map(|t| {
-                        t.factors
-                            .iter()
-                            .map(|f| sensitivity_l1(f.as_ref()).unwrap())
-                            .product::<f64>()
-                    })
-                    .sum(),
-                Cost::Rho(_) => m
-                    .strategy
-                    .terms
-                    .iter()
-                    .map(|t| {
-                        t.factors
-                            .iter()
-                            .map(|f| sensitivity_l2(f.as_ref()).unwrap().powi(2))
-                            .product::<f64>()
-                    })
-                    .sum::<f64>()
-                    .sqrt(),
+            let union = |norm: &dyn Fn(&Mat<f64>) -> f64| -> f64 {
+                let terms = m.strategy.terms.iter();
+                terms
+                    .map(|t| t.factors.iter().map(norm).product::<f64>())
+                    .sum()
+            };
+            let bound = match cost {
+                Cost::Epsilon(_) => union(&|f| sensitivity_l1(f.as_ref()).unwrap()),
+                Cost::Rho(_) => union(&|f| sensitivity_l2(f.as_ref()).unwrap().powi(2)).sqrt(),
             };
             assert!((m.sensitivity - bound).abs() <= 1e-12 * bound, "{cost:?}");
         }

@@ -286,15 +286,7 @@ impl Session {
         data: &PrivateHistogram,
         cost: Cost,
     ) -> Result<Measurement> {
-        if strategy.ncols() != data.len() {
-            return Err(DpError::DimensionMismatch {
-                what: format!(
-                    "strategy has {} columns, histogram {} cells",
-                    strategy.ncols(),
-                    data.len()
-                ),
-            });
-        }
+        crate::validate::check_histogram_cells("strategy", strategy.ncols(), data.len())?;
         let q = strategy.quantized()?;
         let plan = NoisePlan::new(q, cost, self.calibration_divisor())?;
         self.charge(cost)?;

@@ -208,13 +208,13 @@ fn eliminated_b_objective_into(
 
 /// The rows of L split into dense ones (more than n/8 nonzeros) and the
 /// nonzero entries of the others.
-struct SplitRows {
-    dense: Vec<usize>,
-    sparse: Vec<(usize, Vec<(usize, f64)>)>,
+pub(super) struct SplitRows {
+    pub(super) dense: Vec<usize>,
+    pub(super) sparse: Vec<(usize, Vec<(usize, f64)>)>,
 }
 
 impl SplitRows {
-    fn new(l: MatRef<'_, f64>) -> Self {
+    pub(super) fn new(l: MatRef<'_, f64>) -> Self {
         let (r, n) = (l.nrows(), l.ncols());
         let mut entries: Vec<Vec<(usize, f64)>> = vec![Vec::new(); r];
         for j in 0..n {
@@ -234,48 +234,5 @@ impl SplitRows {
             }
         }
         Self { dense, sparse }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use super::*;
-
-    /// The eliminated-B objective against a direct computation (normal
-    /// equations: tr(C (LᵀL)⁻¹ Cᵀ) by explicit inverse) and its gradient
-    /// against central differences, on an L with both dense rows (more
-    /// than n/8 nonzeros) and sparse ones, so both product paths run.
-    #[test]
-    fn eliminated_b_objective_gradient_matches_finite_differences() {
-        let (s, r, n) = (3, 23, 20);
-        let c = Mat::from_fn(s, n, |i, j| (((i * 5 + j * 3) % 7) as f64 - 3.0) / 2.0);
-        let l = Mat::from_fn(r, n, |i, j| {
-            if i < n {
-                // Identity block with a few off-diagonal entries (sparse rows).
-                f64::from(u8::from(i == j)) + if (i + 2 * j) % 17 == 0 { 0.3 } else { 0.0 }
-            } else {
-                // Dense rows.
-                (((i * 2 + j * 7) % 5) as f64 - 2.0) / 5.0
-            }
-        });
-        let rows = SplitRows::new(l.as_ref());
-        assert!(!rows.dense.is_empty() && !rows.sparse.is_empty());
-        let (f, g) = eliminated_b_objective(&c, &l, Par::Seq).unwrap();
-        let ltl = l.transpose() * &l;
-        let inv = dp_linalg::Lu::factor(ltl.as_ref()).unwrap().inverse();
-        let direct = (&c * &inv * c.transpose()).diagonal().column_vector().sum();
-        assert!((f - direct).abs() < 1e-10 * direct, "{f} vs {direct}");
-        crate::dense::assert_gradient_by_central_differences(
-            "eliminated-B objective",
-            |x| eliminated_b_objective(&c, x, Par::Seq).unwrap().0,
-            &l,
-            &g,
-            1e-6,
-            1e-6,
-        );
-        // Rank-deficient L (fewer rows than columns): +∞ (None).
-        let thin = Mat::from_fn(4, n, |i, j| f64::from(u8::from(i == j)));
-        assert!(eliminated_b_objective(&c, &thin, Par::Seq).is_none());
     }
 }

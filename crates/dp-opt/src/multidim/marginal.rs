@@ -21,29 +21,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use dp_core::Result;
-use dp_linalg::Mat;
+use dp_linalg::{Mat, helmert};
 use dp_workloads::marginals::{residual_spectrum, svd_bound};
 use dp_workloads::structured::{AttrSet, Queries, StructuredWorkload, members};
 
 use super::{GroupError, KronTerm, StructuredPlan, StructuredStrategy, certificate, overflow};
 use crate::PrivacyModel;
-
-/// The (n−1)×n Helmert rows: row k (1 ≤ k < n) is
-/// `(1, …, 1, −k, 0, …, 0)/√(k(k+1))` with k ones — an orthonormal basis
-/// of the complement of the ones vector.
-pub fn helmert(n: usize) -> Mat<f64> {
-    Mat::from_fn(n.saturating_sub(1), n, |r, c| {
-        let k = r + 1;
-        let s = 1.0 / ((k * (k + 1)) as f64).sqrt();
-        if c < k {
-            s
-        } else if c == k {
-            -(k as f64) * s
-        } else {
-            0.0
-        }
-    })
-}
 
 /// The residual-basis plan for marginal weights `(S, w_S²)` of `w`.
 pub fn optimal_marginal_plan(

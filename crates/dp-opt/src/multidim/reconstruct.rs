@@ -23,7 +23,10 @@
 //!   HDMM's marginals template): the residual basis diagonalizes `ÃᵀÃ`
 //!   ([`super::reconstruct_symmetric`]), again by tables only.
 //! * **Otherwise** a dense least squares on at most
-//!   [`DENSE_RECONSTRUCTION_CELLS`] cells, refused beyond with an error
+//!   [`DENSE_RECONSTRUCTION_CELLS`] cells, and beyond preconditioned
+//!   conjugate gradients on the structured normal equations
+//!   ([`super::reconstruct_iterative`]) up to
+//!   [`ITERATIVE_RECONSTRUCTION_CELLS`], refused beyond with an error
 //!   naming the size.
 //!
 //! Either way a query group outside the row space of `Ã` (whose estimate
@@ -35,7 +38,11 @@ use dp_core::{DpError, MeasuredStrategy, Result};
 use dp_linalg::{Mat, Par, pseudo_inverse, pseudo_inverse_symmetric};
 use dp_workloads::structured::{Factor, StructuredWorkload, kron_matvec};
 
-/// Largest domain the dense fallback handles (4096 cells: a 128 MiB
+pub use super::reconstruct_iterative::{
+    CgOptions, CgReport, CgStop, EXACT_VARIANCE_BUDGET, ITERATIVE_RECONSTRUCTION_CELLS,
+};
+
+/// Largest domain the dense least squares handles (4096 cells: a 128 MiB
 /// normal matrix).
 pub const DENSE_RECONSTRUCTION_CELLS: f64 = 4096.0;
 
@@ -51,6 +58,21 @@ pub enum ReconstructionMethod {
     ResidualBasis,
     /// Dense normal equations (small domains).
     Dense,
+    /// Preconditioned conjugate gradients on the structured normal
+    /// equations ([`super::reconstruct_iterative`]).
+    ConjugateGradient,
+}
+
+/// How the per-query variances were computed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum VarianceMethod {
+    /// `v wᵀ(ÃᵀÃ)⁺w` exactly (in closed form, densely, or by one converged
+    /// conjugate-gradient solve per query).
+    Exact,
+    /// An upper bound: the smallest variance of the unbiased estimate
+    /// from a single strategy term whose row space holds the query
+    /// (Gauss–Markov; [`super::reconstruct_iterative`]).
+    SingleTermBound,
 }
 
 /// Every workload query's estimate and exact variance, in workload order
@@ -63,6 +85,11 @@ pub struct Reconstruction {
     pub variances: Vec<f64>,
     /// How it was computed.
     pub method: ReconstructionMethod,
+    /// How the variances were computed.
+    pub variance_method: VarianceMethod,
+    /// How the iterative solve of the least squares stopped (the
+    /// conjugate-gradient path only).
+    pub solver: Option<CgReport>,
 }
 
 /// A term's factor on one attribute.
@@ -92,6 +119,15 @@ struct Term {
     offset: usize,
 }
 
+/// One least-squares problem: the workload asked, the measured strategy,
+/// its measured values and the noise variance per row.
+pub(super) struct Problem<'a> {
+    pub(super) workload: &'a StructuredWorkload,
+    pub(super) measured: &'a MeasuredStrategy,
+    pub(super) values: &'a [f64],
+    pub(super) noise_variance: f64,
+}
+
 fn invalid(reason: String) -> DpError {
     DpError::InvalidParameter {
         name: "reconstruction",
@@ -101,8 +137,9 @@ fn invalid(reason: String) -> DpError {
 
 /// The least-squares answers and variances of `workload` from the
 /// measured `values` of `measured` (noise variance `noise_variance` per
-/// row), by the orthogonal-terms closed form when it applies and a dense
-/// least squares on small domains otherwise.
+/// row), by the orthogonal-terms or residual-basis closed forms when they
+/// apply, a dense least squares on small domains, and conjugate gradients
+/// on the structured normal equations otherwise.
 pub fn reconstruct(
     workload: &StructuredWorkload,
     measured: &MeasuredStrategy,
@@ -122,15 +159,22 @@ pub fn reconstruct(
             what: format!("{} values for a strategy of {rows} rows", values.len()),
         });
     }
+    let problem = Problem {
+        workload,
+        measured,
+        values,
+        noise_variance,
+    };
     if orthogonal_terms(measured) {
-        return orthogonal(workload, measured, values, noise_variance);
+        return orthogonal(&problem);
     }
-    if let Some(r) =
-        super::reconstruct_symmetric::symmetric(workload, measured, values, noise_variance)
-    {
+    if let Some(r) = super::reconstruct_symmetric::symmetric(&problem) {
         return r;
     }
-    dense(workload, measured, values, noise_variance)
+    if workload.domain().cells_f64() <= DENSE_RECONSTRUCTION_CELLS {
+        return dense(&problem);
+    }
+    super::reconstruct_iterative::iterative(&problem, &CgOptions::default())
 }
 
 /// Validates the terms against the domain and returns the row count.
@@ -266,6 +310,21 @@ fn build_terms(measured: &MeasuredStrategy, shape: &[usize]) -> Result<Vec<Term>
     Ok(out)
 }
 
+/// The workload's Kronecker products, each factor written out.
+pub(super) fn explicit_products(
+    workload: &StructuredWorkload,
+) -> Result<Vec<(f64, Vec<Mat<f64>>)>> {
+    let mut out = Vec::new();
+    for (c, factors) in workload.products() {
+        let ws: Vec<Mat<f64>> = factors
+            .iter()
+            .map(Factor::explicit)
+            .collect::<std::result::Result<_, _>>()?;
+        out.push((c, ws));
+    }
+    Ok(out)
+}
+
 /// `tr(G P)` for a factor's Gram `G` and a term factor's projector.
 fn trace_gp(g: &Mat<f64>, f: &TermFactor) -> f64 {
     match f {
@@ -298,21 +357,14 @@ fn query_factor(w: &Mat<f64>, f: &TermFactor) -> Mat<f64> {
     }
 }
 
-fn orthogonal(
-    workload: &StructuredWorkload,
-    measured: &MeasuredStrategy,
-    values: &[f64],
-    v: f64,
-) -> Result<Reconstruction> {
+fn orthogonal(problem: &Problem) -> Result<Reconstruction> {
+    let (workload, measured) = (problem.workload, problem.measured);
+    let (values, v) = (problem.values, problem.noise_variance);
     let shape = workload.domain().shape();
     let terms = build_terms(measured, &shape)?;
     let mut answers = Vec::new();
     let mut variances = Vec::new();
-    for (p, (c, factors)) in workload.products().into_iter().enumerate() {
-        let ws = factors
-            .iter()
-            .map(Factor::explicit)
-            .collect::<dp_workloads::domain::SResult<Vec<_>>>()?;
+    for (p, (c, ws)) in explicit_products(workload)?.into_iter().enumerate() {
         // A term contributes nothing when, on some attribute, the query
         // factor has constant rows (a multiple of 1ᵀ per row) and the
         // term's factor is a contrast: then Wᵢ F⁺ = c 1ᵀFᵀ(FFᵀ)⁻¹ = 0
@@ -365,6 +417,8 @@ fn orthogonal(
         answers,
         variances,
         method: ReconstructionMethod::OrthogonalTerms,
+        variance_method: VarianceMethod::Exact,
+        solver: None,
     })
 }
 
@@ -427,19 +481,9 @@ fn dense_strategy(measured: &MeasuredStrategy, shape: &[usize]) -> Result<Mat<f6
     Ok(dp_linalg::stack_rows(&blocks, shape.iter().product())?)
 }
 
-fn dense(
-    workload: &StructuredWorkload,
-    measured: &MeasuredStrategy,
-    values: &[f64],
-    v: f64,
-) -> Result<Reconstruction> {
-    let cells = workload.domain().cells_f64();
-    if cells > DENSE_RECONSTRUCTION_CELLS {
-        return Err(invalid(format!(
-            "{cells:.1e} cells: the strategy's terms are not mutually orthogonal, and dense \
-             least squares is limited to {DENSE_RECONSTRUCTION_CELLS} cells"
-        )));
-    }
+fn dense(problem: &Problem) -> Result<Reconstruction> {
+    let (workload, measured) = (problem.workload, problem.measured);
+    let (values, v) = (problem.values, problem.noise_variance);
     let a = dense_strategy(measured, &workload.domain().shape())?;
     let w = workload.dense_matrix()?;
     let ata = dp_linalg::gram(a.as_ref(), Par::Seq);
@@ -470,6 +514,8 @@ fn dense(
         answers: (0..w.nrows()).map(|r| ans[(r, 0)]).collect(),
         variances,
         method: ReconstructionMethod::Dense,
+        variance_method: VarianceMethod::Exact,
+        solver: None,
     })
 }
 

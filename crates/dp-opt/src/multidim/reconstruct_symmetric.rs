@@ -21,11 +21,12 @@
 
 use std::collections::HashMap;
 
-use dp_core::{DpError, MeasuredStrategy, Result};
+use dp_core::kernel::marginals::sum_table;
+use dp_core::{DpError, Result};
 use dp_linalg::Mat;
-use dp_workloads::structured::{Factor, StructuredWorkload, kron_matvec};
+use dp_workloads::structured::{StructuredWorkload, kron_matvec};
 
-use super::reconstruct::{Reconstruction, ReconstructionMethod};
+use super::reconstruct::{Problem, Reconstruction, ReconstructionMethod, VarianceMethod};
 
 /// Most attributes of one query group whose subsets are enumerated.
 const MAX_FREE_ATTRIBUTES: usize = 20;
@@ -66,35 +67,6 @@ fn gram_form(f: &Mat<f64>) -> Option<(f64, f64)> {
     ok.then_some((a, b))
 }
 
-/// Sums a table on `attrs` down to `keep ⊆ attrs` (positions, increasing).
-fn sum_to(table: &[f64], attrs: &[usize], shape: &[usize], keep: &[usize]) -> Vec<f64> {
-    let sizes: Vec<usize> = attrs.iter().map(|&a| shape[a]).collect();
-    let mut stride = vec![0usize; attrs.len()];
-    let mut s = 1;
-    for k in (0..attrs.len()).rev() {
-        if keep.contains(&attrs[k]) {
-            stride[k] = s;
-            s *= sizes[k];
-        }
-    }
-    let mut out = vec![0.0; s];
-    let mut index = vec![0usize; attrs.len()];
-    let mut cell = 0;
-    for &v in table {
-        out[cell] += v;
-        for k in (0..attrs.len()).rev() {
-            index[k] += 1;
-            cell += stride[k];
-            if index[k] < sizes[k] {
-                break;
-            }
-            cell -= stride[k] * sizes[k];
-            index[k] = 0;
-        }
-    }
-    out
-}
-
 /// Subtracts the mean along each axis of a table of `dims`.
 fn centre(table: &mut [f64], dims: &[usize]) {
     for k in 0..dims.len() {
@@ -115,12 +87,9 @@ fn centre(table: &mut [f64], dims: &[usize]) {
 
 /// The symmetric-Gram reconstruction, or `None` when some factor's Gram
 /// is not of the form `aI + b11ᵀ`.
-pub(super) fn symmetric(
-    workload: &StructuredWorkload,
-    measured: &MeasuredStrategy,
-    values: &[f64],
-    v: f64,
-) -> Option<Result<Reconstruction>> {
+pub(super) fn symmetric(problem: &Problem) -> Option<Result<Reconstruction>> {
+    let (workload, measured) = (problem.workload, problem.measured);
+    let (values, v) = (problem.values, problem.noise_variance);
     let shape = workload.domain().shape();
     let mut terms = Vec::with_capacity(measured.terms.len());
     let mut offset = 0;
@@ -197,7 +166,7 @@ impl Residuals<'_> {
                 }
             }
             lambda += l;
-            let part = sum_to(&t.u, &t.support, self.shape, set);
+            let part = sum_table(&t.u, &t.support, self.shape, set, |a, b| a + b);
             for (ci, p) in c.iter_mut().zip(part) {
                 *ci += p / avg;
             }
@@ -225,11 +194,10 @@ fn answer_all(
         res.get(&t.support);
     }
     let (mut answers, mut variances) = (Vec::new(), Vec::new());
-    for (p, (c, factors)) in workload.products().into_iter().enumerate() {
-        let ws = factors
-            .iter()
-            .map(Factor::explicit)
-            .collect::<dp_workloads::domain::SResult<Vec<_>>>()?;
+    for (p, (c, ws)) in super::reconstruct::explicit_products(workload)?
+        .into_iter()
+        .enumerate()
+    {
         let rowsum: Vec<Mat<f64>> = ws
             .iter()
             .map(|w| Mat::from_fn(w.nrows(), 1, |r, _| (0..w.ncols()).map(|j| w[(r, j)]).sum()))
@@ -278,6 +246,8 @@ fn answer_all(
         answers,
         variances,
         method: ReconstructionMethod::ResidualBasis,
+        variance_method: VarianceMethod::Exact,
+        solver: None,
     })
 }
 

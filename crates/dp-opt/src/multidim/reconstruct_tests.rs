@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::PrivacyModel;
+use crate::multidim::reconstruct::Problem;
 use crate::multidim::{PlanOptions, StructuredPlan, plan_strategy};
 use dp_core::MarginalStrategy;
 use dp_workloads::spec::parse_spec;
@@ -21,6 +22,14 @@ fn measured(plan: &StructuredPlan) -> MeasuredStrategy {
     MarginalStrategy::new(plan.strategy.shape.clone(), terms)
         .unwrap()
         .measured_strategy()
+}
+
+/// The number of rows of the stacked measured strategy.
+fn strategy_rows(m: &MeasuredStrategy) -> usize {
+    m.terms
+        .iter()
+        .map(|t| t.factors.iter().map(|f| f.nrows()).product::<usize>())
+        .sum()
 }
 
 fn kron(a: &Mat<f64>, b: &Mat<f64>) -> Mat<f64> {
@@ -84,6 +93,24 @@ fn assert_close(got: &[f64], want: &[f64], what: &str) {
     }
 }
 
+/// Reconstructs `w` from values of `m` made from `seed` and checks the
+/// method, the answers and the variances against [`dense_truth`].
+fn check_against_dense(
+    w: &StructuredWorkload,
+    m: &MeasuredStrategy,
+    seed: u64,
+    v: f64,
+    method: ReconstructionMethod,
+) {
+    let a = densify(m, &w.domain().shape());
+    let y = noise(a.nrows(), seed);
+    let r = reconstruct(w, m, &y, v).unwrap();
+    assert_eq!(r.method, method);
+    let (ans, var) = dense_truth(w, &a, &y, v);
+    assert_close(&r.answers, &ans, "answers");
+    assert_close(&r.variances, &var, "variances");
+}
+
 const DOMAIN: &str = r#"[{"name":"a","size":2},{"name":"b","size":3},{"name":"c","size":4}]"#;
 
 #[test]
@@ -101,12 +128,7 @@ fn residual_plans_match_the_dense_least_squares_and_are_unbiased() {
             {"kron":{"b":{"ranges":[[0,1],[1,2]]}}}, {"marginal":["c"]}, {"marginal":[]}]"#,
     );
     for w in [&planned, &asked] {
-        let y = noise(a.nrows(), 3);
-        let r = reconstruct(w, &m, &y, 2.5).unwrap();
-        assert_eq!(r.method, ReconstructionMethod::OrthogonalTerms);
-        let (ans, var) = dense_truth(w, &a, &y, 2.5);
-        assert_close(&r.answers, &ans, "answers");
-        assert_close(&r.variances, &var, "variances");
+        check_against_dense(w, &m, 3, 2.5, ReconstructionMethod::OrthogonalTerms);
         // Noiseless measurements of the measured strategy give the exact
         // answers: the estimate is unbiased with the quantized strategy.
         let x: Vec<f64> = (0..24).map(|i| ((i * 7) % 5) as f64 + 1.0).collect();
@@ -126,14 +148,13 @@ fn a_kronecker_plan_and_a_general_union_match_the_dense_least_squares() {
     );
     let plan = plan_strategy(&w, PrivacyModel::Pure, &PlanOptions::default()).unwrap();
     assert_eq!(plan.strategy.terms.len(), 1);
-    let m = measured(&plan);
-    let a = densify(&m, &[2, 3, 4]);
-    let y = noise(a.nrows(), 11);
-    let r = reconstruct(&w, &m, &y, 0.7).unwrap();
-    assert_eq!(r.method, ReconstructionMethod::OrthogonalTerms);
-    let (ans, var) = dense_truth(&w, &a, &y, 0.7);
-    assert_close(&r.answers, &ans, "kron answers");
-    assert_close(&r.variances, &var, "kron variances");
+    check_against_dense(
+        &w,
+        &measured(&plan),
+        11,
+        0.7,
+        ReconstructionMethod::OrthogonalTerms,
+    );
     // Two overlapping terms (not orthogonal): the dense path.
     let f = |p: usize, n: usize, s: usize| {
         Mat::from_fn(p, n, |i, j| ((i * 5 + j * 3 + s) % 7) as f64 + 1.0)
@@ -147,13 +168,7 @@ fn a_kronecker_plan_and_a_general_union_match_the_dense_least_squares() {
     )
     .unwrap()
     .measured_strategy();
-    let a = densify(&union, &[2, 3, 4]);
-    let y = noise(a.nrows(), 5);
-    let r = reconstruct(&w, &union, &y, 1.3).unwrap();
-    assert_eq!(r.method, ReconstructionMethod::Dense);
-    let (ans, var) = dense_truth(&w, &a, &y, 1.3);
-    assert_close(&r.answers, &ans, "union answers");
-    assert_close(&r.variances, &var, "union variances");
+    check_against_dense(&w, &union, 5, 1.3, ReconstructionMethod::Dense);
 }
 
 #[test]
@@ -161,11 +176,7 @@ fn queries_outside_the_row_space_are_refused() {
     let one_way = spec(DOMAIN, r#"[{"marginals":{"k":1}}]"#);
     let plan = plan_strategy(&one_way, PrivacyModel::Approx, &PlanOptions::default()).unwrap();
     let m = measured(&plan);
-    let rows: usize = m
-        .terms
-        .iter()
-        .map(|t| t.factors.iter().map(|f| f.nrows()).product::<usize>())
-        .sum();
+    let rows = strategy_rows(&m);
     let two_way = spec(DOMAIN, r#"[{"marginal":["a","c"]}]"#);
     let e = reconstruct(&two_way, &m, &noise(rows, 1), 1.0).unwrap_err();
     assert!(e.to_string().contains("row space"), "{e}");
@@ -191,11 +202,7 @@ fn marginals_on_a_trillion_cells_never_densify() {
     );
     let plan = plan_strategy(&w, PrivacyModel::Approx, &PlanOptions::default()).unwrap();
     let m = measured(&plan);
-    let rows: usize = m
-        .terms
-        .iter()
-        .map(|t| t.factors.iter().map(|f| f.nrows()).product::<usize>())
-        .sum();
+    let rows = strategy_rows(&m);
     let start = std::time::Instant::now();
     let r = reconstruct(&w, &m, &noise(rows, 2), 1.0).unwrap();
     assert!(start.elapsed().as_secs_f64() < 5.0);
@@ -228,20 +235,196 @@ fn marginal_template_strategies_use_the_residual_basis_and_match_the_dense_least
     )
     .unwrap()
     .measured_strategy();
-    let a = densify(&strategy, &[2, 3, 4]);
     let w = spec(
         DOMAIN,
         r#"[{"marginal":["a","c"]}, {"marginal":["b","c"]}, {"marginal":["a"]},
             {"kron":{"c":"prefix","b":{"ranges":[[0,1]]}}}, {"marginal":[]}]"#,
     );
-    let y = noise(a.nrows(), 7);
-    let r = reconstruct(&w, &strategy, &y, 0.9).unwrap();
-    assert_eq!(r.method, ReconstructionMethod::ResidualBasis);
-    let (ans, var) = dense_truth(&w, &a, &y, 0.9);
-    assert_close(&r.answers, &ans, "template answers");
-    assert_close(&r.variances, &var, "template variances");
+    check_against_dense(&w, &strategy, 7, 0.9, ReconstructionMethod::ResidualBasis);
     // {a,b} needs the residual {a,b}, which no term covers.
     let ab = spec(DOMAIN, r#"[{"marginal":["a","b"]}]"#);
+    let y = noise(densify(&strategy, &[2, 3, 4]).nrows(), 7);
     let e = reconstruct(&ab, &strategy, &y, 0.9).unwrap_err();
     assert!(e.to_string().contains("row space"), "{e}");
+}
+
+/// Entries in [-1, 1) from a xorshift stream (seeded, reproducible).
+fn random_mat(rows: usize, cols: usize, seed: &mut u64) -> Mat<f64> {
+    Mat::from_fn(rows, cols, |_, _| {
+        *seed ^= *seed << 13;
+        *seed ^= *seed >> 7;
+        *seed ^= *seed << 17;
+        (*seed >> 11) as f64 / (1u64 << 52) as f64 - 1.0
+    })
+}
+
+/// Random unions on a 3×4×5 domain: full column rank (a term on every
+/// attribute, one on `b`, a grand total), and rank-deficient (terms on
+/// {a,b} and {b,c} only, whose row space is the marginals ab and bc).
+fn random_unions() -> (MeasuredStrategy, MeasuredStrategy) {
+    let mut s = 0x9e37_79b9_7f4a_7c15u64;
+    let full = MarginalStrategy::new(
+        vec![3, 4, 5],
+        vec![
+            (
+                1.0,
+                vec![
+                    (0, random_mat(4, 3, &mut s)),
+                    (1, random_mat(5, 4, &mut s)),
+                    (2, random_mat(6, 5, &mut s)),
+                ],
+            ),
+            (0.6, vec![(1, random_mat(2, 4, &mut s))]),
+            (0.7, vec![]),
+        ],
+    )
+    .unwrap()
+    .measured_strategy();
+    let deficient = MarginalStrategy::new(
+        vec![3, 4, 5],
+        vec![
+            (
+                1.0,
+                vec![(0, random_mat(3, 3, &mut s)), (1, random_mat(4, 4, &mut s))],
+            ),
+            (
+                0.8,
+                vec![(1, random_mat(4, 4, &mut s)), (2, random_mat(5, 5, &mut s))],
+            ),
+        ],
+    )
+    .unwrap()
+    .measured_strategy();
+    (full, deficient)
+}
+
+const SMALL: &str = r#"[{"name":"a","size":3},{"name":"b","size":4},{"name":"c","size":5}]"#;
+
+fn problem<'a>(w: &'a StructuredWorkload, m: &'a MeasuredStrategy, y: &'a [f64]) -> Problem<'a> {
+    Problem {
+        workload: w,
+        measured: m,
+        values: y,
+        noise_variance: 1.7,
+    }
+}
+
+#[test]
+fn conjugate_gradients_match_the_dense_least_squares_on_random_unions() {
+    use super::super::reconstruct_iterative::iterative;
+    let (full, deficient) = random_unions();
+    let on_full = spec(
+        SMALL,
+        r#"[{"kron":{"a":"identity","b":"prefix","c":"allrange"}}, {"marginal":["b"]}]"#,
+    );
+    let on_deficient = spec(
+        SMALL,
+        r#"[{"marginal":["a","b"]}, {"marginal":["b","c"]}, {"marginal":[]},
+            {"kron":{"b":"prefix","c":"allrange"}}]"#,
+    );
+    for (w, m) in [(&on_full, &full), (&on_deficient, &deficient)] {
+        let a = densify(m, &[3, 4, 5]);
+        let y = noise(a.nrows(), 13);
+        let r = iterative(&problem(w, m, &y), &CgOptions::default()).unwrap();
+        assert_eq!(r.method, ReconstructionMethod::ConjugateGradient);
+        assert_eq!(r.variance_method, VarianceMethod::Exact);
+        assert_eq!(r.solver.unwrap().stop, CgStop::Converged);
+        let (ans, var) = dense_truth(w, &a, &y, 1.7);
+        assert_close(&r.answers, &ans, "cg answers");
+        assert_close(&r.variances, &var, "cg variances");
+        // Past the exact-variance budget: the single-term bound, never
+        // below the exact variance.
+        let bound_only = CgOptions {
+            exact_variance_budget: 0.0,
+            ..CgOptions::default()
+        };
+        let b = iterative(&problem(w, m, &y), &bound_only).unwrap();
+        assert_eq!(b.variance_method, VarianceMethod::SingleTermBound);
+        assert_close(&b.answers, &ans, "cg answers");
+        for (bq, vq) in b.variances.iter().zip(&var) {
+            assert!(
+                *bq >= vq * (1.0 - 1e-10),
+                "bound {bq} below the variance {vq}"
+            );
+        }
+    }
+    // The marginal ac is outside the rank-deficient union's row space.
+    let ac = spec(SMALL, r#"[{"marginal":["a","c"]}]"#);
+    let y = noise(densify(&deficient, &[3, 4, 5]).nrows(), 2);
+    let e = iterative(&problem(&ac, &deficient, &y), &CgOptions::default()).unwrap_err();
+    assert!(e.to_string().contains("row space"), "{e}");
+}
+
+#[test]
+fn the_single_term_bound_is_exact_for_one_term_and_the_iteration_cap_is_reported() {
+    use super::super::reconstruct_iterative::{NormalOperator, iterative, single_term_bounds};
+    let mut s = 7u64;
+    let one = MarginalStrategy::new(
+        vec![3, 4, 5],
+        vec![(
+            1.0,
+            vec![(0, random_mat(3, 3, &mut s)), (2, random_mat(6, 5, &mut s))],
+        )],
+    )
+    .unwrap()
+    .measured_strategy();
+    let w = spec(
+        SMALL,
+        r#"[{"kron":{"a":"prefix","c":"allrange"}}, {"marginal":["c"]}]"#,
+    );
+    let a = densify(&one, &[3, 4, 5]);
+    let (_, var) = dense_truth(&w, &a, &noise(a.nrows(), 1), 0.4);
+    let op = NormalOperator::new(&one, &[3, 4, 5]).unwrap();
+    assert_close(&single_term_bounds(&op, &w, 0.4).unwrap(), &var, "bound");
+    // One iteration cannot solve the full union: a typed stop, refused.
+    let (full, _) = random_unions();
+    let y = noise(densify(&full, &[3, 4, 5]).nrows(), 4);
+    let capped = CgOptions {
+        max_iterations: 1,
+        ..CgOptions::default()
+    };
+    let op = NormalOperator::new(&full, &[3, 4, 5]).unwrap();
+    let (_, report) = op.solve(&op.adjoint(&y).unwrap(), &capped).unwrap();
+    assert_eq!((report.stop, report.iterations), (CgStop::IterationCap, 1));
+    assert!(report.relative_residual > capped.tolerance);
+    let e = iterative(&problem(&w, &full, &y), &capped).unwrap_err();
+    assert!(e.to_string().contains("did not converge"), "{e}");
+}
+
+#[test]
+fn unions_past_the_dense_limit_are_solved_iteratively_and_unbiased() {
+    // 16×16×17 = 4352 cells (> 4096): overlapping random terms on {a,b}
+    // and {b,c}. Noiseless measurements must give the exact answers.
+    // Factors 2I + uniform[-1,1)/2: well conditioned, so that the
+    // preconditioned iteration converges within the default cap.
+    let mut s = 11u64;
+    let mut f = |n: usize| {
+        let r = random_mat(n, n, &mut s);
+        Mat::from_fn(n, n, |i, j| {
+            r[(i, j)] / 2.0 + if i == j { 2.0 } else { 0.0 }
+        })
+    };
+    let m = MarginalStrategy::new(
+        vec![16, 16, 17],
+        vec![
+            (1.0, vec![(0, f(16)), (1, f(16))]),
+            (0.5, vec![(1, f(16)), (2, f(17))]),
+        ],
+    )
+    .unwrap()
+    .measured_strategy();
+    let domain = r#"[{"name":"a","size":16},{"name":"b","size":16},{"name":"c","size":17}]"#;
+    let w = spec(
+        domain,
+        r#"[{"marginal":["b"]}, {"kron":{"b":{"ranges":[[0,3],[2,9]]},"c":{"ranges":[[1,5]]}}}]"#,
+    );
+    let a = densify(&m, &[16, 16, 17]);
+    let x: Vec<f64> = (0..a.ncols()).map(|i| ((i * 7) % 5) as f64).collect();
+    let y0: Vec<f64> = (0..a.nrows())
+        .map(|r| (0..a.ncols()).map(|j| a[(r, j)] * x[j]).sum())
+        .collect();
+    let r = reconstruct(&w, &m, &y0, 1.0).unwrap();
+    assert_eq!(r.method, ReconstructionMethod::ConjugateGradient);
+    assert_close(&r.answers, &w.answer(&x).unwrap(), "noiseless answers");
+    assert!(r.variances.iter().all(|v| *v > 0.0 && v.is_finite()));
 }

@@ -18,6 +18,25 @@ fn kron_group(label: &str, weight: f64, factors: Vec<Factor>) -> QueryGroup {
     }
 }
 
+fn marginal_group(label: &str, weight: f64, sets: Vec<u128>) -> QueryGroup {
+    QueryGroup {
+        label: label.into(),
+        weight,
+        queries: Queries::Marginals(sets),
+    }
+}
+
+/// On [`domain3`]: the 2-way marginals on {a, b} and {b, c} (weight 1),
+/// `kron`, and the total with weight `total`.
+fn two_way_kron_and_total(kron: QueryGroup, total: f64) -> StructuredWorkload {
+    let groups = vec![
+        marginal_group("two-way", 1.0, vec![0b011, 0b110]),
+        kron,
+        marginal_group("total", total, vec![0]),
+    ];
+    StructuredWorkload::new(domain3(), groups).unwrap()
+}
+
 fn dense_objective(w: &StructuredWorkload, a: &Mat<f64>, privacy: PrivacyModel) -> f64 {
     let eval = evaluate_strategy_gram(w.dense_gram().unwrap().as_ref(), a.as_ref()).unwrap();
     assert!(eval.support.supported);
@@ -115,8 +134,9 @@ fn identical_factors_and_closed_forms() {
     assert!(plan.certificate.unwrap().relative_gap.abs() <= 1e-12);
 }
 
-#[test]
-fn opt_kron_unions_match_dense_for_both_models() {
+/// On [`domain3`]: two Kronecker products (20 and 30 rows) and two
+/// marginals (15 and 1 rows), with different weights.
+fn kron_union() -> StructuredWorkload {
     let groups = vec![
         kron_group(
             "k1",
@@ -128,13 +148,14 @@ fn opt_kron_unions_match_dense_for_both_models() {
             0.5,
             vec![Factor::Total(5), Factor::AllRange(4), Factor::Identity(3)],
         ),
-        QueryGroup {
-            label: "m".into(),
-            weight: 2.0,
-            queries: Queries::Marginals(vec![0b101, 0b000]),
-        },
+        marginal_group("m", 2.0, vec![0b101, 0b000]),
     ];
-    let w = StructuredWorkload::new(domain3(), groups).unwrap();
+    StructuredWorkload::new(domain3(), groups).unwrap()
+}
+
+#[test]
+fn opt_kron_unions_match_dense_for_both_models() {
+    let w = kron_union();
     for privacy in [PrivacyModel::Approx, PrivacyModel::Pure] {
         let plan = plan_strategy(&w, privacy, &PlanOptions::default()).unwrap();
         check_against_dense(&w, &plan);
@@ -152,37 +173,19 @@ fn opt_kron_unions_match_dense_for_both_models() {
 
 #[test]
 fn marginal_closed_form_attains_the_dense_svd_bound() {
-    let groups = vec![
-        QueryGroup {
-            label: "two-way".into(),
-            weight: 1.0,
-            queries: Queries::Marginals(vec![0b011, 0b110]),
-        },
+    let w = two_way_kron_and_total(
         kron_group(
             "a",
             3.0,
             vec![Factor::Identity(5), Factor::Total(4), Factor::Total(3)],
         ),
-        QueryGroup {
-            label: "total".into(),
-            weight: 0.3,
-            queries: Queries::Marginals(vec![0]),
-        },
-    ];
-    let w = StructuredWorkload::new(domain3(), groups).unwrap();
+        0.3,
+    );
     let plan = plan_strategy(&w, PrivacyModel::Approx, &PlanOptions::default()).unwrap();
     assert_eq!(plan.method, "residual");
     check_against_dense(&w, &plan);
-    // Dense SVD bound, zero eigenvalues (≤ 1e-12 λ_max) dropped.
-    let g = w.dense_gram().unwrap();
-    let eig = dp_linalg::SymmetricEigen::values_only(g.as_ref()).unwrap();
-    let top = eig.iter().copied().fold(0.0, f64::max);
-    let s: f64 = eig
-        .iter()
-        .filter(|&&l| l > 1e-12 * top)
-        .map(|l| l.sqrt())
-        .sum();
-    let bound = s * s / 60.0;
+    // The dense SVD bound.
+    let bound = dp_core::svd_lower_bound_from_gram(w.dense_gram().unwrap().as_ref()).unwrap();
     assert!(
         (plan.objective - bound).abs() <= 1e-10 * bound,
         "{} vs {bound}",
@@ -193,21 +196,6 @@ fn marginal_closed_form_attains_the_dense_svd_bound() {
     // Attained: strictly better than OPT_⊗ can certify on this union.
     let kron = kron::opt_kron(&w, PrivacyModel::Approx, &PlanOptions::default()).unwrap();
     assert!(kron.objective >= plan.objective * (1.0 - 1e-12));
-}
-
-#[test]
-fn helmert_rows_are_orthonormal_and_sum_to_zero() {
-    for n in 1..7 {
-        let q = marginal::helmert(n);
-        let qqt = &q * q.transpose();
-        for i in 0..n - 1 {
-            assert!((0..n).map(|j| q[(i, j)]).sum::<f64>().abs() < 1e-14);
-            for j in 0..n - 1 {
-                let want = if i == j { 1.0 } else { 0.0 };
-                assert!((qqt[(i, j)] - want).abs() < 1e-14);
-            }
-        }
-    }
 }
 
 #[test]
@@ -240,19 +228,7 @@ fn bad_options_are_refused() {
 #[test]
 fn plan_report_errors_match_dense_per_query_errors() {
     use dp_core::{GaussianCalibration, NoiseCalibration, PrivacyBudget};
-    let groups = vec![
-        kron_group(
-            "k",
-            1.0,
-            vec![Factor::Prefix(5), Factor::Identity(4), Factor::Total(3)],
-        ),
-        QueryGroup {
-            label: "m".into(),
-            weight: 0.5,
-            queries: Queries::Marginals(vec![0b110, 0b001]),
-        },
-    ];
-    let w = StructuredWorkload::new(domain3(), groups).unwrap();
+    let w = kron_union();
     for budget in [
         PrivacyBudget::pure(0.7).unwrap(),
         PrivacyBudget::approx(0.9, 1e-6).unwrap(),
@@ -274,11 +250,17 @@ fn plan_report_errors_match_dense_per_query_errors() {
             dp_core::expected_per_query_squared_error(wm.as_ref(), a.as_ref(), &noise).unwrap();
         let total: f64 = per_query.iter().sum();
         assert!((total - report.expected_total_squared_error).abs() <= 1e-10 * total);
-        // Group 0 is the first 20 rows, group 1 the remaining 12 + 5.
-        let g0: f64 = per_query[..20].iter().sum();
-        let rmse1 = (per_query[20..].iter().sum::<f64>() / 17.0).sqrt();
-        assert!((g0 - report.groups[0].expected_squared_error).abs() <= 1e-10 * total);
-        assert!((rmse1 - report.groups[1].rmse).abs() <= 1e-10 * rmse1);
+        // The groups' rows, in order: 20, 30 and 15 + 1.
+        let mut start = 0;
+        for (rows, g) in [20, 30, 16].into_iter().zip(&report.groups) {
+            let err: f64 = per_query[start..start + rows].iter().sum();
+            let rmse = (err / rows as f64).sqrt();
+            assert_eq!(g.queries, rows as f64);
+            assert!((err - g.expected_squared_error).abs() <= 1e-10 * total);
+            assert!((rmse - g.rmse).abs() <= 1e-10 * rmse, "{}", g.label);
+            start += rows;
+        }
+        assert_eq!((start, report.groups.len()), (per_query.len(), 3));
         let file = plan::plan_file(&w, &plan);
         assert_eq!(file.terms.len(), plan.strategy.terms.len());
     }
@@ -290,11 +272,7 @@ fn all_k_way(domain: &Domain, k: u32) -> StructuredWorkload {
     let sets: Vec<u128> = (0..1u128 << d).filter(|s| s.count_ones() == k).collect();
     StructuredWorkload::new(
         domain.clone(),
-        vec![QueryGroup {
-            label: format!("{k}-way"),
-            weight: 1.0,
-            queries: Queries::Marginals(sets),
-        }],
+        vec![marginal_group(&format!("{k}-way"), 1.0, sets)],
     )
     .unwrap()
 }
@@ -318,24 +296,14 @@ fn dense_marginals_strategy(w: &StructuredWorkload, sets: &[u128], theta: &[f64]
 }
 
 fn mixed_marginal_workload() -> StructuredWorkload {
-    let groups = vec![
-        QueryGroup {
-            label: "two-way".into(),
-            weight: 1.0,
-            queries: Queries::Marginals(vec![0b011, 0b110]),
-        },
+    two_way_kron_and_total(
         kron_group(
             "c",
             2.5,
             vec![Factor::Total(5), Factor::Total(4), Factor::Identity(3)],
         ),
-        QueryGroup {
-            label: "total".into(),
-            weight: 0.4,
-            queries: Queries::Marginals(vec![0]),
-        },
-    ];
-    StructuredWorkload::new(domain3(), groups).unwrap()
+        0.4,
+    )
 }
 
 #[test]

@@ -248,13 +248,7 @@ impl StructuredWorkload {
 
     /// `WᵀW x` through the structure (cells ≤ 2²⁷).
     pub fn gram_apply(&self, x: &[f64]) -> SResult<Vec<f64>> {
-        let n = self.domain.cells("index cells")?;
-        if x.len() != n {
-            return Err(StructuredError::Spec(format!(
-                "vector of length {} on {n} cells",
-                x.len()
-            )));
-        }
+        let n = self.check_cell_vector(x)?;
         let mut out = vec![0.0; n];
         for (c2, grams) in self.gram_terms(usize::MAX)? {
             let refs: Vec<&Mat<f64>> = grams.iter().collect();
@@ -267,13 +261,7 @@ impl StructuredWorkload {
 
     /// The answers `W x`, stacked in query order (cells ≤ 2²⁷).
     pub fn answer(&self, x: &[f64]) -> SResult<Vec<f64>> {
-        let n = self.domain.cells("index cells")?;
-        if x.len() != n {
-            return Err(StructuredError::Spec(format!(
-                "data vector of length {} on {n} cells",
-                x.len()
-            )));
-        }
+        self.check_cell_vector(x)?;
         let mut out = Vec::new();
         for (w, factors) in self.products() {
             let mats = factors
@@ -321,6 +309,30 @@ impl StructuredWorkload {
             })
             .collect::<SResult<Vec<_>>>()?;
         Ok(dp_linalg::stack_rows(&blocks, n)?)
+    }
+
+    /// The squared Frobenius norm `‖W‖_F² = Σ c² Π tr(WᵢᵀWᵢ)` over the
+    /// products: the `l1_obj` and `l2_obj` of the identity strategy
+    /// (Δ₁ = Δ₂ = 1, `tr(WᵀW)`), the baseline HDMM reports errors against.
+    pub fn frobenius_squared(&self) -> SResult<f64> {
+        let mut total = 0.0;
+        for (c2, grams) in self.gram_terms(usize::MAX)? {
+            let traces = grams.iter().map(|g| dp_linalg::trace(g.as_ref()));
+            total += c2 * traces.product::<Result<f64, _>>()?;
+        }
+        Ok(total)
+    }
+
+    /// The number of cells, when `x` has one entry per cell (cells ≤ 2²⁷).
+    fn check_cell_vector(&self, x: &[f64]) -> SResult<usize> {
+        let n = self.domain.cells("index cells")?;
+        if x.len() != n {
+            return Err(StructuredError::Spec(format!(
+                "vector of length {} on {n} cells",
+                x.len()
+            )));
+        }
+        Ok(n)
     }
 
     fn check_dense(&self) -> SResult<usize> {

@@ -99,6 +99,10 @@ fn gram_answer_and_gram_apply_match_dense() {
             rel_vec(&want, &w.gram_apply(&x).unwrap()) <= 1e-10,
             "seed {seed}"
         );
+        // ‖W‖_F² from the dense rows.
+        let frob = dp_linalg::frobenius_norm(dense.as_ref()).powi(2);
+        let got = w.frobenius_squared().unwrap();
+        assert!((got - frob).abs() <= 1e-10 * frob, "seed {seed}");
     }
 }
 
@@ -261,16 +265,6 @@ fn sf1_persons_has_the_published_table_sizes() {
     // The identity strategy's l1_obj is ‖W‖_F² = Σ w² Π tr(Gᵢ); HDMM's
     // SF1 Persons gives 1.90e7 (issue 18), which counts code 0 as "two or
     // more races": within 1%.
-    let frob: f64 = w
-        .gram_terms(usize::MAX)
-        .unwrap()
-        .iter()
-        .map(|(c2, gs)| {
-            c2 * gs
-                .iter()
-                .map(|g| (0..g.nrows()).map(|i| g[(i, i)]).sum::<f64>())
-                .product::<f64>()
-        })
-        .sum();
+    let frob = w.frobenius_squared().unwrap();
     assert!((frob / 1.90e7 - 1.0).abs() < 0.01, "{frob}");
 }
