@@ -10,7 +10,10 @@
 //! symmetric square root `R` with `RᵀR = WᵀW`, from which its optimizers
 //! form the same Gram), both times exclude reading it, and both
 //! objectives are recomputed here by [`Problem::objective`] from the
-//! returned strategies.
+//! returned strategies. Beside wall-clock seconds each side reports the
+//! CPU seconds of its process over the run (all threads: ours may use
+//! two, HDMM's BLAS is held to one), the measure that survives a machine
+//! shared with other work.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -53,6 +56,9 @@ pub fn peer_gram(kind: &str, n: usize, seed: u64) -> Result<Mat<f64>> {
 pub struct Side {
     /// Wall-clock seconds of the optimization.
     pub seconds: f64,
+    /// CPU seconds (user + system, every thread) of the optimization,
+    /// where the platform reports them.
+    pub cpu_seconds: Option<f64>,
     /// `l1_obj` or `l2_obj` of the returned strategy.
     pub objective: f64,
 }
@@ -82,18 +88,28 @@ impl PeerRow {
         self.peer.map(|p| p.seconds / self.ours.seconds)
     }
 
+    /// HDMM's CPU seconds over ours (> 1: we used less CPU).
+    pub fn cpu_ratio(&self) -> Option<f64> {
+        let peer = self.peer?.cpu_seconds?;
+        Some(peer / self.ours.cpu_seconds?)
+    }
+
     /// Our objective over HDMM's (< 1: our error is lower).
     pub fn objective_ratio(&self) -> Option<f64> {
         self.peer.map(|p| self.ours.objective / p.objective)
     }
 
-    /// One cell of the side-by-side table: both times, the time ratio
-    /// and the objective ratio (ours alone when HDMM did not run).
+    /// One cell of the side-by-side table: both times, the time ratio,
+    /// the CPU-time ratio and the objective ratio (ours alone when HDMM
+    /// did not run).
     pub fn cell(&self) -> String {
         let ours = format!("{:.2} s", self.ours.seconds);
+        let cpu = self
+            .cpu_ratio()
+            .map_or(String::new(), |c| format!(" (CPU {c:.2}×)"));
         match (self.peer, self.time_ratio(), self.objective_ratio()) {
             (Some(p), Some(t), Some(o)) => format!(
-                "{ours} vs {:.2} s — {t:.2}×, objective ratio {o:.4}",
+                "{ours} vs {:.2} s — {t:.2}×{cpu}, objective ratio {o:.4}",
                 p.seconds
             ),
             _ => format!("{ours} (no HDMM), objective {:.6e}", self.ours.objective),
@@ -105,8 +121,9 @@ impl PeerRow {
 pub fn table_preamble(load: Option<f64>) -> [String; 3] {
     [
         format!(
-            "time ratio = HDMM's seconds / ours (> 1: dpmm faster); objective ratio = ours / \
-             HDMM's (< 1: dpmm lower error); load average at start {}",
+            "time ratio = HDMM's seconds / ours (> 1: dpmm faster), CPU = the same for CPU \
+             seconds; objective ratio = ours / HDMM's (< 1: dpmm lower error); load average at \
+             start {}",
             load.map_or("?".into(), |l| format!("{l:.1}"))
         ),
         "| workload | n | (ε,δ): coa vs HDMM McKennaConvex | ε-DP: epsilon-default vs HDMM PIdentity |"
@@ -134,13 +151,26 @@ pub fn table_line(kind: &str, n: usize, rows: &[PeerRow]) -> String {
 pub fn run_ours(gram: &Mat<f64>, privacy: PrivacyModel, name: &str) -> Result<Side> {
     let problem = Problem::from_gram(gram.clone(), privacy)?;
     let optimizer = dp_opt::by_name(name)?;
+    let cpu = process_cpu_seconds();
     let started = Instant::now();
     let result = optimizer.optimize(&problem, &mut ())?;
     let seconds = started.elapsed().as_secs_f64();
     Ok(Side {
         seconds,
+        cpu_seconds: process_cpu_seconds().zip(cpu).map(|(b, a)| b - a),
         objective: problem.objective(result.strategy.as_ref())?,
     })
+}
+
+/// CPU seconds (user + system, all threads) this process has used, from
+/// `/proc/self/stat` (fields 14 and 15, in clock ticks of 1/100 s);
+/// `None` where that file does not exist.
+pub fn process_cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The command name (field 2) may contain spaces: count after its ')'.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i)?.parse::<f64>().ok();
+    Some((ticks(11)? + ticks(12)?) / 100.0)
 }
 
 /// The driver run by HDMM's Python: loads `WᵀW`, hands HDMM a square
@@ -155,6 +185,7 @@ w, V = np.linalg.eigh(G)
 R = (V * np.sqrt(np.clip(w, 0, None))).T
 E = matrix.EkteloMatrix(R)
 t = time.perf_counter()
+c = time.process_time()
 if sys.argv[3] == "mckenna":
     tm = templates.McKennaConvex(n)
 else:
@@ -162,8 +193,9 @@ else:
 tm.optimize(E)
 A = tm.strategy().dense_matrix()
 dt = time.perf_counter() - t
+dc = time.process_time() - c
 np.save(sys.argv[4], A)
-print(dt)
+print(dt, dc)
 "#;
 
 /// HDMM's source and a Python able to run it.
@@ -191,8 +223,14 @@ impl Hdmm {
     }
 
     /// Runs HDMM's `McKennaConvex` (`mckenna`) or `PIdentity` on the Gram
-    /// stored at `gram_path`; the strategy and HDMM's seconds.
-    pub fn run(&self, gram_path: &Path, template: &str, dir: &Path) -> Result<(Mat<f64>, f64)> {
+    /// stored at `gram_path`; the strategy and HDMM's wall-clock and CPU
+    /// seconds.
+    pub fn run(
+        &self,
+        gram_path: &Path,
+        template: &str,
+        dir: &Path,
+    ) -> Result<(Mat<f64>, f64, f64)> {
         let out = dir.join(format!("hdmm_{template}.npy"));
         let o = Command::new(&self.python)
             .args(["-c", DRIVER])
@@ -210,11 +248,18 @@ impl Hdmm {
             )));
         }
         let text = String::from_utf8_lossy(&o.stdout);
-        let seconds: f64 = text
-            .trim()
-            .parse()
+        let times: Vec<f64> = text
+            .split_whitespace()
+            .map(str::parse)
+            .collect::<std::result::Result<_, _>>()
             .map_err(|_| DpError::Io(format!("HDMM driver printed '{}'", text.trim())))?;
-        Ok((dp_workloads::npy::read_matrix(&out)?, seconds))
+        let &[seconds, cpu] = times.as_slice() else {
+            return Err(DpError::Io(format!(
+                "HDMM driver printed '{}'",
+                text.trim()
+            )));
+        };
+        Ok((dp_workloads::npy::read_matrix(&out)?, seconds, cpu))
     }
 }
 
@@ -248,10 +293,11 @@ pub fn measure(
         let ours = run_ours(&gram, privacy, ours_name)?;
         let peer = match hdmm {
             Some(h) => {
-                let (strategy, seconds) = h.run(&gram_path, template, dir)?;
+                let (strategy, seconds, cpu) = h.run(&gram_path, template, dir)?;
                 let problem = Problem::from_gram(gram.clone(), privacy)?;
                 Some(Side {
                     seconds,
+                    cpu_seconds: Some(cpu),
                     objective: problem.objective(strategy.as_ref())?,
                 })
             }
@@ -314,15 +360,38 @@ mod tests {
             ours_name: "a",
             ours: Side {
                 seconds: 2.0,
+                cpu_seconds: Some(4.0),
                 objective: 3.0,
             },
             peer_name: "b",
             peer: Some(Side {
                 seconds: 8.0,
+                cpu_seconds: Some(6.0),
                 objective: 6.0,
             }),
         };
         assert_eq!(row.time_ratio(), Some(4.0));
+        assert_eq!(row.cpu_ratio(), Some(1.5));
         assert_eq!(row.objective_ratio(), Some(0.5));
+        assert!(row.cell().contains("4.00× (CPU 1.50×)"), "{}", row.cell());
+    }
+
+    /// The CPU clock advances with work done on this thread (Linux has
+    /// `/proc`; a wrong field would stay put or fail to parse).
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn cpu_seconds_follow_work() {
+        let before = process_cpu_seconds().unwrap();
+        let started = Instant::now();
+        let mut x = 0u64;
+        while process_cpu_seconds().unwrap() < before + 0.02 {
+            for i in 0..100_000u64 {
+                x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
+            }
+            assert!(
+                started.elapsed().as_secs() < 60,
+                "CPU clock did not advance"
+            );
+        }
     }
 }

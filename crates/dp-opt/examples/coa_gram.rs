@@ -1,5 +1,5 @@
 //! Times COA on an implicit workload and prints its homotopy stages:
-//! `cargo run --release -p dp-opt --example coa_gram -- allrange|prefix|wrange N [M]`.
+//! `cargo run --release -p dp-opt --example coa_gram -- allrange|prefix|wrange|wdiscrete|wrelated N [M]`.
 
 use dp_core::{DpError, Result};
 use dp_opt::{Event, PrivacyModel, Problem, Stage, StrategyOptimizer, coa::Coa};
@@ -69,6 +69,19 @@ fn main() -> Result<()> {
                 .unwrap_or(7);
             dp_workloads::generators::wrange(m, n, seed)?.gram()
         }
+        "wdiscrete" | "wrelated" => {
+            let m: usize = arg(&args, 3, "m")?.unwrap_or(1024);
+            let seed = std::env::var("SEED")
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(20121);
+            if kind == "wdiscrete" {
+                use dp_workloads::generators::{DiscreteEntries, wdiscrete};
+                wdiscrete(m, n, DiscreteEntries::LRM, seed)?.gram()
+            } else {
+                dp_workloads::generators::wrelated(m, n, (n / 5).max(1), seed)?.gram()
+            }
+        }
         "npy" => {
             let path = args.get(2).cloned().unwrap_or_default();
             let w = dp_workloads::npy::read_matrix(std::path::Path::new(&path))?;
@@ -77,7 +90,9 @@ fn main() -> Result<()> {
         other => {
             return Err(DpError::InvalidParameter {
                 name: "workload",
-                reason: format!("'{other}' (expected allrange, prefix or wrange)"),
+                reason: format!(
+                    "'{other}' (expected allrange, prefix, wrange, wdiscrete or wrelated)"
+                ),
             });
         }
     };

@@ -99,7 +99,8 @@ pub const EPSILON_DEFAULT: registry::Descriptor = registry::Descriptor {
 /// shape) it can only improve it, since its SPG keeps its best iterate.
 #[derive(Debug, Clone, Copy)]
 pub struct EpsilonDefault {
-    /// p-Identity's settings.
+    /// p-Identity's settings (default: p-Identity's, stopping at
+    /// [`EPSILON_DEFAULT_PIDENTITY_TOLERANCE`]).
     pub pidentity: pidentity::PIdentityOptions,
     /// LRM's settings (its `max_seconds` is set from the budget).
     pub lrm: lrm::LrmOptions,
@@ -108,10 +109,19 @@ pub struct EpsilonDefault {
     pub effort: f64,
 }
 
+/// The relative-decrease stop of `epsilon-default`'s p-Identity stage
+/// (five consecutive iterations below it): ten times p-Identity's own
+/// [`pidentity::PIDENTITY_FUNCTION_TOLERANCE`], because LRM continues
+/// from its strategy; the last decade of p-Identity's tail costs about
+/// half its iterations for a tenth of a percent of the objective.
+pub const EPSILON_DEFAULT_PIDENTITY_TOLERANCE: f64 = 1e-5;
+
 impl Default for EpsilonDefault {
     fn default() -> Self {
+        let mut pidentity = pidentity::PIdentityOptions::default();
+        pidentity.lbfgs.function_tolerance = EPSILON_DEFAULT_PIDENTITY_TOLERANCE;
         Self {
-            pidentity: pidentity::PIdentityOptions::default(),
+            pidentity,
             lrm: lrm::LrmOptions::default(),
             effort: 1.5,
         }
@@ -261,9 +271,11 @@ mod epsilon_default_tests {
     #[test]
     fn never_worse_than_pidentity_and_effort_one_skips_lrm() {
         let pr = problem();
-        let pid = pidentity::PIdentity::default()
-            .optimize(&pr, &mut ())
-            .unwrap();
+        let pid = pidentity::PIdentity {
+            options: EpsilonDefault::default().pidentity,
+        }
+        .optimize(&pr, &mut ())
+        .unwrap();
         let one = EpsilonDefault {
             effort: 1.0,
             ..EpsilonDefault::default()
