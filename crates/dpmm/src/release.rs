@@ -397,12 +397,33 @@ fn sidecar(
         },
         "reconstruction": rec.method,
         "queries": rec.answers.len(),
-        "intervals": "95%, from the exact variance of each answer (normal approximation)",
+        "intervals": intervals_method(&m.noise),
         "ledger": {"path": args.ledger.display().to_string(), "entry": entry},
     });
     let mut s = serde_json::to_string_pretty(&value).unwrap_or_default();
     s.push('\n');
     s
+}
+
+/// How the 95% intervals are made, for the sidecar: a normal
+/// approximation around the exact variance. Each answer's noise is a
+/// linear combination of the strategy rows' independent draws; under pure
+/// ε-DP these are discrete Laplace, whose tails are heavier than normal,
+/// so an answer carrying few draws is covered less often (a single Laplace
+/// draw: P(|X| ≤ 1.96σ) = 1 − e^(−1.96·√2) ≈ 93.7%).
+fn intervals_method(noise: &MeasurementNoise) -> &'static str {
+    match noise {
+        MeasurementNoise::DiscreteLaplace { .. } => {
+            "95% normal approximation: answer ± 1.96 std_error, std_error from the exact variance \
+             of each answer; the noise is a sum of discrete Laplace draws, heavier-tailed than \
+             normal, so an answer carrying few draws is covered less often (a single draw: about \
+             93.7%)"
+        }
+        MeasurementNoise::DiscreteGaussian { .. } => {
+            "95% normal approximation: answer ± 1.96 std_error, std_error from the exact variance \
+             of each answer; the noise is a sum of discrete Gaussian draws"
+        }
+    }
 }
 
 fn write_outputs(
