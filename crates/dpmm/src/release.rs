@@ -48,7 +48,8 @@ const Z95: f64 = 1.959_963_984_540_054;
 /// `dpmm release`.
 #[derive(Args)]
 pub struct ReleaseArgs {
-    /// Records: CSV with a header row, plain or gzip'ed (detected by content).
+    /// Records: CSV with a header row, plain or gzip'ed, or Parquet with the
+    /// `parquet` feature (detected by content).
     #[arg(long, required_unless_present = "counts", conflicts_with = "counts")]
     pub data: Option<PathBuf>,
     /// Instead of records: a pre-aggregated table (the schema's columns
@@ -238,6 +239,9 @@ fn aggregate(args: &ReleaseArgs, p: &Prepared) -> Result<PrivateCounts, String> 
         (None, Some(c)) => (c, Rows::CountsTable),
         _ => return Err("give exactly one of --data and --counts".into()),
     };
+    if dpmm_records::source::is_parquet(path) {
+        return aggregate_parquet(path, rows, p);
+    }
     let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let len = file.metadata().map(|m| m.len()).unwrap_or(0);
     // Only a percentage of the input file, and only on a terminal: no
@@ -252,6 +256,25 @@ fn aggregate(args: &ReleaseArgs, p: &Prepared) -> Result<PrivateCounts, String> 
     let counts = aggregate_rows(input, &name, &p.schema, &p.layout, rows);
     bar.finish_and_clear();
     counts.map_err(text)
+}
+
+/// Records from a Parquet file (the `parquet` feature).
+#[cfg(feature = "parquet")]
+fn aggregate_parquet(path: &Path, rows: Rows, p: &Prepared) -> Result<PrivateCounts, String> {
+    if rows == Rows::CountsTable {
+        return Err(format!("{}: a counts table must be CSV", path.display()));
+    }
+    dpmm_records::parquet_input::aggregate_parquet_file(path, &p.schema, &p.layout).map_err(text)
+}
+
+/// Without the `parquet` feature a Parquet file is refused, not read as CSV.
+#[cfg(not(feature = "parquet"))]
+fn aggregate_parquet(path: &Path, _: Rows, _: &Prepared) -> Result<PrivateCounts, String> {
+    Err(format!(
+        "{}: a Parquet file; this dpmm is built without the `parquet` feature \
+         (cargo install --path crates/dpmm --features parquet)",
+        path.display()
+    ))
 }
 
 /// Refuses an output path that is a directory or names one of the inputs
