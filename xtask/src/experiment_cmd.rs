@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use dp_bench::progress::TerminalProgress;
-use dp_bench::{RunConfig, registry, run_experiment};
+use dp_bench::{RunConfig, Scale, registry, run_experiment};
 use dp_core::Result;
 
 #[derive(Debug, Args)]
@@ -28,7 +28,7 @@ pub struct ExperimentArgs {
     repetitions: Option<usize>,
     /// A reduced grid that only checks the experiment runs end to end
     /// (what the integration test uses); not a reproduction.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "full")]
     smoke: bool,
 }
 
@@ -44,12 +44,17 @@ pub fn run(args: &ExperimentArgs) -> Result<()> {
         return Ok(());
     }
     let cfg = RunConfig {
-        full: args.full,
+        scale: if args.smoke {
+            Scale::Smoke
+        } else if args.full {
+            Scale::Full
+        } else {
+            Scale::Reduced
+        },
         out: args.out.clone(),
         seed: args.seed,
         datasets: args.datasets.clone(),
         repetitions: args.repetitions,
-        smoke: args.smoke,
     };
     let chosen = dp_bench::select(experiments, &args.name)?;
     for e in chosen {

@@ -36,11 +36,25 @@ pub use output::{
     Panel, Plot, Point, PointSetting, Series, SeriesPoint, with_error_bar, write_outputs,
 };
 
+/// How large a run is: every experiment's sizes, grids and budgets are
+/// chosen by it ([`RunConfig::by_scale`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Scale {
+    /// A reduced grid (small sizes, few points) for the integration test
+    /// that every experiment runs end to end; not a reproduction.
+    Smoke,
+    /// Sizes that keep each figure's shape and run in minutes on 2 cores.
+    #[default]
+    Reduced,
+    /// The paper's full scale.
+    Full,
+}
+
 /// How an experiment is run.
 #[derive(Debug, Clone)]
 pub struct RunConfig {
-    /// The paper's full scale instead of the default (minutes on 2 cores).
-    pub full: bool,
+    /// Smoke, reduced (the default) or the paper's full scale.
+    pub scale: Scale,
     /// Root of the outputs; each experiment writes into `out/NAME/`.
     pub out: PathBuf,
     /// Seed of every random draw (workload generators and noise).
@@ -49,21 +63,17 @@ pub struct RunConfig {
     pub datasets: Option<PathBuf>,
     /// Override of the number of repetitions per point (tests use few).
     pub repetitions: Option<usize>,
-    /// A reduced grid (small sizes, few points) for the integration test
-    /// that every experiment runs end to end; not a reproduction.
-    pub smoke: bool,
 }
 
 impl RunConfig {
     /// Default scale, seed 2024, outputs under `out`.
     pub fn new(out: PathBuf) -> Self {
         Self {
-            full: false,
+            scale: Scale::Reduced,
             out,
             seed: 2024,
             datasets: None,
             repetitions: None,
-            smoke: false,
         }
     }
 
@@ -83,12 +93,10 @@ impl RunConfig {
     /// the paper's scale, `default` otherwise (every experiment's sizes,
     /// grids and budgets are chosen this way).
     pub fn by_scale<T>(&self, smoke: T, default: T, full: T) -> T {
-        if self.smoke {
-            smoke
-        } else if self.full {
-            full
-        } else {
-            default
+        match self.scale {
+            Scale::Smoke => smoke,
+            Scale::Reduced => default,
+            Scale::Full => full,
         }
     }
 }

@@ -7,7 +7,7 @@ use plotters::prelude::*;
 use serde::Serialize;
 
 use crate::stats::MeanCi;
-use crate::{Experiment, ExperimentResult, RunConfig, Written};
+use crate::{Experiment, ExperimentResult, RunConfig, Scale, Written};
 
 /// One measured point: a CSV row.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -445,7 +445,7 @@ pub fn write_outputs(
         "# {}\n\nReproduces: {}\n\nScale: {} · seed {} · {:.1} s · command: `cargo xtask experiment {}{} --seed {}`\n\nFiles: {}\n\n",
         experiment.name(),
         experiment.reproduces(),
-        if cfg.full {
+        if cfg.scale == Scale::Full {
             "full (paper)"
         } else {
             "default (reduced)"
@@ -453,7 +453,11 @@ pub fn write_outputs(
         cfg.seed,
         seconds,
         experiment.name(),
-        if cfg.full { " --full" } else { "" },
+        if cfg.scale == Scale::Full {
+            " --full"
+        } else {
+            ""
+        },
         cfg.seed,
         files
             .iter()

@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-use dp_bench::{RunConfig, registry, run_experiment};
+use dp_bench::{RunConfig, Scale, registry, run_experiment};
 
 #[test]
 fn every_experiment_writes_csv_svg_and_summary() {
@@ -12,7 +12,7 @@ fn every_experiment_writes_csv_svg_and_summary() {
     let mut ran = 0;
     for exp in registry() {
         let mut cfg = RunConfig::new(root.clone());
-        cfg.smoke = true;
+        cfg.scale = Scale::Smoke;
         cfg.repetitions = Some(3);
         if let Some(why) = exp.pending() {
             assert!(!why.is_empty());
@@ -83,7 +83,7 @@ fn zero_repetitions_are_refused_before_anything_runs() {
     let root = std::env::temp_dir().join(format!("dpmm-experiments-zero-{}", std::process::id()));
     for exp in registry() {
         let mut cfg = RunConfig::new(root.clone());
-        cfg.smoke = true;
+        cfg.scale = Scale::Smoke;
         cfg.repetitions = Some(0);
         let err = run_experiment(exp.as_ref(), &cfg, &mut ()).unwrap_err();
         if exp.pending().is_none() {

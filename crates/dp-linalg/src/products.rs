@@ -3,7 +3,7 @@
 
 use faer::linalg::matmul::matmul as faer_matmul;
 use faer::linalg::matmul::triangular::{BlockStructure, matmul as faer_triangular_matmul};
-use faer::{Accum, Mat, MatRef, Par};
+use faer::{Accum, Mat, MatMut, MatRef, Par};
 
 use crate::{LinalgError, Result};
 
@@ -19,7 +19,13 @@ pub fn all_finite(a: MatRef<'_, f64>) -> bool {
 /// `A.nrows() × B.ncols()` and `A.ncols() == B.nrows()` (faer asserts
 /// this and panics otherwise). Public entry points use [`matmul`].
 pub fn gemm_into(dst: &mut Mat<f64>, a: MatRef<'_, f64>, b: MatRef<'_, f64>, par: Par) {
-    faer_matmul(dst.as_mut(), Accum::Replace, a, b, 1.0, par);
+    gemm_into_view(dst.as_mut(), a, b, par);
+}
+
+/// `dst ← A B` into any view (e.g. a row-major slice), with the shape
+/// precondition of [`gemm_into`].
+pub fn gemm_into_view(dst: MatMut<'_, f64>, a: MatRef<'_, f64>, b: MatRef<'_, f64>, par: Par) {
+    faer_matmul(dst, Accum::Replace, a, b, 1.0, par);
 }
 
 /// `A B` into a new matrix, with the shape precondition of [`gemm_into`].

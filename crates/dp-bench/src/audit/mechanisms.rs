@@ -65,15 +65,10 @@ pub fn mechanisms(cfg: &AuditConfig) -> Result<Vec<Box<dyn Audited>>> {
         let keep = if cfg.reduced { 1 } else { strategies.len() };
         for budget in [laplace, gaussian] {
             for (label, a) in strategies.iter().take(keep) {
-                out.push(Box::new(MatrixAudit::new(
-                    label,
-                    a.as_ref(),
-                    budget,
-                    halved,
-                )?));
+                out.push(Box::new(matrix_audit(label, a.as_ref(), budget, halved)?));
             }
         }
-        out.push(Box::new(ProjectionAudit::new(eps, cfg.delta, halved)?));
+        out.push(Box::new(projection_audit(eps, cfg.delta, halved)?));
     }
     if cfg.broken != Some(Broken::HalvedSensitivity) {
         let reused = cfg.broken == Some(Broken::ReusedSeed);
@@ -126,15 +121,17 @@ fn neighbours(a: MatRef<'_, f64>, pure: bool) -> Result<(usize, [PrivateHistogra
     let j = (0..a.ncols())
         .max_by(|&x, &y| norm(x).total_cmp(&norm(y)))
         .unwrap_or(0);
+    Ok((j, neighbours_at(j)?))
+}
+
+/// The neighbouring histograms `BASE + e_j` and `BASE`.
+fn neighbours_at(j: usize) -> Result<[PrivateHistogram; 2]> {
     let mut with = BASE.to_vec();
     with[j] += 1;
-    Ok((
-        j,
-        [
-            PrivateHistogram::from_counts(with)?,
-            PrivateHistogram::from_counts(BASE.to_vec())?,
-        ],
-    ))
+    Ok([
+        PrivateHistogram::from_counts(with)?,
+        PrivateHistogram::from_counts(BASE.to_vec())?,
+    ])
 }
 
 fn dot(a: &[f64], b: &[f64]) -> f64 {
@@ -148,37 +145,36 @@ fn side_index(side: Side) -> usize {
     }
 }
 
-/// The matrix mechanism's measurement `y = A x + z`; its release `W A⁺ y`
-/// is post-processing of it.
-struct MatrixAudit {
+/// A data access under audit: its output on a histogram, drawn from
+/// `session`.
+trait Release: Sync {
+    fn answers(&self, data: &PrivateHistogram, session: &mut Session) -> Result<Vec<f64>>;
+}
+
+impl Release for MatrixMechanism {
+    fn answers(&self, data: &PrivateHistogram, session: &mut Session) -> Result<Vec<f64>> {
+        Ok(self.measure(data, session)?.values)
+    }
+}
+
+impl Release for GeneralizedGaussian {
+    fn answers(&self, data: &PrivateHistogram, session: &mut Session) -> Result<Vec<f64>> {
+        self.release(data, session)
+    }
+}
+
+/// One mechanism on one neighbouring pair (`data[0]` has the extra
+/// record), its outputs projected on `direction`.
+struct NeighbourAudit<M> {
     name: String,
-    mech: MatrixMechanism,
+    mech: M,
     data: [PrivateHistogram; 2],
     direction: Vec<f64>,
     claim: (f64, f64),
     halved: bool,
 }
 
-impl MatrixAudit {
-    fn new(label: &str, a: MatRef<'_, f64>, budget: PrivacyBudget, halved: bool) -> Result<Self> {
-        let pure = budget.delta().is_none();
-        let (j, data) = neighbours(a, pure)?;
-        Ok(Self {
-            name: format!(
-                "{} MM, {label} (n = {N}){}",
-                if pure { "Laplace" } else { "Gaussian" },
-                if halved { ", halved sensitivity" } else { "" }
-            ),
-            mech: MatrixMechanism::with_calibration(a, budget, CALIBRATION)?,
-            data,
-            direction: a.col(j).iter().copied().collect(),
-            claim: claim_of(budget),
-            halved,
-        })
-    }
-}
-
-impl Audited for MatrixAudit {
+impl<M: Release> Audited for NeighbourAudit<M> {
     fn name(&self) -> String {
         self.name.clone()
     }
@@ -190,91 +186,84 @@ impl Audited for MatrixAudit {
     fn project(&self, side: Side, seed: u64, count: u64, sink: &mut dyn FnMut(f64)) -> Result<()> {
         let mut s = session(seed, self.halved);
         for _ in 0..count {
-            let y = self.mech.measure(&self.data[side_index(side)], &mut s)?;
-            sink(dot(&self.direction, &y.values));
+            let y = self.mech.answers(&self.data[side_index(side)], &mut s)?;
+            sink(dot(&self.direction, &y));
         }
         Ok(())
     }
+}
+
+fn halved_suffix(halved: bool) -> &'static str {
+    if halved { ", halved sensitivity" } else { "" }
+}
+
+/// The matrix mechanism's measurement `y = A x + z`; its release `W A⁺ y`
+/// is post-processing of it.
+fn matrix_audit(
+    label: &str,
+    a: MatRef<'_, f64>,
+    budget: PrivacyBudget,
+    halved: bool,
+) -> Result<NeighbourAudit<MatrixMechanism>> {
+    let pure = budget.delta().is_none();
+    let (j, data) = neighbours(a, pure)?;
+    Ok(NeighbourAudit {
+        name: format!(
+            "{} MM, {label} (n = {N}){}",
+            if pure { "Laplace" } else { "Gaussian" },
+            halved_suffix(halved)
+        ),
+        mech: MatrixMechanism::with_calibration(a, budget, CALIBRATION)?,
+        data,
+        direction: col(a, j),
+        claim: claim_of(budget),
+        halved,
+    })
 }
 
 /// The projection mechanism's data access: the generalized Gaussian
 /// release `W x + N(0, c²Σ)` with the Ky Fan-optimal Σ (the projection
 /// that follows is post-processing). The noise is correlated, so the
 /// projection direction is the whitened column difference `Σ⁻¹ w_j`.
-struct ProjectionAudit {
-    gaussian: GeneralizedGaussian,
-    data: [PrivateHistogram; 2],
-    direction: Vec<f64>,
-    claim: (f64, f64),
+fn projection_audit(
+    epsilon: f64,
+    delta: f64,
     halved: bool,
-}
-
-impl ProjectionAudit {
-    fn new(epsilon: f64, delta: f64, halved: bool) -> Result<Self> {
-        let budget = PrivacyBudget::approx(epsilon, delta)?;
-        let w = Prefix::new(N)?
-            .explicit()
-            .unwrap_or_else(|| Mat::zeros(N, N));
-        let k = N / 2;
-        let cov = optimal_covariance(w.as_ref(), k, &KyFanOptions::default())?.covariance;
-        let gaussian = GeneralizedGaussian::new(w.as_ref(), cov.as_ref(), budget, CALIBRATION)?;
-        // Σ⁻¹ W: the column with the largest w_eᵀ Σ⁻¹ w_e is the neighbour.
-        let inv = dp_linalg::Cholesky::factor(cov.as_ref())
-            .map_err(|_| dp_core::DpError::InvalidParameter {
-                name: "covariance",
-                reason: "not positive definite".into(),
-            })?
-            .inverse();
-        let whitened = inv.as_ref() * w.as_ref();
-        let quad = |e: usize| dot(&col(w.as_ref(), e), &col(whitened.as_ref(), e));
-        let j = (0..N)
-            .max_by(|&a, &b| quad(a).total_cmp(&quad(b)))
-            .unwrap_or(0);
-        let mut with = BASE.to_vec();
-        with[j] += 1;
-        Ok(Self {
-            gaussian,
-            data: [
-                PrivateHistogram::from_counts(with)?,
-                PrivateHistogram::from_counts(BASE.to_vec())?,
-            ],
-            direction: col(whitened.as_ref(), j),
-            claim: claim_of(budget),
-            halved,
-        })
-    }
+) -> Result<NeighbourAudit<GeneralizedGaussian>> {
+    let budget = PrivacyBudget::approx(epsilon, delta)?;
+    let w = Prefix::new(N)?
+        .explicit()
+        .unwrap_or_else(|| Mat::zeros(N, N));
+    let k = N / 2;
+    let cov = optimal_covariance(w.as_ref(), k, &KyFanOptions::default())?.covariance;
+    let gaussian = GeneralizedGaussian::new(w.as_ref(), cov.as_ref(), budget, CALIBRATION)?;
+    // Σ⁻¹ W: the column with the largest w_eᵀ Σ⁻¹ w_e is the neighbour.
+    let inv = dp_linalg::Cholesky::factor(cov.as_ref())
+        .map_err(|_| dp_core::DpError::InvalidParameter {
+            name: "covariance",
+            reason: "not positive definite".into(),
+        })?
+        .inverse();
+    let whitened = inv.as_ref() * w.as_ref();
+    let quad = |e: usize| dot(&col(w.as_ref(), e), &col(whitened.as_ref(), e));
+    let j = (0..N)
+        .max_by(|&a, &b| quad(a).total_cmp(&quad(b)))
+        .unwrap_or(0);
+    Ok(NeighbourAudit {
+        name: format!(
+            "projection mechanism, Gaussian release (prefix sums, n = {N}){}",
+            halved_suffix(halved)
+        ),
+        mech: gaussian,
+        data: neighbours_at(j)?,
+        direction: col(whitened.as_ref(), j),
+        claim: claim_of(budget),
+        halved,
+    })
 }
 
 fn col(m: MatRef<'_, f64>, j: usize) -> Vec<f64> {
     m.col(j).iter().copied().collect()
-}
-
-impl Audited for ProjectionAudit {
-    fn name(&self) -> String {
-        format!(
-            "projection mechanism, Gaussian release (prefix sums, n = {N}){}",
-            if self.halved {
-                ", halved sensitivity"
-            } else {
-                ""
-            }
-        )
-    }
-
-    fn claim(&self) -> (f64, f64) {
-        self.claim
-    }
-
-    fn project(&self, side: Side, seed: u64, count: u64, sink: &mut dyn FnMut(f64)) -> Result<()> {
-        let mut s = session(seed, self.halved);
-        for _ in 0..count {
-            let y = self
-                .gaussian
-                .release(&self.data[side_index(side)], &mut s)?;
-            sink(dot(&self.direction, &y));
-        }
-        Ok(())
-    }
 }
 
 /// Two releases of the identity strategy on the two disjoint parts of the

@@ -18,7 +18,7 @@ use super::common::{histogram, measure_total};
 use super::runner::{Grid, GridExperiment, product};
 use super::sweep::{Family, related_rank};
 use crate::stats::MeanCi;
-use crate::{Panel, Plot, Point, PointSetting, Progress, RunConfig, Series, with_error_bar};
+use crate::{Panel, Plot, Point, PointSetting, Progress, RunConfig, Scale, Series, with_error_bar};
 
 /// Which parameter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -139,7 +139,7 @@ impl GridExperiment for LrmParams {
     }
 
     fn grid(&self, cfg: &RunConfig, _: &Setup) -> Vec<(usize, f64)> {
-        let values: Vec<f64> = match (self.knob, cfg.smoke) {
+        let values: Vec<f64> = match (self.knob, cfg.scale == Scale::Smoke) {
             (Knob::Gamma, true) => vec![1e-2, 10.0],
             (Knob::Gamma, false) => vec![1e-4, 1e-3, 1e-2, 0.1, 1.0, 10.0],
             (Knob::Rank, true) => vec![0.8, 1.2],
@@ -324,16 +324,18 @@ impl LrmParams {
 
 /// Figures 2 and 3.
 pub(crate) fn all() -> Vec<Grid<LrmParams>> {
-    vec![
-        Grid::new(
+    [
+        (
             "lrm-fig2",
             "LRM paper, Figure 2: effect of the relaxation γ on LRM (Search Logs; ε = 1, 0.1, 0.01)",
-            LrmParams { knob: Knob::Gamma },
+            Knob::Gamma,
         ),
-        Grid::new(
+        (
             "lrm-fig3",
             "LRM paper, Figure 3: effect of the rank r (as a ratio to rank(W)) on LRM (Search Logs)",
-            LrmParams { knob: Knob::Rank },
+            Knob::Rank,
         ),
     ]
+    .map(|(name, reproduces, knob)| Grid::new(name, reproduces, LrmParams { knob }))
+    .into()
 }

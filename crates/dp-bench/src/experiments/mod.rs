@@ -7,6 +7,7 @@ mod lrm_params;
 mod mechanisms;
 mod mm_range_error;
 mod projection_small_db;
+mod reconstruction;
 mod runner;
 mod sweep;
 mod timing;
@@ -37,5 +38,6 @@ pub fn all() -> Vec<Box<dyn Experiment>> {
     out.push(Box::new(coa_convergence::EXPERIMENT));
     out.push(Box::new(hdmm::SCALABILITY));
     out.push(Box::new(hdmm::CENSUS));
+    out.push(Box::new(reconstruction::Scaling));
     out
 }

@@ -33,7 +33,7 @@ use dp_workloads::workload::ExplicitWorkload;
 use super::common::{histogram, subsample};
 use super::runner::{Grid, GridExperiment};
 use crate::stats::MeanCi;
-use crate::{Panel, Plot, Point, PointSetting, Progress, RunConfig, Series, with_error_bar};
+use crate::{Panel, Plot, Point, PointSetting, Progress, RunConfig, Scale, Series, with_error_bar};
 
 /// `projection-small-db`.
 pub(crate) struct ProjectionSmallDb;
@@ -153,7 +153,11 @@ impl GridExperiment for ProjectionSmallDb {
     type Row = Row;
 
     fn setup(&self, cfg: &RunConfig, progress: &mut dyn Progress) -> Result<Setup> {
-        let (m, n) = if cfg.smoke { (128, 128) } else { (1024, 1024) };
+        let (m, n) = if cfg.scale == Scale::Smoke {
+            (128, 128)
+        } else {
+            (1024, 1024)
+        };
         let budget = PrivacyBudget::approx(EPSILON, DELTA)?;
         let workload = wrange(m, n, cfg.seed)?;
         let w = workload.matrix();
@@ -225,14 +229,13 @@ impl GridExperiment for ProjectionSmallDb {
         let sol = &setup.solved[i];
         let (next_eig, gap, cov_seconds) = (sol.next_eig, sol.cov.relative_gap, sol.seconds);
         // The mechanism is built per N, since its hull N (I − Π) K_W scales with N.
-        let mech = ProjectionMechanism::new(
+        let gaussian = GeneralizedGaussian::new(
             setup.workload.matrix(),
             sol.cov.covariance.as_ref(),
             setup.budget,
             CALIBRATION,
-            records_n,
-            PROJECTION_TOLERANCE,
         )?;
+        let mech = ProjectionMechanism::new(gaussian, records_n, PROJECTION_TOLERANCE)?;
         let start = std::time::Instant::now();
         let samples = release(setup, &mech, &x)?;
         let seconds = start.elapsed().as_secs_f64();

@@ -16,7 +16,7 @@ use super::mechanisms::strategy;
 use super::runner::{Grid, GridExperiment, product};
 use super::sweep::{DELTA, EPSILON, Family, related_rank};
 use crate::stats::fitted_exponent;
-use crate::{Panel, Plot, Point, PointSetting, Progress, RunConfig, Series};
+use crate::{Panel, Plot, Point, PointSetting, Progress, RunConfig, Scale, Series};
 
 /// Which figure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,16 +74,16 @@ impl GridExperiment for Timing {
     fn setup(&self, cfg: &RunConfig, _: &mut dyn Progress) -> Result<Setup> {
         // (grid, fixed): the paper's fixed sizes at --full, reduced by
         // default.
-        let (sizes, fixed): (Vec<usize>, usize) = match (self.axis, cfg.smoke, cfg.full) {
-            (_, true, _) => (vec![16, 32], 32),
-            (Axis::M, false, false) => (vec![128, 512, 2048, 8192], 256),
-            (Axis::M, false, true) => (vec![128, 256, 512, 1024, 2048, 4096, 8192], 1024),
-            (Axis::N1024, false, false) => (vec![64, 128, 256], 1024),
-            (Axis::N1024, false, true) => (vec![64, 128, 256, 512, 1024, 2048], 1024),
-            (Axis::N2048, false, false) => (vec![64, 128, 256], 2048),
-            (Axis::N2048, false, true) => (vec![32, 128, 512, 2048], 2048),
+        let (sizes, fixed): (Vec<usize>, usize) = match (self.axis, cfg.scale) {
+            (_, Scale::Smoke) => (vec![16, 32], 32),
+            (Axis::M, Scale::Reduced) => (vec![128, 512, 2048, 8192], 256),
+            (Axis::M, Scale::Full) => (vec![128, 256, 512, 1024, 2048, 4096, 8192], 1024),
+            (Axis::N1024, Scale::Reduced) => (vec![64, 128, 256], 1024),
+            (Axis::N1024, Scale::Full) => (vec![64, 128, 256, 512, 1024, 2048], 1024),
+            (Axis::N2048, Scale::Reduced) => (vec![64, 128, 256], 2048),
+            (Axis::N2048, Scale::Full) => (vec![32, 128, 512, 2048], 2048),
         };
-        let families: Vec<Family> = if cfg.full {
+        let families: Vec<Family> = if cfg.scale == Scale::Full {
             vec![
                 Family::Discrete,
                 Family::Marginal,
@@ -266,21 +266,23 @@ impl Timing {
 
 /// Figures 11–13.
 pub(crate) fn all() -> Vec<Grid<Timing>> {
-    vec![
-        Grid::new(
+    [
+        (
             "coa-fig11",
             "COA paper, Figure 11: running time of ESM, AM, LRM and COA against m (n fixed)",
-            Timing { axis: Axis::M },
+            Axis::M,
         ),
-        Grid::new(
+        (
             "coa-fig12",
             "COA paper, Figure 12: running time against n (m = 1024)",
-            Timing { axis: Axis::N1024 },
+            Axis::N1024,
         ),
-        Grid::new(
+        (
             "coa-fig13",
             "COA paper, Figure 13: running time against n (m = 2048)",
-            Timing { axis: Axis::N2048 },
+            Axis::N2048,
         ),
     ]
+    .map(|(name, reproduces, axis)| Grid::new(name, reproduces, Timing { axis }))
+    .into()
 }

@@ -157,9 +157,48 @@ impl PrivateMarginals {
     }
 }
 
+/// For each cell of a table on the attributes `attrs` of a domain of
+/// sizes `shape` (row-major, last attribute fastest), in order, the index
+/// of its cell in the table on the attributes of `attrs` that are in
+/// `keep`: summing a table along it marginalizes, reading along it
+/// broadcasts a marginal back.
+pub fn table_indices<'a>(
+    attrs: &'a [usize],
+    shape: &'a [usize],
+    keep: &[usize],
+) -> impl Iterator<Item = usize> + 'a {
+    let sizes: Vec<usize> = attrs.iter().map(|&a| shape[a]).collect();
+    // Stride in the output of each attribute of the source table (0 for
+    // the attributes summed out).
+    let mut stride = vec![0usize; attrs.len()];
+    let mut s = 1usize;
+    for (k, a) in attrs.iter().enumerate().rev() {
+        if keep.contains(a) {
+            stride[k] = s;
+            s *= sizes[k];
+        }
+    }
+    let cells: usize = sizes.iter().product();
+    let mut index = vec![0usize; attrs.len()];
+    let mut cell = 0usize;
+    (0..cells).map(move |_| {
+        let out = cell;
+        // Advance the mixed-radix index (last attribute fastest).
+        for k in (0..sizes.len()).rev() {
+            index[k] += 1;
+            cell += stride[k];
+            if index[k] < sizes[k] {
+                break;
+            }
+            cell -= stride[k] * sizes[k];
+            index[k] = 0;
+        }
+        out
+    })
+}
+
 /// Sums a table on the attributes `attrs` of a domain of sizes `shape`
-/// (row-major, last attribute fastest) down to its attributes in `keep`,
-/// with `add` as the sum; every cell is visited once, in order.
+/// down to its attributes in `keep`, with `add` as the sum.
 pub fn sum_table<T: Copy + Default>(
     table: &[T],
     attrs: &[usize],
@@ -167,32 +206,14 @@ pub fn sum_table<T: Copy + Default>(
     keep: &[usize],
     add: impl Fn(T, T) -> T,
 ) -> Vec<T> {
-    let sizes: Vec<usize> = attrs.iter().map(|&a| shape[a]).collect();
-    // Stride in the output of each attribute of the source table (0 for
-    // the attributes summed out).
-    let mut out_stride = vec![0usize; attrs.len()];
-    let mut s = 1usize;
-    for (k, a) in attrs.iter().enumerate().rev() {
-        if keep.contains(a) {
-            out_stride[k] = s;
-            s *= sizes[k];
-        }
-    }
-    let mut out = vec![T::default(); s];
-    let mut index = vec![0usize; attrs.len()];
-    let mut cell = 0usize;
-    for &c in table {
-        out[cell] = add(out[cell], c);
-        // Advance the mixed-radix index (last attribute fastest).
-        for k in (0..attrs.len()).rev() {
-            index[k] += 1;
-            cell += out_stride[k];
-            if index[k] < sizes[k] {
-                break;
-            }
-            cell -= out_stride[k] * sizes[k];
-            index[k] = 0;
-        }
+    let cells: usize = attrs
+        .iter()
+        .filter(|a| keep.contains(a))
+        .map(|&a| shape[a])
+        .product();
+    let mut out = vec![T::default(); cells];
+    for (&c, k) in table.iter().zip(table_indices(attrs, shape, keep)) {
+        out[k] = add(out[k], c);
     }
     out
 }

@@ -537,6 +537,16 @@ fn apply_kronecker(factors: &[IntMatrix], x: &[u64]) -> Vec<i128> {
 mod tests {
     use super::*;
 
+    /// The quantized strategy's stated `(Δ₁, Δ₂)`, in the factors' units.
+    fn stated_sensitivities(q: &QuantizedStrategy) -> (f64, f64) {
+        let to_f64 = |v: BigUint| v.to_string().parse::<f64>().unwrap();
+        let g = q.granularity();
+        (
+            to_f64(q.sensitivity_l1()) * g,
+            to_f64(q.sensitivity_l2_squared()).sqrt() * g,
+        )
+    }
+
     fn sample(p: usize, n: usize, seed: u64) -> Mat<f64> {
         Mat::from_fn(p, n, |i, j| {
             (((i * 7 + j * 13 + seed as usize) % 11) as f64 - 5.0) / 3.0
@@ -601,19 +611,10 @@ mod tests {
         let a = sample(3, 2, 1);
         let b = sample(2, 4, 2);
         let s = LinearStrategy::kronecker(&[a.as_ref(), b.as_ref()]).unwrap();
-        let q = s.quantized().unwrap();
-        let g = q.granularity();
         let d = s.to_dense();
         let l1 = crate::sensitivity_l1(d.as_ref()).unwrap();
         let l2 = crate::sensitivity_l2(d.as_ref()).unwrap();
-        let q1: f64 = q.sensitivity_l1().to_string().parse::<f64>().unwrap() * g;
-        let q2: f64 = q
-            .sensitivity_l2_squared()
-            .to_string()
-            .parse::<f64>()
-            .unwrap()
-            .sqrt()
-            * g;
+        let (q1, q2) = stated_sensitivities(s.quantized().unwrap());
         assert!((q1 - l1).abs() <= 1e-7 * l1);
         assert!((q2 - l2).abs() <= 1e-7 * l2);
         // A union: the stated bound is at least the true column norm.
@@ -622,17 +623,8 @@ mod tests {
             (2.0, vec![sample(5, 8, 9)]),
         ])
         .unwrap();
-        let qu = u.quantized().unwrap();
         let du = u.to_dense();
-        let gu = qu.granularity();
-        let b1: f64 = qu.sensitivity_l1().to_string().parse::<f64>().unwrap() * gu;
-        let b2: f64 = qu
-            .sensitivity_l2_squared()
-            .to_string()
-            .parse::<f64>()
-            .unwrap()
-            .sqrt()
-            * gu;
+        let (b1, b2) = stated_sensitivities(u.quantized().unwrap());
         assert!(b1 >= crate::sensitivity_l1(du.as_ref()).unwrap() * (1.0 - 1e-7));
         assert!(b2 >= crate::sensitivity_l2(du.as_ref()).unwrap() * (1.0 - 1e-7));
     }

@@ -11,23 +11,28 @@ use rand_chacha::ChaCha8Rng;
 #[allow(unused_imports)] // doc links
 use super::LrmSolver;
 use super::l1_ball::spg_over_columns;
-use super::{ColumnNorm, Decomposition, Lrm, Scaled, frob_residual};
+use super::quasi_newton::lbfgs_over_split;
+use super::{ColumnNorm, Decomposition, EliminatedMethod, Lrm, Scaled, frob_residual};
 use crate::Observer;
 use crate::dense::{gemm, inner};
 use crate::engine::Termination;
+use crate::lbfgs::LbfgsOptions;
 use crate::spg::SpgOptions;
 
 impl Lrm {
-    /// [`LrmSolver::Penalty`] for `r ≥ n`: SPG on
-    /// [`eliminated_b_objective`] over the unit balls of `norm`, from the
-    /// identity plus random rows; the exact `B = W L⁺` (residual 0) at the
-    /// end. Converged when SPG's own test held (not its iteration limit or
-    /// a failed line search), C is fitted to `10⁻⁶‖C‖_F` and
+    /// [`LrmSolver::Penalty`] for `r ≥ n`: [`eliminated_b_objective`]
+    /// over the unit balls of `norm` by SPG or, with L1 columns and
+    /// [`EliminatedMethod::QuasiNewton`], by projected L-BFGS on the split
+    /// of [`super::quasi_newton`] after a few SPG steps; from the identity
+    /// plus random rows; the exact `B = W L⁺` (residual 0) at the end.
+    /// Converged when the solver's own test held (not its iteration limit
+    /// or a failed line search), C is fitted to `10⁻⁶‖C‖_F` and
     /// `‖B‖²_F ≤ ‖W‖²_F`.
     ///
-    /// With `start` (r × n, e.g. p-Identity's strategy), SPG starts there
-    /// instead, its columns scaled to unit norm; SPG keeps its best
-    /// iterate, so the result is never worse than the start.
+    /// With `start` (r × n, e.g. p-Identity's strategy), the run starts
+    /// there instead, its columns scaled to unit norm; SPG keeps its best
+    /// iterate and L-BFGS's line search is monotone, so the result is
+    /// never worse than the start.
     pub(super) fn eliminated_b_form(
         &self,
         c: &Mat<f64>,
@@ -50,15 +55,43 @@ impl Lrm {
                 l.col_mut(j).iter_mut().for_each(|v| *v /= length);
             }
         }
-        let eval = |lx: MatRef<'_, f64>, grad: MatMut<'_, f64>| {
-            eliminated_b_objective_into(c, lx, grad, par).unwrap_or(f64::INFINITY)
+        // The objective here is tr(BᵀB) on the scaled root.
+        let scale = colmax * colmax;
+        let spg = |l: &Mat<f64>, spg_options: &SpgOptions, observer: &mut dyn Observer| {
+            let eval = |lx: MatRef<'_, f64>, grad: MatMut<'_, f64>| {
+                eliminated_b_objective_into(c, lx, grad, None, par).unwrap_or(f64::INFINITY)
+            };
+            let spg_options = SpgOptions {
+                max_seconds: o.max_seconds,
+                ..*spg_options
+            };
+            spg_over_columns(l, norm, eval, &spg_options, observer, scale)
         };
-        let spg_options = SpgOptions {
-            max_seconds: o.max_seconds,
-            ..o.penalty.spg
+        let (l, termination, iterations) = match (o.penalty.method, norm) {
+            (EliminatedMethod::QuasiNewton { spg_iterations }, ColumnNorm::L1) => {
+                // SPG's first steps find the sparsity pattern cheaply (the
+                // exact projection zeroes entries at once).
+                let l = if spg_iterations > 0 {
+                    let spg_options = SpgOptions {
+                        max_iterations: spg_iterations,
+                        ..o.penalty.spg
+                    };
+                    spg(&l, &spg_options, &mut *observer).0
+                } else {
+                    l
+                };
+                let lbfgs = LbfgsOptions {
+                    max_seconds: o.max_seconds,
+                    ..o.penalty.lbfgs
+                };
+                let (l, solved) = lbfgs_over_split(c, &l, &lbfgs, par, observer, scale);
+                (l, solved.termination, solved.iterations)
+            }
+            _ => {
+                let (l, solved) = spg(&l, &o.penalty.spg, observer);
+                (l, solved.termination, solved.iterations)
+            }
         };
-        // SPG's objective here is tr(BᵀB) on the scaled root.
-        let (l, solved) = spg_over_columns(&l, norm, eval, &spg_options, observer, colmax * colmax);
         // B = W L⁺ = C (LᵀL)⁻¹ Lᵀ.
         let b = Cholesky::factor(gemm(l.transpose(), l.as_ref(), par).as_ref())
             .and_then(|chol| {
@@ -74,12 +107,9 @@ impl Lrm {
         let trace_btb = inner(&b, &b);
         let w_fro2 = inner(c, c);
         let fits = residual <= 1e-6 * w_fro2.sqrt() && trace_btb <= w_fro2 * (1.0 + 1e-12);
-        let termination = match solved.termination {
+        let termination = match termination {
             Termination::Converged { criterion } if fits => Termination::Converged {
-                criterion: format!(
-                    "eliminated-B form: {criterion} after {} iterations",
-                    solved.iterations
-                ),
+                criterion: format!("eliminated-B form: {criterion} after {iterations} iterations"),
             },
             Termination::Converged { criterion } => Termination::Stalled {
                 reason: format!(
@@ -95,11 +125,7 @@ impl Lrm {
             trace_btb,
             termination,
         };
-        Ok(Decomposition::from_scaled(
-            scaled,
-            colmax,
-            solved.iterations,
-        ))
+        Ok(Decomposition::from_scaled(scaled, colmax, iterations))
     }
 
     /// The identity plus a uniform start on the `r − n` extra rows, each
@@ -137,15 +163,19 @@ impl Lrm {
 /// `(LᵀL)⁻¹Cᵀ` (2n²s) and `Z = (LᵀL)⁻¹CᵀC(LᵀL)⁻¹` (2n²s), s = rank(W).
 pub fn eliminated_b_objective(c: &Mat<f64>, l: &Mat<f64>, par: Par) -> Option<(f64, Mat<f64>)> {
     let mut grad = Mat::<f64>::zeros(l.nrows(), l.ncols());
-    let f = eliminated_b_objective_into(c, l.as_ref(), grad.as_mut(), par)?;
+    let f = eliminated_b_objective_into(c, l.as_ref(), grad.as_mut(), None, par)?;
     Some((f, grad))
 }
 
-/// [`eliminated_b_objective`] writing the gradient into `grad` (r × n).
-fn eliminated_b_objective_into(
+/// [`eliminated_b_objective`] writing the gradient into `grad` (r × n)
+/// and, when `column_scales` is given, the derivative of f along each
+/// column's scale of C, `∂f(C diag(t))/∂tⱼ = 2 Σₖ Cₖⱼ (C (LᵀL)⁻¹)ₖⱼ` at
+/// t = 1 (their sum is 2f: f is quadratic in C).
+pub(super) fn eliminated_b_objective_into(
     c: &Mat<f64>,
     l: MatRef<'_, f64>,
     mut grad: MatMut<'_, f64>,
+    column_scales: Option<&mut [f64]>,
     par: Par,
 ) -> Option<f64> {
     let n = l.ncols();
@@ -179,6 +209,11 @@ fn eliminated_b_objective_into(
         .sum();
     if !(f.is_finite() && f >= 0.0) {
         return None;
+    }
+    if let Some(e) = column_scales {
+        for (j, ej) in e.iter_mut().enumerate() {
+            *ej = 2.0 * (0..yt.ncols()).map(|k| c[(k, j)] * yt[(j, k)]).sum::<f64>();
+        }
     }
     // Z = YᵀY (symmetric), ∇f = −2 L Z.
     let z = gemm(yt.as_ref(), yt.transpose(), par);

@@ -28,7 +28,9 @@
 //! ([`LrmSolver::Reduced`]) and the penalty path for `r < n`;
 //! [`eliminated_b`] holds formulation (7) with B eliminated,
 //! `min tr(WᵀW (LᵀL)⁻¹)`, which the default [`LrmSolver::Penalty`]
-//! minimizes by SPG when `r ≥ n`; [`l1_ball`] holds the feasible set.
+//! minimizes by SPG when `r ≥ n` (or, optionally, by projected L-BFGS on
+//! a scale-free split of L, [`quasi_newton`]); [`l1_ball`] holds the
+//! feasible set.
 //!
 //! It is a local method on a non-convex problem. When no strategy it finds
 //! beats the identity (e.g. WRelated with s = 0.2·min(m, n) under ε-DP:
@@ -56,7 +58,6 @@ use crate::dense::{append_rows, gemm, inner};
 use crate::engine::Termination;
 use crate::registry::{Descriptor, Param};
 use crate::report::Draft;
-use crate::spg::SpgOptions;
 use crate::{Observer, Optimized, Problem, StrategyOptimizer};
 
 pub mod augmented_lagrangian;
@@ -64,219 +65,15 @@ pub mod eliminated_b;
 pub mod l1_ball;
 #[cfg(test)]
 mod objective_tests;
+mod options;
+pub mod quasi_newton;
 
 pub use augmented_lagrangian::reduced_objective;
 pub use eliminated_b::eliminated_b_objective;
 pub use l1_ball::{ColumnNorm, project_l1_ball};
-
-/// Options of LRM. Defaults are the authors' reference implementation's
-/// where the paper fixes a value; each solver's own settings sit in its
-/// own struct, used only when [`LrmOptions::solver`] selects it.
-#[derive(Debug, Clone, Copy)]
-pub struct LrmOptions {
-    /// Rank r of the decomposition; `None` = ⌈rank_factor · rank(W)⌉ (the
-    /// paper's default), except for [`LrmSolver::Penalty`] when that is at
-    /// least n/2: then r = n + ⌈n/16⌉ (the rows beyond n that let the
-    /// iteration leave the identity, see [`LrmSolver::Penalty`]) and the
-    /// eliminated-B form runs.
-    pub rank: Option<usize>,
-    /// Factor on rank(W) for the default r (1.2).
-    pub rank_factor: f64,
-    /// How formulation (7) is solved.
-    pub solver: LrmSolver,
-    /// Residual `‖W − BL‖_F` ending the run (0.01), with W scaled to unit
-    /// largest column norm.
-    pub residual_tolerance: f64,
-    /// Residual above which the run is flagged as failed (0.1), same scale.
-    pub failure_residual: f64,
-    /// [`LrmSolver::Alternating`]'s settings.
-    pub alternating: AlternatingOptions,
-    /// [`LrmSolver::Reduced`]'s settings.
-    pub reduced: ReducedOptions,
-    /// [`LrmSolver::Penalty`]'s settings.
-    pub penalty: PenaltyOptions,
-    /// [`LrmSolver::Reduced`] and [`LrmSolver::Penalty`]: wall-clock budget
-    /// for the whole decomposition (the run is then flagged as not
-    /// converged).
-    pub max_seconds: Option<f64>,
-    /// Parallelism of the matrix products.
-    pub parallelism: Par,
-}
-
-/// [`LrmSolver::Alternating`]: Algorithm 1 of the LRM paper with
-/// Algorithm 2 for the L subproblem.
-#[derive(Debug, Clone, Copy)]
-pub struct AlternatingOptions {
-    /// Relaxation γ of Formula (8): the run stops once `‖W − BL‖_F ≤ γ`
-    /// (or the residual tolerance, whichever is larger).
-    pub gamma: f64,
-    /// Initial penalty β₀ (10; the paper starts at 1, which lets the
-    /// early, weakly penalized steps collapse L's rank). `β` is scale-free
-    /// (W → cW scales both terms of the Lagrangian by c²).
-    pub beta_initial: f64,
-    /// B/L alternations per outer step (5).
-    pub inner_iterations: usize,
-    /// β growth factor (5) …
-    pub beta_growth: f64,
-    /// … applied every this many outer steps (8) …
-    pub beta_every: usize,
-    /// … up to this value (1e5).
-    pub beta_max: f64,
-    /// Outer steps (100).
-    pub max_outer: usize,
-    /// Accelerated-gradient iterations per L update (50).
-    pub apg_iterations: usize,
-}
-
-/// [`LrmSolver::Reduced`]: Algorithm 1 with B eliminated inside each
-/// augmented-Lagrangian subproblem.
-#[derive(Debug, Clone, Copy)]
-pub struct ReducedOptions {
-    /// Initial penalty as a multiple of r (β₀ = `beta_per_rank · r`,
-    /// 10). At the SVD start `LLᵀ ≈ I/r`, so β = r weighs the ridge `I`
-    /// and `βLLᵀ` of update (9) equally; β₀ = r lets the first subproblem
-    /// collapse L to the stationary point L = 0, B = 0.
-    pub beta_per_rank: f64,
-    /// β growth factor (5) when the residual did not fall by 4× …
-    pub beta_growth: f64,
-    /// … up to this multiple of r (1e5).
-    pub beta_max_per_rank: f64,
-    /// Outer (multiplier) steps (30).
-    pub max_outer: usize,
-    /// Relative residual `‖W − BL‖_F / ‖W‖_F` ending the outer loop (1e-6).
-    pub residual_tolerance: f64,
-    /// The SPG settings of each subproblem.
-    pub spg: SpgOptions,
-}
-
-/// [`LrmSolver::Penalty`]: formulation (7) with B eliminated.
-#[derive(Debug, Clone, Copy)]
-pub struct PenaltyOptions {
-    /// With `r < n`: penalty stages (η = λ·10^-k, k = 1 … stages; 6).
-    pub stages: usize,
-    /// With `r < n`: relative residual `‖W − BL‖_F / ‖W‖_F` ending the
-    /// stages early (1e-6).
-    pub residual_tolerance: f64,
-    /// The SPG settings (per stage when `r < n`). The stall test
-    /// (relative decrease below `stall_tolerance` over `4·memory`
-    /// iterations) is what usually ends the run; it is reported.
-    pub spg: SpgOptions,
-    /// With `r ≥ n`: seed of the random extra rows of the start (ChaCha8).
-    pub seed: u64,
-}
-
-/// How LRM's program is solved.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LrmSolver {
-    /// The reference implementation (LRM paper, Algorithm 1 with
-    /// Algorithm 2): `inner_iterations` alternations of the closed-form B
-    /// update (9) and Nesterov's accelerated projected gradient for L,
-    /// then the multiplier update `π ← π + β(W − BL)`, β ×`beta_growth`
-    /// every `beta_every` outer steps. On range workloads it can let L
-    /// lose rank (the failure mode the COA paper describes in its §2).
-    Alternating,
-    /// Algorithm 1 with B minimized exactly for each L (update (9) in
-    /// closed form inside the objective): the subproblem becomes
-    /// `φ(L) = min_B ½‖B‖² + β/2‖T − BL‖²`, `T = W + π/β`, whose gradient
-    /// is `−β Bᵀ(T − BL)` at the optimal B (envelope theorem). It is
-    /// minimized over the same feasible set (columns of L in the unit L1
-    /// ball, the exact projection (11)) by the nonmonotone spectral
-    /// projected gradient ([`crate::spg`]); then the multiplier update
-    /// `π ← π + β(W − BL)`, and β ×`beta_growth` when the residual did
-    /// not fall by 4×.
-    Reduced,
-    /// Formulation (7) with B eliminated exactly and a quadratic-penalty
-    /// path instead of multipliers. For L with full column rank the
-    /// smallest B with `BL = W` is `W L⁺`, so (7) is
-    /// `min f(L) = tr(WᵀW (LᵀL)⁻¹)` over columns of L in the unit L1 ball
-    /// ([`eliminated_b_objective`]); f is finite exactly where L has full
-    /// column rank, so every iterate supports W.
-    ///
-    /// - `r ≥ n`: f itself is minimized by SPG with projection (11), from
-    ///   the identity plus `r − n` random rows (uniform, scaled so that
-    ///   every column of the extra rows sums to 2 on average), columns
-    ///   scaled to unit L1 norm. The identity alone is a KKT point on
-    ///   range workloads (every column is a vertex of its L1 ball and
-    ///   `(WᵀW)ⱼⱼ ≥ (WᵀW)ᵢⱼ`), so the extra rows are what lets the
-    ///   iteration leave it. r is not capped at n (the paper's Table 1
-    ///   goes to 3.6·rank(W)).
-    /// - `r < n`: LᵀL is singular and f is the limit η → 0 of
-    ///   `f_η(L) = tr(WᵀW (LᵀL + ηI)⁻¹) = min_B ‖B‖² + ‖W − BL‖²/η`,
-    ///   Algorithm 1's subproblem with π = 0 and β = 1/η. It is minimized
-    ///   for `η = λ·10^-k`, k = 1 … `stages` (λ the largest eigenvalue of
-    ///   L₀L₀ᵀ), each stage warm-started from the last, from the SVD
-    ///   start; then the exact refit B = W L⁺.
-    ///
-    /// The default.
-    Penalty,
-}
-
-impl Default for LrmOptions {
-    fn default() -> Self {
-        Self {
-            rank: None,
-            rank_factor: 1.2,
-            solver: LrmSolver::Penalty,
-            residual_tolerance: 0.01,
-            failure_residual: 0.1,
-            alternating: AlternatingOptions::default(),
-            reduced: ReducedOptions::default(),
-            penalty: PenaltyOptions::default(),
-            max_seconds: None,
-            parallelism: Par::rayon(0),
-        }
-    }
-}
-
-impl Default for AlternatingOptions {
-    fn default() -> Self {
-        Self {
-            gamma: 0.0,
-            beta_initial: 10.0,
-            inner_iterations: 5,
-            beta_growth: 5.0,
-            beta_every: 8,
-            beta_max: 1e5,
-            max_outer: 100,
-            apg_iterations: 50,
-        }
-    }
-}
-
-impl Default for ReducedOptions {
-    fn default() -> Self {
-        Self {
-            beta_per_rank: 10.0,
-            beta_growth: 5.0,
-            beta_max_per_rank: 1e5,
-            max_outer: 30,
-            residual_tolerance: 1e-6,
-            spg: SpgOptions {
-                max_iterations: 300,
-                tolerance: 1e-10,
-                stall_tolerance: 1e-8,
-                ..SpgOptions::default()
-            },
-        }
-    }
-}
-
-impl Default for PenaltyOptions {
-    fn default() -> Self {
-        Self {
-            stages: 6,
-            residual_tolerance: 1e-6,
-            spg: SpgOptions {
-                max_iterations: 1000,
-                tolerance: 1e-10,
-                stall_tolerance: 1e-4,
-                gradient_initial_step: true,
-                ..SpgOptions::default()
-            },
-            seed: 0,
-        }
-    }
-}
+pub use options::{
+    AlternatingOptions, EliminatedMethod, LrmOptions, LrmSolver, PenaltyOptions, ReducedOptions,
+};
 
 /// LRM behind the optimizer trait (ε-DP: minimizes `l1_obj`).
 #[derive(Debug, Clone, Copy, Default)]
@@ -371,6 +168,8 @@ impl Lrm {
             || d.max_outer == 0
             || p.stages == 0
             || p.spg.max_iterations == 0
+            || p.lbfgs.max_iterations == 0
+            || p.lbfgs.memory == 0
         {
             return bad("iteration limits", "must be at least 1");
         }
@@ -387,6 +186,10 @@ impl Lrm {
         }
         if !(o.residual_tolerance > 0.0 && o.failure_residual >= o.residual_tolerance) {
             return bad("residual tolerances", "need 0 < tolerance <= failure");
+        }
+        let tolerances = [p.lbfgs.gradient_tolerance, p.lbfgs.function_tolerance];
+        if tolerances.iter().any(|t| t.is_nan() || *t < 0.0) {
+            return bad("lbfgs tolerances", "must be >= 0");
         }
         let positive = |v: f64| v.is_finite() && v > 0.0;
         if !(positive(d.beta_per_rank)
@@ -644,6 +447,35 @@ pub const DESCRIPTOR: Descriptor = Descriptor::new(
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    /// The quasi-Newton form continues its SPG steps monotonically: its
+    /// `tr(BᵀB)` is never above that of the same SPG steps alone, B fits
+    /// W exactly, and every column of L stays in the unit L1 ball.
+    #[test]
+    fn quasi_newton_never_worsens_its_spg_steps() {
+        use dp_workloads::Workload;
+        let w = dp_workloads::generators::wrange(48, 32, 3).unwrap();
+        let with = |method: EliminatedMethod, spg_iterations: usize| {
+            let mut lrm = Lrm::default();
+            lrm.options.penalty.method = method;
+            lrm.options.penalty.spg.max_iterations = spg_iterations;
+            lrm.decompose(w.gram().as_ref(), ColumnNorm::L1, &mut ())
+                .unwrap()
+        };
+        let spg = with(EliminatedMethod::Spg, 20);
+        let qn = with(EliminatedMethod::QuasiNewton { spg_iterations: 20 }, 1000);
+        assert!(
+            qn.trace_btb <= spg.trace_btb,
+            "{} {}",
+            qn.trace_btb,
+            spg.trace_btb
+        );
+        assert!(qn.residual <= 1e-9 * w.gram().diagonal().column_vector().sum().sqrt());
+        for j in 0..qn.l.ncols() {
+            let l1: f64 = qn.l.col(j).iter().map(|v| v.abs()).sum();
+            assert!(l1 <= 1.0 + 1e-12, "{l1}");
+        }
+    }
 
     /// From p-Identity's strategy LRM's result is never worse than it
     /// (SPG keeps its best iterate; both objectives recomputed), and a

@@ -10,6 +10,7 @@ use dp_linalg::{Lu, Mat, Par};
 
 use super::augmented_lagrangian::{reduced_objective, ridge_b};
 use super::eliminated_b::{SplitRows, eliminated_b_objective};
+use super::quasi_newton::split_objective;
 use crate::dense::{assert_gradient_by_central_differences, inner};
 
 /// `tr(C M⁻¹ Cᵀ)` by an explicit inverse.
@@ -65,10 +66,37 @@ fn objectives_match_closed_forms_and_central_differences() {
                 0.5 * beta * trace_form(&c, &m)
             }),
         ),
+        // The split X = [P; Q] ≥ 0 of the quasi-Newton form: f at
+        // L = (P − Q) diag(1ᵀX)⁻¹, the eliminated-B objective there.
+        (
+            "split",
+            Box::new(|x| {
+                let mut grad = Mat::zeros(2 * r, n);
+                let f = split_objective(&c, x.as_ref(), grad.as_mut(), Par::Seq)?;
+                Some((f, grad))
+            }),
+            Box::new(|x| {
+                let l = Mat::from_fn(r, n, |i, j| {
+                    (x[(i, j)] - x[(r + i, j)]) / x.col(j).iter().sum::<f64>()
+                });
+                trace_form(&c, &gram(&l))
+            }),
+        ),
     ];
+    // P and Q: the positive part of L plus a margin, and that margin
+    // (both positive, so central differences stay inside X ≥ 0).
+    let split = Mat::from_fn(2 * r, n, |i, j| {
+        let (k, margin) = (i % r, 0.1 + 0.01 * ((i + j) % 3) as f64);
+        if i < r {
+            l[(k, j)].max(0.0) + margin
+        } else {
+            (-l[(k, j)]).max(0.0) + margin
+        }
+    });
     for (what, objective, closed_form) in &cases {
-        let (f, g) = objective(&l).unwrap();
-        let direct = closed_form(&l);
+        let at = if *what == "split" { &split } else { &l };
+        let (f, g) = objective(at).unwrap();
+        let direct = closed_form(at);
         assert!(
             (f - direct).abs() < 1e-10 * direct,
             "{what}: {f} vs {direct}"
@@ -76,7 +104,7 @@ fn objectives_match_closed_forms_and_central_differences() {
         assert_gradient_by_central_differences(
             what,
             |x| objective(x).unwrap().0,
-            &l,
+            at,
             &g,
             1e-6,
             1e-6,

@@ -24,6 +24,8 @@ pub mod marginal;
 pub mod opt_m;
 pub mod plan;
 pub mod reconstruct;
+mod reconstruct_iterative;
+pub mod reconstruct_kron;
 mod reconstruct_symmetric;
 #[cfg(test)]
 mod tests;

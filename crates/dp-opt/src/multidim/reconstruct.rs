@@ -23,7 +23,10 @@
 //!   HDMM's marginals template): the residual basis diagonalizes `ÃᵀÃ`
 //!   ([`super::reconstruct_symmetric`]), again by tables only.
 //! * **Otherwise** a dense least squares on at most
-//!   [`DENSE_RECONSTRUCTION_CELLS`] cells, refused beyond with an error
+//!   [`DENSE_RECONSTRUCTION_CELLS`] cells, and beyond preconditioned
+//!   conjugate gradients on the structured normal equations
+//!   ([`super::reconstruct_iterative`]) up to
+//!   [`ITERATIVE_RECONSTRUCTION_CELLS`], refused beyond with an error
 //!   naming the size.
 //!
 //! Either way a query group outside the row space of `Ã` (whose estimate
@@ -35,7 +38,11 @@ use dp_core::{DpError, MeasuredStrategy, Result};
 use dp_linalg::{Mat, Par, pseudo_inverse, pseudo_inverse_symmetric};
 use dp_workloads::structured::{Factor, StructuredWorkload, kron_matvec};
 
-/// Largest domain the dense fallback handles (4096 cells: a 128 MiB
+pub use super::reconstruct_iterative::{
+    CgOptions, CgReport, CgStop, EXACT_VARIANCE_BUDGET, ITERATIVE_RECONSTRUCTION_CELLS,
+};
+
+/// Largest domain the dense least squares handles (4096 cells: a 128 MiB
 /// normal matrix).
 pub const DENSE_RECONSTRUCTION_CELLS: f64 = 4096.0;
 
@@ -51,6 +58,21 @@ pub enum ReconstructionMethod {
     ResidualBasis,
     /// Dense normal equations (small domains).
     Dense,
+    /// Preconditioned conjugate gradients on the structured normal
+    /// equations ([`super::reconstruct_iterative`]).
+    ConjugateGradient,
+}
+
+/// How the per-query variances were computed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum VarianceMethod {
+    /// `v wᵀ(ÃᵀÃ)⁺w` exactly (in closed form, densely, or by one converged
+    /// conjugate-gradient solve per query).
+    Exact,
+    /// An upper bound: the smallest variance of the unbiased estimate
+    /// from a single strategy term whose row space holds the query
+    /// (Gauss–Markov; [`super::reconstruct_iterative`]).
+    SingleTermBound,
 }
 
 /// Every workload query's estimate and exact variance, in workload order
@@ -63,6 +85,11 @@ pub struct Reconstruction {
     pub variances: Vec<f64>,
     /// How it was computed.
     pub method: ReconstructionMethod,
+    /// How the variances were computed.
+    pub variance_method: VarianceMethod,
+    /// How the iterative solve of the least squares stopped (the
+    /// conjugate-gradient path only).
+    pub solver: Option<CgReport>,
 }
 
 /// A term's factor on one attribute.
@@ -110,8 +137,9 @@ fn invalid(reason: String) -> DpError {
 
 /// The least-squares answers and variances of `workload` from the
 /// measured `values` of `measured` (noise variance `noise_variance` per
-/// row), by the orthogonal-terms closed form when it applies and a dense
-/// least squares on small domains otherwise.
+/// row), by the orthogonal-terms or residual-basis closed forms when they
+/// apply, a dense least squares on small domains, and conjugate gradients
+/// on the structured normal equations otherwise.
 pub fn reconstruct(
     workload: &StructuredWorkload,
     measured: &MeasuredStrategy,
@@ -143,7 +171,10 @@ pub fn reconstruct(
     if let Some(r) = super::reconstruct_symmetric::symmetric(&problem) {
         return r;
     }
-    dense(&problem)
+    if workload.domain().cells_f64() <= DENSE_RECONSTRUCTION_CELLS {
+        return dense(&problem);
+    }
+    super::reconstruct_iterative::iterative(&problem, &CgOptions::default())
 }
 
 /// Validates the terms against the domain and returns the row count.
@@ -279,6 +310,21 @@ fn build_terms(measured: &MeasuredStrategy, shape: &[usize]) -> Result<Vec<Term>
     Ok(out)
 }
 
+/// The workload's Kronecker products, each factor written out.
+pub(super) fn explicit_products(
+    workload: &StructuredWorkload,
+) -> Result<Vec<(f64, Vec<Mat<f64>>)>> {
+    let mut out = Vec::new();
+    for (c, factors) in workload.products() {
+        let ws: Vec<Mat<f64>> = factors
+            .iter()
+            .map(Factor::explicit)
+            .collect::<std::result::Result<_, _>>()?;
+        out.push((c, ws));
+    }
+    Ok(out)
+}
+
 /// `tr(G P)` for a factor's Gram `G` and a term factor's projector.
 fn trace_gp(g: &Mat<f64>, f: &TermFactor) -> f64 {
     match f {
@@ -318,11 +364,7 @@ fn orthogonal(problem: &Problem) -> Result<Reconstruction> {
     let terms = build_terms(measured, &shape)?;
     let mut answers = Vec::new();
     let mut variances = Vec::new();
-    for (p, (c, factors)) in workload.products().into_iter().enumerate() {
-        let ws = factors
-            .iter()
-            .map(Factor::explicit)
-            .collect::<dp_workloads::domain::SResult<Vec<_>>>()?;
+    for (p, (c, ws)) in explicit_products(workload)?.into_iter().enumerate() {
         // A term contributes nothing when, on some attribute, the query
         // factor has constant rows (a multiple of 1ᵀ per row) and the
         // term's factor is a contrast: then Wᵢ F⁺ = c 1ᵀFᵀ(FFᵀ)⁻¹ = 0
@@ -350,7 +392,15 @@ fn orthogonal(problem: &Problem) -> Result<Reconstruction> {
                 .collect();
             let refs: Vec<&Mat<f64>> = qs.iter().collect();
             let y = &values[t.offset..t.offset + t.rows];
-            let part = kron_matvec(&refs, y)?;
+            // Square factors (e.g. a Kronecker plan's): in place on one
+            // copy of the term's values, no per-mode intermediates.
+            let part = if qs.iter().all(|q| q.nrows() == q.ncols()) {
+                let mut part = y.to_vec();
+                super::reconstruct_kron::kron_apply_in_place(&refs, &mut part)?;
+                part
+            } else {
+                kron_matvec(&refs, y)?
+            };
             // Row norms² of each Wᵢ F⁺, multiplied out over attributes.
             let norms: Vec<Mat<f64>> = qs
                 .iter()
@@ -375,6 +425,8 @@ fn orthogonal(problem: &Problem) -> Result<Reconstruction> {
         answers,
         variances,
         method: ReconstructionMethod::OrthogonalTerms,
+        variance_method: VarianceMethod::Exact,
+        solver: None,
     })
 }
 
@@ -440,13 +492,6 @@ fn dense_strategy(measured: &MeasuredStrategy, shape: &[usize]) -> Result<Mat<f6
 fn dense(problem: &Problem) -> Result<Reconstruction> {
     let (workload, measured) = (problem.workload, problem.measured);
     let (values, v) = (problem.values, problem.noise_variance);
-    let cells = workload.domain().cells_f64();
-    if cells > DENSE_RECONSTRUCTION_CELLS {
-        return Err(invalid(format!(
-            "{cells:.1e} cells: the strategy's terms are not mutually orthogonal, and dense \
-             least squares is limited to {DENSE_RECONSTRUCTION_CELLS} cells"
-        )));
-    }
     let a = dense_strategy(measured, &workload.domain().shape())?;
     let w = workload.dense_matrix()?;
     let ata = dp_linalg::gram(a.as_ref(), Par::Seq);
@@ -477,6 +522,8 @@ fn dense(problem: &Problem) -> Result<Reconstruction> {
         answers: (0..w.nrows()).map(|r| ans[(r, 0)]).collect(),
         variances,
         method: ReconstructionMethod::Dense,
+        variance_method: VarianceMethod::Exact,
+        solver: None,
     })
 }
 

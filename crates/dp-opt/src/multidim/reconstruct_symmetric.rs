@@ -24,9 +24,9 @@ use std::collections::HashMap;
 use dp_core::kernel::marginals::sum_table;
 use dp_core::{DpError, Result};
 use dp_linalg::Mat;
-use dp_workloads::structured::{Factor, StructuredWorkload, kron_matvec};
+use dp_workloads::structured::{StructuredWorkload, kron_matvec};
 
-use super::reconstruct::{Problem, Reconstruction, ReconstructionMethod};
+use super::reconstruct::{Problem, Reconstruction, ReconstructionMethod, VarianceMethod};
 
 /// Most attributes of one query group whose subsets are enumerated.
 const MAX_FREE_ATTRIBUTES: usize = 20;
@@ -194,11 +194,10 @@ fn answer_all(
         res.get(&t.support);
     }
     let (mut answers, mut variances) = (Vec::new(), Vec::new());
-    for (p, (c, factors)) in workload.products().into_iter().enumerate() {
-        let ws = factors
-            .iter()
-            .map(Factor::explicit)
-            .collect::<dp_workloads::domain::SResult<Vec<_>>>()?;
+    for (p, (c, ws)) in super::reconstruct::explicit_products(workload)?
+        .into_iter()
+        .enumerate()
+    {
         let rowsum: Vec<Mat<f64>> = ws
             .iter()
             .map(|w| Mat::from_fn(w.nrows(), 1, |r, _| (0..w.ncols()).map(|j| w[(r, j)]).sum()))
@@ -247,6 +246,8 @@ fn answer_all(
         answers,
         variances,
         method: ReconstructionMethod::ResidualBasis,
+        variance_method: VarianceMethod::Exact,
+        solver: None,
     })
 }
 

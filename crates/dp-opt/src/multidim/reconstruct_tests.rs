@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::PrivacyModel;
+use crate::multidim::reconstruct::Problem;
 use crate::multidim::{PlanOptions, StructuredPlan, plan_strategy};
 use dp_core::MarginalStrategy;
 use dp_workloads::spec::parse_spec;
@@ -245,4 +246,185 @@ fn marginal_template_strategies_use_the_residual_basis_and_match_the_dense_least
     let y = noise(densify(&strategy, &[2, 3, 4]).nrows(), 7);
     let e = reconstruct(&ab, &strategy, &y, 0.9).unwrap_err();
     assert!(e.to_string().contains("row space"), "{e}");
+}
+
+/// Entries in [-1, 1) from a xorshift stream (seeded, reproducible).
+fn random_mat(rows: usize, cols: usize, seed: &mut u64) -> Mat<f64> {
+    Mat::from_fn(rows, cols, |_, _| {
+        *seed ^= *seed << 13;
+        *seed ^= *seed >> 7;
+        *seed ^= *seed << 17;
+        (*seed >> 11) as f64 / (1u64 << 52) as f64 - 1.0
+    })
+}
+
+/// Random unions on a 3×4×5 domain: full column rank (a term on every
+/// attribute, one on `b`, a grand total), and rank-deficient (terms on
+/// {a,b} and {b,c} only, whose row space is the marginals ab and bc).
+fn random_unions() -> (MeasuredStrategy, MeasuredStrategy) {
+    let mut s = 0x9e37_79b9_7f4a_7c15u64;
+    let full = MarginalStrategy::new(
+        vec![3, 4, 5],
+        vec![
+            (
+                1.0,
+                vec![
+                    (0, random_mat(4, 3, &mut s)),
+                    (1, random_mat(5, 4, &mut s)),
+                    (2, random_mat(6, 5, &mut s)),
+                ],
+            ),
+            (0.6, vec![(1, random_mat(2, 4, &mut s))]),
+            (0.7, vec![]),
+        ],
+    )
+    .unwrap()
+    .measured_strategy();
+    let deficient = MarginalStrategy::new(
+        vec![3, 4, 5],
+        vec![
+            (
+                1.0,
+                vec![(0, random_mat(3, 3, &mut s)), (1, random_mat(4, 4, &mut s))],
+            ),
+            (
+                0.8,
+                vec![(1, random_mat(4, 4, &mut s)), (2, random_mat(5, 5, &mut s))],
+            ),
+        ],
+    )
+    .unwrap()
+    .measured_strategy();
+    (full, deficient)
+}
+
+const SMALL: &str = r#"[{"name":"a","size":3},{"name":"b","size":4},{"name":"c","size":5}]"#;
+
+fn problem<'a>(w: &'a StructuredWorkload, m: &'a MeasuredStrategy, y: &'a [f64]) -> Problem<'a> {
+    Problem {
+        workload: w,
+        measured: m,
+        values: y,
+        noise_variance: 1.7,
+    }
+}
+
+#[test]
+fn conjugate_gradients_match_the_dense_least_squares_on_random_unions() {
+    use super::super::reconstruct_iterative::iterative;
+    let (full, deficient) = random_unions();
+    let on_full = spec(
+        SMALL,
+        r#"[{"kron":{"a":"identity","b":"prefix","c":"allrange"}}, {"marginal":["b"]}]"#,
+    );
+    let on_deficient = spec(
+        SMALL,
+        r#"[{"marginal":["a","b"]}, {"marginal":["b","c"]}, {"marginal":[]},
+            {"kron":{"b":"prefix","c":"allrange"}}]"#,
+    );
+    for (w, m) in [(&on_full, &full), (&on_deficient, &deficient)] {
+        let a = densify(m, &[3, 4, 5]);
+        let y = noise(a.nrows(), 13);
+        let r = iterative(&problem(w, m, &y), &CgOptions::default()).unwrap();
+        assert_eq!(r.method, ReconstructionMethod::ConjugateGradient);
+        assert_eq!(r.variance_method, VarianceMethod::Exact);
+        assert_eq!(r.solver.unwrap().stop, CgStop::Converged);
+        let (ans, var) = dense_truth(w, &a, &y, 1.7);
+        assert_close(&r.answers, &ans, "cg answers");
+        assert_close(&r.variances, &var, "cg variances");
+        // Past the exact-variance budget: the single-term bound, never
+        // below the exact variance.
+        let bound_only = CgOptions {
+            exact_variance_budget: 0.0,
+            ..CgOptions::default()
+        };
+        let b = iterative(&problem(w, m, &y), &bound_only).unwrap();
+        assert_eq!(b.variance_method, VarianceMethod::SingleTermBound);
+        assert_close(&b.answers, &ans, "cg answers");
+        for (bq, vq) in b.variances.iter().zip(&var) {
+            assert!(
+                *bq >= vq * (1.0 - 1e-10),
+                "bound {bq} below the variance {vq}"
+            );
+        }
+    }
+    // The marginal ac is outside the rank-deficient union's row space.
+    let ac = spec(SMALL, r#"[{"marginal":["a","c"]}]"#);
+    let y = noise(densify(&deficient, &[3, 4, 5]).nrows(), 2);
+    let e = iterative(&problem(&ac, &deficient, &y), &CgOptions::default()).unwrap_err();
+    assert!(e.to_string().contains("row space"), "{e}");
+}
+
+#[test]
+fn the_single_term_bound_is_exact_for_one_term_and_the_iteration_cap_is_reported() {
+    use super::super::reconstruct_iterative::{NormalOperator, iterative, single_term_bounds};
+    let mut s = 7u64;
+    let one = MarginalStrategy::new(
+        vec![3, 4, 5],
+        vec![(
+            1.0,
+            vec![(0, random_mat(3, 3, &mut s)), (2, random_mat(6, 5, &mut s))],
+        )],
+    )
+    .unwrap()
+    .measured_strategy();
+    let w = spec(
+        SMALL,
+        r#"[{"kron":{"a":"prefix","c":"allrange"}}, {"marginal":["c"]}]"#,
+    );
+    let a = densify(&one, &[3, 4, 5]);
+    let (_, var) = dense_truth(&w, &a, &noise(a.nrows(), 1), 0.4);
+    let op = NormalOperator::new(&one, &[3, 4, 5]).unwrap();
+    assert_close(&single_term_bounds(&op, &w, 0.4).unwrap(), &var, "bound");
+    // One iteration cannot solve the full union: a typed stop, refused.
+    let (full, _) = random_unions();
+    let y = noise(densify(&full, &[3, 4, 5]).nrows(), 4);
+    let capped = CgOptions {
+        max_iterations: 1,
+        ..CgOptions::default()
+    };
+    let op = NormalOperator::new(&full, &[3, 4, 5]).unwrap();
+    let (_, report) = op.solve(&op.adjoint(&y).unwrap(), &capped).unwrap();
+    assert_eq!((report.stop, report.iterations), (CgStop::IterationCap, 1));
+    assert!(report.relative_residual > capped.tolerance);
+    let e = iterative(&problem(&w, &full, &y), &capped).unwrap_err();
+    assert!(e.to_string().contains("did not converge"), "{e}");
+}
+
+#[test]
+fn unions_past_the_dense_limit_are_solved_iteratively_and_unbiased() {
+    // 16×16×17 = 4352 cells (> 4096): overlapping random terms on {a,b}
+    // and {b,c}. Noiseless measurements must give the exact answers.
+    // Factors 2I + uniform[-1,1)/2: well conditioned, so that the
+    // preconditioned iteration converges within the default cap.
+    let mut s = 11u64;
+    let mut f = |n: usize| {
+        let r = random_mat(n, n, &mut s);
+        Mat::from_fn(n, n, |i, j| {
+            r[(i, j)] / 2.0 + if i == j { 2.0 } else { 0.0 }
+        })
+    };
+    let m = MarginalStrategy::new(
+        vec![16, 16, 17],
+        vec![
+            (1.0, vec![(0, f(16)), (1, f(16))]),
+            (0.5, vec![(1, f(16)), (2, f(17))]),
+        ],
+    )
+    .unwrap()
+    .measured_strategy();
+    let domain = r#"[{"name":"a","size":16},{"name":"b","size":16},{"name":"c","size":17}]"#;
+    let w = spec(
+        domain,
+        r#"[{"marginal":["b"]}, {"kron":{"b":{"ranges":[[0,3],[2,9]]},"c":{"ranges":[[1,5]]}}}]"#,
+    );
+    let a = densify(&m, &[16, 16, 17]);
+    let x: Vec<f64> = (0..a.ncols()).map(|i| ((i * 7) % 5) as f64).collect();
+    let y0: Vec<f64> = (0..a.nrows())
+        .map(|r| (0..a.ncols()).map(|j| a[(r, j)] * x[j]).sum())
+        .collect();
+    let r = reconstruct(&w, &m, &y0, 1.0).unwrap();
+    assert_eq!(r.method, ReconstructionMethod::ConjugateGradient);
+    assert_close(&r.answers, &w.answer(&x).unwrap(), "noiseless answers");
+    assert!(r.variances.iter().all(|v| *v > 0.0 && v.is_finite()));
 }

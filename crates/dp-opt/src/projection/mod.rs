@@ -39,6 +39,9 @@ use dp_linalg::{Cholesky, Mat, MatRef};
 pub struct GeneralizedGaussian {
     /// `L⁻¹ W`, the strategy the kernel measures (`L Lᵀ = Σ`).
     whitened: LinearStrategy,
+    /// W itself (public), for mechanisms that post-process the release.
+    workload: Mat<f64>,
+    budget: PrivacyBudget,
     cost: Cost,
     covariance: Mat<f64>,
     factor: Mat<f64>,
@@ -103,6 +106,8 @@ impl GeneralizedGaussian {
         let multiplier = calibration.multiplier(budget.epsilon(), delta)?;
         Ok(Self {
             whitened: LinearStrategy::dense(whitened.as_ref())?,
+            workload: workload.to_owned(),
+            budget,
             // The kernel draws σ = Δ₂(L⁻¹W)/√(2ρ); charging the cost of
             // multiplier c scaled by the condition's value keeps σ = c
             // (the stated noise) and charges only what it buys.
@@ -125,6 +130,16 @@ impl GeneralizedGaussian {
     /// Σ.
     pub fn covariance(&self) -> MatRef<'_, f64> {
         self.covariance.as_ref()
+    }
+
+    /// The workload W.
+    pub fn workload(&self) -> MatRef<'_, f64> {
+        self.workload.as_ref()
+    }
+
+    /// The privacy budget it spends per release.
+    pub fn budget(&self) -> PrivacyBudget {
+        self.budget
     }
 
     /// `max_e w_eᵀ Σ⁻¹ w_e` (at most 1).
@@ -197,38 +212,32 @@ pub struct ProjectionRelease {
 const MAX_PROJECTION_STEPS: usize = 2_000_000;
 
 impl ProjectionMechanism {
-    /// Builds the mechanism for the covariance Σ (checked against the
-    /// privacy condition) and the public database-size bound `records`
-    /// (N ≥ 1, finite); `tolerance` (> 0) is the projection's relative
-    /// Frank–Wolfe gap.
-    pub fn new(
-        workload: MatRef<'_, f64>,
-        covariance: MatRef<'_, f64>,
-        budget: PrivacyBudget,
-        calibration: GaussianCalibration,
-        records: f64,
-        tolerance: f64,
-    ) -> Result<Self> {
-        let k = projection_rank(workload.nrows(), budget, records)?;
+    /// Builds Algorithm 1 on the generalized Gaussian mechanism `gaussian`
+    /// (its W, Σ and budget; the privacy condition was checked when it was
+    /// built) for the public database-size bound `records` (N ≥ 1, finite);
+    /// `tolerance` (> 0) is the projection's relative Frank–Wolfe gap.
+    pub fn new(gaussian: GeneralizedGaussian, records: f64, tolerance: f64) -> Result<Self> {
+        let workload = gaussian.workload();
+        let k = projection_rank(workload.nrows(), gaussian.budget(), records)?;
         if tolerance.is_nan() || tolerance <= 0.0 {
             return Err(DpError::InvalidParameter {
                 name: "tolerance",
                 reason: "the projection tolerance must be positive".into(),
             });
         }
-        let gaussian = GeneralizedGaussian::new(workload, covariance, budget, calibration)?;
         let m = workload.nrows();
-        let eig = dp_linalg::SymmetricEigen::new(covariance)?;
+        let eig = dp_linalg::SymmetricEigen::new(gaussian.covariance())?;
         // Eigenvalues ascending: the top k are the last k.
         let top_vectors = Mat::from_fn(m, k, |i, c| eig.vectors[(i, m - 1 - c)]);
         let top = top_vectors.as_ref() * top_vectors.transpose();
         let mut rest = Mat::<f64>::identity(m, m) - &top;
         dp_linalg::symmetrize(&mut rest);
         let vertices = (rest.as_ref() * workload) * dp_linalg::Scale(records);
+        let hull = SymmetricHull::new(vertices.as_ref())?;
         Ok(Self {
             gaussian,
             top,
-            hull: SymmetricHull::new(vertices.as_ref())?,
+            hull,
             k,
             records,
             tolerance,
@@ -258,14 +267,9 @@ impl ProjectionMechanism {
             });
         }
         let cov = optimal_covariance(workload, k, options)?;
-        let mech = Self::new(
-            workload,
-            cov.covariance.as_ref(),
-            budget,
-            calibration,
-            records,
-            tolerance,
-        )?;
+        let gaussian =
+            GeneralizedGaussian::new(workload, cov.covariance.as_ref(), budget, calibration)?;
+        let mech = Self::new(gaussian, records, tolerance)?;
         Ok((mech, cov))
     }
 
@@ -363,6 +367,38 @@ mod tests {
     use super::*;
     use rand::{Rng, SeedableRng};
 
+    /// `m` fixed, irregular range queries over `n` cells: query i sums the
+    /// cells `a..=b`, `a = 7i mod n`, `b = min(a + lo + (5i mod spread), n − 1)`.
+    fn ranges(m: usize, n: usize, lo: usize, spread: usize) -> Mat<f64> {
+        Mat::from_fn(m, n, |i, j| {
+            let a = (i * 7) % n;
+            let b = (a + lo + (i * 5) % spread).min(n - 1);
+            f64::from(u8::from(j >= a && j <= b))
+        })
+    }
+
+    /// `M v`.
+    fn times(m: MatRef<'_, f64>, v: &[f64]) -> Vec<f64> {
+        (0..m.nrows())
+            .map(|i| (0..m.ncols()).map(|j| m[(i, j)] * v[j]).sum())
+            .collect()
+    }
+
+    /// `‖a − b‖²`.
+    fn squared_distance(a: &[f64], b: &[f64]) -> f64 {
+        a.iter().zip(b).map(|(x, y)| (x - y).powi(2)).sum()
+    }
+
+    /// The generalized Gaussian mechanism with the paper's multiplier.
+    fn projection_gaussian(
+        w: &Mat<f64>,
+        sigma: &Mat<f64>,
+        budget: PrivacyBudget,
+    ) -> Result<GeneralizedGaussian> {
+        let calibration = GaussianCalibration::Projection;
+        GeneralizedGaussian::new(w.as_ref(), sigma.as_ref(), budget, calibration)
+    }
+
     /// The privacy condition: Σ = s·WWᵀ-free choice `Σ = r² I` with r the
     /// largest column norm is accepted exactly at the boundary and refused
     /// just inside; bad inputs are refused.
@@ -387,50 +423,20 @@ mod tests {
                 .map(|e| wh.col(e).squared_norm_l2())
                 .fold(0.0, f64::max);
             let sigma = &shape * dp_linalg::Scale(q);
-            let g = GeneralizedGaussian::new(
-                w.as_ref(),
-                sigma.as_ref(),
-                budget,
-                GaussianCalibration::Projection,
-            )
-            .unwrap();
+            let g = projection_gaussian(&w, &sigma, budget).unwrap();
             assert!((g.largest_condition() - 1.0).abs() < 1e-9);
             // Theorem 2.2 at ε = 1, δ = 1e-6: (0.5√ε + √(2 ln(1/δ)))/ε.
             let c = 0.5 * 1f64.sqrt() + (2.0 * 1e6f64.ln()).sqrt();
             assert!((g.multiplier() - c).abs() < 1e-12);
             let tight = &sigma * dp_linalg::Scale(0.999);
-            assert!(
-                GeneralizedGaussian::new(
-                    w.as_ref(),
-                    tight.as_ref(),
-                    budget,
-                    GaussianCalibration::Projection
-                )
-                .is_err()
-            );
+            assert!(projection_gaussian(&w, &tight, budget).is_err());
         }
         let w = Mat::<f64>::identity(3, 3);
         let pure = PrivacyBudget::pure(1.0).unwrap();
         let eye = Mat::<f64>::identity(3, 3);
-        assert!(
-            GeneralizedGaussian::new(
-                w.as_ref(),
-                eye.as_ref(),
-                pure,
-                GaussianCalibration::Projection
-            )
-            .is_err()
-        );
+        assert!(projection_gaussian(&w, &eye, pure).is_err());
         let wrong = Mat::<f64>::identity(2, 2);
-        assert!(
-            GeneralizedGaussian::new(
-                w.as_ref(),
-                wrong.as_ref(),
-                budget,
-                GaussianCalibration::Projection
-            )
-            .is_err()
-        );
+        assert!(projection_gaussian(&w, &wrong, budget).is_err());
     }
 
     /// On a database of 4 records, ranges over 48 cells at ε = 1 with
@@ -440,33 +446,20 @@ mod tests {
     #[test]
     fn projection_beats_the_gaussian_mechanism_on_a_small_database() {
         let (m, n) = (40, 48);
-        let w = Mat::from_fn(m, n, |i, j| {
-            let a = (i * 7) % n;
-            let b = (a + 3 + (i * 5) % 20).min(n - 1);
-            f64::from(u8::from(j >= a && j <= b))
-        });
+        let w = ranges(m, n, 3, 20);
         let r2 = (0..n)
             .map(|e| w.col(e).squared_norm_l2())
             .fold(0.0, f64::max);
         let sigma = Mat::<f64>::identity(m, m) * dp_linalg::Scale(r2);
         let budget = PrivacyBudget::approx(1.0, 1e-6).unwrap();
-        let mech = ProjectionMechanism::new(
-            w.as_ref(),
-            sigma.as_ref(),
-            budget,
-            GaussianCalibration::Projection,
-            4.0,
-            1e-9,
-        )
-        .unwrap();
+        let gaussian = projection_gaussian(&w, &sigma, budget).unwrap();
+        let mech = ProjectionMechanism::new(gaussian.clone(), 4.0, 1e-9).unwrap();
         assert_eq!(mech.k(), 4);
         let mut x = vec![0.0; n];
         x[3] = 2.0;
         x[30] = 1.0;
         x[31] = 1.0;
-        let truth: Vec<f64> = (0..m)
-            .map(|i| (0..n).map(|j| w[(i, j)] * x[j]).sum())
-            .collect();
+        let truth = times(w.as_ref(), &x);
         let mut session = dp_core::experiments::SeededSession::unlimited(17);
         let data = PrivateHistogram::from_f64_counts(&x).unwrap();
         let (mut proj, mut gauss) = (0.0, 0.0);
@@ -474,18 +467,8 @@ mod tests {
         for _ in 0..reps {
             let out = mech.release(&data, &mut session).unwrap();
             assert!(out.projection.converged);
-            proj += out
-                .answers
-                .iter()
-                .zip(&truth)
-                .map(|(a, b)| (a - b).powi(2))
-                .sum::<f64>();
-            gauss += out
-                .gaussian
-                .iter()
-                .zip(&truth)
-                .map(|(a, b)| (a - b).powi(2))
-                .sum::<f64>();
+            proj += squared_distance(&out.answers, &truth);
+            gauss += squared_distance(&out.gaussian, &truth);
         }
         let (proj, gauss) = (proj / reps as f64, gauss / reps as f64);
         // The Gaussian total squared error is c² tr Σ in expectation.
@@ -496,17 +479,7 @@ mod tests {
         );
         assert!(proj < 0.25 * gauss, "projection {proj} vs Gaussian {gauss}");
         // Bad inputs.
-        let bad = |records: f64| {
-            ProjectionMechanism::new(
-                w.as_ref(),
-                sigma.as_ref(),
-                budget,
-                GaussianCalibration::Projection,
-                records,
-                1e-9,
-            )
-            .is_err()
-        };
+        let bad = |records: f64| ProjectionMechanism::new(gaussian.clone(), records, 1e-9).is_err();
         assert!(bad(0.0) && bad(-3.0) && bad(f64::NAN) && bad(f64::INFINITY));
     }
 
@@ -517,11 +490,7 @@ mod tests {
     #[test]
     fn optimal_mechanism_keeps_the_ky_fan_error() {
         let (m, n) = (30, 40);
-        let w = Mat::from_fn(m, n, |i, j| {
-            let a = (i * 7) % n;
-            let b = (a + 2 + (i * 5) % 15).min(n - 1);
-            f64::from(u8::from(j >= a && j <= b))
-        });
+        let w = ranges(m, n, 2, 15);
         let budget = PrivacyBudget::approx(1.0, 1e-6).unwrap();
         let (mech, cov) = ProjectionMechanism::optimal(
             w.as_ref(),
@@ -539,13 +508,9 @@ mod tests {
         assert!((expected - c2 * cov.objective).abs() < 1e-8 * expected);
         // N = 5 records, one in each of five cells.
         let x: Vec<f64> = (0..n).map(|j| if j % 8 == 0 { 1.0 } else { 0.0 }).collect();
-        let truth: Vec<f64> = (0..m)
-            .map(|i| (0..n).map(|j| w[(i, j)] * x[j]).sum())
-            .collect();
+        let truth = times(w.as_ref(), &x);
         let pi = mech.projector();
-        let kept_truth: Vec<f64> = (0..m)
-            .map(|i| (0..m).map(|j| pi[(i, j)] * truth[j]).sum())
-            .collect();
+        let kept_truth = times(pi, &truth);
         let mut session = dp_core::experiments::SeededSession::unlimited(23);
         let data = PrivateHistogram::from_f64_counts(&x).unwrap();
         let reps = 400;
@@ -553,15 +518,7 @@ mod tests {
         for _ in 0..reps {
             let out = mech.release(&data, &mut session).unwrap();
             assert!(out.projection.converged);
-            let kept: Vec<f64> = (0..m)
-                .map(|i| (0..m).map(|j| pi[(i, j)] * out.gaussian[j]).sum())
-                .collect();
-            samples.push(
-                kept.iter()
-                    .zip(&kept_truth)
-                    .map(|(a, b)| (a - b).powi(2))
-                    .sum::<f64>(),
-            );
+            samples.push(squared_distance(&times(pi, &out.gaussian), &kept_truth));
         }
         let mean = samples.iter().sum::<f64>() / reps as f64;
         let var = samples.iter().map(|s| (s - mean).powi(2)).sum::<f64>() / (reps - 1) as f64;

@@ -39,8 +39,8 @@ use crate::stats::MeanCi;
 mod figures;
 
 use crate::{
-    About, Experiment, ExperimentResult, Panel, Plot, PointSetting, Progress, RunConfig, Series,
-    with_error_bar,
+    About, Experiment, ExperimentResult, Panel, Plot, PointSetting, Progress, RunConfig, Scale,
+    Series, with_error_bar,
 };
 
 /// Which paper's setting.
@@ -173,25 +173,25 @@ impl Sweep {
                 .collect()
         };
         let full_ratios: Vec<f64> = (1..=10).map(|k| k as f64 / 10.0).collect();
-        let (grid, m, n) = match (self.vary, cfg.smoke, cfg.full, self.paper) {
-            (Vary::N, true, _, _) => (vec![16, 32], 32, 0),
-            (Vary::M, true, _, _) => (vec![8, 16], 0, 32),
-            (Vary::S, true, _, _) => (ranks(32, &[0.1, 0.5]), 32, 32),
-            (Vary::N, false, false, _) => (powers(64, 512), 256, 0),
-            (Vary::M, false, false, _) => (powers(64, 512), 0, 128),
-            (Vary::S, false, false, _) => (ranks(128, &[0.1, 0.2, 0.4, 0.6, 0.8, 1.0]), 128, 128),
-            (Vary::N, false, true, Paper::Lrm) => (powers(128, 8192), 512, 0),
-            (Vary::N, false, true, Paper::Coa) => (powers(64, 8192), 1024, 0),
-            (Vary::M, false, true, Paper::Lrm) => (powers(64, 1024), 0, 512),
-            (Vary::M, false, true, Paper::Coa) => (powers(128, 4096), 0, 512),
-            (Vary::S, false, true, Paper::Lrm) => (ranks(512, &full_ratios), 512, 512),
-            (Vary::S, false, true, Paper::Coa) => (ranks(1024, &full_ratios), 1024, 1024),
+        let (grid, m, n) = match (self.vary, cfg.scale, self.paper) {
+            (Vary::N, Scale::Smoke, _) => (vec![16, 32], 32, 0),
+            (Vary::M, Scale::Smoke, _) => (vec![8, 16], 0, 32),
+            (Vary::S, Scale::Smoke, _) => (ranks(32, &[0.1, 0.5]), 32, 32),
+            (Vary::N, Scale::Reduced, _) => (powers(64, 512), 256, 0),
+            (Vary::M, Scale::Reduced, _) => (powers(64, 512), 0, 128),
+            (Vary::S, Scale::Reduced, _) => (ranks(128, &[0.1, 0.2, 0.4, 0.6, 0.8, 1.0]), 128, 128),
+            (Vary::N, Scale::Full, Paper::Lrm) => (powers(128, 8192), 512, 0),
+            (Vary::N, Scale::Full, Paper::Coa) => (powers(64, 8192), 1024, 0),
+            (Vary::M, Scale::Full, Paper::Lrm) => (powers(64, 1024), 0, 512),
+            (Vary::M, Scale::Full, Paper::Coa) => (powers(128, 4096), 0, 512),
+            (Vary::S, Scale::Full, Paper::Lrm) => (ranks(512, &full_ratios), 512, 512),
+            (Vary::S, Scale::Full, Paper::Coa) => (ranks(1024, &full_ratios), 1024, 1024),
         };
         Sizes {
             grid,
             m,
             n,
-            full: cfg.full && !cfg.smoke,
+            full: cfg.scale == Scale::Full,
         }
     }
 
@@ -598,7 +598,9 @@ mod tests {
     fn sizes_of(name: &str, full: bool) -> Sizes {
         let sweep = all().into_iter().find(|s| s.about.name == name).unwrap();
         let mut cfg = RunConfig::new("unused".into());
-        cfg.full = full;
+        if full {
+            cfg.scale = Scale::Full;
+        }
         sweep.sizes(&cfg)
     }
 

@@ -1,0 +1,498 @@
+//! Least squares for a general union of Kronecker products, without
+//! densifying: preconditioned conjugate gradients (Hestenes–Stiefel; Saad,
+//! *Iterative Methods for Sparse Linear Systems*, Alg. 9.1) on the normal
+//! equations `ÃᵀÃ x = Ãᵀ y` (issue 18 item 4).
+//!
+//! * **Operator.** `ÃᵀÃ = Σ_t s_t² ⊗ᵢ G_{t,i}` with `G = FᵀF` on the term's
+//!   support `S_t` and `11ᵀ` elsewhere, so `ÃᵀÃ x` sums `x` down to each
+//!   term's support table, applies `⊗_{i∈S_t} G_{t,i}` to the table and
+//!   broadcasts it back: `O(terms · cells)` plus table products.
+//! * **Preconditioner.** The Kronecker approximation `M = ⊗ᵢ Mᵢ`,
+//!   `Mᵢ = Σ_t β_{t,i} G_{t,i} + δᵢ I`, with `β_{t,i} = (s_t² Π_j τ_{t,j})^{1/d} / τ_{t,i}`
+//!   and `τ_{t,i} = tr(G_{t,i}) / nᵢ`: exact (`M = ÃᵀÃ` up to `δ`) for a
+//!   single term, a per-attribute average otherwise; `δᵢ` keeps it
+//!   positive definite. `M⁻¹` is applied mode-wise in place.
+//! * **Stop.** The relative residual `‖b − ÃᵀÃ x‖ / ‖b‖` reaching the
+//!   tolerance, the iteration cap, or a breakdown (`pᵀÃᵀÃp ≤ 0`), reported
+//!   as a [`CgReport`]; [`iterative`] refuses any stop but convergence.
+//!   The normal equations are consistent (`b ∈ range ÃᵀÃ`) even when `Ã`
+//!   is rank-deficient, and `W x̂` is the same for every solution when the
+//!   rows of `W` lie in the row space of `Ã`.
+//! * **Variances.** `Var[(W x̂)_q] = v wᵀ(ÃᵀÃ)⁺w`: exact (to the solver's
+//!   tolerance) by one solve per query while `queries × cells` is at most
+//!   [`EXACT_VARIANCE_BUDGET`]; a solve that does not converge means `w` is
+//!   outside the row space (refused). Beyond the budget, a **single-term
+//!   upper bound**: when `w = ⊗ᵢ wᵢ` lies in the row space of one term
+//!   `Ã_t`, the estimate from that term's rows alone, `wᵀÃ_t⁺ y_t`, is
+//!   linear and unbiased, so by Gauss–Markov (i.i.d. noise of variance `v`)
+//!   the least-squares variance is at most `v Πᵢ ‖wᵢ F_{t,i}⁺‖² / s_t²`; the
+//!   smallest such bound over the terms is reported, and a query that no
+//!   single term covers is refused.
+
+use dp_core::kernel::marginals::{sum_table, table_indices};
+use dp_core::{DpError, MeasuredStrategy, Result};
+use dp_linalg::{Mat, Par, pseudo_inverse, pseudo_inverse_symmetric};
+use dp_workloads::structured::{StructuredWorkload, kron_matvec};
+
+use super::reconstruct::{Problem, Reconstruction, ReconstructionMethod, VarianceMethod};
+use super::reconstruct_kron::kron_apply_in_place;
+
+/// Largest domain the iterative least squares handles (five vectors of
+/// 64 MiB each).
+pub const ITERATIVE_RECONSTRUCTION_CELLS: f64 = (1u64 << 23) as f64;
+
+/// Most `queries × cells` for which every variance is solved exactly.
+pub const EXACT_VARIANCE_BUDGET: f64 = (1u64 << 26) as f64;
+
+/// Relative tolerance of the single-term row-space test.
+const ROW_SPACE_TOLERANCE: f64 = 1e-9;
+
+/// Relative weight of the identity that keeps each `Mᵢ` invertible.
+const PRECONDITIONER_SHIFT: f64 = 1e-8;
+
+/// Options of the conjugate-gradient solves.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CgOptions {
+    /// Stop when `‖b − ÃᵀÃ x‖ ≤ tolerance · ‖b‖`.
+    pub tolerance: f64,
+    /// Stop (unconverged) after this many iterations.
+    pub max_iterations: usize,
+    /// `queries × cells` up to which variances are solved exactly.
+    pub exact_variance_budget: f64,
+}
+
+impl Default for CgOptions {
+    fn default() -> Self {
+        Self {
+            tolerance: 1e-13,
+            max_iterations: 2000,
+            exact_variance_budget: EXACT_VARIANCE_BUDGET,
+        }
+    }
+}
+
+/// Why a conjugate-gradient solve stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum CgStop {
+    /// The relative residual reached the tolerance.
+    Converged,
+    /// The iteration cap came first.
+    IterationCap,
+    /// A search direction had `pᵀÃᵀÃp ≤ 0` or a non-finite value: the
+    /// right-hand side is (numerically) outside the operator's range.
+    Breakdown,
+}
+
+/// How a conjugate-gradient solve ended.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct CgReport {
+    /// Why it stopped.
+    pub stop: CgStop,
+    /// Iterations run.
+    pub iterations: usize,
+    /// `‖b − ÃᵀÃ x‖ / ‖b‖` (recursive residual) at the stop.
+    pub relative_residual: f64,
+}
+
+/// One term `s ⊗_{i∈S} Fᵢ ⊗_{i∉S} 1ᵀ` of the measured strategy.
+struct OpTerm {
+    support: Vec<usize>,
+    scalar: f64,
+    factors: Vec<Mat<f64>>,
+    grams: Vec<Mat<f64>>,
+    /// The term's rows of the measurement.
+    rows: std::ops::Range<usize>,
+}
+
+/// `ÃᵀÃ` of a measured strategy, applied through its terms' tables.
+pub(super) struct NormalOperator {
+    shape: Vec<usize>,
+    all: Vec<usize>,
+    terms: Vec<OpTerm>,
+    /// `Mᵢ⁻¹`, one per attribute.
+    preconditioner: Vec<Mat<f64>>,
+}
+
+fn invalid(reason: String) -> DpError {
+    DpError::InvalidParameter {
+        name: "reconstruction",
+        reason,
+    }
+}
+
+fn dot(a: &[f64], b: &[f64]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+/// `out[cell] += scale · table[cell's index on support]`.
+fn broadcast_add(
+    out: &mut [f64],
+    all: &[usize],
+    shape: &[usize],
+    support: &[usize],
+    table: &[f64],
+    scale: f64,
+) {
+    for (o, k) in out.iter_mut().zip(table_indices(all, shape, support)) {
+        *o += scale * table[k];
+    }
+}
+
+fn trace(m: &Mat<f64>) -> f64 {
+    (0..m.nrows()).map(|i| m[(i, i)]).sum()
+}
+
+impl NormalOperator {
+    /// The operator of `measured` (validated by the caller) on `shape`.
+    pub(super) fn new(measured: &MeasuredStrategy, shape: &[usize]) -> Result<Self> {
+        let mut terms = Vec::with_capacity(measured.terms.len());
+        let mut offset = 0;
+        for t in &measured.terms {
+            let rows: usize = t.factors.iter().map(|f| f.nrows()).product();
+            let (scalar, factors) = if t.support.is_empty() {
+                (t.factors[0][(0, 0)], Vec::new())
+            } else {
+                (1.0, t.factors.clone())
+            };
+            let grams = factors
+                .iter()
+                .map(|f| dp_linalg::gram(f.as_ref(), Par::Seq))
+                .collect();
+            terms.push(OpTerm {
+                support: t.support.clone(),
+                scalar,
+                factors,
+                grams,
+                rows: offset..offset + rows,
+            });
+            offset += rows;
+        }
+        let preconditioner = kronecker_preconditioner(&terms, shape)?;
+        Ok(Self {
+            shape: shape.to_vec(),
+            all: (0..shape.len()).collect(),
+            terms,
+            preconditioner,
+        })
+    }
+
+    fn cells(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    /// `out ← ÃᵀÃ x`.
+    fn apply(&self, x: &[f64], out: &mut [f64]) -> Result<()> {
+        out.fill(0.0);
+        for t in &self.terms {
+            let table = sum_table(x, &self.all, &self.shape, &t.support, |a, b| a + b);
+            let refs: Vec<&Mat<f64>> = t.grams.iter().collect();
+            let table = kron_matvec(&refs, &table)?;
+            broadcast_add(
+                out,
+                &self.all,
+                &self.shape,
+                &t.support,
+                &table,
+                t.scalar * t.scalar,
+            );
+        }
+        Ok(())
+    }
+
+    /// `Ãᵀ y`.
+    pub(super) fn adjoint(&self, y: &[f64]) -> Result<Vec<f64>> {
+        let mut out = vec![0.0; self.cells()];
+        for t in &self.terms {
+            let ft: Vec<Mat<f64>> = t.factors.iter().map(|f| f.transpose().to_owned()).collect();
+            let refs: Vec<&Mat<f64>> = ft.iter().collect();
+            let table = kron_matvec(&refs, &y[t.rows.clone()])?;
+            broadcast_add(
+                out.as_mut_slice(),
+                &self.all,
+                &self.shape,
+                &t.support,
+                &table,
+                t.scalar,
+            );
+        }
+        Ok(out)
+    }
+
+    /// Solves `ÃᵀÃ x = b` by preconditioned conjugate gradients from 0.
+    pub(super) fn solve(&self, b: &[f64], options: &CgOptions) -> Result<(Vec<f64>, CgReport)> {
+        let n = self.cells();
+        let mut x = vec![0.0; n];
+        let norm_b = dot(b, b).sqrt();
+        let mut report = CgReport {
+            stop: CgStop::Converged,
+            iterations: 0,
+            relative_residual: 0.0,
+        };
+        if norm_b == 0.0 {
+            return Ok((x, report));
+        }
+        let mut r = b.to_vec();
+        let mut z = r.clone();
+        let refs: Vec<&Mat<f64>> = self.preconditioner.iter().collect();
+        kron_apply_in_place(&refs, &mut z)?;
+        let mut p = z.clone();
+        let mut q = vec![0.0; n];
+        let mut rz = dot(&r, &z);
+        loop {
+            report.relative_residual = dot(&r, &r).sqrt() / norm_b;
+            if report.relative_residual <= options.tolerance {
+                return Ok((x, report));
+            }
+            if report.iterations >= options.max_iterations {
+                report.stop = CgStop::IterationCap;
+                return Ok((x, report));
+            }
+            self.apply(&p, &mut q)?;
+            let pq = dot(&p, &q);
+            if !(pq > 0.0 && pq.is_finite() && rz.is_finite()) {
+                report.stop = CgStop::Breakdown;
+                return Ok((x, report));
+            }
+            let alpha = rz / pq;
+            for i in 0..n {
+                x[i] += alpha * p[i];
+                r[i] -= alpha * q[i];
+            }
+            z.copy_from_slice(&r);
+            kron_apply_in_place(&refs, &mut z)?;
+            let rz_next = dot(&r, &z);
+            let beta = rz_next / rz;
+            rz = rz_next;
+            for i in 0..n {
+                p[i] = z[i] + beta * p[i];
+            }
+            report.iterations += 1;
+        }
+    }
+}
+
+/// `Mᵢ⁻¹` of the Kronecker preconditioner (module docs).
+fn kronecker_preconditioner(terms: &[OpTerm], shape: &[usize]) -> Result<Vec<Mat<f64>>> {
+    let d = shape.len();
+    // τ_{t,i}: the mean eigenvalue of G_{t,i} (1 for the ones row).
+    let taus: Vec<Vec<f64>> = terms
+        .iter()
+        .map(|t| {
+            (0..d)
+                .map(|i| match t.support.iter().position(|&p| p == i) {
+                    Some(k) => trace(&t.grams[k]) / shape[i] as f64,
+                    None => 1.0,
+                })
+                .collect()
+        })
+        .collect();
+    let mut out = Vec::with_capacity(d);
+    for (i, &n) in shape.iter().enumerate() {
+        let mut m = Mat::<f64>::zeros(n, n);
+        for (t, tau) in terms.iter().zip(&taus) {
+            let mass = t.scalar * t.scalar * tau.iter().product::<f64>();
+            if !(mass > 0.0 && mass.is_finite()) {
+                continue;
+            }
+            let beta = mass.powf(1.0 / d as f64) / tau[i];
+            let gram = t.support.iter().position(|&p| p == i).map(|k| &t.grams[k]);
+            for a in 0..n {
+                for b in 0..n {
+                    m[(a, b)] += beta * gram.map_or(1.0, |g| g[(a, b)]);
+                }
+            }
+        }
+        let shift = PRECONDITIONER_SHIFT * (trace(&m) / n as f64).max(f64::MIN_POSITIVE);
+        for a in 0..n {
+            m[(a, a)] += shift;
+        }
+        out.push(pseudo_inverse_symmetric(m.as_ref(), None)?);
+    }
+    Ok(out)
+}
+
+/// The iterative least squares (module docs).
+pub(super) fn iterative(problem: &Problem, options: &CgOptions) -> Result<Reconstruction> {
+    let workload = problem.workload;
+    let cells = workload.domain().cells_f64();
+    if cells > ITERATIVE_RECONSTRUCTION_CELLS {
+        return Err(invalid(format!(
+            "{cells:.1e} cells: the strategy's terms are neither mutually orthogonal nor of \
+             the marginals template, and the iterative least squares is limited to \
+             {ITERATIVE_RECONSTRUCTION_CELLS:.1e} cells"
+        )));
+    }
+    let shape = workload.domain().shape();
+    let op = NormalOperator::new(problem.measured, &shape)?;
+    let b = op.adjoint(problem.values)?;
+    let (x, report) = op.solve(&b, options)?;
+    if report.stop != CgStop::Converged {
+        return Err(not_converged(&report, "the least squares"));
+    }
+    let answers = workload.answer(&x)?;
+    let queries = answers.len() as f64;
+    let (variances, variance_method) = if queries * cells <= options.exact_variance_budget {
+        let v = exact_variances(&op, workload, problem.noise_variance, options)?;
+        (v, VarianceMethod::Exact)
+    } else {
+        let v = single_term_bounds(&op, workload, problem.noise_variance)?;
+        (v, VarianceMethod::SingleTermBound)
+    };
+    Ok(Reconstruction {
+        answers,
+        variances,
+        method: ReconstructionMethod::ConjugateGradient,
+        variance_method,
+        solver: Some(report),
+    })
+}
+
+fn not_converged(report: &CgReport, what: &str) -> DpError {
+    invalid(format!(
+        "{what} did not converge ({:?} after {} iterations, relative residual {:.1e})",
+        report.stop, report.iterations, report.relative_residual
+    ))
+}
+
+/// The mixed-radix rows `(r₀, …, r_{d−1})` of a product with factor row
+/// counts `dims`, last fastest.
+fn rows_of(dims: &[usize]) -> impl Iterator<Item = Vec<usize>> + '_ {
+    let total: usize = dims.iter().product();
+    (0..total).map(move |mut q| {
+        let mut r = vec![0; dims.len()];
+        for k in (0..dims.len()).rev() {
+            r[k] = q % dims[k];
+            q /= dims[k];
+        }
+        r
+    })
+}
+
+/// `v wᵀ(ÃᵀÃ)⁺w` for every query row, one solve each.
+fn exact_variances(
+    op: &NormalOperator,
+    workload: &StructuredWorkload,
+    v: f64,
+    options: &CgOptions,
+) -> Result<Vec<f64>> {
+    let mut out = Vec::new();
+    for (p, (c, ws)) in super::reconstruct::explicit_products(workload)?
+        .into_iter()
+        .enumerate()
+    {
+        let dims: Vec<usize> = ws.iter().map(|w| w.nrows()).collect();
+        for r in rows_of(&dims) {
+            let cols: Vec<Mat<f64>> = ws
+                .iter()
+                .zip(&r)
+                .map(|(w, &ri)| Mat::from_fn(w.ncols(), 1, |j, _| c * w[(ri, j)]))
+                .collect();
+            let refs: Vec<&Mat<f64>> = cols.iter().collect();
+            let w = kron_matvec(&refs, &[1.0])?;
+            let (z, report) = op.solve(&w, options)?;
+            if report.stop != CgStop::Converged {
+                return Err(invalid(format!(
+                    "query product {p} of the workload is not in the row space of the \
+                     strategy (its estimate would be biased) or its variance solve did not \
+                     converge ({:?}, relative residual {:.1e})",
+                    report.stop, report.relative_residual
+                )));
+            }
+            out.push(v * dot(&w, &z));
+        }
+    }
+    Ok(out)
+}
+
+/// Per attribute of one term: for each row of `wᵢ`, whether it lies in
+/// the row space of the term's factor, and `‖wᵢ,r F⁺‖²`.
+fn term_row_factors(w: &Mat<f64>, factor: Option<&Mat<f64>>) -> Result<(Vec<bool>, Vec<f64>)> {
+    let rows = 0..w.nrows();
+    match factor {
+        None => {
+            let n = w.ncols() as f64;
+            let cover = rows
+                .clone()
+                .map(|r| (1..w.ncols()).all(|j| w[(r, j)] == w[(r, 0)]))
+                .collect();
+            let norms = rows
+                .map(|r| ((0..w.ncols()).map(|j| w[(r, j)]).sum::<f64>() / n).powi(2))
+                .collect();
+            Ok((cover, norms))
+        }
+        Some(f) => {
+            let pinv = pseudo_inverse(f.as_ref(), None)?;
+            let wp = dp_linalg::gemm(w.as_ref(), pinv.as_ref(), Par::Seq);
+            let proj = dp_linalg::gemm(wp.as_ref(), f.as_ref(), Par::Seq);
+            let cover = rows
+                .clone()
+                .map(|r| {
+                    let (mut gap, mut size) = (0.0, 0.0);
+                    for j in 0..w.ncols() {
+                        gap += (w[(r, j)] - proj[(r, j)]).powi(2);
+                        size += w[(r, j)].powi(2);
+                    }
+                    gap <= ROW_SPACE_TOLERANCE.powi(2) * size
+                })
+                .collect();
+            let norms = rows
+                .map(|r| (0..wp.ncols()).map(|j| wp[(r, j)].powi(2)).sum())
+                .collect();
+            Ok((cover, norms))
+        }
+    }
+}
+
+/// The single-term Gauss–Markov bound of every query (module docs).
+pub(super) fn single_term_bounds(
+    op: &NormalOperator,
+    workload: &StructuredWorkload,
+    v: f64,
+) -> Result<Vec<f64>> {
+    let mut out = Vec::new();
+    for (p, (c, ws)) in super::reconstruct::explicit_products(workload)?
+        .into_iter()
+        .enumerate()
+    {
+        // Per term, per attribute: (covered rows, row norms²).
+        let per_term = op
+            .terms
+            .iter()
+            .map(|t| {
+                ws.iter()
+                    .enumerate()
+                    .map(|(i, w)| {
+                        let k = t.support.iter().position(|&s| s == i);
+                        term_row_factors(w, k.map(|k| &t.factors[k]))
+                    })
+                    .collect::<Result<Vec<_>>>()
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let dims: Vec<usize> = ws.iter().map(|w| w.nrows()).collect();
+        for r in rows_of(&dims) {
+            let best = op
+                .terms
+                .iter()
+                .zip(&per_term)
+                .filter(|(_, f)| f.iter().zip(&r).all(|((cover, _), &ri)| cover[ri]))
+                .map(|(t, f)| {
+                    let prod: f64 = f
+                        .iter()
+                        .zip(&r)
+                        .map(|((_, norms), &ri)| norms[ri])
+                        .product();
+                    c * c * v * prod / (t.scalar * t.scalar)
+                })
+                .fold(f64::INFINITY, f64::min);
+            if !best.is_finite() {
+                return Err(invalid(format!(
+                    "query product {p}: a query lies in the row space of no single strategy \
+                     term, and its exact variance is too costly here (queries × cells above \
+                     {EXACT_VARIANCE_BUDGET:.1e})"
+                )));
+            }
+            out.push(best);
+        }
+    }
+    Ok(out)
+}
