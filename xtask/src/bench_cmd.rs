@@ -6,6 +6,12 @@
 //!
 //! `cargo xtask bench peers`: dpmm beside HDMM in one run
 //! ([`crate::peers_cmd`]).
+//!
+//! `cargo xtask bench release`: the `dpmm release` binary (build it first:
+//! `cargo build --release -p dpmm`) on generated records, plain, gzip'ed
+//! and pre-aggregated, at each record count of `--sizes` (default 10⁶ and
+//! 10⁷): records per second and the child's peak memory
+//! ([`dp_bench::release_bench`]).
 
 use clap::Args;
 use dp_bench::scaling::{
@@ -19,7 +25,9 @@ use dp_opt::PrivacyModel;
 pub struct BenchArgs {
     /// What to benchmark: `coa` ((ε,δ), certificate), `lrm` (ε-DP,
     /// residual; time against n and against the rank r) or `peers` (dpmm
-    /// beside HDMM when `HDMM_SRC` is set; `--sizes` default 512).
+    /// beside HDMM when `HDMM_SRC` is set; `--sizes` default 512) or
+    /// `release` (`dpmm release` on generated records; `--sizes` are
+    /// record counts, default 1000000,10000000).
     #[arg(value_enum)]
     target: BenchTarget,
     /// Workload family.
@@ -38,6 +46,9 @@ pub struct BenchArgs {
     /// peers only: one privacy model's column (default: both).
     #[arg(long, value_enum)]
     privacy: Option<crate::output::Privacy>,
+    /// release only: the `dpmm` binary to run.
+    #[arg(long, default_value = "target/release/dpmm")]
+    dpmm: std::path::PathBuf,
     /// Print one JSON object per row instead of the table (for scripts).
     #[arg(long)]
     json: bool,
@@ -55,6 +66,8 @@ enum BenchTarget {
     Lrm,
     /// dpmm beside HDMM.
     Peers,
+    /// `dpmm release` on generated records.
+    Release,
 }
 
 impl BenchTarget {
@@ -62,7 +75,7 @@ impl BenchTarget {
         match self {
             Self::Coa => Some(ScalingTarget::Coa),
             Self::Lrm => Some(ScalingTarget::Lrm),
-            Self::Peers => None,
+            Self::Peers | Self::Release => None,
         }
     }
 }
@@ -71,6 +84,7 @@ impl BenchTarget {
 pub fn run(args: &BenchArgs) -> Result<()> {
     let default: &[usize] = match args.target {
         BenchTarget::Peers => &[512],
+        BenchTarget::Release => &[1_000_000, 10_000_000],
         _ => &[256, 512, 1024],
     };
     let sizes = if args.sizes.is_empty() {
@@ -83,6 +97,9 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             name: "sizes",
             reason: "need positive n and m".into(),
         });
+    }
+    if args.target == BenchTarget::Release {
+        return release(&args.dpmm, sizes);
     }
     let Some(target) = args.target.scaling() else {
         let models = match args.privacy {
@@ -144,5 +161,23 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             dp_bench::stats::fitted_exponent(&xs, &ys)
         );
     }
+    Ok(())
+}
+
+/// `cargo xtask bench release`: one table line per release as measured,
+/// with the load average before and after (the machine is shared).
+fn release(dpmm: &std::path::Path, sizes: &[usize]) -> Result<()> {
+    if !dpmm.is_file() {
+        return Err(DpError::Io(format!(
+            "{}: no dpmm binary (cargo build --release -p dpmm)",
+            dpmm.display()
+        )));
+    }
+    let load = || std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!("load average before: {}", load().trim());
+    println!("{}", dp_bench::release_bench::ReleaseRow::header());
+    let sizes: Vec<u64> = sizes.iter().map(|&n| n as u64).collect();
+    dp_bench::release_bench::bench_release(dpmm, &sizes, 2024, |row| println!("{}", row.line()))?;
+    println!("load average after: {}", load().trim());
     Ok(())
 }

@@ -22,6 +22,7 @@ pub mod peers;
 #[cfg(feature = "cli")]
 pub mod progress;
 pub mod regress;
+pub mod release_bench;
 pub mod report;
 pub mod scaling;
 pub mod stats;

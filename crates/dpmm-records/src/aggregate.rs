@@ -235,7 +235,7 @@ impl std::fmt::Debug for PrivateCounts {
 }
 
 impl PrivateCounts {
-    fn zeros(layout: &Layout) -> Result<Self, RecordsError> {
+    pub(crate) fn zeros(layout: &Layout) -> Result<Self, RecordsError> {
         let tables = layout
             .tables
             .iter()
@@ -272,6 +272,22 @@ impl PrivateCounts {
         &self.tables
     }
 
+    /// Encodes `row` by `compiled` into `codes` and, unless a policy drops
+    /// it, adds it `count` times.
+    #[inline]
+    pub(crate) fn add_row(
+        &mut self,
+        compiled: &Reader,
+        row: &ByteRecord,
+        codes: &mut [usize],
+        count: u64,
+    ) -> Result<(), RecordsError> {
+        match compiled.encode(row, codes)? {
+            Verdict::Keep => self.add(codes, count),
+            Verdict::Drop => Ok(()),
+        }
+    }
+
     #[inline]
     fn add(&mut self, codes: &[usize], count: u64) -> Result<(), RecordsError> {
         for table in &mut self.tables {
@@ -285,7 +301,7 @@ impl PrivateCounts {
 }
 
 /// The schema compiled against one input's header.
-struct Reader {
+pub(crate) struct Reader {
     encoders: Vec<Encoder>,
     /// Header index of each attribute's column.
     columns: Vec<usize>,
@@ -299,7 +315,7 @@ enum Verdict {
 }
 
 impl Reader {
-    fn new(schema: &Schema, header: &ByteRecord) -> Result<Self, RecordsError> {
+    pub(crate) fn new(schema: &Schema, header: &ByteRecord) -> Result<Self, RecordsError> {
         let header: Vec<&[u8]> = header.iter().map(<[u8]>::trim_ascii).collect();
         if let Some(i) = header.iter().position(|h| h.is_empty()) {
             return Err(RecordsError::EmptyHeaderColumn(i + 1));
@@ -406,7 +422,7 @@ fn csv_error(e: csv::Error, source_name: &str) -> RecordsError {
     }
 }
 
-fn check_layout(schema: &Schema, layout: &Layout) -> Result<(), RecordsError> {
+pub(crate) fn check_layout(schema: &Schema, layout: &Layout) -> Result<(), RecordsError> {
     if layout.shape != schema.domain().shape() {
         return Err(RecordsError::LayoutMismatch);
     }
@@ -556,9 +572,7 @@ fn count_rows<R: Read>(
                 .and_then(|c| c.parse::<u64>().ok())
                 .ok_or(RecordsError::BadCount)?,
         };
-        if let Verdict::Keep = compiled.encode(&row, &mut codes)? {
-            counts.add(&codes, count)?;
-        }
+        counts.add_row(compiled, &row, &mut codes, count)?;
     }
     Ok(counts)
 }

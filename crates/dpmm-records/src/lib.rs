@@ -37,6 +37,8 @@ pub mod aggregate;
 pub mod draft;
 mod encode;
 pub mod error;
+#[cfg(feature = "parquet")]
+pub mod parquet_input;
 pub mod schema;
 pub mod source;
 

@@ -33,6 +33,18 @@ pub fn decompressing<'a, R: Read + 'a>(mut input: R) -> io::Result<Box<dyn Read 
     }
 }
 
+/// The magic bytes that open (and close) a Parquet file.
+pub const PARQUET_MAGIC: &[u8; 4] = b"PAR1";
+
+/// Whether the file at `path` starts with [`PARQUET_MAGIC`] (read with the
+/// `parquet` feature, never as CSV).
+pub fn is_parquet(path: &Path) -> bool {
+    let mut head = [0u8; 4];
+    File::open(path)
+        .and_then(|mut f| f.read_exact(&mut head))
+        .is_ok_and(|()| &head == PARQUET_MAGIC)
+}
+
 /// Opens `path` for reading, decompressing gzip.
 pub fn open_path(path: &Path) -> Result<Box<dyn Read>, RecordsError> {
     let io_error = |e: io::Error| RecordsError::Io {

@@ -48,7 +48,8 @@ const Z95: f64 = 1.959_963_984_540_054;
 /// `dpmm release`.
 #[derive(Args)]
 pub struct ReleaseArgs {
-    /// Records: CSV with a header row, plain or gzip'ed (detected by content).
+    /// Records: CSV with a header row, plain or gzip'ed, or Parquet with the
+    /// `parquet` feature (detected by content).
     #[arg(long, required_unless_present = "counts", conflicts_with = "counts")]
     pub data: Option<PathBuf>,
     /// Instead of records: a pre-aggregated table (the schema's columns
@@ -238,6 +239,9 @@ fn aggregate(args: &ReleaseArgs, p: &Prepared) -> Result<PrivateCounts, String> 
         (None, Some(c)) => (c, Rows::CountsTable),
         _ => return Err("give exactly one of --data and --counts".into()),
     };
+    if dpmm_records::source::is_parquet(path) {
+        return aggregate_parquet(path, rows, p);
+    }
     let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let len = file.metadata().map(|m| m.len()).unwrap_or(0);
     // Only a percentage of the input file, and only on a terminal: no
@@ -252,6 +256,25 @@ fn aggregate(args: &ReleaseArgs, p: &Prepared) -> Result<PrivateCounts, String> 
     let counts = aggregate_rows(input, &name, &p.schema, &p.layout, rows);
     bar.finish_and_clear();
     counts.map_err(text)
+}
+
+/// Records from a Parquet file (the `parquet` feature).
+#[cfg(feature = "parquet")]
+fn aggregate_parquet(path: &Path, rows: Rows, p: &Prepared) -> Result<PrivateCounts, String> {
+    if rows == Rows::CountsTable {
+        return Err(format!("{}: a counts table must be CSV", path.display()));
+    }
+    dpmm_records::parquet_input::aggregate_parquet_file(path, &p.schema, &p.layout).map_err(text)
+}
+
+/// Without the `parquet` feature a Parquet file is refused, not read as CSV.
+#[cfg(not(feature = "parquet"))]
+fn aggregate_parquet(path: &Path, _: Rows, _: &Prepared) -> Result<PrivateCounts, String> {
+    Err(format!(
+        "{}: a Parquet file; this dpmm is built without the `parquet` feature \
+         (cargo install --path crates/dpmm --features parquet)",
+        path.display()
+    ))
 }
 
 /// Refuses an output path that is a directory or names one of the inputs
@@ -397,12 +420,33 @@ fn sidecar(
         },
         "reconstruction": rec.method,
         "queries": rec.answers.len(),
-        "intervals": "95%, from the exact variance of each answer (normal approximation)",
+        "intervals": intervals_method(&m.noise),
         "ledger": {"path": args.ledger.display().to_string(), "entry": entry},
     });
     let mut s = serde_json::to_string_pretty(&value).unwrap_or_default();
     s.push('\n');
     s
+}
+
+/// How the 95% intervals are made, for the sidecar: a normal
+/// approximation around the exact variance. Each answer's noise is a
+/// linear combination of the strategy rows' independent draws; under pure
+/// ε-DP these are discrete Laplace, whose tails are heavier than normal,
+/// so an answer carrying few draws is covered less often (a single Laplace
+/// draw: P(|X| ≤ 1.96σ) = 1 − e^(−1.96·√2) ≈ 93.7%).
+fn intervals_method(noise: &MeasurementNoise) -> &'static str {
+    match noise {
+        MeasurementNoise::DiscreteLaplace { .. } => {
+            "95% normal approximation: answer ± 1.96 std_error, std_error from the exact variance \
+             of each answer; the noise is a sum of discrete Laplace draws, heavier-tailed than \
+             normal, so an answer carrying few draws is covered less often (a single draw: about \
+             93.7%)"
+        }
+        MeasurementNoise::DiscreteGaussian { .. } => {
+            "95% normal approximation: answer ± 1.96 std_error, std_error from the exact variance \
+             of each answer; the noise is a sum of discrete Gaussian draws"
+        }
+    }
 }
 
 fn write_outputs(

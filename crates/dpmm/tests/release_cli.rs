@@ -169,6 +169,8 @@ fn a_release_succeeds_then_the_ledger_refuses_an_overspend() {
     assert_eq!(side["ledger"]["entry"], 1);
     assert_eq!(side["charged"], 0.6);
     assert_eq!(side["queries"], QUERIES);
+    let intervals = side["intervals"].as_str().expect("intervals");
+    assert!(intervals.contains("normal approximation") && intervals.contains("discrete Laplace"));
     // Nothing about the data on stderr: no digits but the ledger entry.
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!err.contains("300") && !err.contains("records"), "{err}");
@@ -193,6 +195,9 @@ fn every_bad_input_is_one_line_exit_two_and_spends_nothing() {
     d.write("malformed.csv", "sex,age\nf,25\nm,31,extra\n");
     d.write("unknown_column.csv", "sex,years\nf,25\n");
     d.write("outside.csv", "sex,age\nf,25\nm,75\n");
+    // Parquet's magic bytes: refused without the feature, and not a valid
+    // file with it.
+    d.write("not_really.parquet", "PAR1sex,age\nf,25\n");
     d.write(
         "bad_spec.json",
         r#"{"domain": [{"name": "sex", "size": 2}, {"name": "age", "size": 4}],
@@ -210,6 +215,10 @@ fn every_bad_input_is_one_line_exit_two_and_spends_nothing() {
         (
             "outside the domain",
             vec!["--data".into(), d.path("outside.csv")],
+        ),
+        (
+            "parquet",
+            vec!["--data".into(), d.path("not_really.parquet")],
         ),
         ("epsilon 0", vec!["--epsilon".into(), "0".into()]),
         ("epsilon negative", vec!["--epsilon=-1".into()]),
