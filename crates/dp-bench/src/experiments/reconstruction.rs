@@ -125,9 +125,9 @@ fn measure(d: usize) -> Result<Row> {
     let cells = 10usize.pow(d as u32);
     let a: Vec<&Mat<f64>> = factors.iter().collect();
     let mut v: Vec<f64> = (0..cells).map(count).collect();
-    kron_apply_in_place(&a, &mut v)?;
+    kron_apply_in_place(&a, &mut v, Par::rayon(0))?;
     let p: Vec<&Mat<f64>> = pinvs.iter().collect();
-    let least_squares = timed(|| kron_apply_in_place(&p, &mut v))?;
+    let least_squares = timed(|| kron_apply_in_place(&p, &mut v, Par::rayon(0)))?;
     let scale = 6.0;
     let ls_error = v
         .iter()
@@ -135,11 +135,11 @@ fn measure(d: usize) -> Result<Row> {
         .map(|(i, x)| (x - count(i)).abs() / scale)
         .fold(0.0, f64::max);
     let ws: Vec<&Mat<f64>> = vec![&wf; d];
-    let answers = timed(|| kron_apply_in_place(&ws, &mut v))?;
+    let answers = timed(|| kron_apply_in_place(&ws, &mut v, Par::rayon(0)))?;
     v.iter_mut().enumerate().for_each(|(i, x)| *x = count(i));
-    kron_apply_in_place(&a, &mut v)?;
+    kron_apply_in_place(&a, &mut v, Par::rayon(0))?;
     let q: Vec<&Mat<f64>> = fused.iter().collect();
-    let fused = timed(|| kron_apply_in_place(&q, &mut v))?;
+    let fused = timed(|| kron_apply_in_place(&q, &mut v, Par::rayon(0)))?;
     Ok(Row {
         cells: cells as f64,
         least_squares,

@@ -396,7 +396,7 @@ fn orthogonal(problem: &Problem) -> Result<Reconstruction> {
             // copy of the term's values, no per-mode intermediates.
             let part = if qs.iter().all(|q| q.nrows() == q.ncols()) {
                 let mut part = y.to_vec();
-                super::reconstruct_kron::kron_apply_in_place(&refs, &mut part)?;
+                super::reconstruct_kron::kron_apply_in_place(&refs, &mut part, Par::rayon(0))?;
                 part
             } else {
                 kron_matvec(&refs, y)?

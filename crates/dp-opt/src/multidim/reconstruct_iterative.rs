@@ -234,7 +234,7 @@ impl NormalOperator {
         let mut r = b.to_vec();
         let mut z = r.clone();
         let refs: Vec<&Mat<f64>> = self.preconditioner.iter().collect();
-        kron_apply_in_place(&refs, &mut z)?;
+        kron_apply_in_place(&refs, &mut z, Par::rayon(0))?;
         let mut p = z.clone();
         let mut q = vec![0.0; n];
         let mut rz = dot(&r, &z);
@@ -259,7 +259,7 @@ impl NormalOperator {
                 r[i] -= alpha * q[i];
             }
             z.copy_from_slice(&r);
-            kron_apply_in_place(&refs, &mut z)?;
+            kron_apply_in_place(&refs, &mut z, Par::rayon(0))?;
             let rz_next = dot(&r, &z);
             let beta = rz_next / rz;
             rz = rz_next;

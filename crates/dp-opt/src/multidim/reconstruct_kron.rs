@@ -2,8 +2,9 @@
 //! large domains, in place: `x̂ = (⊗ᵢ Fᵢ)⁺ y = (⊗ᵢ Fᵢ⁺) y` and
 //! `W x̂ = (⊗ᵢ Wᵢ) x̂` (HDMM §6.3, "least squares by factors"), with every
 //! factor square so that each mode-wise product keeps the vector's length
-//! and overwrites it. Besides the vector, memory is one block of at most
-//! [`BLOCK_CELLS`] values and two strips of `STRIP · cells / block`, where
+//! and overwrites it. Besides the vector, memory is per task one block of
+//! at most [`BLOCK_CELLS`] values and two strips of `STRIP · cells / block`,
+//! and one slice reference per row of the `(cells / block) × block` view, where
 //! `block` is the cell count of the trailing attributes applied in cache:
 //! about 1% of the vector for attributes of size 10 (a last attribute of
 //! more than [`BLOCK_CELLS`] values makes `block` 1 and the strips as
@@ -17,6 +18,7 @@
 
 use dp_core::{DpError, Result};
 use dp_linalg::{Mat, MatMut, MatRef, Par, gemm_into_view, pseudo_inverse};
+use rayon::prelude::*;
 
 /// Cells of the trailing block applied in cache (256 KiB of f64).
 pub const BLOCK_CELLS: usize = 1 << 15;
@@ -32,8 +34,11 @@ fn invalid(reason: String) -> DpError {
 }
 
 /// `x ← (⊗ᵢ mats[i]) x` for square factors, row-major cells (last
-/// attribute fastest), in place.
-pub fn kron_apply_in_place(mats: &[&Mat<f64>], x: &mut [f64]) -> Result<()> {
+/// attribute fastest), in place. With `par` of degree `k > 1` both passes
+/// run on `k` tasks of rayon's global pool: the trailing pass over disjoint
+/// blocks, the leading pass over `k` disjoint ranges of strips; every cell
+/// sees the same products in the same order as with [`Par::Seq`].
+pub fn kron_apply_in_place(mats: &[&Mat<f64>], x: &mut [f64], par: Par) -> Result<()> {
     let dims: Vec<usize> = mats.iter().map(|m| m.ncols()).collect();
     if mats
         .iter()
@@ -63,33 +68,69 @@ pub fn kron_apply_in_place(mats: &[&Mat<f64>], x: &mut [f64]) -> Result<()> {
         split -= 1;
         block *= dims[split];
     }
+    let tasks = par.degree().max(1);
     let (lead, trail) = mats.split_at(split);
     if !trail.is_empty() {
-        let mut scratch = vec![0.0; block];
-        for chunk in x.chunks_exact_mut(block) {
-            apply_modes(trail, &dims[split..], 1, chunk, &mut scratch);
+        let apply = |scratch: &mut Vec<f64>, chunk: &mut [f64]| {
+            apply_modes(trail, &dims[split..], 1, chunk, scratch)
+        };
+        if tasks > 1 {
+            x.par_chunks_exact_mut(block)
+                .for_each_init(|| vec![0.0; block], apply);
+        } else {
+            let mut scratch = vec![0.0; block];
+            x.chunks_exact_mut(block)
+                .for_each(|chunk| apply(&mut scratch, chunk));
         }
     }
     if !lead.is_empty() {
-        let outer = cells / block;
         let strip = STRIP.min(block);
-        let mut buf = vec![0.0; outer * strip];
-        let mut scratch = vec![0.0; outer * strip];
-        let mut c0 = 0;
-        while c0 < block {
-            let w = strip.min(block - c0);
-            let used = &mut buf[..outer * w];
-            for (p, row) in used.chunks_exact_mut(w).enumerate() {
-                row.copy_from_slice(&x[p * block + c0..p * block + c0 + w]);
+        // Strip-aligned column ranges of the (cells / block) × block view,
+        // one per task; each row splits into disjoint pieces, one per range.
+        let strips = block.div_ceil(strip);
+        let per_task = strips.div_ceil(tasks.min(strips)) * strip;
+        let ranges = block.div_ceil(per_task);
+        let mut pieces: Vec<Vec<&mut [f64]>> = (0..ranges).map(|_| Vec::new()).collect();
+        for row in x.chunks_exact_mut(block) {
+            for (r, piece) in row.chunks_mut(per_task).enumerate() {
+                pieces[r].push(piece);
             }
-            apply_modes(lead, &dims[..split], w, used, &mut scratch);
-            for (p, row) in used.chunks_exact(w).enumerate() {
-                x[p * block + c0..p * block + c0 + w].copy_from_slice(row);
+        }
+        let lead_dims = &dims[..split];
+        if tasks > 1 {
+            pieces
+                .into_par_iter()
+                .for_each(|mut rows| lead_pass(lead, lead_dims, strip, &mut rows));
+        } else {
+            for mut rows in pieces {
+                lead_pass(lead, lead_dims, strip, &mut rows);
             }
-            c0 += w;
         }
     }
     Ok(())
+}
+
+/// The leading pass on one range of columns: `rows` are the pieces of the
+/// `(cells / block)` rows in that range (all of one width), gathered
+/// `strip` columns at a time into a `(leading cells) × strip` tensor.
+fn lead_pass(lead: &[&Mat<f64>], dims: &[usize], strip: usize, rows: &mut [&mut [f64]]) {
+    let outer = rows.len();
+    let width = rows.first().map_or(0, |r| r.len());
+    let mut buf = vec![0.0; outer * strip];
+    let mut scratch = vec![0.0; outer * strip];
+    let mut c0 = 0;
+    while c0 < width {
+        let w = strip.min(width - c0);
+        let used = &mut buf[..outer * w];
+        for (dst, row) in used.chunks_exact_mut(w).zip(rows.iter()) {
+            dst.copy_from_slice(&row[c0..c0 + w]);
+        }
+        apply_modes(lead, dims, w, used, &mut scratch);
+        for (src, row) in used.chunks_exact(w).zip(rows.iter_mut()) {
+            row[c0..c0 + w].copy_from_slice(src);
+        }
+        c0 += w;
+    }
 }
 
 /// Applies `mats` mode by mode to `t`, a row-major tensor of `dims` with
@@ -172,13 +213,13 @@ fn mode_product(rows: &[f64], n: usize, inner: usize, slab: &[f64], out: &mut [f
 }
 
 /// `y ← x̂ = (⊗ᵢ Fᵢ)⁺ y = (⊗ᵢ Fᵢ⁺) y` for square factors, in place.
-pub fn kron_least_squares_in_place(factors: &[Mat<f64>], y: &mut [f64]) -> Result<()> {
+pub fn kron_least_squares_in_place(factors: &[Mat<f64>], y: &mut [f64], par: Par) -> Result<()> {
     let pinvs = factors
         .iter()
         .map(|f| pseudo_inverse(f.as_ref(), None))
         .collect::<std::result::Result<Vec<_>, _>>()?;
     let refs: Vec<&Mat<f64>> = pinvs.iter().collect();
-    kron_apply_in_place(&refs, y)
+    kron_apply_in_place(&refs, y, par)
 }
 
 #[cfg(test)]
@@ -205,17 +246,24 @@ mod tests {
             let cells: usize = dims.iter().product();
             let x: Vec<f64> = (0..cells).map(|i| ((i * 13) % 29) as f64 - 14.0).collect();
             let want = kron_matvec(&refs, &x).unwrap();
-            let mut got = x.clone();
-            kron_apply_in_place(&refs, &mut got).unwrap();
             let scale = want.iter().fold(0.0f64, |m, v| m.max(v.abs()));
-            for (g, w) in got.iter().zip(&want) {
-                assert!((g - w).abs() <= 1e-12 * scale, "{dims:?}: {g} vs {w}");
+            // Two and three tasks split the 15 strips of [5, 40, 41, 23]
+            // into two and three column ranges.
+            for par in [Par::Seq, Par::rayon(2), Par::rayon(3)] {
+                let mut got = x.clone();
+                kron_apply_in_place(&refs, &mut got, par).unwrap();
+                for (g, w) in got.iter().zip(&want) {
+                    assert!(
+                        (g - w).abs() <= 1e-12 * scale,
+                        "{dims:?} {par:?}: {g} vs {w}"
+                    );
+                }
             }
         }
         let a = mat(3, 0);
-        assert!(kron_apply_in_place(&[&a], &mut [0.0; 4]).is_err());
+        assert!(kron_apply_in_place(&[&a], &mut [0.0; 4], Par::Seq).is_err());
         let rect = Mat::<f64>::zeros(2, 3);
-        assert!(kron_apply_in_place(&[&rect], &mut [0.0; 3]).is_err());
+        assert!(kron_apply_in_place(&[&rect], &mut [0.0; 3], Par::Seq).is_err());
     }
 
     #[test]
@@ -224,7 +272,7 @@ mod tests {
         let refs: Vec<&Mat<f64>> = factors.iter().collect();
         let x: Vec<f64> = (0..210).map(|i| (i % 11) as f64).collect();
         let mut y = kron_matvec(&refs, &x).unwrap();
-        kron_least_squares_in_place(&factors, &mut y).unwrap();
+        kron_least_squares_in_place(&factors, &mut y, Par::rayon(2)).unwrap();
         for (g, w) in y.iter().zip(&x) {
             assert!((g - w).abs() <= 1e-10 * 10.0, "{g} vs {w}");
         }
