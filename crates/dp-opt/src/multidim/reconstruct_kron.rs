@@ -2,18 +2,16 @@
 //! large domains, in place: `x̂ = (⊗ᵢ Fᵢ)⁺ y = (⊗ᵢ Fᵢ⁺) y` and
 //! `W x̂ = (⊗ᵢ Wᵢ) x̂` (HDMM §6.3, "least squares by factors"), with every
 //! factor square so that each mode-wise product keeps the vector's length
-//! and overwrites it. Besides the vector, memory is per task one block of
-//! at most [`BLOCK_CELLS`] values and two strips of `STRIP · cells / block`,
-//! and one slice reference per row of the `(cells / block) × block` view, where
-//! `block` is the cell count of the trailing attributes applied in cache:
-//! about 1% of the vector for attributes of size 10 (a last attribute of
-//! more than [`BLOCK_CELLS`] values makes `block` 1 and the strips as
-//! large as the vector).
+//! and overwrites it. Besides the vector, memory per task is one block of
+//! at most [`BLOCK_CELLS`] values and two gathered strips of about
+//! `GATHER_CELLS` values (more only when one attribute alone has more than
+//! `GATHER_CELLS / STRIP` values).
 //!
-//! The mode products are grouped in two passes over memory: the trailing
-//! attributes whose cells fit in [`BLOCK_CELLS`] are applied to each
-//! contiguous block while it is in cache, and the leading attributes to
-//! gathered column strips `(leading cells) × STRIP`. A product
+//! The mode products are grouped into passes over memory that each keep
+//! their working set in cache: the trailing attributes whose cells fit in
+//! [`BLOCK_CELLS`] are applied to each contiguous block, then the leading
+//! attributes, innermost group first, to gathered column strips
+//! `(group cells) × STRIP` of at most `GATHER_CELLS` values. A product
 //! `(⊗ᵢ Mᵢ) x` costs `2 · cells · Σᵢ nᵢ` flops.
 
 use dp_core::{DpError, Result};
@@ -23,8 +21,11 @@ use rayon::prelude::*;
 /// Cells of the trailing block applied in cache (256 KiB of f64).
 pub const BLOCK_CELLS: usize = 1 << 15;
 
-/// Contiguous cells of one gathered strip of the leading pass.
+/// Contiguous cells of one gathered strip of a leading pass.
 const STRIP: usize = 64;
+
+/// Values of one gathered strip (with its scratch copy, 1 MiB of f64).
+const GATHER_CELLS: usize = 1 << 16;
 
 fn invalid(reason: String) -> DpError {
     DpError::InvalidParameter {
@@ -69,7 +70,7 @@ pub fn kron_apply_in_place(mats: &[&Mat<f64>], x: &mut [f64], par: Par) -> Resul
         block *= dims[split];
     }
     let tasks = par.degree().max(1);
-    let (lead, trail) = mats.split_at(split);
+    let trail = &mats[split..];
     if !trail.is_empty() {
         let apply = |scratch: &mut Vec<f64>, chunk: &mut [f64]| {
             apply_modes(trail, &dims[split..], 1, chunk, scratch)
@@ -83,31 +84,63 @@ pub fn kron_apply_in_place(mats: &[&Mat<f64>], x: &mut [f64], par: Par) -> Resul
                 .for_each(|chunk| apply(&mut scratch, chunk));
         }
     }
-    if !lead.is_empty() {
-        let strip = STRIP.min(block);
-        // Strip-aligned column ranges of the (cells / block) × block view,
-        // one per task; each row splits into disjoint pieces, one per range.
-        let strips = block.div_ceil(strip);
-        let per_task = strips.div_ceil(tasks.min(strips)) * strip;
-        let ranges = block.div_ceil(per_task);
-        let mut pieces: Vec<Vec<&mut [f64]>> = (0..ranges).map(|_| Vec::new()).collect();
-        for row in x.chunks_exact_mut(block) {
+    // The leading attributes, innermost group first: each group is applied
+    // to gathered strips whose (group cells) × STRIP values stay in cache.
+    let mut end = split;
+    let mut inner = block;
+    while end > 0 {
+        let strip = STRIP.min(inner);
+        let mut start = end - 1;
+        let mut group = dims[start];
+        while start > 0 && group * dims[start - 1] * strip <= GATHER_CELLS {
+            start -= 1;
+            group *= dims[start];
+        }
+        strip_pass(&mats[start..end], &dims[start..end], inner, strip, x, tasks);
+        inner *= group;
+        end = start;
+    }
+    Ok(())
+}
+
+/// Applies `mats` (attributes of `dims`) to every chunk of `x` viewed as a
+/// `(Π dims) × inner` row-major matrix, `strip` columns at a time. With
+/// several tasks the chunks are shared out, or, with fewer chunks than
+/// tasks, strip-aligned column ranges of each chunk (each row split into
+/// disjoint pieces, one per range).
+fn strip_pass(
+    mats: &[&Mat<f64>],
+    dims: &[usize],
+    inner: usize,
+    strip: usize,
+    x: &mut [f64],
+    tasks: usize,
+) {
+    let chunk = dims.iter().product::<usize>() * inner;
+    let run = |rows: &mut [&mut [f64]]| lead_pass(mats, dims, strip, rows);
+    if tasks > 1 && x.len() / chunk >= tasks {
+        x.par_chunks_exact_mut(chunk).for_each(|c| {
+            let mut rows: Vec<&mut [f64]> = c.chunks_exact_mut(inner).collect();
+            run(&mut rows);
+        });
+        return;
+    }
+    let strips = inner.div_ceil(strip);
+    let per_task = strips.div_ceil(tasks.min(strips)) * strip;
+    for c in x.chunks_exact_mut(chunk) {
+        let mut pieces: Vec<Vec<&mut [f64]>> =
+            (0..inner.div_ceil(per_task)).map(|_| Vec::new()).collect();
+        for row in c.chunks_exact_mut(inner) {
             for (r, piece) in row.chunks_mut(per_task).enumerate() {
                 pieces[r].push(piece);
             }
         }
-        let lead_dims = &dims[..split];
         if tasks > 1 {
-            pieces
-                .into_par_iter()
-                .for_each(|mut rows| lead_pass(lead, lead_dims, strip, &mut rows));
+            pieces.into_par_iter().for_each(|mut rows| run(&mut rows));
         } else {
-            for mut rows in pieces {
-                lead_pass(lead, lead_dims, strip, &mut rows);
-            }
+            pieces.into_iter().for_each(|mut rows| run(&mut rows));
         }
     }
-    Ok(())
 }
 
 /// The leading pass on one range of columns: `rows` are the pieces of the
@@ -239,8 +272,15 @@ mod tests {
     #[test]
     fn in_place_products_match_the_out_of_place_kronecker_product() {
         // [5, 40] lead (gathered strips), [41, 23] trail (943-cell blocks,
-        // the last strip partial); a single attribute; one small block.
-        for dims in [vec![5, 40, 41, 23], vec![7], vec![3, 2, 4]] {
+        // the last strip partial); [3, 30, 40] lead in two groups, [40]
+        // over 90 chunks shared out, then [3, 30] over one chunk split into
+        // column ranges; a single attribute; one small block.
+        for dims in [
+            vec![5, 40, 41, 23],
+            vec![3, 30, 40, 41, 23],
+            vec![7],
+            vec![3, 2, 4],
+        ] {
             let mats: Vec<Mat<f64>> = dims.iter().enumerate().map(|(s, &n)| mat(n, s)).collect();
             let refs: Vec<&Mat<f64>> = mats.iter().collect();
             let cells: usize = dims.iter().product();
