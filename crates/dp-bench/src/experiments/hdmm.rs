@@ -274,7 +274,7 @@ impl GridExperiment for Scalability {
             OPT_M on 15 attributes of size 10 2,870 s; least squares on 10⁹ cells 14–62 s. \
             Here (ε,δ) plans of marginal workloads are the closed-form optimum (residual basis), ε-DP ones the better of OPT_M and Kronecker p-Identity; \
             Kronecker workloads are planned by OPT_⊗ (COA per distinct factor, solved once). \
-            **Not measured here:** reconstruction time against cells (the structured reconstruction answers workload queries from a measurement without a cell vector).\n";
+            Reconstruction time against cells is the `reconstruction-scaling` experiment.\n";
         let panels = [
             "AllRange(n)^⊗5 against n",
             "3-way marginals (size 10) against d",
