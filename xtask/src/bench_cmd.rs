@@ -7,10 +7,7 @@
 //! `cargo xtask bench peers`: dpmm beside HDMM in one run
 //! ([`crate::peers_cmd`]).
 //!
-//! `cargo xtask bench release`: the `dpmm release` binary (build it first:
-//! `cargo build --release -p dpmm`) on generated records, plain, gzip'ed
-//! and pre-aggregated, at each record count of `--sizes` (default 10⁶ and
-//! 10⁷): records per second and the child's peak memory
+//! `cargo xtask bench release`: `dpmm release` on generated records
 //! ([`dp_bench::release_bench`]).
 
 use clap::Args;
@@ -99,7 +96,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         });
     }
     if args.target == BenchTarget::Release {
-        return release(&args.dpmm, sizes);
+        return dp_bench::release_bench::print_bench(&args.dpmm, sizes);
     }
     let Some(target) = args.target.scaling() else {
         let models = match args.privacy {
@@ -161,23 +158,5 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             dp_bench::stats::fitted_exponent(&xs, &ys)
         );
     }
-    Ok(())
-}
-
-/// `cargo xtask bench release`: one table line per release as measured,
-/// with the load average before and after (the machine is shared).
-fn release(dpmm: &std::path::Path, sizes: &[usize]) -> Result<()> {
-    if !dpmm.is_file() {
-        return Err(DpError::Io(format!(
-            "{}: no dpmm binary (cargo build --release -p dpmm)",
-            dpmm.display()
-        )));
-    }
-    let load = || std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    println!("load average before: {}", load().trim());
-    println!("{}", dp_bench::release_bench::ReleaseRow::header());
-    let sizes: Vec<u64> = sizes.iter().map(|&n| n as u64).collect();
-    dp_bench::release_bench::bench_release(dpmm, &sizes, 2024, |row| println!("{}", row.line()))?;
-    println!("load average after: {}", load().trim());
     Ok(())
 }

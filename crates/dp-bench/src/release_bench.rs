@@ -312,6 +312,25 @@ impl Drop for Scratch {
     }
 }
 
+/// `cargo xtask bench release`: checks that `dpmm` is a file, then prints
+/// one table line per release as it is measured, with the load average
+/// before and after (the machine is shared).
+pub fn print_bench(dpmm: &Path, sizes: &[usize]) -> Result<()> {
+    if !dpmm.is_file() {
+        return Err(DpError::Io(format!(
+            "{}: no dpmm binary (cargo build --release -p dpmm)",
+            dpmm.display()
+        )));
+    }
+    let load = || std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!("load average before: {}", load().trim());
+    println!("{}", ReleaseRow::header());
+    let sizes: Vec<u64> = sizes.iter().map(|&n| n as u64).collect();
+    bench_release(dpmm, &sizes, 2024, |row| println!("{}", row.line()))?;
+    println!("load average after: {}", load().trim());
+    Ok(())
+}
+
 /// Runs the benchmark with the `dpmm` binary at `dpmm` on each record
 /// count of `sizes` (seeded by `seed`), calling `report` with each row as
 /// it is measured.
