@@ -222,9 +222,12 @@ impl Lrm {
     }
 
     /// [`Lrm::decompose`] from `start` (an r × n strategy with r ≥ n, e.g.
-    /// p-Identity's): the eliminated-B form of [`LrmSolver::Penalty`]
-    /// starts there, with `r` its row count. Other solvers, or a start of
-    /// another shape, are an error.
+    /// p-Identity's): where LRM's own rule picks the eliminated-B form of
+    /// [`LrmSolver::Penalty`] (r ≥ n rows), it starts there, with `r` its
+    /// row count. Where the rule picks r < n rows (a low-rank workload) or
+    /// another solver, `start` does not fit that form and LRM runs from its
+    /// own SVD start, as [`Lrm::decompose`]. A start of another shape is an
+    /// error.
     pub fn decompose_from(
         &self,
         gram: dp_linalg::MatRef<'_, f64>,
@@ -235,15 +238,12 @@ impl Lrm {
         self.check()?;
         let n = gram.nrows();
         if let Some(l0) = start
-            && (self.options.solver != LrmSolver::Penalty
-                || l0.ncols() != n
-                || l0.nrows() < n
-                || !dp_linalg::all_finite(l0.as_ref()))
+            && (l0.ncols() != n || l0.nrows() < n || !dp_linalg::all_finite(l0.as_ref()))
         {
             return Err(DpError::InvalidParameter {
                 name: "start",
                 reason: format!(
-                    "a warm start needs the penalty solver and a finite r × {n} matrix with r >= {n}, got {} × {}",
+                    "a warm start needs a finite r × {n} matrix with r >= {n}, got {} × {}",
                     l0.nrows(),
                     l0.ncols()
                 ),
@@ -259,9 +259,6 @@ impl Lrm {
         let g = Mat::from_fn(n, n, |i, j| gram[(i, j)] / (colmax * colmax));
         let spectrum = GramSpectrum::new(g.as_ref())?;
         let c = spectrum.root(0.0);
-        if let Some(l0) = start {
-            return self.eliminated_b_form(&c, l0.nrows(), colmax, norm, start, observer);
-        }
         let rank_w = c.nrows().max(1);
         let scaled = |k: usize| ((o.rank_factor * k as f64).ceil() as usize).max(1);
         let mut r = o.rank.unwrap_or(scaled(rank_w));
@@ -272,7 +269,8 @@ impl Lrm {
                 r = n + n.div_ceil(16);
             }
             if r >= n {
-                return self.eliminated_b_form(&c, r, colmax, norm, None, observer);
+                let rows = start.map_or(r, |l0| l0.nrows());
+                return self.eliminated_b_form(&c, rows, colmax, norm, start, observer);
             }
         }
         let (l, b, scale) = self.svd_start(spectrum.eigen(), &c, r.min(n), norm);
@@ -497,6 +495,20 @@ mod tests {
             "{} {before}",
             from.report.objective
         );
+        // A low-rank workload (rank 16 of 64 cells): LRM's rule picks
+        // r < n rows, which p-Identity's start does not fit, so the warm
+        // run is the cold one.
+        let low = dp_workloads::generators::wrange(16, 64, 5).unwrap();
+        let pl = Problem::from_gram(low.gram(), crate::PrivacyModel::Pure).unwrap();
+        let pid = crate::pidentity::PIdentity::default()
+            .optimize(&pl, &mut ())
+            .unwrap();
+        let warm = Lrm::default()
+            .optimize_from(&pl, Some(&pid.strategy), &mut ())
+            .unwrap();
+        let cold = Lrm::default().optimize(&pl, &mut ()).unwrap();
+        assert_eq!(warm.strategy, cold.strategy);
+        assert!(warm.strategy.nrows() < 64 + 16, "{}", warm.strategy.nrows());
         let thin = Mat::<f64>::identity(16, 32);
         assert!(
             Lrm::default()
