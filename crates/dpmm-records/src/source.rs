@@ -39,6 +39,13 @@ pub const PARQUET_MAGIC: &[u8; 4] = b"PAR1";
 /// Whether the file at `path` starts with [`PARQUET_MAGIC`] (read with the
 /// `parquet` feature, never as CSV).
 pub fn is_parquet(path: &Path) -> bool {
+    // Only a regular file can be opened twice: peeking at a pipe
+    // (`--data <(zcat …)`, /dev/stdin) would eat the first bytes of the CSV
+    // that is read next. A Parquet file is never a pipe (its footer is read
+    // first).
+    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        return false;
+    }
     let mut head = [0u8; 4];
     File::open(path)
         .and_then(|mut f| f.read_exact(&mut head))

@@ -65,6 +65,19 @@ impl From<DpError> for Failure {
     }
 }
 
+/// A message about the user's input (a file, a flag, a plan).
+impl From<String> for Failure {
+    fn from(m: String) -> Self {
+        Self::BadInput(m)
+    }
+}
+
+impl From<&str> for Failure {
+    fn from(m: &str) -> Self {
+        Self::BadInput(m.to_string())
+    }
+}
+
 impl From<SchemaError> for Failure {
     fn from(e: SchemaError) -> Self {
         Self::BadInput(e.to_string())

@@ -15,6 +15,8 @@ use clap::Subcommand;
 use dp_core::kernel::{check_delta, check_epsilon, zcdp_delta, zcdp_rho_for};
 use dp_core::ledger::{Ledger, LedgerBudget, Record};
 
+use crate::Failure;
+
 /// `dpmm ledger …`.
 #[derive(Subcommand)]
 pub enum LedgerCommand {
@@ -40,7 +42,7 @@ pub enum LedgerCommand {
 }
 
 /// Runs a ledger subcommand; errors are one line.
-pub fn run(command: LedgerCommand) -> Result<(), String> {
+pub fn run(command: LedgerCommand) -> Result<(), Failure> {
     match command {
         LedgerCommand::Init {
             ledger,
@@ -52,7 +54,7 @@ pub fn run(command: LedgerCommand) -> Result<(), String> {
 }
 
 /// The ledger budget for a total (ε) or (ε, δ).
-pub fn budget_for(epsilon: f64, delta: Option<f64>) -> Result<LedgerBudget, String> {
+pub fn budget_for(epsilon: f64, delta: Option<f64>) -> Result<LedgerBudget, Failure> {
     let epsilon = check_epsilon(epsilon).map_err(|e| e.to_string())?;
     match delta {
         None => Ok(LedgerBudget::PureDp { epsilon }),
@@ -64,7 +66,7 @@ pub fn budget_for(epsilon: f64, delta: Option<f64>) -> Result<LedgerBudget, Stri
     }
 }
 
-fn init(path: &Path, epsilon: f64, delta: Option<f64>) -> Result<(), String> {
+fn init(path: &Path, epsilon: f64, delta: Option<f64>) -> Result<(), Failure> {
     let budget = budget_for(epsilon, delta)?;
     // Like `mkdir -p`: a new ledger may start a new results folder.
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -85,7 +87,7 @@ fn init(path: &Path, epsilon: f64, delta: Option<f64>) -> Result<(), String> {
     Ok(())
 }
 
-fn show(path: &Path) -> Result<(), String> {
+fn show(path: &Path) -> Result<(), Failure> {
     let ledger = Ledger::open(path).map_err(|e| e.to_string())?;
     let (unit, total) = match ledger.budget() {
         LedgerBudget::PureDp { epsilon } => {

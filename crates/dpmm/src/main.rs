@@ -69,9 +69,8 @@ enum SchemaCommand {
 fn run(cli: Cli) -> Result<(), Failure> {
     match cli.command {
         Command::Plan(args) => plan_cmd::run(&args),
-        // Their messages are all about the user's input (exit 2).
-        Command::Release(args) => release::run(&args).map_err(Failure::BadInput),
-        Command::Ledger(command) => ledger_cmd::run(command).map_err(Failure::BadInput),
+        Command::Release(args) => release::run(&args),
+        Command::Ledger(command) => ledger_cmd::run(command),
         Command::Schema(SchemaCommand::Draft { records, out }) => schema_draft(&records, out),
     }
 }

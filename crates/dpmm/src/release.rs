@@ -40,6 +40,7 @@ use dpmm_records::{
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::json;
 
+use crate::Failure;
 use crate::release_plan::{Strategy, describe};
 
 /// The two-sided 95% standard normal quantile.
@@ -101,7 +102,7 @@ fn text(e: impl std::fmt::Display) -> String {
 }
 
 /// Runs the release; every error is one line.
-pub fn run(args: &ReleaseArgs) -> Result<(), String> {
+pub fn run(args: &ReleaseArgs) -> Result<(), Failure> {
     let mut p = prepare(args)?;
     // The outputs must be writable before anything is charged: a release
     // whose answers cannot be written would spend budget for nothing.
@@ -111,7 +112,7 @@ pub fn run(args: &ReleaseArgs) -> Result<(), String> {
         let _ = std::fs::remove_file(tmp);
     }
     let counts = aggregate(args, &p)?;
-    let marginals = counts.into_kernel().map_err(text)?;
+    let marginals = counts.into_kernel()?;
     let label = format!(
         "release {} (epsilon {}{})",
         args.out.display(),
@@ -121,29 +122,24 @@ pub fn run(args: &ReleaseArgs) -> Result<(), String> {
             .unwrap_or_default()
     );
     // The durable charge precedes every draw (Ledger::open_session).
-    let mut session = p.ledger.open_session(p.charge, &label).map_err(text)?;
+    let mut session = p.ledger.open_session(p.charge, &label)?;
     let entry = p.ledger.entries().len() - 1;
-    let m = session
-        .measure_marginals(&p.kernel_strategy, &marginals, p.cost)
-        .map_err(text)?;
+    let m = session.measure_marginals(&p.kernel_strategy, &marginals, p.cost)?;
     drop(marginals);
-    let rec = reconstruct(&p.workload, &m.strategy, &m.values, m.variance).map_err(text)?;
+    let rec = reconstruct(&p.workload, &m.strategy, &m.values, m.variance)?;
     write_outputs(args, &p, &m, &rec, entry)
 }
 
-fn prepare(args: &ReleaseArgs) -> Result<Prepared, String> {
-    let epsilon = check_epsilon(args.epsilon).map_err(text)?;
+fn prepare(args: &ReleaseArgs) -> Result<Prepared, Failure> {
+    let epsilon = check_epsilon(args.epsilon)?;
     let (cost, model) = match args.delta {
         Some(d) => {
-            let d = check_delta(d).map_err(text)?;
-            (
-                Cost::Rho(zcdp_rho_for(epsilon, d).map_err(text)?),
-                PrivacyModel::Approx,
-            )
+            let d = check_delta(d)?;
+            (Cost::Rho(zcdp_rho_for(epsilon, d)?), PrivacyModel::Approx)
         }
         None => (Cost::Epsilon(epsilon), PrivacyModel::Pure),
     };
-    let schema = Schema::from_path(&args.schema).map_err(text)?;
+    let schema = Schema::from_path(&args.schema)?;
     let (workload, strategy) = match &args.plan {
         Some(path) => {
             let (strategy, embedded) = Strategy::from_file(path, &schema)?;
@@ -151,11 +147,11 @@ fn prepare(args: &ReleaseArgs) -> Result<Prepared, String> {
                 (Some(spec), _) => load_workload(spec, &schema)?,
                 (None, Some(w)) => w,
                 (None, None) => {
-                    return Err(format!(
+                    return Err(Failure::BadInput(format!(
                         "{}: the plan file carries no workload (plans from `cargo xtask plan` \
                          do not): give the workload spec with --workload",
                         path.display()
-                    ));
+                    )));
                 }
             };
             (workload, strategy)
@@ -163,37 +159,35 @@ fn prepare(args: &ReleaseArgs) -> Result<Prepared, String> {
         None => {
             let spec = args.workload.as_ref().ok_or("give --workload or --plan")?;
             let workload = load_workload(spec, &schema)?;
-            let plan = plan_strategy(&workload, model, &PlanOptions::default()).map_err(text)?;
+            let plan = plan_strategy(&workload, model, &PlanOptions::default())?;
             (workload, Strategy::from_plan(&plan))
         }
     };
     let shape = schema.domain().shape();
-    let kernel_strategy =
-        MarginalStrategy::new(shape.clone(), strategy.terms.clone()).map_err(text)?;
+    let kernel_strategy = MarginalStrategy::new(shape.clone(), strategy.terms.clone())?;
     // Dry run on zeros: the same checks as the real reconstruction (row
     // space, sizes), before anything is spent.
     let zeros = vec![0.0; kernel_strategy.nrows()];
-    reconstruct(&workload, &kernel_strategy.measured_strategy(), &zeros, 1.0).map_err(text)?;
-    let layout =
-        Layout::choose(schema.domain(), &strategy.tables(), DEFAULT_CELL_LIMIT).map_err(text)?;
-    let ledger = Ledger::open(&args.ledger).map_err(text)?;
+    reconstruct(&workload, &kernel_strategy.measured_strategy(), &zeros, 1.0)?;
+    let layout = Layout::choose(schema.domain(), &strategy.tables(), DEFAULT_CELL_LIMIT)?;
+    let ledger = Ledger::open(&args.ledger)?;
     let charge = match (ledger.budget(), cost) {
         (LedgerBudget::PureDp { .. }, Cost::Epsilon(e)) => e,
         (LedgerBudget::Zcdp { .. }, Cost::Epsilon(e)) => (e * e / 2.0).next_up(),
         (LedgerBudget::Zcdp { .. }, Cost::Rho(r)) => r,
         (LedgerBudget::PureDp { .. }, Cost::Rho(_)) => {
-            return Err(format!(
+            return Err(Failure::BadInput(format!(
                 "{} holds pure ε: an (ε, δ) release needs a ledger created with --total-delta",
                 args.ledger.display()
-            ));
+            )));
         }
     };
     if charge > ledger.remaining() {
-        return Err(format!(
+        return Err(Failure::BadInput(format!(
             "budget exceeded: this release needs {charge} but {} has {} left",
             args.ledger.display(),
             ledger.remaining()
-        ));
+        )));
     }
     Ok(Prepared {
         schema,
@@ -208,13 +202,13 @@ fn prepare(args: &ReleaseArgs) -> Result<Prepared, String> {
 }
 
 /// The workload spec at `spec`, which must be on the schema's domain.
-fn load_workload(spec: &Path, schema: &Schema) -> Result<StructuredWorkload, String> {
+fn load_workload(spec: &Path, schema: &Schema) -> Result<StructuredWorkload, Failure> {
     let workload = load_spec(spec).map_err(text)?;
     if workload.domain() != schema.domain() {
-        return Err(format!(
+        return Err(Failure::BadInput(format!(
             "{}: its domain (names and sizes, in order) is not the schema's",
             spec.display()
-        ));
+        )));
     }
     Ok(workload)
 }
@@ -233,7 +227,7 @@ impl<R: Read> Read for Progress<R> {
     }
 }
 
-fn aggregate(args: &ReleaseArgs, p: &Prepared) -> Result<PrivateCounts, String> {
+fn aggregate(args: &ReleaseArgs, p: &Prepared) -> Result<PrivateCounts, Failure> {
     let (path, rows) = match (&args.data, &args.counts) {
         (Some(d), None) => (d, Rows::Records),
         (None, Some(c)) => (c, Rows::CountsTable),
@@ -247,7 +241,10 @@ fn aggregate(args: &ReleaseArgs, p: &Prepared) -> Result<PrivateCounts, String> 
     // Only a percentage of the input file, and only on a terminal: no
     // count of records is shown.
     let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
-    bar.set_style(ProgressStyle::with_template("aggregating {wide_bar} {percent}%").map_err(text)?);
+    bar.set_style(
+        ProgressStyle::with_template("aggregating {wide_bar} {percent}%")
+            .map_err(|e| Failure::Internal(e.to_string()))?,
+    );
     let input = Progress {
         inner: std::io::BufReader::with_capacity(1 << 20, file),
         bar: bar.clone(),
@@ -255,34 +252,42 @@ fn aggregate(args: &ReleaseArgs, p: &Prepared) -> Result<PrivateCounts, String> 
     let name = path.display().to_string();
     let counts = aggregate_rows(input, &name, &p.schema, &p.layout, rows);
     bar.finish_and_clear();
-    counts.map_err(text)
+    Ok(counts?)
 }
 
 /// Records from a Parquet file (the `parquet` feature).
 #[cfg(feature = "parquet")]
-fn aggregate_parquet(path: &Path, rows: Rows, p: &Prepared) -> Result<PrivateCounts, String> {
+fn aggregate_parquet(path: &Path, rows: Rows, p: &Prepared) -> Result<PrivateCounts, Failure> {
     if rows == Rows::CountsTable {
-        return Err(format!("{}: a counts table must be CSV", path.display()));
+        return Err(Failure::BadInput(format!(
+            "{}: a counts table must be CSV",
+            path.display()
+        )));
     }
-    dpmm_records::parquet_input::aggregate_parquet_file(path, &p.schema, &p.layout).map_err(text)
+    dpmm_records::parquet_input::aggregate_parquet_file(path, &p.schema, &p.layout)
+        .map_err(|e| Failure::BadInput(e.to_string()))
 }
 
 /// Without the `parquet` feature a Parquet file is refused, not read as CSV.
 #[cfg(not(feature = "parquet"))]
-fn aggregate_parquet(path: &Path, _: Rows, _: &Prepared) -> Result<PrivateCounts, String> {
+fn aggregate_parquet(path: &Path, _: Rows, _: &Prepared) -> Result<PrivateCounts, Failure> {
     Err(format!(
         "{}: a Parquet file; this dpmm is built without the `parquet` feature \
          (cargo install --path crates/dpmm --features parquet)",
         path.display()
-    ))
+    )
+    .into())
 }
 
 /// Refuses an output path that is a directory or names one of the inputs
 /// (the ledger above all: renaming the answers over it would erase the
 /// record of what was spent).
-fn check_output(out: &Path, args: &ReleaseArgs) -> Result<(), String> {
+fn check_output(out: &Path, args: &ReleaseArgs) -> Result<(), Failure> {
     if out.is_dir() {
-        return Err(format!("{}: is a directory", out.display()));
+        return Err(Failure::BadInput(format!(
+            "{}: is a directory",
+            out.display()
+        )));
     }
     let resolve = |p: &Path| -> Option<PathBuf> {
         let dir = match p.parent() {
@@ -302,11 +307,11 @@ fn check_output(out: &Path, args: &ReleaseArgs) -> Result<(), String> {
     ];
     for input in inputs.into_iter().flatten() {
         if target.is_some() && resolve(input) == target {
-            return Err(format!(
+            return Err(Failure::BadInput(format!(
                 "{}: the output would overwrite the input {}",
                 out.display(),
                 input.display()
-            ));
+            )));
         }
     }
     Ok(())
@@ -319,16 +324,16 @@ fn sidecar_path(out: &Path) -> PathBuf {
 
 /// Writes `bytes` to `path` through a temporary file renamed into place,
 /// so that `path` is never left half-written.
-pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
+pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
     let tmp = write_temp(path, bytes)?;
     std::fs::rename(&tmp, path).map_err(|e| {
         let _ = std::fs::remove_file(&tmp);
-        format!("{}: {e}", path.display())
+        Failure::file(path, e)
     })
 }
 
 /// Writes `bytes` to a temporary file beside `path`, fsync'ed; returns it.
-fn write_temp(path: &Path, bytes: &[u8]) -> Result<PathBuf, String> {
+fn write_temp(path: &Path, bytes: &[u8]) -> Result<PathBuf, Failure> {
     let name = path
         .file_name()
         .ok_or_else(|| format!("{}: not a file name", path.display()))?;
@@ -345,7 +350,7 @@ fn write_temp(path: &Path, bytes: &[u8]) -> Result<PathBuf, String> {
         Ok(()) => Ok(tmp),
         Err(e) => {
             let _ = std::fs::remove_file(&tmp);
-            Err(format!("{}: {e}", path.display()))
+            Err(Failure::file(path, e))
         }
     }
 }
@@ -455,7 +460,7 @@ fn write_outputs(
     m: &Measurement,
     rec: &Reconstruction,
     entry: usize,
-) -> Result<(), String> {
+) -> Result<(), Failure> {
     let side_path = sidecar_path(&args.out);
     let csv = write_temp(&args.out, answers_csv(p, rec).as_bytes())?;
     let side = match write_temp(&side_path, sidecar(args, p, m, rec, entry).as_bytes()) {

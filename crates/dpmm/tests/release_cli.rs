@@ -52,6 +52,20 @@ fn records() -> String {
     s
 }
 
+/// The true answers of `SPEC` on `records()`, in workload order: sex,
+/// age, sex × age (row-major), age prefixes.
+fn true_answers() -> Vec<f64> {
+    let mut table = [[0.0; 4]; 2];
+    for i in 0..300 {
+        table[usize::from(i % 3 == 0)][(i * 7) % 40 / 10] += 1.0;
+    }
+    let sex: Vec<f64> = table.iter().map(|r| r.iter().sum()).collect();
+    let age: Vec<f64> = (0..4).map(|a| table[0][a] + table[1][a]).collect();
+    let prefix: Vec<f64> = (0..4).map(|a| age[..=a].iter().sum()).collect();
+    let cells: Vec<f64> = table.iter().flatten().copied().collect();
+    [sex, age.clone(), cells, prefix].concat()
+}
+
 fn dpmm(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_dpmm"))
         .args(args)
@@ -153,7 +167,8 @@ fn a_release_succeeds_then_the_ledger_refuses_an_overspend() {
         "{}",
         lines[18]
     );
-    for l in &lines[1..] {
+    let truth = true_answers();
+    for (l, t) in lines[1..].iter().zip(&truth) {
         let f: Vec<f64> = l
             .rsplitn(5, ',')
             .take(4)
@@ -162,6 +177,10 @@ fn a_release_succeeds_then_the_ledger_refuses_an_overspend() {
         // f = [ci_high, ci_low, std_error, answer]
         assert!(f[2] > 0.0 && f[1] < f[3] && f[3] < f[0], "{l}");
         assert!((f[0] - f[3] - 1.959_963_984_540_054 * f[2]).abs() <= 1e-9 * f[0].abs().max(1.0));
+        // The counts of `records()`, counted here: within 6 standard
+        // errors (a false alarm below 1e-4 over the 18 queries even for
+        // Laplace tails).
+        assert!((f[3] - t).abs() <= 6.0 * f[2], "{l}: truth {t}");
     }
     let side: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(format!("{first}.json")).expect("sidecar"))
@@ -422,4 +441,30 @@ fn a_plan_file_alone_carries_its_workload_and_must_match_the_schema() {
         &out,
         &["--plan", &bare, "--workload", &spec_again],
     ));
+}
+
+/// Records read from a pipe (`--data /dev/stdin`): the Parquet check must
+/// not eat the first bytes of the CSV header.
+#[test]
+fn a_release_reads_records_from_a_pipe() {
+    use std::io::Write;
+    use std::process::Stdio;
+    let (d, ledger) = dir_with_ledger("pipe", "1");
+    let out = d.path("answers.csv");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dpmm"))
+        .args(["release", "--ledger", &ledger, "--out", &out])
+        .args(["--schema", &d.path("schema.json")])
+        .args(["--workload", &d.path("spec.json")])
+        .args(["--data", "/dev/stdin", "--epsilon", "0.5"])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run dpmm");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin.write_all(records().as_bytes()).expect("pipe");
+    drop(stdin);
+    let run = child.wait_with_output().expect("wait");
+    assert_ok(&run);
+    let text = std::fs::read_to_string(&out).expect("answers");
+    assert_eq!(text.lines().count(), 1 + QUERIES);
 }
