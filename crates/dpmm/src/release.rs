@@ -26,11 +26,11 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use clap::Args;
-use dp_core::kernel::{check_delta, check_epsilon, zcdp_rho_for};
+use dp_core::kernel::{check_delta, check_epsilon, zcdp_cost_of_pure, zcdp_rho_for};
 use dp_core::ledger::{Ledger, LedgerBudget};
 use dp_core::{Cost, MarginalStrategy, Measurement, MeasurementNoise};
 use dp_opt::PrivacyModel;
-use dp_opt::multidim::reconstruct::{Reconstruction, reconstruct};
+use dp_opt::multidim::reconstruct::{Reconstruction, VarianceMethod, reconstruct};
 use dp_opt::multidim::{PlanOptions, plan_strategy};
 use dp_workloads::spec::load_spec;
 use dp_workloads::structured::StructuredWorkload;
@@ -165,15 +165,24 @@ fn prepare(args: &ReleaseArgs) -> Result<Prepared, Failure> {
     };
     let shape = schema.domain().shape();
     let kernel_strategy = MarginalStrategy::new(shape.clone(), strategy.terms.clone())?;
-    // Dry run on zeros: the same checks as the real reconstruction (row
-    // space, sizes), before anything is spent.
-    let zeros = vec![0.0; kernel_strategy.nrows()];
-    reconstruct(&workload, &kernel_strategy.measured_strategy(), &zeros, 1.0)?;
+    // Dry run before anything is spent, with the same checks as the real
+    // reconstruction (row space, sizes, and, on the conjugate-gradient
+    // path, convergence): on values that depend on nothing private (a
+    // fixed pseudo-random sequence in [-1, 1]), so that an iterative solve
+    // has a nonzero right-hand side to converge on; all zeros would stop
+    // at iteration 0 and leave a failing solve to after the charge.
+    let probe: Vec<f64> = (0..kernel_strategy.nrows() as u64)
+        .map(|i| {
+            let h = (i.wrapping_add(1)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 11;
+            2.0 * (h as f64 / (1u64 << 53) as f64) - 1.0
+        })
+        .collect();
+    reconstruct(&workload, &kernel_strategy.measured_strategy(), &probe, 1.0)?;
     let layout = Layout::choose(schema.domain(), &strategy.tables(), DEFAULT_CELL_LIMIT)?;
     let ledger = Ledger::open(&args.ledger)?;
     let charge = match (ledger.budget(), cost) {
         (LedgerBudget::PureDp { .. }, Cost::Epsilon(e)) => e,
-        (LedgerBudget::Zcdp { .. }, Cost::Epsilon(e)) => (e * e / 2.0).next_up(),
+        (LedgerBudget::Zcdp { .. }, Cost::Epsilon(e)) => zcdp_cost_of_pure(e)?,
         (LedgerBudget::Zcdp { .. }, Cost::Rho(r)) => r,
         (LedgerBudget::PureDp { .. }, Cost::Rho(_)) => {
             return Err(Failure::BadInput(format!(
@@ -424,6 +433,13 @@ fn sidecar(
             "duality_gap": gap,
         },
         "reconstruction": rec.method,
+        "variances": match rec.variance_method {
+            VarianceMethod::Exact => "exact",
+            VarianceMethod::SingleTermBound => {
+                "upper bounds (the best single strategy term's Gauss-Markov variance): \
+                 std_error and the intervals are conservative"
+            }
+        },
         "queries": rec.answers.len(),
         "intervals": intervals_method(&m.noise),
         "ledger": {"path": args.ledger.display().to_string(), "entry": entry},

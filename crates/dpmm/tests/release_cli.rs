@@ -188,6 +188,7 @@ fn a_release_succeeds_then_the_ledger_refuses_an_overspend() {
     assert_eq!(side["ledger"]["entry"], 1);
     assert_eq!(side["charged"], 0.6);
     assert_eq!(side["queries"], QUERIES);
+    assert_eq!(side["variances"], "exact");
     let intervals = side["intervals"].as_str().expect("intervals");
     assert!(intervals.contains("normal approximation") && intervals.contains("discrete Laplace"));
     // Nothing about the data on stderr: no digits but the ledger entry.

@@ -77,6 +77,14 @@ pub fn zcdp_delta(rho: f64, epsilon: f64) -> f64 {
     exponent(hi).exp().min(1.0)
 }
 
+/// What an ε-DP measurement costs a zCDP budget: ε-DP implies
+/// (ε²/2)-zCDP (Bun and Steinke 2016, Proposition 1.4), rounded up so
+/// that the charge is never below it. Every zCDP charge of a pure
+/// measurement (the session's, and a ledger's check before it) is this.
+pub fn zcdp_cost_of_pure(epsilon: f64) -> Result<f64> {
+    Ok((check_epsilon(epsilon)?.powi(2) / 2.0).next_up())
+}
+
 /// The largest ρ (to a relative 1e-12, rounded down) whose CKS20
 /// conversion gives (ε,δ)-DP: `zcdp_delta(ρ, ε) ≤ δ`. A session stated as
 /// (ε,δ) holds this ρ as its zCDP budget.

@@ -31,7 +31,7 @@ pub mod strategy;
 
 pub use accounting::{
     MAX_DELTA, MAX_EPSILON, MAX_RHO, MIN_DELTA, MIN_EPSILON, MIN_RHO, add_up, check_delta,
-    check_epsilon, check_rho, zcdp_delta, zcdp_rho_for,
+    check_epsilon, check_rho, zcdp_cost_of_pure, zcdp_delta, zcdp_rho_for,
 };
 pub use histogram::PrivateHistogram;
 pub use marginals::{MarginalStrategy, PrivateMarginals, SparseTerm};
@@ -252,9 +252,7 @@ impl Session {
                     reason: "a pure-DP session cannot pay for a zCDP (Gaussian) measurement".into(),
                 });
             }
-            (SessionBudget::Zcdp { .. }, Cost::Epsilon(e)) => {
-                (check_epsilon(e)?.powi(2) / 2.0).next_up()
-            }
+            (SessionBudget::Zcdp { .. }, Cost::Epsilon(e)) => zcdp_cost_of_pure(e)?,
             (_, Cost::Rho(r)) => check_rho(r)?,
             (SessionBudget::Unlimited, Cost::Epsilon(e)) => check_epsilon(e)?,
         };

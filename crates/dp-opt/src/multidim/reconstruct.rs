@@ -75,13 +75,15 @@ pub enum VarianceMethod {
     SingleTermBound,
 }
 
-/// Every workload query's estimate and exact variance, in workload order
-/// (DESIGN.md §7).
+/// Every workload query's estimate and variance, in workload order
+/// (DESIGN.md §7): exact, or an upper bound where `variance_method` says
+/// [`VarianceMethod::SingleTermBound`].
 #[derive(Debug, Clone)]
 pub struct Reconstruction {
     /// `W x̂`, one per query.
     pub answers: Vec<f64>,
-    /// `Var[(W x̂)_q]`, one per query.
+    /// `Var[(W x̂)_q]`, one per query (or an upper bound on it, see
+    /// `variance_method`).
     pub variances: Vec<f64>,
     /// How it was computed.
     pub method: ReconstructionMethod,
