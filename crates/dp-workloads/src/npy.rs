@@ -186,24 +186,41 @@ fn read_preamble<R: Read>(reader: &mut R, path: &Path) -> Result<Vec<u8>> {
     let start = bytes.len();
     bytes.resize(start + header_len, 0);
     reader.read_exact(&mut bytes[start..]).map_err(truncated)?;
-    if let Some(shape) = header_shape(&bytes[start..])
-        && shape
+    let Some(shape) = header_shape(&bytes[start..]) else {
+        return Err(io_error(
+            path,
+            "not a valid .npy file (no readable 'shape' in its header)".to_string(),
+        ));
+    };
+    // The product of the nonzero dimensions too: npyz's strides multiply
+    // them unchecked even when another dimension is 0.
+    let product = |nonzero: bool| {
+        shape
             .iter()
+            .filter(|&&d| !nonzero || d != 0)
             .try_fold(1u64, |acc, &d| acc.checked_mul(d))
-            .is_none()
-    {
+            .and_then(|n| usize::try_from(n).ok())
+    };
+    if product(false).is_none() || product(true).is_none() {
         return Err(too_large(path, &shape));
     }
     Ok(bytes)
 }
 
-/// The integers of the header's `'shape': (…)` tuple, when it reads as
-/// one (anything else is left to the parser to refuse).
+/// The integers of the header's shape, `'shape'` or `"shape"`, as a tuple
+/// `(…)` or a list `[…]` (both are Python literals npyz's parser reads);
+/// `None` when it does not read as one.
 fn header_shape(header: &[u8]) -> Option<Vec<u64>> {
     let text = std::str::from_utf8(header).ok()?;
-    let after = &text[text.find("'shape'")? + "'shape'".len()..];
-    let open = after.find('(')?;
-    let close = after[open..].find(')')? + open;
+    let key = text.find("'shape'").or_else(|| text.find("\"shape\""))?;
+    let after = &text[key + "'shape'".len()..];
+    let open = after.find(['(', '['])?;
+    let closer = if after.as_bytes()[open] == b'(' {
+        ')'
+    } else {
+        ']'
+    };
+    let close = after[open..].find(closer)? + open;
     after[open + 1..close]
         .split(',')
         .map(str::trim)

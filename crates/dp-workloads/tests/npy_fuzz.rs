@@ -51,6 +51,20 @@ fn hostile_headers_are_typed_errors() {
         let err = read(&npy_bytes(&f8_header(shape), &[])).unwrap_err();
         assert!(err.to_string().contains("fit in memory"), "{err}");
     }
+    // The same in the other spellings npyz's parser reads (double quotes,
+    // a list), and a zero dimension that hides the overflow from the
+    // element count but not from npyz's strides.
+    for header in [
+        r#"{"descr": "<f8", "fortran_order": False, "shape": (4294967296, 4294967296)}"#,
+        "{'descr': '<f8', 'fortran_order': False, 'shape': [4294967296, 4294967296]}",
+        "{'descr': '<f8', 'fortran_order': False, 'shape': (0, 1099511627776, 1099511627776)}",
+    ] {
+        let err = read(&npy_bytes(header, &[])).unwrap_err();
+        assert!(err.to_string().contains("fit in memory"), "{header}: {err}");
+    }
+    // No shape at all: refused before npyz.
+    let err = read(&npy_bytes("{'descr': '<f8', 'fortran_order': False}", &[])).unwrap_err();
+    assert!(err.to_string().contains("shape"), "{err}");
     // A billion entries announced, none present: truncated, at once.
     let err = read(&npy_bytes(&f8_header("(1000000000,)"), &[0; 16])).unwrap_err();
     assert!(err.to_string().contains("truncated"), "{err}");
