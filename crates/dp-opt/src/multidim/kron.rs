@@ -348,10 +348,15 @@ fn finish(
 /// Most eigenvalue classes [`commuting_union_bound`] enumerates.
 const UNION_BOUND_MAX_CLASSES: f64 = 1e7;
 
+/// Most multiply-adds [`commuting_union_bound`] spends (classes × products
+/// × attributes): the bound is a certificate, not worth more than about a
+/// second.
+const UNION_BOUND_MAX_WORK: f64 = 1e9;
+
 /// Per attribute, the joint eigenvalues of its distinct factor Grams when
 /// they commute: `(λ_k for each Gram k, multiplicity)` per class of equal
 /// profiles; `None` when two of them do not commute.
-fn joint_spectrum(grams: &[Mat<f64>]) -> Option<Vec<(Vec<f64>, f64)>> {
+pub(super) fn joint_spectrum(grams: &[Mat<f64>]) -> Option<Vec<(Vec<f64>, f64)>> {
     let n = grams[0].nrows();
     for (a, ga) in grams.iter().enumerate() {
         for gb in &grams[a + 1..] {
@@ -379,6 +384,19 @@ fn joint_spectrum(grams: &[Mat<f64>]) -> Option<Vec<(Vec<f64>, f64)>> {
                 (0..n).map(|r| v[r] * gv[r]).sum::<f64>().max(0.0)
             })
             .collect();
+        // A generic combination can still repeat an eigenvalue across two
+        // joint classes, and then its eigenvectors mix them: keep only a
+        // basis whose every vector is an eigenvector of every Gram.
+        for (g, (&lambda, &s)) in grams.iter().zip(profile.iter().zip(&scale)) {
+            let gv = g * v;
+            let residual = (0..n)
+                .map(|r| (gv[r] - lambda * v[r]).powi(2))
+                .sum::<f64>()
+                .sqrt();
+            if residual > 1e-8 * s {
+                return None;
+            }
+        }
         let same = |c: &(Vec<f64>, f64)| {
             c.0.iter()
                 .zip(&profile)
@@ -401,7 +419,8 @@ fn joint_spectrum(grams: &[Mat<f64>]) -> Option<Vec<(Vec<f64>, f64)>> {
 /// profiles (the residual spectrum of a marginal workload is the case of
 /// `I` and `11ᵀ`). Eigenvalues below `1e-12·λ_max` are dropped, which only
 /// lowers the bound. `None` when some attribute's Grams do not commute or
-/// the classes exceed [`UNION_BOUND_MAX_CLASSES`].
+/// the classes exceed [`UNION_BOUND_MAX_CLASSES`] (or the work
+/// [`UNION_BOUND_MAX_WORK`]).
 fn commuting_union_bound(t: &Table, shape: &[usize]) -> Option<f64> {
     // Only the Grams some product uses (the table also holds every
     // attribute's identity and total); `pos[i][k]`: Gram k's place among
@@ -419,7 +438,9 @@ fn commuting_union_bound(t: &Table, shape: &[usize]) -> Option<f64> {
         spectra.push(joint_spectrum(&used)?);
     }
     let classes: f64 = spectra.iter().map(|s| s.len() as f64).product();
-    if classes > UNION_BOUND_MAX_CLASSES {
+    if classes > UNION_BOUND_MAX_CLASSES
+        || classes * t.products() as f64 * t.d as f64 > UNION_BOUND_MAX_WORK
+    {
         return None;
     }
     let c2: Vec<f64> = t.log_c2.iter().map(|l| l.exp()).collect();

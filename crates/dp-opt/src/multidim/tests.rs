@@ -525,3 +525,40 @@ fn commuting_unions_are_certified_by_their_structured_svd_bound() {
     let plan = plan_strategy(&kron_union(), PrivacyModel::Approx, &PlanOptions::default()).unwrap();
     assert!(plan.certificate.is_none());
 }
+
+/// Two commuting Grams `Q D_k Qᵀ` whose classes (1, 1) and (x, 2) the
+/// generic combination `Σ G_k/((k + 1.37)‖G_k‖)` maps to the same value
+/// (x chosen for that, with `‖·‖` the Frobenius norm: (1 − x)/√(1 + x²)
+/// = k = 1.37/(2.37·√5)): the combination is a multiple of I, its
+/// eigenvectors need not be `Q`'s, and the joint spectrum must then be
+/// refused or be the true one — never values of mixed vectors.
+#[test]
+fn a_joint_spectrum_is_never_read_off_mixed_eigenvectors() {
+    let k = 1.37 / (2.37 * 5f64.sqrt());
+    let a = 1.0 - k * k;
+    let x = (1.0 - (1.0 - a * a).sqrt()) / a;
+    assert!(((1.0 - x) / (1.0 + x * x).sqrt() - k).abs() < 1e-12);
+    let (c, s) = (0.6f64, 0.8f64);
+    let q = Mat::from_fn(2, 2, |i, j| match (i, j) {
+        (0, 0) | (1, 1) => c,
+        (0, 1) => -s,
+        _ => s,
+    });
+    let rotate = |d: [f64; 2]| {
+        let dm = Mat::from_fn(2, 2, |i, j| if i == j { d[i] } else { 0.0 });
+        &q * &dm * q.transpose()
+    };
+    let grams = [rotate([1.0, x]), rotate([1.0, 2.0])];
+    if let Some(mut spectrum) = super::kron::joint_spectrum(&grams) {
+        spectrum.sort_by(|a, b| b.0[0].total_cmp(&a.0[0]));
+        let want = [[1.0, 1.0], [x, 2.0]];
+        assert_eq!(spectrum.len(), 2, "{spectrum:?}");
+        for ((got, mult), w) in spectrum.iter().zip(want) {
+            assert_eq!(*mult, 1.0);
+            assert!(
+                (got[0] - w[0]).abs() < 1e-9 && (got[1] - w[1]).abs() < 1e-9,
+                "{spectrum:?}"
+            );
+        }
+    }
+}
