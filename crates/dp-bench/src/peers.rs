@@ -7,7 +7,7 @@
 //! a Python with numpy and scipy is found (`PEER_PYTHON`, else `python3`),
 //! a short driver of ours calls HDMM's public API in a child process.
 //! Both sides start from the same Gram matrix `WᵀW` (HDMM receives a
-//! symmetric square root `R` with `RᵀR = WᵀW`, from which its optimizers
+//! square root `R = Λ^{1/2}Vᵀ` of the Gram (`RᵀR = WᵀW`), from which its optimizers
 //! form the same Gram), both times exclude reading it, and both
 //! objectives are recomputed here by [`Problem::objective`] from the
 //! returned strategies. Beside wall-clock seconds each side reports the

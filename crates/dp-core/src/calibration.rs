@@ -5,8 +5,12 @@
 //!   (variance `2b²`).
 //! * (ε,δ)-DP: Gaussian noise of standard deviation `σ = Δ₂(A) · c(ε,δ)`,
 //!   where `c` is one of the published calibrations of
-//!   [`GaussianCalibration`]. The library default is the exact analytic
-//!   calibration of Balle and Wang (2018), the smallest σ that is private.
+//!   [`GaussianCalibration`]. Releases use the zCDP calibration of the
+//!   discrete Gaussian ([`GaussianCalibration::Zcdp`], what
+//!   [`crate::MatrixMechanism::new`] and an (ε,δ) session charge);
+//!   `GaussianCalibration::default()` is the exact analytic calibration of
+//!   Balle and Wang (2018), the smallest σ of a continuous Gaussian that is
+//!   private, which the experiments' error figures use.
 
 use serde::{Deserialize, Serialize};
 

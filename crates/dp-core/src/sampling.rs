@@ -369,9 +369,9 @@ mod tests {
 
     /// Pearson's χ² test of `draws` against the exact pmf `p` (symmetric
     /// on ℤ, normalized by the caller): single bins `−k..=k` and the two
-    /// tails `y < −k`, `y > k`, with `k` the largest value whose tail still
-    /// expects at least 5 draws, so every bin expects ≥ 5 (each central
-    /// bin expects more than its tail). Returns whether the statistic
+    /// tails `y < −k`, `y > k`, with `k` the largest value whose tail and
+    /// whose own bin still expect at least 5 draws, so every bin expects
+    /// ≥ 5 (the pmf decreases in |y|). Returns whether the statistic
     /// exceeds the χ² critical value at level 10⁻³ with bins − 1 degrees
     /// of freedom (no fitted parameter).
     fn rejects(draws: &[i128], p: &dyn Fn(i128) -> f64) -> bool {
@@ -390,10 +390,13 @@ mod tests {
             }
         };
         let mut k = 0;
-        while n * tail(k + 1) >= 5.0 {
+        while n * tail(k + 1) >= 5.0 && n * p(k + 1) >= 5.0 {
             k += 1;
         }
-        assert!(n * tail(k) >= 5.0, "too few draws for a valid test");
+        assert!(
+            n * tail(k) >= 5.0 && n * p(k) >= 5.0,
+            "too few draws for a valid test"
+        );
         let bins = (2 * k + 3) as usize;
         let mut counts = vec![0f64; bins];
         for &y in draws {

@@ -466,8 +466,7 @@ mod tests {
     /// Nonnegative least squares `min ½‖Ax − b‖²` over `x ≥ 0` (convex,
     /// non-separable): the result meets the KKT conditions (`x ≥ 0`,
     /// `∇f ≥ 0`, `xᵢ ∂ᵢf = 0`) with several variables exactly at the
-    /// bound, and matches the unconstrained solver's value when the bound
-    /// is inactive.
+    /// bound.
     #[test]
     fn nonnegative_least_squares_meets_kkt() {
         let (m, n) = (30, 12);

@@ -287,7 +287,16 @@ fn gaussian_mechanism_with_the_coa_strategy_end_to_end() {
     let noise = mech.noise();
     // The default (ε,δ) calibration: discrete Gaussian at the zCDP ρ of an
     // (ε,δ) session, σ = Δ₂/√(2ρ).
-    let c = (0.5 / dp_core::kernel::zcdp_rho_for(0.5, 1e-6).unwrap()).sqrt();
+    let rho = dp_core::kernel::zcdp_rho_for(0.5, 1e-6).unwrap();
+    // Bracketed independently: above the standard conversion's
+    // (√(ε + ln 1/δ) − √ln 1/δ)² = 0.0044438 (ρ-zCDP ⇒ (ρ + 2√(ρ ln 1/δ), δ)),
+    // which CKS20's exact conversion improves on, and below 0.0077012, the
+    // largest ρ = Δ²/(2σ²) at which the continuous Gaussian's exact privacy
+    // profile (Balle and Wang 2018) gives δ = 1e-6 at ε = 0.5 (no
+    // conversion from zCDP alone can beat the mechanism's own profile);
+    // both computed outside this code.
+    assert!((0.004_443_8..0.007_701_2).contains(&rho), "{rho}");
+    let c = (0.5 / rho).sqrt();
     assert!((noise.scale - c).abs() < 1e-9 * c, "σ = c·Δ₂ with Δ₂ = 1");
     let per_query =
         dp_core::accuracy::expected_per_query_squared_error(w.as_ref(), mech.strategy(), &noise)

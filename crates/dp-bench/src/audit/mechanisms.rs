@@ -4,7 +4,7 @@
 
 use dp_core::calibration::GaussianCalibration;
 use dp_core::experiments::{SeededSession, broken};
-use dp_core::{MatrixMechanism, PrivacyBudget, PrivateHistogram, Result, Session};
+use dp_core::{DpError, MatrixMechanism, PrivacyBudget, PrivateHistogram, Result, Session};
 use dp_linalg::{Mat, MatRef};
 use dp_opt::projection::{GeneralizedGaussian, KyFanOptions, optimal_covariance};
 use dp_opt::{PrivacyModel, Problem, StrategyOptimizer, coa::Coa};
@@ -233,7 +233,10 @@ fn projection_audit(
     let budget = PrivacyBudget::approx(epsilon, delta)?;
     let w = Prefix::new(N)?
         .explicit()
-        .unwrap_or_else(|| Mat::zeros(N, N));
+        .ok_or_else(|| DpError::InvalidParameter {
+            name: "audit",
+            reason: format!("Prefix({N}) has no explicit matrix"),
+        })?;
     let k = N / 2;
     let cov = optimal_covariance(w.as_ref(), k, &KyFanOptions::default())?.covariance;
     let gaussian = GeneralizedGaussian::new(w.as_ref(), cov.as_ref(), budget, CALIBRATION)?;

@@ -92,14 +92,16 @@ fn measure(d: usize) -> Result<Row> {
     )?;
     let plan = plan_strategy(&w, PrivacyModel::Approx, &PlanOptions::default())?;
     let strategy = &plan.strategy;
-    let factors: Vec<Mat<f64>> = (0..d)
-        .map(|i| strategy.factor(&strategy.terms[0], i))
-        .collect();
-    if strategy.terms.len() != 1 || factors.iter().any(|f| f.nrows() != f.ncols()) {
-        return Err(dp_core::DpError::InvalidParameter {
-            name: "reconstruction-scaling",
-            reason: "the plan is not one Kronecker product of square factors".into(),
-        });
+    let not_square_kron = || dp_core::DpError::InvalidParameter {
+        name: "reconstruction-scaling",
+        reason: "the plan is not one Kronecker product of square factors".into(),
+    };
+    let [term] = strategy.terms.as_slice() else {
+        return Err(not_square_kron());
+    };
+    let factors: Vec<Mat<f64>> = (0..d).map(|i| strategy.factor(term, i)).collect();
+    if factors.iter().any(|f| f.nrows() != f.ncols()) {
+        return Err(not_square_kron());
     }
     let pinvs = factors
         .iter()
@@ -134,6 +136,17 @@ fn measure(d: usize) -> Result<Row> {
         .enumerate()
         .map(|(i, x)| (x - count(i)).abs() / scale)
         .fold(0.0, f64::max);
+    // Independent truths, checked at every point (the smoke test too):
+    // noiseless least squares with a full-column-rank strategy returns x,
+    // and Σ variances equals the plan's l2_obj.
+    if !(ls_error <= 1e-9 && variance_gap <= 1e-9) {
+        return Err(dp_core::DpError::NotConverged {
+            solver: "reconstruction-scaling",
+            reason: format!(
+                "at {cells} cells: least squares off x by {ls_error:e} (relative), Σ variances off l2_obj by {variance_gap:e}"
+            ),
+        });
+    }
     let ws: Vec<&Mat<f64>> = vec![&wf; d];
     let answers = timed(|| kron_apply_in_place(&ws, &mut v, Par::rayon(0)))?;
     v.iter_mut().enumerate().for_each(|(i, x)| *x = count(i));

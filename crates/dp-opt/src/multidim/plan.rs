@@ -143,7 +143,8 @@ pub fn plan_spec(
     Ok((workload, plan, report))
 }
 
-/// The one implementation behind `dpmm plan` and `cargo xtask plan`:
+/// `cargo xtask plan`'s path (`dpmm plan` plans through [`plan_spec`] and
+/// writes its own file, which also embeds the workload for `--plan`):
 /// loads the spec at `spec`, plans it under `budget`, writes the plan file
 /// to `out` (when given) and returns the report. Nothing here reads data:
 /// a plan depends on the workload and the privacy model only.

@@ -189,7 +189,8 @@ fn answer_all(
         cache: HashMap::new(),
         max_lambda: 0.0,
     };
-    // Every λ_T is at most the largest over the supports themselves.
+    // Seeds the scale of the zero test below (the largest λ met so far)
+    // with the supports' own λ before any query is answered.
     for t in terms {
         res.get(&t.support);
     }
