@@ -481,14 +481,19 @@ mod tests {
     #[test]
     fn warm_start_never_worsens_the_start() {
         use dp_workloads::Workload;
-        let w = dp_workloads::generators::wrange(48, 32, 3).unwrap();
-        let p = Problem::from_gram(w.gram(), crate::PrivacyModel::Pure).unwrap();
-        let start = crate::pidentity::PIdentity::default()
-            .optimize(&p, &mut ())
-            .unwrap();
-        let from = Lrm::default()
-            .optimize_from(&p, Some(&start.strategy), &mut ())
-            .unwrap();
+        // (problem, p-Identity's strategy, LRM from it) for WRange(m × n).
+        let warm_run = |m: usize, n: usize, seed: u64| {
+            let w = dp_workloads::generators::wrange(m, n, seed).unwrap();
+            let p = Problem::from_gram(w.gram(), crate::PrivacyModel::Pure).unwrap();
+            let start = crate::pidentity::PIdentity::default()
+                .optimize(&p, &mut ())
+                .unwrap();
+            let from = Lrm::default()
+                .optimize_from(&p, Some(&start.strategy), &mut ())
+                .unwrap();
+            (p, start, from)
+        };
+        let (p, start, from) = warm_run(48, 32, 3);
         let before = p.objective(start.strategy.as_ref()).unwrap();
         assert!(
             from.report.objective <= before,
@@ -498,14 +503,7 @@ mod tests {
         // A low-rank workload (rank 16 of 64 cells): LRM's rule picks
         // r < n rows, which p-Identity's start does not fit, so the warm
         // run is the cold one.
-        let low = dp_workloads::generators::wrange(16, 64, 5).unwrap();
-        let pl = Problem::from_gram(low.gram(), crate::PrivacyModel::Pure).unwrap();
-        let pid = crate::pidentity::PIdentity::default()
-            .optimize(&pl, &mut ())
-            .unwrap();
-        let warm = Lrm::default()
-            .optimize_from(&pl, Some(&pid.strategy), &mut ())
-            .unwrap();
+        let (pl, _, warm) = warm_run(16, 64, 5);
         let cold = Lrm::default().optimize(&pl, &mut ()).unwrap();
         assert_eq!(warm.strategy, cold.strategy);
         assert!(warm.strategy.nrows() < 64 + 16, "{}", warm.strategy.nrows());
