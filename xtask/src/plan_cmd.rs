@@ -2,7 +2,7 @@
 //! `dpmm plan`, [`plan::plan_spec_to_file`], printed as JSON.
 use crate::output::{PrivacyArgs, print_json};
 use dp_core::{DpError, Result};
-use dp_opt::multidim::{PlanOptions, plan};
+use dp_opt::multidim::{PlanObjective, PlanOptions, plan};
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
@@ -15,6 +15,10 @@ pub struct PlanArgs {
     /// Write the plan file (JSON) here.
     #[arg(long)]
     out: Option<PathBuf>,
+    /// The loss: total (sum of the queries' variances) or max (the largest
+    /// per-query variance; (ε,δ) marginal workloads only).
+    #[arg(long, default_value = "total")]
+    objective: PlanObjective,
 }
 
 pub fn run(args: &PlanArgs) -> Result<()> {
@@ -23,7 +27,10 @@ pub fn run(args: &PlanArgs) -> Result<()> {
         &args.workload,
         budget,
         calibration,
-        &PlanOptions::default(),
+        &PlanOptions {
+            objective: args.objective,
+            ..PlanOptions::default()
+        },
         args.out.as_deref(),
     )?;
     let value = serde_json::to_value(&report)

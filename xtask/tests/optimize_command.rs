@@ -210,3 +210,43 @@ fn bench_coa_prints_time_objective_gap_and_memory() {
     }
     xtask(&["bench", "coa", "--sizes", "0"]).refused();
 }
+
+/// `plan --objective max`: the report and the plan file name the
+/// objective and certify it; ε-DP, a workload that is not marginals and
+/// an unknown objective are refused with one line and status 2.
+#[test]
+fn plan_max_variance_objective_and_its_refusals() {
+    let dir = tmpdir("plan-objective");
+    let (spec, prefix, out) = (
+        dir.join("spec.json"),
+        dir.join("prefix.json"),
+        dir.join("plan.json"),
+    );
+    let domain =
+        r#"[{"name": "a", "size": 2}, {"name": "b", "size": 3}, {"name": "c", "size": 4}]"#;
+    let marginals =
+        r#"[{"marginal": ["a"]}, {"marginal": ["a", "b"], "weight": 2.0}, {"marginal": ["c"]}]"#;
+    let text = |q: &str| format!(r#"{{"domain": {domain}, "queries": {q}}}"#);
+    std::fs::write(&spec, text(marginals)).unwrap();
+    std::fs::write(&prefix, text(r#"[{"kron": {"a": "prefix"}}]"#)).unwrap();
+    let approx = ["--privacy", "approx", "--epsilon", "1", "--delta", "1e-6"];
+    let run = |w: &Path, privacy: &[&str], objective: &str| {
+        let mut args = vec!["plan", "--workload", arg(w), "--objective", objective];
+        args.extend_from_slice(privacy);
+        args.extend(["--out", arg(&out)]);
+        xtask(&args)
+    };
+    let report = run(&spec, &approx, "max").ok().json();
+    assert_eq!(report["objective_name"], "max_variance");
+    assert_eq!(report["termination"]["kind"], "converged");
+    assert!(report["duality_gap"].as_f64().unwrap() <= 1e-6);
+    let file: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(file["objective_name"], "max_variance");
+    assert_eq!(file["objective"], report["objective"]);
+    let total = run(&spec, &approx, "total").ok().json();
+    assert_eq!(total["objective_name"], "l2_obj");
+    run(&spec, &["--privacy", "pure", "--epsilon", "1"], "max").refused();
+    run(&prefix, &approx, "max").refused();
+    run(&spec, &approx, "median").refused();
+}

@@ -143,19 +143,11 @@ pub fn dense_projector(domain: &Domain, set: AttrSet) -> Mat<f64> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::structured::{Queries, QueryGroup, StructuredWorkload};
+    use crate::structured::StructuredWorkload;
     use dp_linalg::SymmetricEigen;
 
     fn workload(domain: &Domain, sets: &[(AttrSet, f64)]) -> StructuredWorkload {
-        let groups = sets
-            .iter()
-            .map(|&(s, w)| QueryGroup {
-                label: format!("m{s}"),
-                weight: w,
-                queries: Queries::Marginals(vec![s]),
-            })
-            .collect();
-        StructuredWorkload::new(domain.clone(), groups).unwrap()
+        StructuredWorkload::weighted_marginals(domain.clone(), sets).unwrap()
     }
 
     #[test]

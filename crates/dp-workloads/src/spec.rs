@@ -140,11 +140,8 @@ fn parse_query(domain: &Domain, q: &Value, at: &str, base: &Path) -> SResult<Que
         "kron" => parse_kron(domain, v, &format!("{at}.kron"), base)?,
         "marginal" => {
             let set = parse_marginal(domain, v, &format!("{at}.marginal"))?;
-            let names: Vec<&str> = crate::structured::members(set)
-                .map(|i| domain.attributes()[i].name.as_str())
-                .collect();
             (
-                format!("marginal[{}]", names.join(",")),
+                crate::structured::marginal_label(domain, set),
                 Queries::Marginals(vec![set]),
             )
         }

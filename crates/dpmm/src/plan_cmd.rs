@@ -20,8 +20,8 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 use dp_core::{GaussianCalibration, PrivacyBudget};
-use dp_opt::multidim::PlanOptions;
 use dp_opt::multidim::plan::{self, PlanReport};
+use dp_opt::multidim::{PlanObjective, PlanOptions};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::failure::Failure;
@@ -58,6 +58,11 @@ pub struct PlanArgs {
     /// Print the report as one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// The loss to minimize: total (the sum of the queries' variances) or
+    /// max (the largest per-query variance; `--privacy approx` and
+    /// marginal workloads only).
+    #[arg(long, default_value = "total")]
+    pub objective: PlanObjective,
 }
 
 impl PlanArgs {
@@ -85,7 +90,10 @@ pub fn run(args: &PlanArgs) -> Result<(), Failure> {
         &args.workload,
         budget,
         GaussianCalibration::Zcdp,
-        &PlanOptions::default(),
+        &PlanOptions {
+            objective: args.objective,
+            ..PlanOptions::default()
+        },
     );
     spinner.finish();
     let (workload, plan, report) = planned?;
@@ -174,10 +182,21 @@ fn human_report(r: &PlanReport, args: &PlanArgs) -> String {
         );
     }
     out += &format!(
-        "expected total squared error: {}\nplan written to {}",
-        sig(r.expected_total_squared_error),
-        args.out.display()
+        "expected total squared error: {}\n",
+        sig(r.expected_total_squared_error)
     );
+    if let Some(worst) = r.expected_max_squared_error {
+        out += &format!(
+            "expected squared error of the worst query: {}\n",
+            sig(worst)
+        );
+    }
+    if let Some(t) = r.termination.as_ref().filter(|t| !t.converged()) {
+        out += &format!(
+            "the optimizer stopped before its tolerance ({t}): the gap above is its own\n"
+        );
+    }
+    out += &format!("plan written to {}", args.out.display());
     out
 }
 

@@ -31,7 +31,7 @@ use dp_core::ledger::{Ledger, LedgerBudget};
 use dp_core::{Cost, MarginalStrategy, Measurement, MeasurementNoise};
 use dp_opt::PrivacyModel;
 use dp_opt::multidim::reconstruct::{Reconstruction, VarianceMethod, reconstruct};
-use dp_opt::multidim::{PlanOptions, plan_strategy};
+use dp_opt::multidim::{PlanObjective, PlanOptions, plan_strategy};
 use dp_workloads::spec::load_spec;
 use dp_workloads::structured::StructuredWorkload;
 use dpmm_records::{
@@ -69,6 +69,11 @@ pub struct ReleaseArgs {
     /// given (the strategy must support them), else the plan's own.
     #[arg(long)]
     pub plan: Option<PathBuf>,
+    /// When planning now: total (the sum of the queries' variances, the
+    /// default) or max (the largest per-query variance; (ε, δ) and
+    /// marginal workloads only). A plan file states its own.
+    #[arg(long, conflicts_with = "plan")]
+    pub objective: Option<PlanObjective>,
     /// ε of this release.
     #[arg(long, allow_hyphen_values = true)]
     pub epsilon: f64,
@@ -159,7 +164,11 @@ fn prepare(args: &ReleaseArgs) -> Result<Prepared, Failure> {
         None => {
             let spec = args.workload.as_ref().ok_or("give --workload or --plan")?;
             let workload = load_workload(spec, &schema)?;
-            let plan = plan_strategy(&workload, model, &PlanOptions::default())?;
+            let options = PlanOptions {
+                objective: args.objective.unwrap_or_default(),
+                ..PlanOptions::default()
+            };
+            let plan = plan_strategy(&workload, model, &options)?;
             (workload, Strategy::from_plan(&plan))
         }
     };
@@ -428,6 +437,7 @@ fn sidecar(
         "plan": {
             "method": p.strategy.method,
             "privacy": p.strategy.privacy,
+            "objective_name": p.strategy.objective_name,
             "objective": p.strategy.objective,
             "lower_bound": p.strategy.lower_bound,
             "duality_gap": gap,

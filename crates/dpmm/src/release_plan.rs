@@ -7,7 +7,7 @@ use std::path::Path;
 
 use dp_core::kernel::SparseTerm;
 use dp_linalg::Mat;
-use dp_opt::multidim::StructuredPlan;
+use dp_opt::multidim::{StructuredPlan, plan};
 use dp_workloads::spec::parse_spec;
 use dp_workloads::structured::{Factor, StructuredWorkload};
 use dpmm_records::{Encoding, Schema};
@@ -21,7 +21,10 @@ pub struct Strategy {
     pub method: String,
     /// The privacy model it was optimized for.
     pub privacy: String,
-    /// Its objective (`l1_obj` / `l2_obj`) on the workload it was planned for.
+    /// What its objective measures: `l1_obj` / `l2_obj` (the sum of the
+    /// queries' variances) or `max_variance` (the largest).
+    pub objective_name: Option<String>,
+    /// Its objective on the workload it was planned for.
     pub objective: Option<f64>,
     /// The certified lower bound, when known.
     pub lower_bound: Option<f64>,
@@ -34,6 +37,7 @@ impl Strategy {
             terms: plan.strategy.sparse_terms(),
             method: plan.method.to_string(),
             privacy: plan.privacy.name().to_string(),
+            objective_name: Some(plan::objective_name(plan).to_string()),
             objective: Some(plan.objective),
             lower_bound: plan.certificate.map(|c| c.lower_bound),
         }
@@ -110,6 +114,10 @@ impl Strategy {
                 .and_then(Value::as_str)
                 .unwrap_or("unknown")
                 .to_string(),
+            objective_name: root
+                .get("objective_name")
+                .and_then(Value::as_str)
+                .map(str::to_string),
             objective: num("objective"),
             lower_bound: num("lower_bound"),
         };

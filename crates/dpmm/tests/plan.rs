@@ -214,3 +214,100 @@ fn approx_plan_file_recomputes_objective_and_zcdp_gaussian_errors() {
     let args = ["--privacy", "approx", "--epsilon", "1", "--delta", "1e-6"];
     check_union(&args, 2, |d| d * d / (2.0 * rho));
 }
+
+/// Domain a:2, b:3, c:4 with three marginals of different weights: not
+/// symmetric, so the max-variance plan differs from the sum plan.
+const MARGINAL_SPEC: &str = r#"{
+  "domain": [{"name": "a", "size": 2}, {"name": "b", "size": 3}, {"name": "c", "size": 4}],
+  "queries": [
+    {"marginal": ["a"]},
+    {"marginal": ["a", "b"], "weight": 2.0},
+    {"marginal": ["c"], "weight": 0.5}
+  ]
+}"#;
+
+/// `--privacy approx` at (ε, δ) = (1, 1e-6).
+const APPROX: [&str; 6] = ["--privacy", "approx", "--epsilon", "1", "--delta", "1e-6"];
+
+/// The rows of [`MARGINAL_SPEC`], densified by hand.
+fn marginal_rows() -> Vec<Vec<f64>> {
+    [
+        kron(&kron(&identity(2), &total(3)), &total(4)),
+        scaled(kron(&kron(&identity(2), &identity(3)), &total(4)), 2.0),
+        scaled(kron(&kron(&total(2), &total(3)), &identity(4)), 0.5),
+    ]
+    .concat()
+}
+
+/// `dpmm plan --objective <objective>` on [`MARGINAL_SPEC`]: the JSON
+/// report, the plan file and each row's `Δ₂² q(AᵀA)⁺qᵀ` recomputed from
+/// the file's strategy.
+fn plan_marginals(objective: &str) -> (Value, Value, Vec<f64>) {
+    let dir = scratch_dir(&format!("plan-objective-{objective}"));
+    let spec = dir.join("spec.json");
+    std::fs::write(&spec, MARGINAL_SPEC).unwrap();
+    let out_path = dir.join("plan.json");
+    let mut args = vec!["plan", "--workload", arg(&spec), "--out", arg(&out_path)];
+    args.extend(APPROX);
+    args.extend(["--objective", objective, "--json"]);
+    let out = dpmm(&args);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let report: Value = serde_json::from_str(&out.stdout).unwrap();
+    let file: Value = serde_json::from_str(&std::fs::read_to_string(&out_path).unwrap()).unwrap();
+    let a = strategy_from_file(&file);
+    let delta = sensitivity(&a, 2);
+    let variances = marginal_rows()
+        .iter()
+        .map(|q| delta * delta * trace(std::slice::from_ref(q), &a))
+        .collect();
+    (report, file, variances)
+}
+
+#[test]
+fn max_variance_plan_file_recomputes_its_worst_query_and_beats_the_sum_plan_there() {
+    let (report, file, variances) = plan_marginals("max");
+    let worst = variances.iter().copied().fold(0.0, f64::max);
+    for source in [&report, &file] {
+        assert_eq!(source["objective_name"], "max_variance");
+        assert!(close(source["objective"].as_f64().unwrap(), worst, 1e-9));
+        assert!(source["lower_bound"].as_f64().unwrap() <= worst);
+    }
+    assert!(report["duality_gap"].as_f64().unwrap() <= 1e-6);
+    // Errors: σ² = Δ₂²/(2ρ) per strategy row, so the worst query's is
+    // σ²/Δ₂² · objective and the total the sum over rows.
+    let rho = dp_core::kernel::zcdp_rho_for(1.0, 1e-6).unwrap();
+    let per_unit = 1.0 / (2.0 * rho);
+    let max_error = report["expected_max_squared_error"].as_f64().unwrap();
+    assert!(close(max_error, per_unit * worst, 1e-9));
+    let total = report["expected_total_squared_error"].as_f64().unwrap();
+    assert!(close(total, per_unit * variances.iter().sum::<f64>(), 1e-9));
+    // The sum-of-variances plan is worse at its worst query, better in
+    // total.
+    let (sum_report, _, sum_variances) = plan_marginals("total");
+    assert_eq!(sum_report["objective_name"], "l2_obj");
+    assert!(sum_variances.iter().copied().fold(0.0, f64::max) > worst);
+    assert!(sum_variances.iter().sum::<f64>() <= variances.iter().sum::<f64>());
+}
+
+#[test]
+fn max_variance_is_refused_under_pure_dp_and_for_other_workloads() {
+    let dir = scratch_dir("plan-objective-refused");
+    let (marginal, union) = (dir.join("marginal.json"), dir.join("union.json"));
+    std::fs::write(&marginal, MARGINAL_SPEC).unwrap();
+    std::fs::write(&union, UNION_SPEC).unwrap();
+    let out = dir.join("plan.json");
+    let pure = ["--privacy", "pure", "--epsilon", "1"];
+    for (spec, privacy, objective, says) in [
+        (&marginal, &pure[..], "max", "(ε,δ)-DP only"),
+        (&union, &APPROX[..], "max", "marginal workloads only"),
+        (&marginal, &APPROX[..], "worst", "unknown objective"),
+    ] {
+        let mut args = vec!["plan", "--workload", arg(spec), "--out", arg(&out)];
+        args.extend_from_slice(privacy);
+        args.extend(["--objective", objective]);
+        let run = dpmm(&args);
+        assert!(run.is_refusal(), "{objective}: {run:?}");
+        assert!(run.stderr.contains(says), "{}", run.stderr);
+        assert!(!out.exists());
+    }
+}

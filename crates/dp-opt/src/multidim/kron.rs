@@ -24,7 +24,8 @@ use dp_linalg::Mat;
 use dp_workloads::structured::{Factor, Queries, StructuredWorkload};
 
 use super::{
-    GroupError, KronTerm, PlanOptions, StructuredPlan, StructuredStrategy, certificate, overflow,
+    GroupError, KronTerm, PlanObjective, PlanOptions, StructuredPlan, StructuredStrategy,
+    certificate, overflow,
 };
 use crate::{PrivacyModel, Problem, StrategyOptimizer, coa::Coa, pidentity::PIdentity};
 
@@ -335,12 +336,14 @@ fn finish(
             PrivacyModel::Approx => "kron-coa",
             PrivacyModel::Pure => "kron-pidentity",
         },
+        objective_kind: PlanObjective::TotalVariance,
         strategy,
         sensitivity,
         objective,
         groups,
         certificate: lower.and_then(|l| certificate(objective, l)),
         rounds,
+        termination: None,
         seconds: 0.0,
     })
 }

@@ -23,10 +23,12 @@ use std::sync::Arc;
 use dp_core::Result;
 use dp_linalg::{Mat, helmert};
 use dp_workloads::marginals::{residual_spectrum, svd_bound};
-use dp_workloads::structured::{AttrSet, Queries, StructuredWorkload, members};
+use dp_workloads::structured::{AttrSet, StructuredWorkload, members};
 
-use super::{GroupError, KronTerm, StructuredPlan, StructuredStrategy, certificate, overflow};
-use crate::PrivacyModel;
+use super::{
+    GroupError, KronTerm, PlanObjective, StructuredPlan, StructuredStrategy, certificate, overflow,
+};
+use crate::{PrivacyModel, Termination};
 
 /// The residual-basis plan for marginal weights `(S, w_S²)` of `w`.
 pub fn optimal_marginal_plan(
@@ -59,33 +61,42 @@ pub fn optimal_marginal_plan(
             }
         })
         .collect();
-    let inv_eig: HashMap<AttrSet, f64> = spectrum
+    // N mult_T/μ_T with μ_T = √λ_T.
+    let scaled_inverse: HashMap<AttrSet, f64> = spectrum
         .iter()
-        .map(|e| (e.set, e.multiplicity / e.eigenvalue.sqrt()))
+        .map(|e| {
+            let ln = ln_cells + e.multiplicity.ln() - 0.5 * e.eigenvalue.ln();
+            (e.set, ln.exp())
+        })
         .collect();
-    let groups = marginal_group_errors(w, &inv_eig, ln_sens2);
+    let groups = marginal_group_errors(w, &scaled_inverse, ln_sens2);
     let bound = svd_bound(domain, &spectrum)?;
     Ok(StructuredPlan {
         privacy: PrivacyModel::Approx,
         method: "residual",
+        objective_kind: PlanObjective::TotalVariance,
         strategy: StructuredStrategy { shape, terms },
         sensitivity: (0.5 * ln_sens2).exp(),
         objective,
         groups,
         certificate: certificate(objective, bound),
         rounds: 1,
+        termination: Some(Termination::ClosedForm),
         seconds: 0.0,
     })
 }
 
 /// Per query group of a marginal workload, `Δ² tr(W_gᵀW_g (AᵀA)⁺)` for a
-/// strategy whose `AᵀA = Σ_T μ_T P_T` is diagonal in the residual basis:
-/// a marginal on S has Gram `Π_{i∉S} nᵢ Σ_{T⊆S} P_T`, so its share is
-/// `w² Π_{i∉S} nᵢ Σ_{T⊆S} mult_T/μ_T`. `inv_eig` maps T to
-/// `mult_T/μ_T` (absent: 0, a subspace the workload does not touch).
+/// strategy whose `AᵀA = Σ_T μ_T P_T` is diagonal in the residual basis
+/// (`ln_sens2 = ln Δ²`). A cell of the marginal on S (unit weight) has
+/// variance `Δ² N/Π_{i∈S}nᵢ² Σ_{T⊆S} mult_T/μ_T` (`q P_T qᵀ = mult_T
+/// N/Π_{i∈S}nᵢ²`, `N` the cells), and the marginal's `Π_{i∈S}nᵢ` cells
+/// sum to `Δ² Σ_{T⊆S} κ_T/Π_{i∈S}nᵢ` with `κ_T = N mult_T/μ_T`, which
+/// `scaled_inverse` maps T to (absent: 0, a subspace the workload does
+/// not touch). This is the one place the formula is written.
 pub(crate) fn marginal_group_errors(
     w: &StructuredWorkload,
-    inv_eig: &HashMap<AttrSet, f64>,
+    scaled_inverse: &HashMap<AttrSet, f64>,
     ln_sens2: f64,
 ) -> Vec<GroupError> {
     let ln_n: Vec<f64> = w
@@ -94,37 +105,29 @@ pub(crate) fn marginal_group_errors(
         .iter()
         .map(|&n| (n as f64).ln())
         .collect();
-    let ln_cells: f64 = ln_n.iter().sum();
     let marginal_trace = |s: AttrSet| -> f64 {
         let inside: f64 = members(s).map(|i| ln_n[i]).sum();
         let mut acc = 0.0;
         let mut t = s;
         loop {
-            acc += inv_eig.get(&t).copied().unwrap_or(0.0);
+            acc += scaled_inverse.get(&t).copied().unwrap_or(0.0);
             if t == 0 {
                 break;
             }
             t = (t - 1) & s;
         }
-        acc * (ln_cells - inside).exp()
+        acc * (ln_sens2 - inside).exp()
     };
     w.groups()
         .iter()
         .map(|g| {
-            let sets: Vec<AttrSet> = match &g.queries {
-                Queries::Marginals(sets) => sets.clone(),
-                Queries::Kron(fs) => vec![
-                    fs.iter()
-                        .enumerate()
-                        .filter(|(_, f)| f.is_identity())
-                        .fold(0, |acc, (i, _)| acc | (1u128 << i)),
-                ],
-            };
+            // Only called on marginal workloads: every group has sets.
+            let sets = g.marginal_sets().unwrap_or_default();
             let tr: f64 = sets.iter().map(|&s| marginal_trace(s)).sum();
             GroupError {
                 label: g.label.clone(),
                 queries: w.group_queries(g),
-                objective: g.weight * g.weight * tr * ln_sens2.exp(),
+                objective: g.weight * g.weight * tr,
             }
         })
         .collect()

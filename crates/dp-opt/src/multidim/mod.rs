@@ -11,6 +11,9 @@
 //! * [`marginal`]: the optimal (ε,δ) strategy for weighted marginal
 //!   workloads in closed form over the residual basis; it attains the
 //!   singular value bound, which is its certificate.
+//! * [`max_variance`]: for (ε,δ) marginal workloads, the strategy that
+//!   minimizes the largest per-query variance instead of their sum
+//!   ([`PlanObjective::MaxVariance`]), certified by its dual bound.
 //! * [`opt_m`]: OPT_M, HDMM's marginals template for ε-DP (a weighted
 //!   union of marginals, objective and gradient in closed form over the
 //!   residual basis).
@@ -22,6 +25,7 @@
 pub mod evaluate;
 pub mod kron;
 pub mod marginal;
+pub mod max_variance;
 pub mod opt_m;
 pub mod plan;
 pub mod reconstruct;
@@ -40,7 +44,7 @@ use dp_workloads::marginals::{residual_spectrum, svd_bound};
 use dp_workloads::structured::StructuredWorkload;
 use serde::Serialize;
 
-use crate::{Certificate, PrivacyModel};
+use crate::{Certificate, PrivacyModel, Termination};
 
 /// One term `weight · ⊗ᵢ Fᵢ` of a structured strategy. Attributes not
 /// listed have the factor `1ᵀ` (a ones row), as in the plan file of
@@ -108,13 +112,18 @@ pub struct StructuredPlan {
     /// The privacy model whose objective was minimized.
     pub privacy: PrivacyModel,
     /// Which method produced it (`"kron-coa"`, `"kron-pidentity"`,
-    /// `"residual"`, `"opt-m"`).
+    /// `"residual"`, `"residual-max-variance"`, `"opt-m"`).
     pub method: &'static str,
+    /// The loss minimized: the sum of the queries' variances (`objective`
+    /// is `l2_obj`/`l1_obj`) or the largest one.
+    pub objective_kind: PlanObjective,
     /// The strategy.
     pub strategy: StructuredStrategy,
     /// `Δ(A)`: L2 (approx) or L1 (pure) sensitivity of the strategy.
     pub sensitivity: f64,
-    /// `l2_obj` or `l1_obj` of the strategy on the workload.
+    /// `l2_obj` or `l1_obj` of the strategy on the workload; for
+    /// [`PlanObjective::MaxVariance`] the largest per-query variance
+    /// `max_q Δ₂² q(AᵀA)⁺qᵀ` over the workload's rows (same units).
     pub objective: f64,
     /// Per query group: `Δ² tr(W_gᵀW_g (AᵀA)⁺)` (they sum to `objective`)
     /// and the group's number of queries.
@@ -122,8 +131,11 @@ pub struct StructuredPlan {
     /// A proven lower bound on the optimum, when one is known.
     pub certificate: Option<Certificate>,
     /// Block-coordinate passes (1 for closed forms and single products),
-    /// or L-BFGS iterations for OPT_M.
+    /// or the iterations of OPT_M or of the max-variance solver.
     pub rounds: usize,
+    /// Why the method stopped, where it reports it (closed forms and the
+    /// max-variance solver; `None` for the others).
+    pub termination: Option<Termination>,
     /// Wall-clock seconds.
     pub seconds: f64,
 }
@@ -139,21 +151,67 @@ pub struct GroupError {
     pub objective: f64,
 }
 
+/// The loss a plan minimizes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanObjective {
+    /// The sum of the queries' variances, `l2_obj` / `l1_obj` (the
+    /// objective everywhere else).
+    #[default]
+    TotalVariance,
+    /// The largest per-query variance (ResidualPlanner's max-variance
+    /// loss): (ε,δ) marginal workloads only ([`max_variance`]).
+    MaxVariance,
+}
+
+impl PlanObjective {
+    /// `"total_variance"` or `"max_variance"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::TotalVariance => "total_variance",
+            Self::MaxVariance => "max_variance",
+        }
+    }
+}
+
+/// `total` / `total_variance` or `max` / `max_variance` (the command
+/// lines' `--objective`).
+impl std::str::FromStr for PlanObjective {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "total" | "total_variance" => Ok(Self::TotalVariance),
+            "max" | "max_variance" => Ok(Self::MaxVariance),
+            _ => Err(format!("unknown objective '{s}': use total or max")),
+        }
+    }
+}
+
 /// Options of [`plan_strategy`].
 #[derive(Debug, Clone, Copy)]
 pub struct PlanOptions {
+    /// The loss to minimize.
+    pub objective: PlanObjective,
     /// Most block-coordinate passes for unions of Kronecker products.
     pub max_rounds: usize,
     /// Stop when a pass improves the objective by less than this
     /// (relative).
     pub round_tolerance: f64,
+    /// The max-variance solver stops at this relative duality gap.
+    pub gap_tolerance: f64,
+    /// Most iterations of the max-variance solver.
+    pub max_iterations: usize,
 }
 
 impl Default for PlanOptions {
     fn default() -> Self {
         Self {
+            objective: PlanObjective::TotalVariance,
             max_rounds: 20,
             round_tolerance: 1e-6,
+            gap_tolerance: 1e-6,
+            max_iterations: 10_000,
         }
     }
 }
@@ -163,7 +221,9 @@ impl Default for PlanOptions {
 /// optimum); for ε-DP marginal workloads the better of OPT_M and OPT_⊗ by
 /// objective (OPT_⊗ makes no further pass once it is more than twice
 /// OPT_M's), certified by the singular value bound (`l1_obj ≥ l2_obj`
-/// since `Δ₁ ≥ Δ₂`); OPT_⊗ otherwise.
+/// since `Δ₁ ≥ Δ₂`); OPT_⊗ otherwise. With [`PlanObjective::MaxVariance`]
+/// the max-variance plan of [`max_variance`], refused (typed error) under
+/// ε-DP and for workloads that are not marginals.
 pub fn plan_strategy(
     workload: &StructuredWorkload,
     privacy: PrivacyModel,
@@ -177,6 +237,17 @@ pub fn plan_strategy(
         });
     }
     let start = Instant::now();
+    if options.objective == PlanObjective::MaxVariance {
+        if privacy == PrivacyModel::Pure {
+            return Err(DpError::InvalidParameter {
+                name: "objective",
+                reason: "max_variance is supported under (ε,δ)-DP only (--privacy approx)".into(),
+            });
+        }
+        let mut plan = max_variance::max_variance_marginal_plan(workload, options)?;
+        plan.seconds = start.elapsed().as_secs_f64();
+        return Ok(plan);
+    }
     let mut plan = match (privacy, workload.marginal_weights()) {
         (PrivacyModel::Approx, Some(weights)) => {
             marginal::optimal_marginal_plan(workload, &weights)?

@@ -382,17 +382,17 @@ fn finish(
     iterations: usize,
 ) -> Result<StructuredPlan> {
     let shape = w.domain().shape();
-    let cells = w.domain().cells_f64();
     let mu = family.strategy_eigenvalues(theta);
-    let inv_eig: HashMap<AttrSet, f64> = family
+    // N mult_T/μ_T (`mu` holds μ_T/N).
+    let scaled_inverse: HashMap<AttrSet, f64> = family
         .sets
         .iter()
         .zip(mu.iter().zip(&family.mult))
         .filter(|(_, (m, mult))| **m > 0.0 && **mult > 0.0)
-        .map(|(&t, (m, mult))| (t, mult / (m * cells)))
+        .map(|(&t, (m, mult))| (t, mult / m))
         .collect();
     let sensitivity: f64 = theta.iter().sum();
-    let groups = marginal_group_errors(w, &inv_eig, 2.0 * sensitivity.ln());
+    let groups = marginal_group_errors(w, &scaled_inverse, 2.0 * sensitivity.ln());
     let identities: Vec<Arc<Mat<f64>>> = shape
         .iter()
         .map(|&n| Arc::new(Mat::identity(n, n)))
@@ -410,12 +410,14 @@ fn finish(
     Ok(StructuredPlan {
         privacy: PrivacyModel::Pure,
         method: "opt-m",
+        objective_kind: super::PlanObjective::TotalVariance,
         strategy: StructuredStrategy { shape, terms },
         sensitivity,
         objective,
         groups,
         certificate: None,
         rounds: iterations,
+        termination: None,
         seconds: 0.0,
     })
 }

@@ -15,8 +15,8 @@ use dp_workloads::spec::load_spec;
 use dp_workloads::structured::StructuredWorkload;
 use serde::{Deserialize, Serialize};
 
-use super::{PlanOptions, StructuredPlan, plan_strategy};
-use crate::PrivacyModel;
+use super::{PlanObjective, PlanOptions, StructuredPlan, plan_strategy};
+use crate::{PrivacyModel, Termination};
 
 /// Errors of one query group.
 #[derive(Debug, Clone, Serialize)]
@@ -50,10 +50,13 @@ pub struct PlanReport {
     pub cells: f64,
     /// Number of queries.
     pub queries: f64,
-    /// `l1_obj` (pure) or `l2_obj` (approx).
+    /// `l1_obj` (pure) or `l2_obj` (approx): the sum of the queries'
+    /// variances; `max_variance`: the largest one (same units).
     pub objective_name: &'static str,
     /// The objective of the strategy.
     pub objective: f64,
+    /// Why the optimizer stopped, where it reports it.
+    pub termination: Option<Termination>,
     /// A proven lower bound on the optimal objective, when known.
     pub lower_bound: Option<f64>,
     /// `(objective − lower_bound)/objective`.
@@ -64,6 +67,8 @@ pub struct PlanReport {
     pub noise_scale: f64,
     /// Expected total squared error over every query.
     pub expected_total_squared_error: f64,
+    /// Expected squared error of the worst query (max-variance plans).
+    pub expected_max_squared_error: Option<f64>,
     /// Per query group.
     pub groups: Vec<GroupReport>,
     /// Kronecker terms in the strategy.
@@ -86,7 +91,7 @@ pub struct PlanFile {
     pub privacy: String,
     /// The domain, in order.
     pub domain: Vec<DomainEntry>,
-    /// `l1_obj` or `l2_obj`.
+    /// `l1_obj`, `l2_obj` or `max_variance`.
     pub objective_name: String,
     /// The objective.
     pub objective: f64,
@@ -191,6 +196,14 @@ pub fn plan_workload(
     };
     // Error per unit of objective: v / Δ².
     let per_unit = noise.variance() / (plan.sensitivity * plan.sensitivity);
+    // A max-variance plan's objective is its worst query's; the groups
+    // hold the totals.
+    let max_variance = plan.objective_kind == PlanObjective::MaxVariance;
+    let total = if max_variance {
+        plan.groups.iter().map(|g| g.objective).sum()
+    } else {
+        plan.objective
+    };
     let groups = plan
         .groups
         .iter()
@@ -210,13 +223,15 @@ pub fn plan_workload(
         attributes: workload.domain().len(),
         cells: workload.domain().cells_f64(),
         queries: workload.num_queries(),
-        objective_name: objective_name(privacy),
+        objective_name: objective_name(&plan),
         objective: plan.objective,
+        termination: plan.termination.clone(),
         lower_bound: plan.certificate.map(|c| c.lower_bound),
         duality_gap: plan.certificate.map(|c| c.relative_gap),
         sensitivity: plan.sensitivity,
         noise_scale: noise.scale,
-        expected_total_squared_error: per_unit * plan.objective,
+        expected_total_squared_error: per_unit * total,
+        expected_max_squared_error: max_variance.then_some(per_unit * plan.objective),
         groups,
         strategy_terms: plan.strategy.terms.len(),
         rounds: plan.rounds,
@@ -225,10 +240,13 @@ pub fn plan_workload(
     Ok((plan, report))
 }
 
-fn objective_name(privacy: PrivacyModel) -> &'static str {
-    match privacy {
-        PrivacyModel::Pure => "l1_obj",
-        PrivacyModel::Approx => "l2_obj",
+/// What `plan.objective` measures: `l1_obj` / `l2_obj` (the sum of the
+/// queries' variances) or `max_variance` (the largest).
+pub fn objective_name(plan: &StructuredPlan) -> &'static str {
+    match (plan.objective_kind, plan.privacy) {
+        (PlanObjective::MaxVariance, _) => PlanObjective::MaxVariance.name(),
+        (PlanObjective::TotalVariance, PrivacyModel::Pure) => "l1_obj",
+        (PlanObjective::TotalVariance, PrivacyModel::Approx) => "l2_obj",
     }
 }
 
@@ -263,7 +281,7 @@ pub fn plan_file(workload: &StructuredWorkload, plan: &StructuredPlan) -> PlanFi
                 size: a.size,
             })
             .collect(),
-        objective_name: objective_name(plan.privacy).into(),
+        objective_name: objective_name(plan).into(),
         objective: plan.objective,
         lower_bound: plan.certificate.map(|c| c.lower_bound),
         sensitivity: plan.sensitivity,

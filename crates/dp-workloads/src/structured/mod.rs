@@ -56,11 +56,46 @@ pub struct QueryGroup {
     pub queries: Queries,
 }
 
+impl QueryGroup {
+    /// The attribute sets of the marginals this group asks (a Kronecker
+    /// group of identity and total factors is the marginal on its identity
+    /// attributes), or `None` when it is not made of marginals or has more
+    /// than [`MAX_MARGINAL_ATTRIBUTES`] factors.
+    pub fn marginal_sets(&self) -> Option<Vec<AttrSet>> {
+        match &self.queries {
+            Queries::Marginals(sets) => Some(sets.clone()),
+            Queries::Kron(factors) => {
+                if factors.len() > MAX_MARGINAL_ATTRIBUTES {
+                    return None;
+                }
+                let mut s: AttrSet = 0;
+                for (i, f) in factors.iter().enumerate() {
+                    if f.is_identity() {
+                        s |= 1u128 << i;
+                    } else if !f.is_total() {
+                        return None;
+                    }
+                }
+                Some(vec![s])
+            }
+        }
+    }
+}
+
 /// A weighted union of Kronecker products and marginals on one domain.
 #[derive(Debug, Clone)]
 pub struct StructuredWorkload {
     domain: Domain,
     groups: Vec<QueryGroup>,
+}
+
+/// `marginal[a,b]`: the label of the marginal on `set` (names in domain
+/// order; bits outside the domain are not named).
+pub fn marginal_label(domain: &Domain, set: AttrSet) -> String {
+    let names: Vec<&str> = members(set)
+        .filter_map(|i| domain.attributes().get(i).map(|a| a.name.as_str()))
+        .collect();
+    format!("marginal[{}]", names.join(","))
 }
 
 /// Bits of the attributes in `set`, ascending.
@@ -118,6 +153,20 @@ impl StructuredWorkload {
             }
         }
         Ok(Self { domain, groups })
+    }
+
+    /// One group per marginal `(S, weight)`, labelled as the spec's
+    /// `marginal` entries ([`marginal_label`]).
+    pub fn weighted_marginals(domain: Domain, marginals: &[(AttrSet, f64)]) -> SResult<Self> {
+        let groups = marginals
+            .iter()
+            .map(|&(s, weight)| QueryGroup {
+                label: marginal_label(&domain, s),
+                weight,
+                queries: Queries::Marginals(vec![s]),
+            })
+            .collect();
+        Self::new(domain, groups)
     }
 
     /// The domain.
@@ -186,33 +235,32 @@ impl StructuredWorkload {
     /// marginal weights `(S, Σ c_S²)` with repeated sets merged, in order
     /// of first appearance; otherwise `None`.
     pub fn marginal_weights(&self) -> Option<Vec<(AttrSet, f64)>> {
+        self.merged_marginal_weights(|a, b| a + b)
+    }
+
+    /// As [`Self::marginal_weights`] but a repeated set keeps its largest
+    /// squared weight, `(S, max c_S²)`: the weight of its heaviest row
+    /// (what a per-query loss such as the largest variance sees).
+    pub fn marginal_max_weights(&self) -> Option<Vec<(AttrSet, f64)>> {
+        self.merged_marginal_weights(f64::max)
+    }
+
+    fn merged_marginal_weights(&self, merge: fn(f64, f64) -> f64) -> Option<Vec<(AttrSet, f64)>> {
         if self.domain.len() > MAX_MARGINAL_ATTRIBUTES {
             return None;
         }
         let mut out: Vec<(AttrSet, f64)> = Vec::new();
-        let mut index = std::collections::HashMap::new();
-        let mut add = |s: AttrSet, w2: f64| {
-            let k = *index.entry(s).or_insert_with(|| {
-                out.push((s, 0.0));
-                out.len() - 1
-            });
-            out[k].1 += w2;
-        };
+        let mut index: std::collections::HashMap<AttrSet, usize> = std::collections::HashMap::new();
         for g in &self.groups {
             let w2 = g.weight * g.weight;
-            match &g.queries {
-                Queries::Kron(factors) => {
-                    let mut s: AttrSet = 0;
-                    for (i, f) in factors.iter().enumerate() {
-                        if f.is_identity() {
-                            s |= 1u128 << i;
-                        } else if !f.is_total() {
-                            return None;
-                        }
+            for s in g.marginal_sets()? {
+                match index.get(&s) {
+                    Some(&k) => out[k].1 = merge(out[k].1, w2),
+                    None => {
+                        index.insert(s, out.len());
+                        out.push((s, w2));
                     }
-                    add(s, w2);
                 }
-                Queries::Marginals(sets) => sets.iter().for_each(|&s| add(s, w2)),
             }
         }
         Some(out)
