@@ -33,8 +33,9 @@ use crate::report::Observer;
 pub struct LbfgsOptions {
     /// Pairs `(s, y)` kept (Nocedal & Wright suggest 3–20).
     pub memory: usize,
-    /// Iteration limit.
-    pub max_iterations: usize,
+    /// Iterations and wall-clock seconds (a time cut ends the run as
+    /// [`Termination::Timeout`]).
+    pub budget: Budget,
     /// Stop when `‖∇f‖∞ ≤ gradient_tolerance · max(|f|, 1) / max(‖x‖∞, 1)`
     /// (scale-free first-order optimality).
     pub gradient_tolerance: f64,
@@ -42,9 +43,6 @@ pub struct LbfgsOptions {
     /// stays below this for 5 consecutive iterations (default 1e-10; SciPy's
     /// L-BFGS-B, which HDMM uses, stops after one iteration below 2.2e-9).
     pub function_tolerance: f64,
-    /// Wall-clock budget in seconds (ends the run as
-    /// [`Termination::Timeout`]).
-    pub max_seconds: Option<f64>,
     /// Minimize over `x ≥ 0` (projected quasi-Newton, see the module
     /// documentation); the start is projected first.
     pub nonnegative: bool,
@@ -54,10 +52,9 @@ impl Default for LbfgsOptions {
     fn default() -> Self {
         Self {
             memory: 10,
-            max_iterations: 2000,
+            budget: Budget::iterations(2000),
             gradient_tolerance: 1e-7,
             function_tolerance: 1e-10,
-            max_seconds: None,
             nonnegative: false,
         }
     }
@@ -82,9 +79,23 @@ pub struct LbfgsResult {
 }
 
 impl LbfgsOptions {
-    /// The iteration and wall-clock budget.
-    pub fn budget(&self) -> Budget {
-        Budget::iterations(self.max_iterations).with_seconds(self.max_seconds)
+    /// Refuses (typed error) a memory of 0 pairs, which is not L-BFGS, a
+    /// negative or NaN tolerance and a negative or NaN time budget.
+    pub fn validate(&self) -> dp_core::Result<()> {
+        let bad = |reason: String| {
+            Err(DpError::InvalidParameter {
+                name: "L-BFGS",
+                reason,
+            })
+        };
+        if self.memory == 0 {
+            return bad("memory must keep at least 1 pair (s, y)".into());
+        }
+        let tolerances = [self.gradient_tolerance, self.function_tolerance];
+        if tolerances.iter().any(|t| t.is_nan() || *t < 0.0) {
+            return bad(format!("tolerances must be >= 0, got {tolerances:?}"));
+        }
+        self.budget.validate()
     }
 }
 
@@ -346,31 +357,22 @@ impl<E: FnMut(&[f64], &mut [f64]) -> f64> Solver for Lbfgs<E> {
 
 /// Runs [`Lbfgs`] under the options' budget, reporting each iteration's
 /// objective (in the problem's own units) to `observer`. Refuses (typed
-/// error) a memory of 0 pairs, which is not L-BFGS, an empty or non-finite
-/// starting point and a negative or NaN tolerance.
+/// error) options [`LbfgsOptions::validate`] refuses and an empty or
+/// non-finite starting point.
 pub fn minimize(
     eval: impl FnMut(&[f64], &mut [f64]) -> f64,
     x0: Vec<f64>,
     options: &LbfgsOptions,
     observer: &mut dyn Observer,
 ) -> dp_core::Result<LbfgsResult> {
-    let bad = |reason: String| {
-        Err(DpError::InvalidParameter {
-            name: "L-BFGS",
-            reason,
-        })
-    };
-    if options.memory == 0 {
-        return bad("memory must keep at least 1 pair (s, y)".into());
-    }
+    options.validate()?;
     if x0.is_empty() || x0.iter().any(|v| !v.is_finite()) {
-        return bad("the starting point must be non-empty and finite".into());
+        return Err(DpError::InvalidParameter {
+            name: "L-BFGS",
+            reason: "the starting point must be non-empty and finite".into(),
+        });
     }
-    let tolerances = [options.gradient_tolerance, options.function_tolerance];
-    if tolerances.iter().any(|t| t.is_nan() || *t < 0.0) {
-        return bad(format!("tolerances must be >= 0, got {tolerances:?}"));
-    }
-    Ok(Executor::new(options.budget(), observer)
+    Ok(Executor::new(options.budget, observer)
         .run(Lbfgs::new(eval, x0, options))
         .output)
 }
@@ -444,14 +446,14 @@ mod tests {
         };
         let opts = LbfgsOptions {
             memory: 0,
-            max_iterations: 50,
+            budget: Budget::iterations(50),
             ..LbfgsOptions::default()
         };
         assert!(matches!(
             minimize(eval, vec![1.0; 4], &opts, &mut ()),
             Err(DpError::InvalidParameter { .. })
         ));
-        let run = Executor::new(opts.budget(), &mut ()).run(Lbfgs::new(eval, vec![1.0; 4], &opts));
+        let run = Executor::new(opts.budget, &mut ()).run(Lbfgs::new(eval, vec![1.0; 4], &opts));
         assert!(run.output.value < 1e-8, "{}", run.output.value);
         for bad_x0 in [vec![], vec![f64::NAN, 1.0]] {
             assert!(minimize(eval, bad_x0, &LbfgsOptions::default(), &mut ()).is_err());

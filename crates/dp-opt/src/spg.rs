@@ -20,17 +20,15 @@ use crate::report::{Event, Observer};
 pub struct SpgOptions {
     /// Nonmonotone memory M (10).
     pub memory: usize,
-    /// Iteration limit.
-    pub max_iterations: usize,
+    /// Iterations and wall-clock seconds (the clock is checked once per
+    /// iteration; a time cut ends the run as [`Termination::Timeout`]).
+    pub budget: Budget,
     /// Stop when `‖P(x − ∇f) − x‖∞ ≤ tolerance` (the paper's criterion;
     /// callers scale their problem so that it is meaningful).
     pub tolerance: f64,
     /// Also stop when the best value improved by less than this relative
     /// amount over the last `4·memory` iterations.
     pub stall_tolerance: f64,
-    /// Wall-clock budget in seconds (checked once per iteration; ends the
-    /// run as [`Termination::Timeout`]).
-    pub max_seconds: Option<f64>,
     /// First step `α₀ = 1/‖∇f(x₀)‖∞` (a short first move) instead of the
     /// paper's `1/‖P(x₀ − ∇f) − x₀‖∞`. On non-convex problems (LRM's) the
     /// first move picks the basin, and a short one stays near the start.
@@ -41,10 +39,9 @@ impl Default for SpgOptions {
     fn default() -> Self {
         Self {
             memory: 10,
-            max_iterations: 1000,
+            budget: Budget::iterations(1000),
             tolerance: 1e-8,
             stall_tolerance: 1e-9,
-            max_seconds: None,
             gradient_initial_step: false,
         }
     }
@@ -67,13 +64,6 @@ pub struct SpgResult {
     pub termination: Termination,
     /// `‖P(x − ∇f) − x‖∞` at the last iterate.
     pub projected_gradient: f64,
-}
-
-impl SpgOptions {
-    /// The iteration and wall-clock budget.
-    pub fn budget(&self) -> Budget {
-        Budget::iterations(self.max_iterations).with_seconds(self.max_seconds)
-    }
 }
 
 const GAMMA: f64 = 1e-4;
@@ -302,7 +292,7 @@ pub fn minimize(
     options: &SpgOptions,
     observer: &mut dyn Observer,
 ) -> SpgResult {
-    Executor::new(options.budget(), observer)
+    Executor::new(options.budget, observer)
         .run(Spg::new(eval, project, x0, options))
         .output
 }

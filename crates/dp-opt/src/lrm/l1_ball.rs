@@ -142,7 +142,7 @@ pub(super) fn spg_over_columns(
         x0,
         options,
     );
-    let solved = Executor::new(options.budget(), observer)
+    let solved = Executor::new(options.budget, observer)
         .scale(scale)
         .run(spg)
         .output;

@@ -92,7 +92,7 @@ pub(super) fn lbfgs_over_split(
         nonnegative: true,
         ..*options
     };
-    let solved = Executor::new(options.budget(), observer)
+    let solved = Executor::new(options.budget, observer)
         .scale(scale)
         .run(Lbfgs::new(eval, x0, &options))
         .output;

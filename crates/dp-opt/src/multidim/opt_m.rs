@@ -52,6 +52,7 @@ use crate::PrivacyModel;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use crate::engine::Budget;
 use crate::lrm::l1_ball::project_l1_ball;
 use crate::spg::{self, SpgOptions};
 
@@ -83,7 +84,7 @@ impl Default for OptMOptions {
     fn default() -> Self {
         Self {
             spg: SpgOptions {
-                max_iterations: 5000,
+                budget: Budget::iterations(5000),
                 tolerance: 1e-9,
                 stall_tolerance: 1e-12,
                 ..SpgOptions::default()
