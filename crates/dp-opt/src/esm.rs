@@ -235,6 +235,7 @@ impl StrategyOptimizer for Esm {
                 .scale(scale)
                 .run(Spg::new(eval, project_flat, x, &stage));
             history.extend_from_slice(&run.history);
+            iterations += run.iterations;
             let solved = run.output;
             if projection_failed {
                 return Err(DpError::NotConverged {
@@ -242,11 +243,10 @@ impl StrategyOptimizer for Esm {
                     reason: "eigendecomposition failed in the projection".into(),
                 });
             }
-            iterations += solved.iterations;
             x = solved.x.clone();
-            last = Some(solved);
+            last = Some((solved, run.termination));
         }
-        let solved = last.ok_or_else(|| DpError::NotConverged {
+        let (solved, termination) = last.ok_or_else(|| DpError::NotConverged {
             solver: "ESM",
             reason: "no stage ran".into(),
         })?;
@@ -255,7 +255,7 @@ impl StrategyOptimizer for Esm {
             iterations,
             history,
             diagnostics: vec![("smoothed_objective", solved.value * scale)],
-            ..Draft::new(root, solved.termination)
+            ..Draft::new(root, termination)
         };
         draft.finish(problem, start)
     }

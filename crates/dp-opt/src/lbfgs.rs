@@ -25,7 +25,7 @@
 
 use dp_core::DpError;
 
-use crate::engine::{Budget, Executor, Solver, Termination};
+use crate::engine::{Budget, Executor, Run, Solver, Termination};
 use crate::report::Observer;
 
 /// Options of [`minimize`].
@@ -60,22 +60,18 @@ impl Default for LbfgsOptions {
     }
 }
 
-/// Result of [`minimize`].
+/// What [`Lbfgs`] hands back: the point and its value. The run's
+/// iterations, objective history and termination (converged on the
+/// gradient or the decrease test, stalled when the line search found no
+/// decrease, or the budget) are the executor's [`Run`].
 #[derive(Debug, Clone)]
 pub struct LbfgsResult {
     /// Best point.
     pub x: Vec<f64>,
     /// `f(x)`.
     pub value: f64,
-    /// Iterations taken.
-    pub iterations: usize,
     /// Function–gradient evaluations.
     pub evaluations: usize,
-    /// Why it stopped: converged on the gradient or the decrease test,
-    /// stalled when the line search found no decrease, or the budget.
-    pub termination: Termination,
-    /// `f` after each iteration.
-    pub history: Vec<f64>,
 }
 
 impl LbfgsOptions {
@@ -131,8 +127,6 @@ pub struct Lbfgs<E> {
     y_mem: Vec<Vec<f64>>,
     stalled: usize,
     evaluations: usize,
-    iterations: usize,
-    history: Vec<f64>,
 }
 
 impl<E: FnMut(&[f64], &mut [f64]) -> f64> Lbfgs<E> {
@@ -152,8 +146,6 @@ impl<E: FnMut(&[f64], &mut [f64]) -> f64> Lbfgs<E> {
             y_mem: Vec::new(),
             stalled: 0,
             evaluations: 0,
-            iterations: 0,
-            history: Vec::new(),
         }
     }
 
@@ -261,11 +253,6 @@ impl<E: FnMut(&[f64], &mut [f64]) -> f64> Solver for Lbfgs<E> {
 
     fn terminate(&self) -> Option<Termination> {
         let o = &self.options;
-        if !self.f.is_finite() {
-            return Some(Termination::Stalled {
-                reason: "L-BFGS: non-finite objective".into(),
-            });
-        }
         if self.stationarity()
             <= o.gradient_tolerance * self.f.abs().max(1.0) / inf_norm(&self.x).max(1.0)
         {
@@ -283,7 +270,6 @@ impl<E: FnMut(&[f64], &mut [f64]) -> f64> Solver for Lbfgs<E> {
 
     fn next_iter(&mut self) -> Result<f64, Termination> {
         let n = self.x.len();
-        self.iterations += 1;
         let (d, slope) = self.direction();
         // Armijo backtracking.
         let mut step = 1.0;
@@ -334,7 +320,6 @@ impl<E: FnMut(&[f64], &mut [f64]) -> f64> Solver for Lbfgs<E> {
         self.x = x_new;
         self.g = g_new;
         self.f = f_next;
-        self.history.push(f_next);
         self.stalled = if decrease < self.options.function_tolerance {
             self.stalled + 1
         } else {
@@ -343,14 +328,11 @@ impl<E: FnMut(&[f64], &mut [f64]) -> f64> Solver for Lbfgs<E> {
         Ok(f_next)
     }
 
-    fn finish(self, termination: &Termination) -> LbfgsResult {
+    fn finish(self, _termination: &Termination) -> LbfgsResult {
         LbfgsResult {
             x: self.x,
             value: self.f,
-            iterations: self.iterations,
             evaluations: self.evaluations,
-            termination: termination.clone(),
-            history: self.history,
         }
     }
 }
@@ -364,7 +346,7 @@ pub fn minimize(
     x0: Vec<f64>,
     options: &LbfgsOptions,
     observer: &mut dyn Observer,
-) -> dp_core::Result<LbfgsResult> {
+) -> dp_core::Result<Run<LbfgsResult>> {
     options.validate()?;
     if x0.is_empty() || x0.iter().any(|v| !v.is_finite()) {
         return Err(DpError::InvalidParameter {
@@ -372,9 +354,7 @@ pub fn minimize(
             reason: "the starting point must be non-empty and finite".into(),
         });
     }
-    Ok(Executor::new(options.budget, observer)
-        .run(Lbfgs::new(eval, x0, options))
-        .output)
+    Ok(Executor::new(options.budget, observer).run(Lbfgs::new(eval, x0, options)))
 }
 
 #[cfg(test)]
@@ -398,8 +378,13 @@ mod tests {
             f
         };
         let r = minimize(eval, vec![-1.2; 10], &LbfgsOptions::default(), &mut ()).unwrap();
-        assert!(r.value < 1e-10, "{} after {}", r.value, r.termination);
-        assert!(r.x.iter().all(|v| (v - 1.0).abs() < 1e-5));
+        assert!(
+            r.output.value < 1e-10,
+            "{} after {}",
+            r.output.value,
+            r.termination
+        );
+        assert!(r.output.x.iter().all(|v| (v - 1.0).abs() < 1e-5));
         assert!(r.history.windows(2).all(|w| w[1] <= w[0]));
     }
 
@@ -428,7 +413,7 @@ mod tests {
         let r = minimize(eval, vec![0.0; n], &opts, &mut ()).unwrap();
         for i in 0..n {
             assert!(
-                (r.x[i] - b[i] / diag[i]).abs() < 1e-8,
+                (r.output.x[i] - b[i] / diag[i]).abs() < 1e-8,
                 "{i} {}",
                 r.termination
             );
@@ -502,10 +487,10 @@ mod tests {
         };
         let r = minimize(eval, vec![1.0; n], &opts, &mut ()).unwrap();
         let mut g = vec![0.0; n];
-        eval(&r.x, &mut g);
-        let at_bound = r.x.iter().filter(|&&v| v == 0.0).count();
-        assert!(at_bound >= 2, "{:?}", r.x);
-        for (x, gj) in r.x.iter().zip(&g) {
+        eval(&r.output.x, &mut g);
+        let at_bound = r.output.x.iter().filter(|&&v| v == 0.0).count();
+        assert!(at_bound >= 2, "{:?}", r.output.x);
+        for (x, gj) in r.output.x.iter().zip(&g) {
             assert!(*x >= 0.0);
             assert!(*gj >= -1e-8, "{gj} {}", r.termination);
             assert!((x * gj).abs() < 1e-8, "{x} {gj}");
