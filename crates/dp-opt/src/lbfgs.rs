@@ -27,7 +27,7 @@ use std::collections::VecDeque;
 
 use dp_core::DpError;
 
-use crate::engine::{Budget, Executor, Solver, Termination};
+use crate::engine::{Budget, Executor, Run, Solver, Termination};
 use crate::report::Observer;
 use dp_linalg::dot;
 
@@ -36,8 +36,9 @@ use dp_linalg::dot;
 pub struct LbfgsOptions {
     /// Pairs `(s, y)` kept (Nocedal & Wright suggest 3–20).
     pub memory: usize,
-    /// Iteration limit.
-    pub max_iterations: usize,
+    /// Iterations and wall-clock seconds (a time cut ends the run as
+    /// [`Termination::Timeout`]).
+    pub budget: Budget,
     /// Stop when `‖∇f‖∞ ≤ gradient_tolerance · max(|f|, 1) / max(‖x‖∞, 1)`
     /// (scale-free first-order optimality).
     pub gradient_tolerance: f64,
@@ -45,9 +46,6 @@ pub struct LbfgsOptions {
     /// stays below this for 5 consecutive iterations (default 1e-10; SciPy's
     /// L-BFGS-B, which HDMM uses, stops after one iteration below 2.2e-9).
     pub function_tolerance: f64,
-    /// Wall-clock budget in seconds (ends the run as
-    /// [`Termination::Timeout`]).
-    pub max_seconds: Option<f64>,
     /// Minimize over `x ≥ 0` (projected quasi-Newton, see the module
     /// documentation); the start is projected first.
     pub nonnegative: bool,
@@ -57,37 +55,46 @@ impl Default for LbfgsOptions {
     fn default() -> Self {
         Self {
             memory: 10,
-            max_iterations: 2000,
+            budget: Budget::iterations(2000),
             gradient_tolerance: 1e-7,
             function_tolerance: 1e-10,
-            max_seconds: None,
             nonnegative: false,
         }
     }
 }
 
-/// Result of [`minimize`].
+/// What [`Lbfgs`] hands back: the point and its value. The run's
+/// iterations, objective history and termination (converged on the
+/// gradient or the decrease test, stalled when the line search found no
+/// decrease, or the budget) are the executor's [`Run`].
 #[derive(Debug, Clone)]
 pub struct LbfgsResult {
     /// Best point.
     pub x: Vec<f64>,
     /// `f(x)`.
     pub value: f64,
-    /// Iterations taken.
-    pub iterations: usize,
     /// Function–gradient evaluations.
     pub evaluations: usize,
-    /// Why it stopped: converged on the gradient or the decrease test,
-    /// stalled when the line search found no decrease, or the budget.
-    pub termination: Termination,
-    /// `f` after each iteration.
-    pub history: Vec<f64>,
 }
 
 impl LbfgsOptions {
-    /// The iteration and wall-clock budget.
-    pub fn budget(&self) -> Budget {
-        Budget::iterations(self.max_iterations).with_seconds(self.max_seconds)
+    /// Refuses (typed error) a memory of 0 pairs, which is not L-BFGS, a
+    /// negative or NaN tolerance and a negative or NaN time budget.
+    pub fn validate(&self) -> dp_core::Result<()> {
+        let bad = |reason: String| {
+            Err(DpError::InvalidParameter {
+                name: "L-BFGS",
+                reason,
+            })
+        };
+        if self.memory == 0 {
+            return bad("memory must keep at least 1 pair (s, y)".into());
+        }
+        let tolerances = [self.gradient_tolerance, self.function_tolerance];
+        if tolerances.iter().any(|t| t.is_nan() || *t < 0.0) {
+            return bad(format!("tolerances must be >= 0, got {tolerances:?}"));
+        }
+        self.budget.validate()
     }
 }
 
@@ -146,8 +153,6 @@ pub struct Lbfgs<E> {
     work: Workspace,
     stalled: usize,
     evaluations: usize,
-    iterations: usize,
-    history: Vec<f64>,
 }
 
 impl<E: FnMut(&[f64], &mut [f64]) -> f64> Lbfgs<E> {
@@ -167,8 +172,6 @@ impl<E: FnMut(&[f64], &mut [f64]) -> f64> Lbfgs<E> {
             work: Workspace::default(),
             stalled: 0,
             evaluations: 0,
-            iterations: 0,
-            history: Vec::new(),
         }
     }
 
@@ -293,11 +296,6 @@ impl<E: FnMut(&[f64], &mut [f64]) -> f64> Solver for Lbfgs<E> {
 
     fn terminate(&self) -> Option<Termination> {
         let o = &self.options;
-        if !self.f.is_finite() {
-            return Some(Termination::Stalled {
-                reason: "L-BFGS: non-finite objective".into(),
-            });
-        }
         if self.stationarity()
             <= o.gradient_tolerance * self.f.abs().max(1.0) / inf_norm(&self.x).max(1.0)
         {
@@ -315,7 +313,6 @@ impl<E: FnMut(&[f64], &mut [f64]) -> f64> Solver for Lbfgs<E> {
 
     fn next_iter(&mut self) -> Result<f64, Termination> {
         let n = self.x.len();
-        self.iterations += 1;
         let slope = self.direction();
         let mut x_new = std::mem::take(&mut self.work.x_trial);
         let mut g_new = std::mem::take(&mut self.work.g_trial);
@@ -373,7 +370,6 @@ impl<E: FnMut(&[f64], &mut [f64]) -> f64> Solver for Lbfgs<E> {
         self.work.x_trial = std::mem::replace(&mut self.x, x_new);
         self.work.g_trial = std::mem::replace(&mut self.g, g_new);
         self.f = f_next;
-        self.history.push(f_next);
         self.stalled = if decrease < self.options.function_tolerance {
             self.stalled + 1
         } else {
@@ -382,47 +378,33 @@ impl<E: FnMut(&[f64], &mut [f64]) -> f64> Solver for Lbfgs<E> {
         Ok(f_next)
     }
 
-    fn finish(self, termination: &Termination) -> LbfgsResult {
+    fn finish(self, _termination: &Termination) -> LbfgsResult {
         LbfgsResult {
             x: self.x,
             value: self.f,
-            iterations: self.iterations,
             evaluations: self.evaluations,
-            termination: termination.clone(),
-            history: self.history,
         }
     }
 }
 
 /// Runs [`Lbfgs`] under the options' budget, reporting each iteration's
 /// objective (in the problem's own units) to `observer`. Refuses (typed
-/// error) a memory of 0 pairs, which is not L-BFGS, an empty or non-finite
-/// starting point and a negative or NaN tolerance.
+/// error) options [`LbfgsOptions::validate`] refuses and an empty or
+/// non-finite starting point.
 pub fn minimize(
     eval: impl FnMut(&[f64], &mut [f64]) -> f64,
     x0: Vec<f64>,
     options: &LbfgsOptions,
     observer: &mut dyn Observer,
-) -> dp_core::Result<LbfgsResult> {
-    let bad = |reason: String| {
-        Err(DpError::InvalidParameter {
-            name: "L-BFGS",
-            reason,
-        })
-    };
-    if options.memory == 0 {
-        return bad("memory must keep at least 1 pair (s, y)".into());
-    }
+) -> dp_core::Result<Run<LbfgsResult>> {
+    options.validate()?;
     if x0.is_empty() || x0.iter().any(|v| !v.is_finite()) {
-        return bad("the starting point must be non-empty and finite".into());
+        return Err(DpError::InvalidParameter {
+            name: "L-BFGS",
+            reason: "the starting point must be non-empty and finite".into(),
+        });
     }
-    let tolerances = [options.gradient_tolerance, options.function_tolerance];
-    if tolerances.iter().any(|t| t.is_nan() || *t < 0.0) {
-        return bad(format!("tolerances must be >= 0, got {tolerances:?}"));
-    }
-    Ok(Executor::new(options.budget(), observer)
-        .run(Lbfgs::new(eval, x0, options))
-        .output)
+    Ok(Executor::new(options.budget, observer).run(Lbfgs::new(eval, x0, options)))
 }
 
 #[cfg(test)]
@@ -446,8 +428,13 @@ mod tests {
             f
         };
         let r = minimize(eval, vec![-1.2; 10], &LbfgsOptions::default(), &mut ()).unwrap();
-        assert!(r.value < 1e-10, "{} after {}", r.value, r.termination);
-        assert!(r.x.iter().all(|v| (v - 1.0).abs() < 1e-5));
+        assert!(
+            r.output.value < 1e-10,
+            "{} after {}",
+            r.output.value,
+            r.termination
+        );
+        assert!(r.output.x.iter().all(|v| (v - 1.0).abs() < 1e-5));
         assert!(r.history.windows(2).all(|w| w[1] <= w[0]));
     }
 
@@ -476,7 +463,7 @@ mod tests {
         let r = minimize(eval, vec![0.0; n], &opts, &mut ()).unwrap();
         for i in 0..n {
             assert!(
-                (r.x[i] - b[i] / diag[i]).abs() < 1e-8,
+                (r.output.x[i] - b[i] / diag[i]).abs() < 1e-8,
                 "{i} {}",
                 r.termination
             );
@@ -494,14 +481,14 @@ mod tests {
         };
         let opts = LbfgsOptions {
             memory: 0,
-            max_iterations: 50,
+            budget: Budget::iterations(50),
             ..LbfgsOptions::default()
         };
         assert!(matches!(
             minimize(eval, vec![1.0; 4], &opts, &mut ()),
             Err(DpError::InvalidParameter { .. })
         ));
-        let run = Executor::new(opts.budget(), &mut ()).run(Lbfgs::new(eval, vec![1.0; 4], &opts));
+        let run = Executor::new(opts.budget, &mut ()).run(Lbfgs::new(eval, vec![1.0; 4], &opts));
         assert!(run.output.value < 1e-8, "{}", run.output.value);
         for bad_x0 in [vec![], vec![f64::NAN, 1.0]] {
             assert!(minimize(eval, bad_x0, &LbfgsOptions::default(), &mut ()).is_err());
@@ -550,10 +537,10 @@ mod tests {
         };
         let r = minimize(eval, vec![1.0; n], &opts, &mut ()).unwrap();
         let mut g = vec![0.0; n];
-        eval(&r.x, &mut g);
-        let at_bound = r.x.iter().filter(|&&v| v == 0.0).count();
-        assert!(at_bound >= 2, "{:?}", r.x);
-        for (x, gj) in r.x.iter().zip(&g) {
+        eval(&r.output.x, &mut g);
+        let at_bound = r.output.x.iter().filter(|&&v| v == 0.0).count();
+        assert!(at_bound >= 2, "{:?}", r.output.x);
+        for (x, gj) in r.output.x.iter().zip(&g) {
             assert!(*x >= 0.0);
             assert!(*gj >= -1e-8, "{gj} {}", r.termination);
             assert!((x * gj).abs() < 1e-8, "{x} {gj}");

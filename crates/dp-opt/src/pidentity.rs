@@ -205,12 +205,13 @@ impl StrategyOptimizer for Search {
         let o = self.0;
         let n = problem.domain_size();
         let p = o.p.unwrap_or(n.div_ceil(16).max(n.min(4))).max(1);
-        if o.restarts == 0 || o.lbfgs.memory == 0 {
+        if o.restarts == 0 {
             return Err(DpError::InvalidParameter {
-                name: "restarts / memory",
+                name: "restarts",
                 reason: "must be at least 1".into(),
             });
         }
+        o.lbfgs.validate()?;
         if o.p == Some(0) || p > 64 * n.max(1) {
             return Err(DpError::InvalidParameter {
                 name: "p",
@@ -247,7 +248,7 @@ impl StrategyOptimizer for Search {
                     None => f64::INFINITY,
                 }
             };
-            let run = Executor::new(lbfgs.budget(), observer)
+            let run = Executor::new(lbfgs.budget, observer)
                 .offset(total_iterations)
                 .scale(scale)
                 .run(Lbfgs::new(eval, x0, &lbfgs));
@@ -297,7 +298,7 @@ pub const DESCRIPTOR: Descriptor = Descriptor::new(
 )
 .with_weakened(|| {
     let mut p = PIdentity::default();
-    p.options.lbfgs.max_iterations = 3;
+    p.options.lbfgs.budget.max_iterations = 3;
     Box::new(p)
 });
 
