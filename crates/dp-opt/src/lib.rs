@@ -181,10 +181,23 @@ impl StrategyOptimizer for EpsilonDefault {
         let p_seconds = started.elapsed().as_secs_f64();
         let lrm_outcome = match &p {
             Ok(pid) => {
-                // LRM's fixed work, timed on this machine now.
-                let t = std::time::Instant::now();
-                let _ = dp_linalg::SymmetricEigen::values_only(problem.gram());
-                let setup = SETUP_EIGENSOLVES * t.elapsed().as_secs_f64();
+                // LRM's fixed work: first a floor that costs nothing (it
+                // factors n×n matrices, over 10n³ flops, where one
+                // p-Identity iteration's product is 2pn², so at least 5n/p
+                // iterations' time); if that leaves time, the estimate
+                // timed on this machine now.
+                let n = problem.domain_size() as f64;
+                let rows = self.pidentity.rows(problem.domain_size()) as f64;
+                let per_iteration = p_seconds / pid.report.iterations.max(1) as f64;
+                let floor = 5.0 * n / rows * per_iteration;
+                let elapsed = started.elapsed().as_secs_f64();
+                let setup = if self.lrm_seconds(p_seconds, elapsed, floor).is_some() {
+                    let t = std::time::Instant::now();
+                    let _ = dp_linalg::SymmetricEigen::values_only(problem.gram());
+                    SETUP_EIGENSOLVES * t.elapsed().as_secs_f64()
+                } else {
+                    floor
+                };
                 match self.lrm_seconds(p_seconds, started.elapsed().as_secs_f64(), setup) {
                     Some(budget) => lrm::Lrm {
                         options: lrm::LrmOptions {

@@ -78,6 +78,14 @@ impl Default for PIdentityOptions {
     }
 }
 
+impl PIdentityOptions {
+    /// The extra rows p on a domain of n cells: `p`, or HDMM's `⌈n/16⌉`
+    /// but at least `min(n, 4)`; at least 1.
+    pub fn rows(&self, n: usize) -> usize {
+        self.p.unwrap_or(n.div_ceil(16).max(n.min(4))).max(1)
+    }
+}
+
 /// p-Identity's relative-decrease stop: an objective lower by a
 /// millionth is no error anyone can measure, and the long tail of a
 /// non-convex search costs most of its time (HDMM, through SciPy's
@@ -204,7 +212,7 @@ impl StrategyOptimizer for Search {
         let start = Instant::now();
         let o = self.0;
         let n = problem.domain_size();
-        let p = o.p.unwrap_or(n.div_ceil(16).max(n.min(4))).max(1);
+        let p = o.rows(n);
         if o.restarts == 0 {
             return Err(DpError::InvalidParameter {
                 name: "restarts",
