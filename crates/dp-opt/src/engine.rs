@@ -6,9 +6,10 @@
 //!
 //! There is one stopping vocabulary, [`Termination`]: a solver reports
 //! its own tests (tolerance met, no progress possible), the executor adds
-//! [`Termination::MaxIterations`] and a real [`Termination::Timeout`] when
-//! the wall clock runs out (a time cut is never reported as an iteration
-//! cap).
+//! [`Termination::Stalled`] when the objective is not finite (nothing can
+//! follow from a NaN or infinite value), [`Termination::MaxIterations`]
+//! and a real [`Termination::Timeout`] when the wall clock runs out (a
+//! time cut is never reported as an iteration cap).
 
 use std::time::Instant;
 
@@ -165,7 +166,8 @@ pub trait Solver {
     /// What the run hands back (the best iterate and its figures).
     type Output;
 
-    /// Prepares the first iterate; returns its objective.
+    /// Prepares the first iterate; returns its objective (a non-finite
+    /// one ends the run as [`Termination::Stalled`]).
     fn init(&mut self) -> f64;
 
     /// The method's own stopping test on the current iterate (tolerance
@@ -173,7 +175,8 @@ pub trait Solver {
     /// before the budget.
     fn terminate(&self) -> Option<Termination>;
 
-    /// One iteration: the new objective, or why no step could be taken.
+    /// One iteration: the new objective (a non-finite one ends the run),
+    /// or why no step could be taken.
     fn next_iter(&mut self) -> std::result::Result<f64, Termination>;
 
     /// Method-specific events after iteration `iteration` (beside the
@@ -233,15 +236,21 @@ impl<'o> Executor<'o> {
     /// Runs `solver` to termination.
     pub fn run<S: Solver>(self, mut solver: S) -> Run<S::Output> {
         let clock = Clock::start(self.budget);
-        solver.init();
+        let mut current = solver.init();
         let mut history = Vec::new();
         let mut iterations = 0;
         let termination = loop {
+            if !current.is_finite() {
+                break Termination::Stalled {
+                    reason: format!("non-finite objective ({current})"),
+                };
+            }
             if let Some(t) = solver.terminate().or_else(|| clock.check(iterations)) {
                 break t;
             }
             match solver.next_iter() {
                 Ok(objective) => {
+                    current = objective;
                     iterations += 1;
                     let objective = objective * self.scale;
                     history.push(objective);
@@ -379,6 +388,20 @@ mod tests {
         assert_eq!(run.iterations, 0);
         assert_eq!(run.termination, Termination::Timeout { seconds: 0.0 });
         assert_eq!(run.output, 1.0);
+    }
+
+    /// A non-finite objective at the start ends the run as Stalled before
+    /// any step (a NaN would pass every `<=` tolerance test as false and
+    /// run the budget out).
+    #[test]
+    fn non_finite_start_is_stalled() {
+        for x in [f64::NAN, f64::INFINITY] {
+            let solver = Halving { x, ..halving(1e-3) };
+            let run = Executor::new(Budget::iterations(100), &mut ()).run(solver);
+            assert_eq!(run.iterations, 0);
+            assert!(matches!(run.termination, Termination::Stalled { .. }));
+            assert!(run.history.is_empty());
+        }
     }
 
     /// A solver that cannot step ends the run with its own reason.

@@ -30,7 +30,7 @@ use dp_core::{DpError, Result};
 use dp_linalg::{Cholesky, Mat, Par, SymmetricEigen};
 
 use crate::dense::gemm;
-use crate::engine::Executor;
+use crate::engine::{Budget, Executor};
 use crate::registry::{Descriptor, Param};
 use crate::report::{Draft, Event, Stage};
 use crate::spg::{Spg, SpgOptions};
@@ -59,7 +59,7 @@ impl Default for EsmOptions {
             smoothing: 1e-3,
             min_eigenvalue: 1e-8,
             spg: SpgOptions {
-                max_iterations: 500,
+                budget: Budget::iterations(500),
                 tolerance: 1e-9,
                 stall_tolerance: 1e-7,
                 ..SpgOptions::default()
@@ -185,7 +185,7 @@ impl StrategyOptimizer for Esm {
     fn optimize(&self, problem: &Problem, observer: &mut dyn Observer) -> Result<Optimized> {
         let start = Instant::now();
         let o = self.options;
-        if !(o.smoothing > 0.0 && o.min_eigenvalue > 0.0 && o.spg.max_iterations > 0) {
+        if !(o.smoothing > 0.0 && o.min_eigenvalue > 0.0 && o.spg.budget.max_iterations > 0) {
             return Err(DpError::InvalidParameter {
                 name: "smoothing / min_eigenvalue / max_iterations",
                 reason: "must be positive".into(),
@@ -221,20 +221,21 @@ impl StrategyOptimizer for Esm {
                 }
                 write_column_major(&m, x);
             };
-            // `spg.max_seconds` bounds the whole run, not each stage.
+            // `spg.budget.max_seconds` bounds the whole run, not each stage.
             let mut stage = o.spg;
-            if let Some(total) = o.spg.max_seconds {
-                stage.max_seconds = Some((total - start.elapsed().as_secs_f64()).max(0.0));
+            if let Some(total) = o.spg.budget.max_seconds {
+                stage.budget.max_seconds = Some((total - start.elapsed().as_secs_f64()).max(0.0));
             }
             observer.observe(&Event::Stage {
                 iteration: iterations,
                 stage: Stage::Smoothing(eps),
             });
-            let run = Executor::new(stage.budget(), observer)
+            let run = Executor::new(stage.budget, observer)
                 .offset(iterations)
                 .scale(scale)
                 .run(Spg::new(eval, project_flat, x, &stage));
             history.extend_from_slice(&run.history);
+            iterations += run.iterations;
             let solved = run.output;
             if projection_failed {
                 return Err(DpError::NotConverged {
@@ -242,11 +243,10 @@ impl StrategyOptimizer for Esm {
                     reason: "eigendecomposition failed in the projection".into(),
                 });
             }
-            iterations += solved.iterations;
             x = solved.x.clone();
-            last = Some(solved);
+            last = Some((solved, run.termination));
         }
-        let solved = last.ok_or_else(|| DpError::NotConverged {
+        let (solved, termination) = last.ok_or_else(|| DpError::NotConverged {
             solver: "ESM",
             reason: "no stage ran".into(),
         })?;
@@ -255,7 +255,7 @@ impl StrategyOptimizer for Esm {
             iterations,
             history,
             diagnostics: vec![("smoothed_objective", solved.value * scale)],
-            ..Draft::new(root, solved.termination)
+            ..Draft::new(root, termination)
         };
         draft.finish(problem, start)
     }
@@ -269,14 +269,14 @@ pub const DESCRIPTOR: Descriptor = Descriptor::new(
     "ESM: soft-max smoothed matrix mechanism program, spectral projected gradient",
     |p| {
         let mut esm = Esm::default();
-        esm.options.spg.max_seconds = p.max_seconds;
+        esm.options.spg.budget.max_seconds = p.max_seconds;
         Box::new(esm)
     },
 )
 .with_params(&[Param::MaxSeconds])
 .with_weakened(|| {
     let mut esm = Esm::default();
-    esm.options.spg.max_iterations = 3;
+    esm.options.spg.budget.max_iterations = 3;
     Box::new(esm)
 });
 

@@ -23,18 +23,22 @@
 //! their entries at 0 (a reparametrization `x = φ²` reaches 0 only in the
 //! limit, with vanishing gradients).
 
+use std::collections::VecDeque;
+
 use dp_core::DpError;
 
-use crate::engine::{Budget, Executor, Solver, Termination};
+use crate::engine::{Budget, Executor, Run, Solver, Termination};
 use crate::report::Observer;
+use dp_linalg::dot;
 
 /// Options of [`minimize`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LbfgsOptions {
     /// Pairs `(s, y)` kept (Nocedal & Wright suggest 3–20).
     pub memory: usize,
-    /// Iteration limit.
-    pub max_iterations: usize,
+    /// Iterations and wall-clock seconds (a time cut ends the run as
+    /// [`Termination::Timeout`]).
+    pub budget: Budget,
     /// Stop when `‖∇f‖∞ ≤ gradient_tolerance · max(|f|, 1) / max(‖x‖∞, 1)`
     /// (scale-free first-order optimality).
     pub gradient_tolerance: f64,
@@ -42,9 +46,6 @@ pub struct LbfgsOptions {
     /// stays below this for 5 consecutive iterations (default 1e-10; SciPy's
     /// L-BFGS-B, which HDMM uses, stops after one iteration below 2.2e-9).
     pub function_tolerance: f64,
-    /// Wall-clock budget in seconds (ends the run as
-    /// [`Termination::Timeout`]).
-    pub max_seconds: Option<f64>,
     /// Minimize over `x ≥ 0` (projected quasi-Newton, see the module
     /// documentation); the start is projected first.
     pub nonnegative: bool,
@@ -54,42 +55,47 @@ impl Default for LbfgsOptions {
     fn default() -> Self {
         Self {
             memory: 10,
-            max_iterations: 2000,
+            budget: Budget::iterations(2000),
             gradient_tolerance: 1e-7,
             function_tolerance: 1e-10,
-            max_seconds: None,
             nonnegative: false,
         }
     }
 }
 
-/// Result of [`minimize`].
+/// What [`Lbfgs`] hands back: the point and its value. The run's
+/// iterations, objective history and termination (converged on the
+/// gradient or the decrease test, stalled when the line search found no
+/// decrease, or the budget) are the executor's [`Run`].
 #[derive(Debug, Clone)]
 pub struct LbfgsResult {
     /// Best point.
     pub x: Vec<f64>,
     /// `f(x)`.
     pub value: f64,
-    /// Iterations taken.
-    pub iterations: usize,
     /// Function–gradient evaluations.
     pub evaluations: usize,
-    /// Why it stopped: converged on the gradient or the decrease test,
-    /// stalled when the line search found no decrease, or the budget.
-    pub termination: Termination,
-    /// `f` after each iteration.
-    pub history: Vec<f64>,
 }
 
 impl LbfgsOptions {
-    /// The iteration and wall-clock budget.
-    pub fn budget(&self) -> Budget {
-        Budget::iterations(self.max_iterations).with_seconds(self.max_seconds)
+    /// Refuses (typed error) a memory of 0 pairs, which is not L-BFGS, a
+    /// negative or NaN tolerance and a negative or NaN time budget.
+    pub fn validate(&self) -> dp_core::Result<()> {
+        let bad = |reason: String| {
+            Err(DpError::InvalidParameter {
+                name: "L-BFGS",
+                reason,
+            })
+        };
+        if self.memory == 0 {
+            return bad("memory must keep at least 1 pair (s, y)".into());
+        }
+        let tolerances = [self.gradient_tolerance, self.function_tolerance];
+        if tolerances.iter().any(|t| t.is_nan() || *t < 0.0) {
+            return bad(format!("tolerances must be >= 0, got {tolerances:?}"));
+        }
+        self.budget.validate()
     }
-}
-
-fn dot(a: &[f64], b: &[f64]) -> f64 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>()
 }
 
 fn inf_norm(a: &[f64]) -> f64 {
@@ -104,6 +110,30 @@ fn projected_gradient_norm(x: &[f64], g: &[f64]) -> f64 {
         .fold(0.0f64, |m, (xi, gi)| m.max((xi - (xi - gi).max(0.0)).abs()))
 }
 
+/// Buffers of [`Lbfgs`] reused across iterations.
+#[derive(Default)]
+struct Workspace {
+    /// Indices of the free variables (all of them without bounds).
+    free: Vec<usize>,
+    /// The memory's pairs gathered to the free variables.
+    pairs: Vec<(Vec<f64>, Vec<f64>)>,
+    /// The two-loop vector (gathered to the free variables).
+    q: Vec<f64>,
+    /// The search direction.
+    d: Vec<f64>,
+    /// The trial point and its gradient.
+    x_trial: Vec<f64>,
+    /// Buffers for the next pair `(s, y)`.
+    spare: (Vec<f64>, Vec<f64>),
+    g_trial: Vec<f64>,
+}
+
+/// `out ← v[idx]`.
+fn gather(v: &[f64], idx: &[usize], out: &mut Vec<f64>) {
+    out.clear();
+    out.extend(idx.iter().map(|&i| v[i]));
+}
+
 /// Largest ε of the ε-active set.
 const ACTIVE_EPSILON: f64 = 1e-8;
 
@@ -116,12 +146,13 @@ pub struct Lbfgs<E> {
     x: Vec<f64>,
     g: Vec<f64>,
     f: f64,
-    s_mem: Vec<Vec<f64>>,
-    y_mem: Vec<Vec<f64>>,
+    /// The pairs `(s, y)`, oldest first.
+    memory: VecDeque<(Vec<f64>, Vec<f64>)>,
+    /// Workspace reused across iterations (the vectors are as long as x:
+    /// allocating them per iteration cost more than the algebra).
+    work: Workspace,
     stalled: usize,
     evaluations: usize,
-    iterations: usize,
-    history: Vec<f64>,
 }
 
 impl<E: FnMut(&[f64], &mut [f64]) -> f64> Lbfgs<E> {
@@ -137,95 +168,110 @@ impl<E: FnMut(&[f64], &mut [f64]) -> f64> Lbfgs<E> {
             x: x0,
             g: vec![0.0; n],
             f: f64::INFINITY,
-            s_mem: Vec::new(),
-            y_mem: Vec::new(),
+            memory: VecDeque::new(),
+            work: Workspace::default(),
             stalled: 0,
             evaluations: 0,
-            iterations: 0,
-            history: Vec::new(),
         }
     }
 
-    /// The two-loop recursion `d = −H ∇f`, or steepest descent (clearing
-    /// the memory) when that is not a descent direction; with its slope.
-    fn direction(&mut self) -> (Vec<f64>, f64) {
-        let active = self.active_set();
-        let free_g: Vec<f64> = self
-            .g
-            .iter()
-            .zip(&active)
-            .map(|(g, &a)| if a { 0.0 } else { *g })
-            .collect();
-        // The pairs restricted to the free variables (all of them without
-        // bounds), keeping those with positive curvature there: the
-        // model of the reduced Hessian.
-        let mask = |v: &[f64]| -> Vec<f64> {
-            v.iter()
-                .zip(&active)
-                .map(|(x, &a)| if a { 0.0 } else { *x })
-                .collect()
-        };
-        let (s_mem, y_mem): (Vec<Vec<f64>>, Vec<Vec<f64>>) = self
-            .s_mem
-            .iter()
-            .zip(&self.y_mem)
-            .map(|(s, y)| (mask(s), mask(y)))
-            .filter(|(s, y)| dot(s, y) > 1e-12 * dot(s, s).sqrt() * dot(y, y).sqrt())
-            .unzip();
-        let g = &free_g;
-        let mut q = g.clone();
-        let k = s_mem.len();
-        let mut alpha = vec![0.0; k];
-        for i in (0..k).rev() {
-            let rho = 1.0 / dot(&y_mem[i], &s_mem[i]);
-            alpha[i] = rho * dot(&s_mem[i], &q);
-            for (qj, yj) in q.iter_mut().zip(&y_mem[i]) {
-                *qj -= alpha[i] * yj;
+    /// The two-loop recursion `d = −H ∇f` into `work.d`, or steepest
+    /// descent (clearing the memory) when that is not a descent direction;
+    /// returns the slope `∇fᵀd`. Under bounds the recursion runs on the
+    /// free variables only (the pairs and the gradient gathered to them:
+    /// the model of the reduced Hessian), keeping the pairs with positive
+    /// curvature there; `d` is 0 on the active set.
+    fn direction(&mut self) -> f64 {
+        let n = self.x.len();
+        self.free_variables();
+        let masked = self.work.free.len() < n;
+        let mut q = std::mem::take(&mut self.work.q);
+        if masked {
+            let w = &mut self.work;
+            w.pairs.resize_with(self.memory.len(), Default::default);
+            for ((s, y), (cs, cy)) in self.memory.iter().zip(w.pairs.iter_mut()) {
+                gather(s, &w.free, cs);
+                gather(y, &w.free, cy);
             }
-        }
-        let gamma = if k > 0 {
-            dot(&s_mem[k - 1], &y_mem[k - 1]) / dot(&y_mem[k - 1], &y_mem[k - 1])
+            gather(&self.g, &w.free, &mut q);
         } else {
-            1.0 / inf_norm(g).max(f64::MIN_POSITIVE)
-        };
-        q.iter_mut().for_each(|v| *v *= gamma);
-        for i in 0..k {
-            let rho = 1.0 / dot(&y_mem[i], &s_mem[i]);
-            let beta = rho * dot(&y_mem[i], &q);
-            for (qj, sj) in q.iter_mut().zip(&s_mem[i]) {
-                *qj += (alpha[i] - beta) * sj;
+            q.clear();
+            q.extend_from_slice(&self.g);
+        }
+        let (w, memory) = (&self.work, &self.memory);
+        let pair = |i: usize| -> (&[f64], &[f64]) {
+            if masked {
+                (&w.pairs[i].0, &w.pairs[i].1)
+            } else {
+                (&memory[i].0, &memory[i].1)
             }
-        }
-        let mut d: Vec<f64> = q
-            .iter()
-            .zip(&active)
-            .map(|(v, &a)| if a { 0.0 } else { -v })
+        };
+        // (index, 1/sᵀy, sᵀy/yᵀy) of the pairs with positive curvature.
+        let kept: Vec<(usize, f64, f64)> = (0..memory.len())
+            .filter_map(|i| {
+                let (s, y) = pair(i);
+                let (sy, ss, yy) = (dot(s, y), dot(s, s), dot(y, y));
+                (sy > 1e-12 * ss.sqrt() * yy.sqrt()).then(|| (i, 1.0 / sy, sy / yy))
+            })
             .collect();
-        let mut slope = dot(&self.g, &d);
-        if !(slope < 0.0 && slope.is_finite()) {
-            self.s_mem.clear();
-            self.y_mem.clear();
-            let scale = 1.0 / inf_norm(&free_g).max(f64::MIN_POSITIVE);
-            d = free_g.iter().map(|v| -v * scale).collect();
-            slope = dot(&self.g, &d);
+        let mut alpha = vec![0.0; kept.len()];
+        for (a, &(i, rho, _)) in alpha.iter_mut().zip(&kept).rev() {
+            let (s, y) = pair(i);
+            *a = rho * dot(s, &q);
+            q.iter_mut().zip(y).for_each(|(qj, yj)| *qj -= *a * yj);
         }
-        (d, slope)
+        let gamma = kept
+            .last()
+            .map_or_else(|| 1.0 / inf_norm(&q).max(f64::MIN_POSITIVE), |k| k.2);
+        q.iter_mut().for_each(|v| *v *= gamma);
+        for (a, &(i, rho, _)) in alpha.iter().zip(&kept) {
+            let (s, y) = pair(i);
+            let beta = rho * dot(y, &q);
+            q.iter_mut()
+                .zip(s)
+                .for_each(|(qj, sj)| *qj += (a - beta) * sj);
+        }
+        let w = &mut self.work;
+        w.d.clear();
+        w.d.resize(n, 0.0);
+        for (&i, v) in w.free.iter().zip(&q) {
+            w.d[i] = -v;
+        }
+        w.q = q;
+        let mut slope = dot(&self.g, &w.d);
+        if !(slope < 0.0 && slope.is_finite()) {
+            self.memory.clear();
+            w.d.iter_mut().for_each(|v| *v = 0.0);
+            for &i in &w.free {
+                w.d[i] = self.g[i];
+            }
+            let scale = 1.0 / inf_norm(&w.d).max(f64::MIN_POSITIVE);
+            w.d.iter_mut().for_each(|v| *v *= -scale);
+            slope = dot(&self.g, &w.d);
+        }
+        slope
     }
 
     /// Bertsekas' ε-active set: under [`LbfgsOptions::nonnegative`], the
     /// variables within `ε = min(ACTIVE_EPSILON, w)` of the bound whose
-    /// gradient is positive (`w` the projected-gradient norm); none
-    /// without bounds.
-    fn active_set(&self) -> Vec<bool> {
+    /// gradient is positive (`w` the projected-gradient norm) are held;
+    /// `work.free` lists the others (all of them without bounds).
+    fn free_variables(&mut self) {
+        let free = &mut self.work.free;
+        free.clear();
         if !self.options.nonnegative {
-            return vec![false; self.x.len()];
+            free.extend(0..self.x.len());
+            return;
         }
         let eps = ACTIVE_EPSILON.min(projected_gradient_norm(&self.x, &self.g));
-        self.x
-            .iter()
-            .zip(&self.g)
-            .map(|(x, g)| *x <= eps && *g > 0.0)
-            .collect()
+        free.extend(
+            self.x
+                .iter()
+                .zip(&self.g)
+                .enumerate()
+                .filter(|(_, (x, g))| !(**x <= eps && **g > 0.0))
+                .map(|(i, _)| i),
+        );
     }
 
     /// The first-order optimality measure: `‖∇f‖∞`, or the projected
@@ -250,11 +296,6 @@ impl<E: FnMut(&[f64], &mut [f64]) -> f64> Solver for Lbfgs<E> {
 
     fn terminate(&self) -> Option<Termination> {
         let o = &self.options;
-        if !self.f.is_finite() {
-            return Some(Termination::Stalled {
-                reason: "L-BFGS: non-finite objective".into(),
-            });
-        }
         if self.stationarity()
             <= o.gradient_tolerance * self.f.abs().max(1.0) / inf_norm(&self.x).max(1.0)
         {
@@ -272,14 +313,16 @@ impl<E: FnMut(&[f64], &mut [f64]) -> f64> Solver for Lbfgs<E> {
 
     fn next_iter(&mut self) -> Result<f64, Termination> {
         let n = self.x.len();
-        self.iterations += 1;
-        let (d, slope) = self.direction();
+        let slope = self.direction();
+        let mut x_new = std::mem::take(&mut self.work.x_trial);
+        let mut g_new = std::mem::take(&mut self.work.g_trial);
+        x_new.resize(n, 0.0);
+        g_new.resize(n, 0.0);
         // Armijo backtracking.
         let mut step = 1.0;
         let mut accepted = None;
-        let mut x_new = vec![0.0; n];
-        let mut g_new = vec![0.0; n];
         for _ in 0..60 {
+            let d = &self.work.d;
             for i in 0..n {
                 x_new[i] = self.x[i] + step * d[i];
             }
@@ -287,8 +330,7 @@ impl<E: FnMut(&[f64], &mut [f64]) -> f64> Solver for Lbfgs<E> {
             // ∇fᵀ(P(x + αd) − x) (equal to α∇fᵀd without bounds).
             let decrease = if self.options.nonnegative {
                 x_new.iter_mut().for_each(|v| *v = v.max(0.0));
-                let moved: Vec<f64> = x_new.iter().zip(&self.x).map(|(a, b)| a - b).collect();
-                dot(&self.g, &moved)
+                (0..n).map(|i| self.g[i] * (x_new[i] - self.x[i])).sum()
             } else {
                 step * slope
             };
@@ -301,29 +343,33 @@ impl<E: FnMut(&[f64], &mut [f64]) -> f64> Solver for Lbfgs<E> {
             step *= 0.5;
         }
         let Some(f_next) = accepted else {
+            self.work.x_trial = x_new;
+            self.work.g_trial = g_new;
             return Err(Termination::Stalled {
                 reason: "L-BFGS line search found no decrease".into(),
             });
         };
-        let s: Vec<f64> = x_new.iter().zip(&self.x).map(|(a, b)| a - b).collect();
-        let y: Vec<f64> = g_new.iter().zip(&self.g).map(|(a, b)| a - b).collect();
+        // The new pair is built in spare buffers; the oldest pair it
+        // evicts from a full memory becomes the next spare.
+        let (mut s, mut y) = std::mem::take(&mut self.work.spare);
+        s.clear();
+        s.extend(x_new.iter().zip(&self.x).map(|(a, b)| a - b));
+        y.clear();
+        y.extend(g_new.iter().zip(&self.g).map(|(a, b)| a - b));
         let sy = dot(&s, &y);
-        if sy > 1e-12 * dot(&s, &s).sqrt() * dot(&y, &y).sqrt() {
-            // Memory 0 keeps no pair: steepest descent with Armijo steps.
-            if self.options.memory > 0 {
-                if self.s_mem.len() == self.options.memory {
-                    self.s_mem.remove(0);
-                    self.y_mem.remove(0);
-                }
-                self.s_mem.push(s);
-                self.y_mem.push(y);
+        // Memory 0 keeps no pair: steepest descent with Armijo steps.
+        if self.options.memory > 0 && sy > 1e-12 * dot(&s, &s).sqrt() * dot(&y, &y).sqrt() {
+            if self.memory.len() == self.options.memory {
+                self.work.spare = self.memory.pop_front().unwrap_or_default();
             }
+            self.memory.push_back((s, y));
+        } else {
+            self.work.spare = (s, y);
         }
         let decrease = (self.f - f_next) / self.f.abs().max(1.0);
-        self.x = x_new;
-        self.g = g_new;
+        self.work.x_trial = std::mem::replace(&mut self.x, x_new);
+        self.work.g_trial = std::mem::replace(&mut self.g, g_new);
         self.f = f_next;
-        self.history.push(f_next);
         self.stalled = if decrease < self.options.function_tolerance {
             self.stalled + 1
         } else {
@@ -332,47 +378,33 @@ impl<E: FnMut(&[f64], &mut [f64]) -> f64> Solver for Lbfgs<E> {
         Ok(f_next)
     }
 
-    fn finish(self, termination: &Termination) -> LbfgsResult {
+    fn finish(self, _termination: &Termination) -> LbfgsResult {
         LbfgsResult {
             x: self.x,
             value: self.f,
-            iterations: self.iterations,
             evaluations: self.evaluations,
-            termination: termination.clone(),
-            history: self.history,
         }
     }
 }
 
 /// Runs [`Lbfgs`] under the options' budget, reporting each iteration's
 /// objective (in the problem's own units) to `observer`. Refuses (typed
-/// error) a memory of 0 pairs, which is not L-BFGS, an empty or non-finite
-/// starting point and a negative or NaN tolerance.
+/// error) options [`LbfgsOptions::validate`] refuses and an empty or
+/// non-finite starting point.
 pub fn minimize(
     eval: impl FnMut(&[f64], &mut [f64]) -> f64,
     x0: Vec<f64>,
     options: &LbfgsOptions,
     observer: &mut dyn Observer,
-) -> dp_core::Result<LbfgsResult> {
-    let bad = |reason: String| {
-        Err(DpError::InvalidParameter {
-            name: "L-BFGS",
-            reason,
-        })
-    };
-    if options.memory == 0 {
-        return bad("memory must keep at least 1 pair (s, y)".into());
-    }
+) -> dp_core::Result<Run<LbfgsResult>> {
+    options.validate()?;
     if x0.is_empty() || x0.iter().any(|v| !v.is_finite()) {
-        return bad("the starting point must be non-empty and finite".into());
+        return Err(DpError::InvalidParameter {
+            name: "L-BFGS",
+            reason: "the starting point must be non-empty and finite".into(),
+        });
     }
-    let tolerances = [options.gradient_tolerance, options.function_tolerance];
-    if tolerances.iter().any(|t| t.is_nan() || *t < 0.0) {
-        return bad(format!("tolerances must be >= 0, got {tolerances:?}"));
-    }
-    Ok(Executor::new(options.budget(), observer)
-        .run(Lbfgs::new(eval, x0, options))
-        .output)
+    Ok(Executor::new(options.budget, observer).run(Lbfgs::new(eval, x0, options)))
 }
 
 #[cfg(test)]
@@ -396,8 +428,13 @@ mod tests {
             f
         };
         let r = minimize(eval, vec![-1.2; 10], &LbfgsOptions::default(), &mut ()).unwrap();
-        assert!(r.value < 1e-10, "{} after {}", r.value, r.termination);
-        assert!(r.x.iter().all(|v| (v - 1.0).abs() < 1e-5));
+        assert!(
+            r.output.value < 1e-10,
+            "{} after {}",
+            r.output.value,
+            r.termination
+        );
+        assert!(r.output.x.iter().all(|v| (v - 1.0).abs() < 1e-5));
         assert!(r.history.windows(2).all(|w| w[1] <= w[0]));
     }
 
@@ -426,7 +463,7 @@ mod tests {
         let r = minimize(eval, vec![0.0; n], &opts, &mut ()).unwrap();
         for i in 0..n {
             assert!(
-                (r.x[i] - b[i] / diag[i]).abs() < 1e-8,
+                (r.output.x[i] - b[i] / diag[i]).abs() < 1e-8,
                 "{i} {}",
                 r.termination
             );
@@ -444,14 +481,14 @@ mod tests {
         };
         let opts = LbfgsOptions {
             memory: 0,
-            max_iterations: 50,
+            budget: Budget::iterations(50),
             ..LbfgsOptions::default()
         };
         assert!(matches!(
             minimize(eval, vec![1.0; 4], &opts, &mut ()),
             Err(DpError::InvalidParameter { .. })
         ));
-        let run = Executor::new(opts.budget(), &mut ()).run(Lbfgs::new(eval, vec![1.0; 4], &opts));
+        let run = Executor::new(opts.budget, &mut ()).run(Lbfgs::new(eval, vec![1.0; 4], &opts));
         assert!(run.output.value < 1e-8, "{}", run.output.value);
         for bad_x0 in [vec![], vec![f64::NAN, 1.0]] {
             assert!(minimize(eval, bad_x0, &LbfgsOptions::default(), &mut ()).is_err());
@@ -500,10 +537,10 @@ mod tests {
         };
         let r = minimize(eval, vec![1.0; n], &opts, &mut ()).unwrap();
         let mut g = vec![0.0; n];
-        eval(&r.x, &mut g);
-        let at_bound = r.x.iter().filter(|&&v| v == 0.0).count();
-        assert!(at_bound >= 2, "{:?}", r.x);
-        for (x, gj) in r.x.iter().zip(&g) {
+        eval(&r.output.x, &mut g);
+        let at_bound = r.output.x.iter().filter(|&&v| v == 0.0).count();
+        assert!(at_bound >= 2, "{:?}", r.output.x);
+        for (x, gj) in r.output.x.iter().zip(&g) {
             assert!(*x >= 0.0);
             assert!(*gj >= -1e-8, "{gj} {}", r.termination);
             assert!((x * gj).abs() < 1e-8, "{x} {gj}");

@@ -70,9 +70,9 @@ impl std::fmt::Debug for Descriptor {
 
 impl Descriptor {
     /// An optimizer for both privacy models that reads no parameter and
-    /// has no reduced settings (a closed form); [`Descriptor::with_params`],
-    /// [`Descriptor::for_privacy`] and [`Descriptor::with_weakened`] state
-    /// what differs.
+    /// has no reduced settings (a closed form); [`Descriptor::with_params`]
+    /// and [`Descriptor::with_weakened`] state what differs (a
+    /// single-model optimizer sets [`Descriptor::privacy`] in a literal).
     pub const fn new(
         name: &'static str,
         labels: &'static [&'static str],
@@ -93,11 +93,6 @@ impl Descriptor {
     /// The same, reading `params`.
     pub const fn with_params(self, params: &'static [Param]) -> Self {
         Self { params, ..self }
-    }
-
-    /// The same, optimizing for `privacy` only.
-    pub const fn for_privacy(self, privacy: &'static [PrivacyModel]) -> Self {
-        Self { privacy, ..self }
     }
 
     /// The same, with the regression gate's reduced settings.

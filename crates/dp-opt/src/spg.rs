@@ -12,7 +12,7 @@
 //! `[σ₁, σ₂λ]`, else `λ/2`. Constants are the paper's: `M = 10`,
 //! `γ = 1e-4`, `σ₁ = 0.1`, `σ₂ = 0.9`, `α ∈ [1e-30, 1e30]`.
 
-use crate::engine::{Budget, Executor, Solver, Termination};
+use crate::engine::{Budget, Executor, Run, Solver, Termination};
 use crate::report::{Event, Observer};
 
 /// Options of [`minimize`].
@@ -20,17 +20,15 @@ use crate::report::{Event, Observer};
 pub struct SpgOptions {
     /// Nonmonotone memory M (10).
     pub memory: usize,
-    /// Iteration limit.
-    pub max_iterations: usize,
+    /// Iterations and wall-clock seconds (the clock is checked once per
+    /// iteration; a time cut ends the run as [`Termination::Timeout`]).
+    pub budget: Budget,
     /// Stop when `‖P(x − ∇f) − x‖∞ ≤ tolerance` (the paper's criterion;
     /// callers scale their problem so that it is meaningful).
     pub tolerance: f64,
     /// Also stop when the best value improved by less than this relative
     /// amount over the last `4·memory` iterations.
     pub stall_tolerance: f64,
-    /// Wall-clock budget in seconds (checked once per iteration; ends the
-    /// run as [`Termination::Timeout`]).
-    pub max_seconds: Option<f64>,
     /// First step `α₀ = 1/‖∇f(x₀)‖∞` (a short first move) instead of the
     /// paper's `1/‖P(x₀ − ∇f) − x₀‖∞`. On non-convex problems (LRM's) the
     /// first move picks the basin, and a short one stays near the start.
@@ -41,16 +39,18 @@ impl Default for SpgOptions {
     fn default() -> Self {
         Self {
             memory: 10,
-            max_iterations: 1000,
+            budget: Budget::iterations(1000),
             tolerance: 1e-8,
             stall_tolerance: 1e-9,
-            max_seconds: None,
             gradient_initial_step: false,
         }
     }
 }
 
-/// Result of [`minimize`].
+/// What [`Spg`] hands back. The run's iterations, objective history and
+/// termination (converged on the projected-gradient test or on the stall
+/// test, stalled when the line search failed, or the budget) are the
+/// executor's [`Run`].
 #[derive(Debug, Clone)]
 pub struct SpgResult {
     /// The last iterate if it passed the projected-gradient test, else the
@@ -58,22 +58,10 @@ pub struct SpgResult {
     pub x: Vec<f64>,
     /// Its value.
     pub value: f64,
-    /// Iterations.
-    pub iterations: usize,
     /// Function–gradient evaluations.
     pub evaluations: usize,
-    /// Why it stopped: converged on the projected-gradient test or on the
-    /// stall test, stalled when the line search failed, or the budget.
-    pub termination: Termination,
     /// `‖P(x − ∇f) − x‖∞` at the last iterate.
     pub projected_gradient: f64,
-}
-
-impl SpgOptions {
-    /// The iteration and wall-clock budget.
-    pub fn budget(&self) -> Budget {
-        Budget::iterations(self.max_iterations).with_seconds(self.max_seconds)
-    }
 }
 
 const GAMMA: f64 = 1e-4;
@@ -104,7 +92,6 @@ pub struct Spg<E, P> {
     best_x: Vec<f64>,
     best_f: f64,
     evaluations: usize,
-    iterations: usize,
 }
 
 impl<E, P> Spg<E, P>
@@ -129,7 +116,6 @@ where
             best_x: Vec::new(),
             best_f: f64::INFINITY,
             evaluations: 0,
-            iterations: 0,
         }
     }
 
@@ -173,11 +159,6 @@ where
 
     fn terminate(&self) -> Option<Termination> {
         let o = &self.options;
-        if !self.f.is_finite() {
-            return Some(Termination::Stalled {
-                reason: "SPG: non-finite objective".into(),
-            });
-        }
         if self.pg <= o.tolerance {
             return Some(Termination::Converged {
                 criterion: format!(
@@ -203,7 +184,6 @@ where
 
     fn next_iter(&mut self) -> Result<f64, Termination> {
         let n = self.x.len();
-        self.iterations += 1;
         let (x, g, alpha) = (&self.x, &self.g, self.alpha);
         let mut d: Vec<f64> = x.iter().zip(g).map(|(a, b)| a - alpha * b).collect();
         (self.project)(&mut d);
@@ -284,9 +264,7 @@ where
         SpgResult {
             x,
             value,
-            iterations: self.iterations,
             evaluations: self.evaluations,
-            termination: termination.clone(),
             projected_gradient: self.pg,
         }
     }
@@ -301,10 +279,8 @@ pub fn minimize(
     x0: Vec<f64>,
     options: &SpgOptions,
     observer: &mut dyn Observer,
-) -> SpgResult {
-    Executor::new(options.budget(), observer)
-        .run(Spg::new(eval, project, x0, options))
-        .output
+) -> Run<SpgResult> {
+    Executor::new(options.budget, observer).run(Spg::new(eval, project, x0, options))
 }
 
 #[cfg(test)]
@@ -335,10 +311,10 @@ mod tests {
         };
         let r = minimize(eval, project, vec![0.0; n], &opts, &mut ());
         assert!(r.termination.converged(), "{}", r.termination);
-        assert!(r.projected_gradient <= 1e-12);
+        assert!(r.output.projected_gradient <= 1e-12);
         for i in 0..n {
             let expect = (c[i] / h[i]).clamp(-0.02, 0.02);
-            assert!((r.x[i] - expect).abs() < 1e-10, "{i}");
+            assert!((r.output.x[i] - expect).abs() < 1e-10, "{i}");
         }
     }
 
@@ -364,7 +340,7 @@ mod tests {
         let r = minimize(eval, project, vec![0.0; 12], &opts, &mut ());
         let mut expect = z.clone();
         crate::lrm::project_l1_ball(&mut expect, 1.0);
-        for (got, want) in r.x.iter().zip(&expect) {
+        for (got, want) in r.output.x.iter().zip(&expect) {
             assert!((got - want).abs() < 1e-10);
         }
     }

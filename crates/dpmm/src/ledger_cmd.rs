@@ -12,6 +12,7 @@
 use std::path::{Path, PathBuf};
 
 use clap::Subcommand;
+use dp_core::Cost;
 use dp_core::kernel::{check_delta, check_epsilon, zcdp_delta, zcdp_rho_for};
 use dp_core::ledger::{Ledger, LedgerBudget, Record};
 
@@ -53,17 +54,25 @@ pub fn run(command: LedgerCommand) -> Result<(), Failure> {
     }
 }
 
-/// The ledger budget for a total (ε) or (ε, δ).
+/// What the flags `--epsilon` (or `--total-epsilon`) and the optional
+/// `--delta` state, validated (ranges of `dp_core::kernel::accounting`):
+/// ε alone is pure ε-DP; (ε, δ) is the largest ρ-zCDP whose exact
+/// conversion (CKS20 Corollary 13) is (ε, δ)-DP. The one reading of these
+/// flags shared by `dpmm ledger init` and `dpmm release`.
+pub fn cost_for(epsilon: f64, delta: Option<f64>) -> Result<Cost, Failure> {
+    let epsilon = check_epsilon(epsilon)?;
+    Ok(match delta {
+        None => Cost::Epsilon(epsilon),
+        Some(d) => Cost::Rho(zcdp_rho_for(epsilon, check_delta(d)?)?),
+    })
+}
+
+/// The ledger budget for a total (ε) or (ε, δ) ([`cost_for`]).
 pub fn budget_for(epsilon: f64, delta: Option<f64>) -> Result<LedgerBudget, Failure> {
-    let epsilon = check_epsilon(epsilon).map_err(|e| e.to_string())?;
-    match delta {
-        None => Ok(LedgerBudget::PureDp { epsilon }),
-        Some(d) => {
-            let d = check_delta(d).map_err(|e| e.to_string())?;
-            let rho = zcdp_rho_for(epsilon, d).map_err(|e| e.to_string())?;
-            Ok(LedgerBudget::Zcdp { rho })
-        }
-    }
+    Ok(match cost_for(epsilon, delta)? {
+        Cost::Epsilon(epsilon) => LedgerBudget::PureDp { epsilon },
+        Cost::Rho(rho) => LedgerBudget::Zcdp { rho },
+    })
 }
 
 fn init(path: &Path, epsilon: f64, delta: Option<f64>) -> Result<(), Failure> {

@@ -26,7 +26,7 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use clap::Args;
-use dp_core::kernel::{check_delta, check_epsilon, zcdp_cost_of_pure, zcdp_rho_for};
+use dp_core::kernel::zcdp_cost_of_pure;
 use dp_core::ledger::{Ledger, LedgerBudget};
 use dp_core::{Cost, MarginalStrategy, Measurement, MeasurementNoise};
 use dp_opt::PrivacyModel;
@@ -136,13 +136,10 @@ pub fn run(args: &ReleaseArgs) -> Result<(), Failure> {
 }
 
 fn prepare(args: &ReleaseArgs) -> Result<Prepared, Failure> {
-    let epsilon = check_epsilon(args.epsilon)?;
-    let (cost, model) = match args.delta {
-        Some(d) => {
-            let d = check_delta(d)?;
-            (Cost::Rho(zcdp_rho_for(epsilon, d)?), PrivacyModel::Approx)
-        }
-        None => (Cost::Epsilon(epsilon), PrivacyModel::Pure),
+    let cost = crate::ledger_cmd::cost_for(args.epsilon, args.delta)?;
+    let model = match cost {
+        Cost::Epsilon(_) => PrivacyModel::Pure,
+        Cost::Rho(_) => PrivacyModel::Approx,
     };
     let schema = Schema::from_path(&args.schema)?;
     let (workload, strategy) = match &args.plan {

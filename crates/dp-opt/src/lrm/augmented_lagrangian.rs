@@ -166,7 +166,7 @@ impl Lrm {
                 reduced_objective(&t, lx, beta, grad, par).unwrap_or(f64::INFINITY)
             };
             let spg_options = SpgOptions {
-                max_seconds: remaining,
+                budget: stage_spg.budget.with_seconds(remaining),
                 ..stage_spg
             };
             let (next, solved) = spg_over_columns(&l, norm, eval, &spg_options, &mut (), 1.0);

@@ -62,7 +62,7 @@ impl Lrm {
                 eliminated_b_objective_into(c, lx, grad, None, par).unwrap_or(f64::INFINITY)
             };
             let spg_options = SpgOptions {
-                max_seconds: o.max_seconds,
+                budget: spg_options.budget.with_seconds(o.max_seconds),
                 ..*spg_options
             };
             spg_over_columns(l, norm, eval, &spg_options, observer, scale)
@@ -72,16 +72,14 @@ impl Lrm {
                 // SPG's first steps find the sparsity pattern cheaply (the
                 // exact projection zeroes entries at once).
                 let l = if spg_iterations > 0 {
-                    let spg_options = SpgOptions {
-                        max_iterations: spg_iterations,
-                        ..o.penalty.spg
-                    };
+                    let mut spg_options = o.penalty.spg;
+                    spg_options.budget.max_iterations = spg_iterations;
                     spg(&l, &spg_options, &mut *observer).0
                 } else {
                     l
                 };
                 let lbfgs = LbfgsOptions {
-                    max_seconds: o.max_seconds,
+                    budget: o.penalty.lbfgs.budget.with_seconds(o.max_seconds),
                     ..o.penalty.lbfgs
                 };
                 let (l, solved) = lbfgs_over_split(c, &l, &lbfgs, par, observer, scale);

@@ -4,7 +4,7 @@
 
 use dp_linalg::{Mat, MatMut, MatRef};
 
-use crate::engine::Executor;
+use crate::engine::{Executor, Run};
 use crate::spg::{self, SpgOptions};
 use crate::{Observer, PrivacyModel};
 
@@ -124,7 +124,7 @@ pub(super) fn spg_over_columns(
     options: &SpgOptions,
     observer: &mut dyn Observer,
     scale: f64,
-) -> (Mat<f64>, spg::SpgResult) {
+) -> (Mat<f64>, Run<spg::SpgResult>) {
     let (r, n) = (l.nrows(), l.ncols());
     let x0: Vec<f64> = (0..n).flat_map(|j| l.col(j).iter().copied()).collect();
     let spg = spg::Spg::new(
@@ -142,11 +142,10 @@ pub(super) fn spg_over_columns(
         x0,
         options,
     );
-    let solved = Executor::new(options.budget(), observer)
+    let solved = Executor::new(options.budget, observer)
         .scale(scale)
-        .run(spg)
-        .output;
-    let out = Mat::from_fn(r, n, |i, j| solved.x[j * r + i]);
+        .run(spg);
+    let out = Mat::from_fn(r, n, |i, j| solved.output.x[j * r + i]);
     (out, solved)
 }
 

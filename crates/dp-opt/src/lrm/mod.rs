@@ -167,9 +167,8 @@ impl Lrm {
             || a.beta_every == 0
             || d.max_outer == 0
             || p.stages == 0
-            || p.spg.max_iterations == 0
-            || p.lbfgs.max_iterations == 0
-            || p.lbfgs.memory == 0
+            || p.spg.budget.max_iterations == 0
+            || p.lbfgs.budget.max_iterations == 0
         {
             return bad("iteration limits", "must be at least 1");
         }
@@ -187,10 +186,7 @@ impl Lrm {
         if !(o.residual_tolerance > 0.0 && o.failure_residual >= o.residual_tolerance) {
             return bad("residual tolerances", "need 0 < tolerance <= failure");
         }
-        let tolerances = [p.lbfgs.gradient_tolerance, p.lbfgs.function_tolerance];
-        if tolerances.iter().any(|t| t.is_nan() || *t < 0.0) {
-            return bad("lbfgs tolerances", "must be >= 0");
-        }
+        p.lbfgs.validate()?;
         let positive = |v: f64| v.is_finite() && v > 0.0;
         if !(positive(d.beta_per_rank)
             && positive(d.residual_tolerance)
@@ -437,7 +433,7 @@ pub const DESCRIPTOR: Descriptor = Descriptor::new(
 .with_weakened(|| {
     let mut lrm = Lrm::default();
     lrm.options.penalty.stages = 1;
-    lrm.options.penalty.spg.max_iterations = 3;
+    lrm.options.penalty.spg.budget.max_iterations = 3;
     Box::new(lrm)
 });
 
@@ -456,7 +452,7 @@ mod tests {
         let with = |method: EliminatedMethod, spg_iterations: usize| {
             let mut lrm = Lrm::default();
             lrm.options.penalty.method = method;
-            lrm.options.penalty.spg.max_iterations = spg_iterations;
+            lrm.options.penalty.spg.budget.max_iterations = spg_iterations;
             lrm.decompose(w.gram().as_ref(), ColumnNorm::L1, &mut ())
                 .unwrap()
         };

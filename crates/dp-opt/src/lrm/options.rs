@@ -6,6 +6,7 @@ use dp_linalg::Par;
 
 #[allow(unused_imports)] // doc links
 use super::quasi_newton;
+use crate::engine::Budget;
 use crate::lbfgs::LbfgsOptions;
 use crate::spg::SpgOptions;
 
@@ -217,7 +218,7 @@ impl Default for ReducedOptions {
             max_outer: 30,
             residual_tolerance: 1e-6,
             spg: SpgOptions {
-                max_iterations: 300,
+                budget: Budget::iterations(300),
                 tolerance: 1e-10,
                 stall_tolerance: 1e-8,
                 ..SpgOptions::default()
@@ -232,7 +233,7 @@ impl Default for PenaltyOptions {
             stages: 6,
             residual_tolerance: 1e-6,
             spg: SpgOptions {
-                max_iterations: 1000,
+                budget: Budget::iterations(1000),
                 tolerance: 1e-10,
                 stall_tolerance: 1e-4,
                 gradient_initial_step: true,
@@ -242,10 +243,9 @@ impl Default for PenaltyOptions {
             method: EliminatedMethod::Spg,
             lbfgs: LbfgsOptions {
                 memory: 10,
-                max_iterations: 1000,
+                budget: Budget::iterations(1000),
                 gradient_tolerance: 1e-7,
                 function_tolerance: 1e-6,
-                max_seconds: None,
                 nonnegative: true,
             },
         }

@@ -24,7 +24,7 @@ use dp_linalg::{Mat, MatMut, MatRef, Par};
 
 use super::eliminated_b::eliminated_b_objective_into;
 use crate::Observer;
-use crate::engine::Executor;
+use crate::engine::{Executor, Run};
 use crate::lbfgs::{Lbfgs, LbfgsOptions, LbfgsResult};
 
 /// The objective of formulation (7) at `L = (P − Q) diag(d)⁻¹`,
@@ -69,7 +69,7 @@ pub(super) fn lbfgs_over_split(
     par: Par,
     observer: &mut dyn Observer,
     scale: f64,
-) -> (Mat<f64>, LbfgsResult) {
+) -> (Mat<f64>, Run<LbfgsResult>) {
     let (r, n) = (l.nrows(), l.ncols());
     let x0: Vec<f64> = (0..n)
         .flat_map(|j| {
@@ -92,11 +92,10 @@ pub(super) fn lbfgs_over_split(
         nonnegative: true,
         ..*options
     };
-    let solved = Executor::new(options.budget(), observer)
+    let solved = Executor::new(options.budget, observer)
         .scale(scale)
-        .run(Lbfgs::new(eval, x0, &options))
-        .output;
-    let x = MatRef::from_column_major_slice(&solved.x, 2 * r, n);
+        .run(Lbfgs::new(eval, x0, &options));
+    let x = MatRef::from_column_major_slice(&solved.output.x, 2 * r, n);
     let out = Mat::from_fn(r, n, |i, j| {
         let d: f64 = x.col(j).iter().sum();
         if d > 0.0 {

@@ -52,6 +52,7 @@ use crate::PrivacyModel;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use crate::engine::Budget;
 use crate::lrm::l1_ball::project_l1_ball;
 use crate::spg::{self, SpgOptions};
 
@@ -83,7 +84,7 @@ impl Default for OptMOptions {
     fn default() -> Self {
         Self {
             spg: SpgOptions {
-                max_iterations: 5000,
+                budget: Budget::iterations(5000),
                 tolerance: 1e-9,
                 stall_tolerance: 1e-12,
                 ..SpgOptions::default()
@@ -337,8 +338,9 @@ pub fn opt_marginals(
     for start in starts(&family, weights, options) {
         let eval = |theta: &[f64], g: &mut [f64]| -> f64 { family.ln_objective(theta, Some(g)) };
         let run = spg::minimize(eval, project_simplex, start, &options.spg, &mut ());
-        if run.value.is_finite() && best.as_ref().is_none_or(|b| run.value < b.0) {
-            best = Some((run.value, run.x, run.iterations));
+        let value = run.output.value;
+        if value.is_finite() && best.as_ref().is_none_or(|b| value < b.0) {
+            best = Some((value, run.output.x, run.iterations));
         }
     }
     let Some((_, mut theta, iterations)) = best else {

@@ -1,8 +1,8 @@
-//! Least squares and workload answers for one Kronecker strategy on very
-//! large domains, in place: `x̂ = (⊗ᵢ Fᵢ)⁺ y = (⊗ᵢ Fᵢ⁺) y` and
-//! `W x̂ = (⊗ᵢ Wᵢ) x̂` (HDMM §6.3, "least squares by factors"), with every
-//! factor square so that each mode-wise product keeps the vector's length
-//! and overwrites it. Besides the vector, memory per task is one block of
+//! Kronecker products `(⊗ᵢ Mᵢ) x` in place, for reconstruction on very
+//! large domains: with `Mᵢ = Wᵢ Fᵢ⁺` one product gives a term's workload
+//! answers `W x̂ = (⊗ᵢ Wᵢ Fᵢ⁺) y` (HDMM §6.3, "least squares by factors"),
+//! every factor square so that each mode-wise product keeps the vector's
+//! length and overwrites it. Besides the vector, memory per task is one block of
 //! at most [`BLOCK_CELLS`] values and two gathered strips of about
 //! `GATHER_CELLS` values (more only when one attribute alone has more than
 //! `GATHER_CELLS / STRIP` values).
@@ -15,7 +15,7 @@
 //! `(⊗ᵢ Mᵢ) x` costs `2 · cells · Σᵢ nᵢ` flops.
 
 use dp_core::{DpError, Result};
-use dp_linalg::{Mat, MatMut, MatRef, Par, gemm_into_view, pseudo_inverse};
+use dp_linalg::{Mat, MatMut, MatRef, Par, gemm_into_view};
 use rayon::prelude::*;
 
 /// Cells of the trailing block applied in cache (256 KiB of f64).
@@ -245,16 +245,6 @@ fn mode_product(rows: &[f64], n: usize, inner: usize, slab: &[f64], out: &mut [f
     }
 }
 
-/// `y ← x̂ = (⊗ᵢ Fᵢ)⁺ y = (⊗ᵢ Fᵢ⁺) y` for square factors, in place.
-pub fn kron_least_squares_in_place(factors: &[Mat<f64>], y: &mut [f64], par: Par) -> Result<()> {
-    let pinvs = factors
-        .iter()
-        .map(|f| pseudo_inverse(f.as_ref(), None))
-        .collect::<std::result::Result<Vec<_>, _>>()?;
-    let refs: Vec<&Mat<f64>> = pinvs.iter().collect();
-    kron_apply_in_place(&refs, y, par)
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
@@ -304,17 +294,5 @@ mod tests {
         assert!(kron_apply_in_place(&[&a], &mut [0.0; 4], Par::Seq).is_err());
         let rect = Mat::<f64>::zeros(2, 3);
         assert!(kron_apply_in_place(&[&rect], &mut [0.0; 3], Par::Seq).is_err());
-    }
-
-    #[test]
-    fn in_place_least_squares_inverts_an_invertible_kronecker_strategy() {
-        let factors = vec![mat(6, 1), mat(5, 2), mat(7, 3)];
-        let refs: Vec<&Mat<f64>> = factors.iter().collect();
-        let x: Vec<f64> = (0..210).map(|i| (i % 11) as f64).collect();
-        let mut y = kron_matvec(&refs, &x).unwrap();
-        kron_least_squares_in_place(&factors, &mut y, Par::rayon(2)).unwrap();
-        for (g, w) in y.iter().zip(&x) {
-            assert!((g - w).abs() <= 1e-10 * 10.0, "{g} vs {w}");
-        }
     }
 }
