@@ -185,6 +185,32 @@ fn the_ledger_refuses_a_second_release_and_keeps_the_file_unchanged() {
     std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
 }
 
+/// Every charge survives the file's round trip bit for bit, so the hash
+/// recomputed on reopening matches: the ρ of an (ε, δ) release (here the
+/// one `dpmm release --epsilon 0.6 --delta 1e-6` charges, whose decimal
+/// serde_json's default fast float parser reads one unit in the last
+/// place off, so a zCDP ledger was refused after its first release) and
+/// amounts of every magnitude.
+#[test]
+fn a_ledger_with_any_charges_reopens() {
+    let path = temp_ledger("roundtrip");
+    Ledger::init(&path, LedgerBudget::Zcdp { rho: 1.0 }).unwrap();
+    let mut amounts = vec![dp_core::kernel::zcdp_rho_for(0.6, 1e-6).unwrap()];
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    for _ in 0..200 {
+        x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        let unit = (x >> 11) as f64 / (1u64 << 53) as f64;
+        amounts.push(unit * 10f64.powi(-((x % 12) as i32)) * 1e-3);
+    }
+    for (k, &a) in amounts.iter().enumerate() {
+        let mut ledger = Ledger::open(&path).unwrap();
+        ledger.charge(a, &format!("charge {k}")).unwrap();
+    }
+    let ledger = Ledger::open(&path).unwrap();
+    assert_eq!(ledger.entries().len(), amounts.len() + 1);
+    std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
+}
+
 #[test]
 fn the_ledger_refuses_an_edited_or_truncated_file() {
     let path = temp_ledger("edited");

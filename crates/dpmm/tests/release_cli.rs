@@ -498,22 +498,18 @@ fn a_max_variance_plan_releases_with_its_strategy_error_bars() {
         "marginals.json",
         &SPEC.replace(r#", {"kron": {"age": "prefix"}}"#, ""),
     );
-    // A fresh zCDP ledger per release: a zCDP ledger with a charge is
-    // refused when reopened today ("hash chain broken", reported
-    // separately), which this test is not about.
-    let zcdp_ledger = |name: &str| {
-        let ledger = d.path(&format!("{name}.jsonl"));
-        let init = [
-            "ledger",
-            "init",
-            "--ledger",
-            &ledger,
-            "--total-epsilon",
-            "5",
-        ];
-        assert_ok(&dpmm(&[&init[..], &["--total-delta", "1e-5"]].concat()));
-        ledger
-    };
+    // One zCDP ledger for both releases: the second reopens it with the
+    // first's ρ charged.
+    let ledger = d.path("ledger.jsonl");
+    let init = [
+        "ledger",
+        "init",
+        "--ledger",
+        &ledger,
+        "--total-epsilon",
+        "5",
+    ];
+    assert_ok(&dpmm(&[&init[..], &["--total-delta", "1e-5"]].concat()));
     let (spec, plan) = (d.path("marginals.json"), d.path("plan.json"));
     let mut args = vec![
         "plan",
@@ -537,7 +533,7 @@ fn a_max_variance_plan_releases_with_its_strategy_error_bars() {
         ),
     ] {
         let out = d.path(&format!("{name}.csv"));
-        assert_ok(&release(&d, &zcdp_ledger(name), &out, &extra));
+        assert_ok(&release(&d, &ledger, &out, &extra));
         let side: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(format!("{out}.json")).expect("sidecar"))
                 .expect("json");
@@ -555,7 +551,6 @@ fn a_max_variance_plan_releases_with_its_strategy_error_bars() {
             "{name}: {worst} vs {objective}"
         );
     }
-    let ledger = zcdp_ledger("refused");
     let before = std::fs::read(&ledger).expect("ledger");
     let out = d.path("refused.csv");
     let run = release(
