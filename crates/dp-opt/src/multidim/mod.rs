@@ -125,8 +125,8 @@ pub struct StructuredPlan {
     /// [`PlanObjective::MaxVariance`] the largest per-query variance
     /// `max_q Δ₂² q(AᵀA)⁺qᵀ` over the workload's rows (same units).
     pub objective: f64,
-    /// Per query group: `Δ² tr(W_gᵀW_g (AᵀA)⁺)` (they sum to `objective`)
-    /// and the group's number of queries.
+    /// Per query group: `Δ² tr(W_gᵀW_g (AᵀA)⁺)` (they sum to `objective`
+    /// under the total-variance loss) and the group's number of queries.
     pub groups: Vec<GroupError>,
     /// A proven lower bound on the optimum, when one is known.
     pub certificate: Option<Certificate>,
