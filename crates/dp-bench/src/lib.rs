@@ -19,6 +19,7 @@ pub mod audit;
 pub mod experiments;
 pub mod output;
 pub mod peers;
+pub mod procfs;
 #[cfg(feature = "cli")]
 pub mod progress;
 pub mod regress;

@@ -33,7 +33,8 @@ use serde::Deserialize;
 
 use super::hdmm::{BOTH, Planned, by_privacy, domain, objective_name, privacy_label, single_group};
 use super::runner::{Grid, GridExperiment};
-use crate::peers::{Hdmm, load_average};
+use crate::peers::Hdmm;
+use crate::procfs::load_average;
 use crate::{Panel, Plot, Point, Progress, RunConfig};
 
 /// The workloads of the side-by-side.
