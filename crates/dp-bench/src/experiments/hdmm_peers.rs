@@ -531,3 +531,53 @@ fn evaluate(w: &StructuredWorkload, privacy: PrivacyModel, o: &DriverOut) -> Res
     };
     Ok((o.seconds, objective))
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn decoded(w: &StructuredWorkload, json: &str) -> (f64, f64) {
+        let out: DriverOut = serde_json::from_str(json).unwrap();
+        evaluate(w, PrivacyModel::Approx, &out).unwrap()
+    }
+
+    /// The driver's JSON as HDMM writes it: marginal weights keyed with
+    /// attribute 0 as the most significant bit (HDMM's `Marginals`), a
+    /// Kronecker term's factors as lists of rows, else HDMM's own loss;
+    /// each decoded objective equals the one computed from the strategy
+    /// stated directly, and the other bit order or orientation does not.
+    #[test]
+    fn driver_output_is_decoded() {
+        let sets = vec![0b01, 0b11];
+        let w = single_group(named(&[2, 3]).unwrap(), "m", Queries::Marginals(sets)).unwrap();
+        let approx = PrivacyModel::Approx;
+        // Keys 0b10 = {a0} (weight 1) and 0b11 = {a0, a1} (weight 2).
+        let (seconds, got) = decoded(&w, r#"{"seconds": 1.5, "loss": 7, "theta": [0, 0, 1, 2]}"#);
+        assert_eq!(seconds, 1.5);
+        let want = marginals_objective(&w, &[(0b01, 1.0), (0b11, 2.0)], approx).unwrap();
+        let reversed = marginals_objective(&w, &[(0b10, 1.0), (0b11, 2.0)], approx).unwrap();
+        assert!((got - want).abs() <= 1e-12 * want, "{got} vs {want}");
+        assert!(
+            (reversed - want).abs() > 1e-6 * want,
+            "{reversed} vs {want}"
+        );
+
+        // A 3×2 factor on the 2-valued attribute: read as columns it would
+        // not fit the attribute at all.
+        let json = r#"{"seconds": 2, "loss": 7, "terms": [{"factors":
+            [[[1, 0], [0, 1], [1, 2]], [[1, 0, 0], [1, 1, 0], [3, 1, 1]]]}]}"#;
+        let (_, got) = decoded(&w, json);
+        let f0 = Mat::from_fn(3, 2, |i, j| [[1.0, 0.0], [0.0, 1.0], [1.0, 2.0]][i][j]);
+        let f1 = Mat::from_fn(3, 3, |i, j| {
+            [[1.0, 0.0, 0.0], [1.0, 1.0, 0.0], [3.0, 1.0, 1.0]][i][j]
+        });
+        let want = kron_objective(&w, &[f0.clone(), f1.clone()], approx).unwrap();
+        assert!((got - want).abs() <= 1e-12 * want, "{got} vs {want}");
+        let transposed = [f0.transpose().to_owned(), f1.transpose().to_owned()];
+        assert!(kron_objective(&w, &transposed, approx).is_err());
+
+        let (_, got) = decoded(&w, r#"{"seconds": 3, "loss": 7.25}"#);
+        assert_eq!(got, 7.25);
+    }
+}
