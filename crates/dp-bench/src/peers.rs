@@ -213,6 +213,20 @@ impl Hdmm {
         ok.then_some(Self { python, src })
     }
 
+    /// Runs the Python source `script` with HDMM's source directory and
+    /// `args` as its arguments, OpenBLAS on one thread (as both HDMM
+    /// drivers, this table's and `hdmm-peers`', have always run it); its
+    /// output, whatever its status.
+    pub fn script(&self, script: &str, args: &[&std::ffi::OsStr]) -> Result<std::process::Output> {
+        Command::new(&self.python)
+            .args(["-c", script])
+            .arg(&self.src)
+            .args(args)
+            .env("OPENBLAS_NUM_THREADS", "1")
+            .output()
+            .map_err(|e| DpError::Io(format!("cannot run {}: {e}", self.python.display())))
+    }
+
     /// Runs HDMM's `McKennaConvex` (`mckenna`) or `PIdentity` on the Gram
     /// stored at `gram_path`; the strategy and HDMM's wall-clock and CPU
     /// seconds.
@@ -223,15 +237,10 @@ impl Hdmm {
         dir: &Path,
     ) -> Result<(Mat<f64>, f64, f64)> {
         let out = dir.join(format!("hdmm_{template}.npy"));
-        let o = Command::new(&self.python)
-            .args(["-c", DRIVER])
-            .arg(&self.src)
-            .arg(gram_path)
-            .arg(template)
-            .arg(&out)
-            .env("OPENBLAS_NUM_THREADS", "1")
-            .output()
-            .map_err(|e| DpError::Io(format!("cannot run {}: {e}", self.python.display())))?;
+        let o = self.script(
+            DRIVER,
+            &[gram_path.as_os_str(), template.as_ref(), out.as_os_str()],
+        )?;
         if !o.status.success() {
             return Err(DpError::Io(format!(
                 "HDMM {template} failed: {}",

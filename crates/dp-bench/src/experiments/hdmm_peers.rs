@@ -18,7 +18,6 @@
 //! optimizations alone on both sides.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use dp_core::{DpError, Result};
 use dp_linalg::Mat;
@@ -407,19 +406,12 @@ elif template != "union":
 json.dump(res, open(sys.argv[4], "w"))
 "#;
 
-/// HDMM's source and Python, found by [`Hdmm::from_env`].
-struct HdmmDriver {
-    python: PathBuf,
-    src: PathBuf,
-}
+/// HDMM ([`Hdmm::from_env`]) running [`DRIVER`] on structured workloads.
+struct HdmmDriver(Hdmm);
 
 impl HdmmDriver {
     fn from_env() -> Option<Self> {
-        Hdmm::from_env()?;
-        Some(Self {
-            python: std::env::var_os("PEER_PYTHON").map_or("python3".into(), PathBuf::from),
-            src: PathBuf::from(std::env::var_os("HDMM_SRC")?),
-        })
+        Hdmm::from_env().map(Self)
     }
 
     /// Every applicable template on `w` (the workload file is written to
@@ -477,15 +469,10 @@ impl HdmmDriver {
     }
 
     fn run(&self, spec: &Path, template: &str, out: &Path) -> Result<DriverOut> {
-        let o = Command::new(&self.python)
-            .args(["-c", DRIVER])
-            .arg(&self.src)
-            .arg(spec)
-            .arg(template)
-            .arg(out)
-            .env("OPENBLAS_NUM_THREADS", "1")
-            .output()
-            .map_err(|e| DpError::Io(format!("cannot run {}: {e}", self.python.display())))?;
+        let o = self.0.script(
+            DRIVER,
+            &[spec.as_os_str(), template.as_ref(), out.as_os_str()],
+        )?;
         if !o.status.success() {
             let err = String::from_utf8_lossy(&o.stderr);
             let last = err.lines().last().unwrap_or("").trim().to_string();
