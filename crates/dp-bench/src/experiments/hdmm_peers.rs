@@ -134,6 +134,8 @@ pub(crate) struct Peers {
     /// The experiment's name (its output directory).
     name: &'static str,
     kinds: &'static [Kind],
+    /// The experiment that also runs every one of `kinds`.
+    part_of: Option<&'static str>,
 }
 
 /// `hdmm-peers`.
@@ -150,6 +152,7 @@ pub(crate) const PEERS: Grid<Peers> = Grid::new(
             Kind::TwoWay40Binary,
             Kind::Sf1Persons,
         ],
+        part_of: None,
     },
 );
 
@@ -160,6 +163,7 @@ pub(crate) const CENSUS: Grid<Peers> = Grid::new(
     Peers {
         name: "hdmm-census",
         kinds: &[Kind::Sf1Persons, Kind::CensusMarginals],
+        part_of: Some("hdmm-peers"),
     },
 );
 
@@ -210,6 +214,10 @@ impl GridExperiment for Peers {
     type Setup = Setup;
     type Value = Case;
     type Row = Row;
+
+    fn part_of(&self) -> Option<&'static str> {
+        self.part_of
+    }
 
     fn setup(&self, cfg: &RunConfig, progress: &mut dyn Progress) -> Result<Setup> {
         let hdmm = HdmmDriver::from_env();
