@@ -301,3 +301,23 @@ fn bad_inputs_are_typed_errors() {
     assert_eq!(many, one_by_one);
     assert!(many[0] != many[1]);
 }
+
+/// The identity's fast path agrees with the general evaluation of the
+/// same strategy (the identity with one entry perturbed by 1e-300 takes
+/// the general path) and with the closed form tr(WᵀW), Δ₁ = Δ₂ = 1.
+#[test]
+fn identity_strategy_takes_the_closed_form() {
+    let w = y4();
+    let g = dp_linalg::gram(w.as_ref(), dp_linalg::Par::Seq);
+    let i4 = Mat::<f64>::identity(4, 4);
+    let fast = evaluate_strategy_gram(g.as_ref(), i4.as_ref()).unwrap();
+    let mut near = i4.clone();
+    near[(3, 0)] = 1e-300;
+    let general = evaluate_strategy_gram(g.as_ref(), near.as_ref()).unwrap();
+    let trace: f64 = (0..4).map(|i| g[(i, i)]).sum();
+    assert_eq!(fast.trace, trace);
+    assert!((general.trace - trace).abs() < 1e-12 * trace);
+    assert_eq!((fast.sensitivity_l1, fast.sensitivity_l2), (1.0, 1.0));
+    assert!(fast.support.supported && general.support.supported);
+    assert_eq!(fast.l1_obj(), trace);
+}

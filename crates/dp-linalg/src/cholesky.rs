@@ -90,6 +90,24 @@ impl Cholesky {
         Ok((0..y.nrows()).map(|i| y[(i, i)]).sum())
     }
 
+    /// `tr(A⁻¹ B) = Σᵢⱼ (A⁻¹)ᵢⱼ Bᵢⱼ` for symmetric `B` (only that
+    /// symmetry makes the elementwise sum the trace), through the explicit
+    /// inverse: `2n³/3` flops against `2n³` for [`Self::trace_inverse_times`].
+    pub fn trace_inverse_times_symmetric(&self, b: MatRef<'_, f64>) -> Result<f64> {
+        require_square("right operand", b)?;
+        self.check_rhs(b)?;
+        let inv = self.inverse();
+        Ok((0..b.ncols())
+            .map(|j| {
+                inv.col(j)
+                    .iter()
+                    .zip(b.col(j).iter())
+                    .map(|(x, y)| x * y)
+                    .sum::<f64>()
+            })
+            .sum())
+    }
+
     fn check_rhs(&self, b: MatRef<'_, f64>) -> Result<()> {
         require_rhs("Cholesky solve", self.dim(), b)
     }

@@ -40,7 +40,7 @@ pub use faer::{Col, ColMut, ColRef, Mat, MatMut, MatRef, Par, Row, RowMut, RowRe
 pub use gram_root::{GramSpectrum, gram_root, gram_root_and_spectrum};
 pub use lu::Lu;
 pub use products::{
-    all_finite, frobenius_norm, gemm, gemm_into, gemm_into_view, gram,
+    all_finite, dot, frobenius_norm, gemm, gemm_into, gemm_into_view, gram, gram_lower,
     lower_triangle_of_product_into, matmul, matmul_tn, outer_gram, stack_rows, symmetrize, trace,
     trace_of_product,
 };

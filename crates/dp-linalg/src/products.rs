@@ -12,6 +12,15 @@ pub fn all_finite(a: MatRef<'_, f64>) -> bool {
     a.is_all_finite()
 }
 
+/// `Σᵢ aᵢ bᵢ` over the common length of two slices, by faer's SIMD
+/// inner product (several partial sums at once: a plain iterator sum is
+/// one sequential dependency chain, several times slower on long
+/// vectors). The iterative solvers' vector kernel.
+pub fn dot(a: &[f64], b: &[f64]) -> f64 {
+    let k = a.len().min(b.len());
+    faer::ColRef::from_slice(&a[..k]).transpose() * faer::ColRef::from_slice(&b[..k])
+}
+
 /// `dst ← A B` with parallelism `par`.
 ///
 /// The unchecked kernel behind [`matmul`], for the optimizers' inner
@@ -76,6 +85,16 @@ pub fn lower_triangle_of_product_into(
 pub fn gram(a: MatRef<'_, f64>, par: Par) -> Mat<f64> {
     let mut out = gemm(a.transpose(), a, par);
     symmetrize(&mut out);
+    out
+}
+
+/// The lower triangle (diagonal included) of `AᵀA`, zeros above: half
+/// the work of [`gram`], for consumers that read only the lower triangle
+/// ([`crate::Cholesky::factor`]).
+pub fn gram_lower(a: MatRef<'_, f64>, par: Par) -> Mat<f64> {
+    let n = a.ncols();
+    let mut out = Mat::zeros(n, n);
+    lower_triangle_of_product_into(&mut out, a.transpose(), a, par);
     out
 }
 

@@ -398,3 +398,61 @@ fn stack_rows_places_every_entry_and_checks_widths() {
         Err(dp_linalg::LinalgError::DimensionMismatch { right_cols: 2, .. })
     ));
 }
+
+/// `dot` equals the naive sum on every length (SIMD bodies and remainders,
+/// including empty) to rounding, and reads only the common length.
+#[test]
+fn dot_matches_the_naive_sum() {
+    let mut rng = ChaCha8Rng::seed_from_u64(17);
+    for len in [0, 1, 3, 7, 8, 9, 31, 64, 1000, 16_411] {
+        let a: Vec<f64> = (0..len).map(|_| StandardNormal.sample(&mut rng)).collect();
+        let b: Vec<f64> = (0..len).map(|_| StandardNormal.sample(&mut rng)).collect();
+        let naive: f64 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
+        let scale: f64 = a.iter().zip(&b).map(|(x, y)| (x * y).abs()).sum();
+        assert!(
+            (dot(&a, &b) - naive).abs() <= 1e-14 * scale.max(1.0),
+            "{len}"
+        );
+        if len > 1 {
+            assert_eq!(dot(&a[..len - 1], &b), dot(&a[..len - 1], &b[..len - 1]));
+        }
+    }
+}
+
+/// `gram_lower` is the lower triangle of `gram` (zeros above), and the
+/// Cholesky factor of either is the same; `tr(A⁻¹B)` through the explicit
+/// inverse equals the solve-based trace and the naive `tr(inv(A)·B)` for
+/// symmetric B.
+#[test]
+fn lower_gram_and_symmetric_trace_match_the_full_computations() {
+    let a = random(23, 9, 5);
+    let full = gram(a.as_ref(), Par::Seq);
+    let lower = gram_lower(a.as_ref(), Par::rayon(0));
+    for j in 0..9 {
+        for i in 0..9 {
+            let want = if i >= j { full[(i, j)] } else { 0.0 };
+            assert!(
+                (lower[(i, j)] - want).abs() < 1e-12 * full[(j, j)],
+                "{i} {j}"
+            );
+        }
+    }
+    let (cf, cl) = (
+        Cholesky::factor(full.as_ref()).unwrap(),
+        Cholesky::factor(lower.as_ref()).unwrap(),
+    );
+    assert!(max_abs_diff(cf.lower(), cl.lower()) < 1e-12);
+    let b = random_spd(9, 6);
+    let by_solve = cf.trace_inverse_times(b.as_ref()).unwrap();
+    let naive: f64 = {
+        let p = naive_matmul(cf.inverse().as_ref(), b.as_ref());
+        (0..9).map(|i| p[(i, i)]).sum()
+    };
+    let by_inverse = cf.trace_inverse_times_symmetric(b.as_ref()).unwrap();
+    assert!((by_inverse - naive).abs() < 1e-10 * naive.abs());
+    assert!((by_solve - naive).abs() < 1e-10 * naive.abs());
+    assert!(
+        cf.trace_inverse_times_symmetric(random(9, 8, 1).as_ref())
+            .is_err()
+    );
+}

@@ -23,10 +23,13 @@
 //! their entries at 0 (a reparametrization `x = φ²` reaches 0 only in the
 //! limit, with vanishing gradients).
 
+use std::collections::VecDeque;
+
 use dp_core::DpError;
 
 use crate::engine::{Budget, Executor, Run, Solver, Termination};
 use crate::report::Observer;
+use dp_linalg::dot;
 
 /// Options of [`minimize`].
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -95,10 +98,6 @@ impl LbfgsOptions {
     }
 }
 
-fn dot(a: &[f64], b: &[f64]) -> f64 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>()
-}
-
 fn inf_norm(a: &[f64]) -> f64 {
     a.iter().fold(0.0f64, |m, v| m.max(v.abs()))
 }
@@ -109,6 +108,30 @@ fn projected_gradient_norm(x: &[f64], g: &[f64]) -> f64 {
     x.iter()
         .zip(g)
         .fold(0.0f64, |m, (xi, gi)| m.max((xi - (xi - gi).max(0.0)).abs()))
+}
+
+/// Buffers of [`Lbfgs`] reused across iterations.
+#[derive(Default)]
+struct Workspace {
+    /// Indices of the free variables (all of them without bounds).
+    free: Vec<usize>,
+    /// The memory's pairs gathered to the free variables.
+    pairs: Vec<(Vec<f64>, Vec<f64>)>,
+    /// The two-loop vector (gathered to the free variables).
+    q: Vec<f64>,
+    /// The search direction.
+    d: Vec<f64>,
+    /// The trial point and its gradient.
+    x_trial: Vec<f64>,
+    /// Buffers for the next pair `(s, y)`.
+    spare: (Vec<f64>, Vec<f64>),
+    g_trial: Vec<f64>,
+}
+
+/// `out ← v[idx]`.
+fn gather(v: &[f64], idx: &[usize], out: &mut Vec<f64>) {
+    out.clear();
+    out.extend(idx.iter().map(|&i| v[i]));
 }
 
 /// Largest ε of the ε-active set.
@@ -123,8 +146,11 @@ pub struct Lbfgs<E> {
     x: Vec<f64>,
     g: Vec<f64>,
     f: f64,
-    s_mem: Vec<Vec<f64>>,
-    y_mem: Vec<Vec<f64>>,
+    /// The pairs `(s, y)`, oldest first.
+    memory: VecDeque<(Vec<f64>, Vec<f64>)>,
+    /// Workspace reused across iterations (the vectors are as long as x:
+    /// allocating them per iteration cost more than the algebra).
+    work: Workspace,
     stalled: usize,
     evaluations: usize,
 }
@@ -142,93 +168,110 @@ impl<E: FnMut(&[f64], &mut [f64]) -> f64> Lbfgs<E> {
             x: x0,
             g: vec![0.0; n],
             f: f64::INFINITY,
-            s_mem: Vec::new(),
-            y_mem: Vec::new(),
+            memory: VecDeque::new(),
+            work: Workspace::default(),
             stalled: 0,
             evaluations: 0,
         }
     }
 
-    /// The two-loop recursion `d = −H ∇f`, or steepest descent (clearing
-    /// the memory) when that is not a descent direction; with its slope.
-    fn direction(&mut self) -> (Vec<f64>, f64) {
-        let active = self.active_set();
-        let free_g: Vec<f64> = self
-            .g
-            .iter()
-            .zip(&active)
-            .map(|(g, &a)| if a { 0.0 } else { *g })
-            .collect();
-        // The pairs restricted to the free variables (all of them without
-        // bounds), keeping those with positive curvature there: the
-        // model of the reduced Hessian.
-        let mask = |v: &[f64]| -> Vec<f64> {
-            v.iter()
-                .zip(&active)
-                .map(|(x, &a)| if a { 0.0 } else { *x })
-                .collect()
-        };
-        let (s_mem, y_mem): (Vec<Vec<f64>>, Vec<Vec<f64>>) = self
-            .s_mem
-            .iter()
-            .zip(&self.y_mem)
-            .map(|(s, y)| (mask(s), mask(y)))
-            .filter(|(s, y)| dot(s, y) > 1e-12 * dot(s, s).sqrt() * dot(y, y).sqrt())
-            .unzip();
-        let g = &free_g;
-        let mut q = g.clone();
-        let k = s_mem.len();
-        let mut alpha = vec![0.0; k];
-        for i in (0..k).rev() {
-            let rho = 1.0 / dot(&y_mem[i], &s_mem[i]);
-            alpha[i] = rho * dot(&s_mem[i], &q);
-            for (qj, yj) in q.iter_mut().zip(&y_mem[i]) {
-                *qj -= alpha[i] * yj;
+    /// The two-loop recursion `d = −H ∇f` into `work.d`, or steepest
+    /// descent (clearing the memory) when that is not a descent direction;
+    /// returns the slope `∇fᵀd`. Under bounds the recursion runs on the
+    /// free variables only (the pairs and the gradient gathered to them:
+    /// the model of the reduced Hessian), keeping the pairs with positive
+    /// curvature there; `d` is 0 on the active set.
+    fn direction(&mut self) -> f64 {
+        let n = self.x.len();
+        self.free_variables();
+        let masked = self.work.free.len() < n;
+        let mut q = std::mem::take(&mut self.work.q);
+        if masked {
+            let w = &mut self.work;
+            w.pairs.resize_with(self.memory.len(), Default::default);
+            for ((s, y), (cs, cy)) in self.memory.iter().zip(w.pairs.iter_mut()) {
+                gather(s, &w.free, cs);
+                gather(y, &w.free, cy);
             }
-        }
-        let gamma = if k > 0 {
-            dot(&s_mem[k - 1], &y_mem[k - 1]) / dot(&y_mem[k - 1], &y_mem[k - 1])
+            gather(&self.g, &w.free, &mut q);
         } else {
-            1.0 / inf_norm(g).max(f64::MIN_POSITIVE)
-        };
-        q.iter_mut().for_each(|v| *v *= gamma);
-        for i in 0..k {
-            let rho = 1.0 / dot(&y_mem[i], &s_mem[i]);
-            let beta = rho * dot(&y_mem[i], &q);
-            for (qj, sj) in q.iter_mut().zip(&s_mem[i]) {
-                *qj += (alpha[i] - beta) * sj;
+            q.clear();
+            q.extend_from_slice(&self.g);
+        }
+        let (w, memory) = (&self.work, &self.memory);
+        let pair = |i: usize| -> (&[f64], &[f64]) {
+            if masked {
+                (&w.pairs[i].0, &w.pairs[i].1)
+            } else {
+                (&memory[i].0, &memory[i].1)
             }
-        }
-        let mut d: Vec<f64> = q
-            .iter()
-            .zip(&active)
-            .map(|(v, &a)| if a { 0.0 } else { -v })
+        };
+        // (index, 1/sᵀy, sᵀy/yᵀy) of the pairs with positive curvature.
+        let kept: Vec<(usize, f64, f64)> = (0..memory.len())
+            .filter_map(|i| {
+                let (s, y) = pair(i);
+                let (sy, ss, yy) = (dot(s, y), dot(s, s), dot(y, y));
+                (sy > 1e-12 * ss.sqrt() * yy.sqrt()).then(|| (i, 1.0 / sy, sy / yy))
+            })
             .collect();
-        let mut slope = dot(&self.g, &d);
-        if !(slope < 0.0 && slope.is_finite()) {
-            self.s_mem.clear();
-            self.y_mem.clear();
-            let scale = 1.0 / inf_norm(&free_g).max(f64::MIN_POSITIVE);
-            d = free_g.iter().map(|v| -v * scale).collect();
-            slope = dot(&self.g, &d);
+        let mut alpha = vec![0.0; kept.len()];
+        for (a, &(i, rho, _)) in alpha.iter_mut().zip(&kept).rev() {
+            let (s, y) = pair(i);
+            *a = rho * dot(s, &q);
+            q.iter_mut().zip(y).for_each(|(qj, yj)| *qj -= *a * yj);
         }
-        (d, slope)
+        let gamma = kept
+            .last()
+            .map_or_else(|| 1.0 / inf_norm(&q).max(f64::MIN_POSITIVE), |k| k.2);
+        q.iter_mut().for_each(|v| *v *= gamma);
+        for (a, &(i, rho, _)) in alpha.iter().zip(&kept) {
+            let (s, y) = pair(i);
+            let beta = rho * dot(y, &q);
+            q.iter_mut()
+                .zip(s)
+                .for_each(|(qj, sj)| *qj += (a - beta) * sj);
+        }
+        let w = &mut self.work;
+        w.d.clear();
+        w.d.resize(n, 0.0);
+        for (&i, v) in w.free.iter().zip(&q) {
+            w.d[i] = -v;
+        }
+        w.q = q;
+        let mut slope = dot(&self.g, &w.d);
+        if !(slope < 0.0 && slope.is_finite()) {
+            self.memory.clear();
+            w.d.iter_mut().for_each(|v| *v = 0.0);
+            for &i in &w.free {
+                w.d[i] = self.g[i];
+            }
+            let scale = 1.0 / inf_norm(&w.d).max(f64::MIN_POSITIVE);
+            w.d.iter_mut().for_each(|v| *v *= -scale);
+            slope = dot(&self.g, &w.d);
+        }
+        slope
     }
 
     /// Bertsekas' ε-active set: under [`LbfgsOptions::nonnegative`], the
     /// variables within `ε = min(ACTIVE_EPSILON, w)` of the bound whose
-    /// gradient is positive (`w` the projected-gradient norm); none
-    /// without bounds.
-    fn active_set(&self) -> Vec<bool> {
+    /// gradient is positive (`w` the projected-gradient norm) are held;
+    /// `work.free` lists the others (all of them without bounds).
+    fn free_variables(&mut self) {
+        let free = &mut self.work.free;
+        free.clear();
         if !self.options.nonnegative {
-            return vec![false; self.x.len()];
+            free.extend(0..self.x.len());
+            return;
         }
         let eps = ACTIVE_EPSILON.min(projected_gradient_norm(&self.x, &self.g));
-        self.x
-            .iter()
-            .zip(&self.g)
-            .map(|(x, g)| *x <= eps && *g > 0.0)
-            .collect()
+        free.extend(
+            self.x
+                .iter()
+                .zip(&self.g)
+                .enumerate()
+                .filter(|(_, (x, g))| !(**x <= eps && **g > 0.0))
+                .map(|(i, _)| i),
+        );
     }
 
     /// The first-order optimality measure: `‖∇f‖∞`, or the projected
@@ -270,13 +313,16 @@ impl<E: FnMut(&[f64], &mut [f64]) -> f64> Solver for Lbfgs<E> {
 
     fn next_iter(&mut self) -> Result<f64, Termination> {
         let n = self.x.len();
-        let (d, slope) = self.direction();
+        let slope = self.direction();
+        let mut x_new = std::mem::take(&mut self.work.x_trial);
+        let mut g_new = std::mem::take(&mut self.work.g_trial);
+        x_new.resize(n, 0.0);
+        g_new.resize(n, 0.0);
         // Armijo backtracking.
         let mut step = 1.0;
         let mut accepted = None;
-        let mut x_new = vec![0.0; n];
-        let mut g_new = vec![0.0; n];
         for _ in 0..60 {
+            let d = &self.work.d;
             for i in 0..n {
                 x_new[i] = self.x[i] + step * d[i];
             }
@@ -284,8 +330,7 @@ impl<E: FnMut(&[f64], &mut [f64]) -> f64> Solver for Lbfgs<E> {
             // ∇fᵀ(P(x + αd) − x) (equal to α∇fᵀd without bounds).
             let decrease = if self.options.nonnegative {
                 x_new.iter_mut().for_each(|v| *v = v.max(0.0));
-                let moved: Vec<f64> = x_new.iter().zip(&self.x).map(|(a, b)| a - b).collect();
-                dot(&self.g, &moved)
+                (0..n).map(|i| self.g[i] * (x_new[i] - self.x[i])).sum()
             } else {
                 step * slope
             };
@@ -298,27 +343,32 @@ impl<E: FnMut(&[f64], &mut [f64]) -> f64> Solver for Lbfgs<E> {
             step *= 0.5;
         }
         let Some(f_next) = accepted else {
+            self.work.x_trial = x_new;
+            self.work.g_trial = g_new;
             return Err(Termination::Stalled {
                 reason: "L-BFGS line search found no decrease".into(),
             });
         };
-        let s: Vec<f64> = x_new.iter().zip(&self.x).map(|(a, b)| a - b).collect();
-        let y: Vec<f64> = g_new.iter().zip(&self.g).map(|(a, b)| a - b).collect();
+        // The new pair is built in spare buffers; the oldest pair it
+        // evicts from a full memory becomes the next spare.
+        let (mut s, mut y) = std::mem::take(&mut self.work.spare);
+        s.clear();
+        s.extend(x_new.iter().zip(&self.x).map(|(a, b)| a - b));
+        y.clear();
+        y.extend(g_new.iter().zip(&self.g).map(|(a, b)| a - b));
         let sy = dot(&s, &y);
-        if sy > 1e-12 * dot(&s, &s).sqrt() * dot(&y, &y).sqrt() {
-            // Memory 0 keeps no pair: steepest descent with Armijo steps.
-            if self.options.memory > 0 {
-                if self.s_mem.len() == self.options.memory {
-                    self.s_mem.remove(0);
-                    self.y_mem.remove(0);
-                }
-                self.s_mem.push(s);
-                self.y_mem.push(y);
+        // Memory 0 keeps no pair: steepest descent with Armijo steps.
+        if self.options.memory > 0 && sy > 1e-12 * dot(&s, &s).sqrt() * dot(&y, &y).sqrt() {
+            if self.memory.len() == self.options.memory {
+                self.work.spare = self.memory.pop_front().unwrap_or_default();
             }
+            self.memory.push_back((s, y));
+        } else {
+            self.work.spare = (s, y);
         }
         let decrease = (self.f - f_next) / self.f.abs().max(1.0);
-        self.x = x_new;
-        self.g = g_new;
+        self.work.x_trial = std::mem::replace(&mut self.x, x_new);
+        self.work.g_trial = std::mem::replace(&mut self.g, g_new);
         self.f = f_next;
         self.stalled = if decrease < self.options.function_tolerance {
             self.stalled + 1

@@ -78,6 +78,14 @@ impl Default for PIdentityOptions {
     }
 }
 
+impl PIdentityOptions {
+    /// The extra rows p on a domain of n cells: `p`, or HDMM's `⌈n/16⌉`
+    /// but at least `min(n, 4)`; at least 1.
+    pub fn rows(&self, n: usize) -> usize {
+        self.p.unwrap_or(n.div_ceil(16).max(n.min(4))).max(1)
+    }
+}
+
 /// p-Identity's relative-decrease stop: an objective lower by a
 /// millionth is no error anyone can measure, and the long tail of a
 /// non-convex search costs most of its time (HDMM, through SciPy's
@@ -103,7 +111,7 @@ pub struct PIdentity {
 /// No n×n matrix is formed, inverted or factored.
 pub fn objective_and_gradient(
     gram: MatRef<'_, f64>,
-    theta: &Mat<f64>,
+    theta: MatRef<'_, f64>,
     privacy: PrivacyModel,
     par: Par,
 ) -> Option<(f64, Mat<f64>)> {
@@ -119,12 +127,12 @@ pub fn objective_and_gradient(
     for (j, d) in delta.iter().enumerate() {
         u.col_mut(j).iter_mut().for_each(|v| *v *= d);
     }
-    let mut r = gemm(theta.as_ref(), theta.transpose(), par);
+    let mut r = gemm(theta, theta.transpose(), par);
     for i in 0..p {
         r[(i, i)] += 1.0;
     }
     let chol = Cholesky::factor(r.as_ref()).ok()?;
-    let y = chol.solve(theta.as_ref()).ok()?;
+    let y = chol.solve(theta).ok()?;
     chol.solve_in_place(u.as_mut()).ok()?;
     // (V'P)ⱼⱼ = V'ⱼⱼ − Σₖ Θₖⱼ Uₖⱼ, and f is their sum.
     let diag_vpp: Vec<f64> = (0..n)
@@ -183,11 +191,12 @@ pub fn strategy(theta: &Mat<f64>, privacy: PrivacyModel) -> Mat<f64> {
     })
 }
 
-/// The variables of the L-BFGS runs: Θ itself, column-major p×n, bounded
-/// below by 0 under ε-DP (the program's `Θ ≥ 0`, kept by the projected
-/// L-BFGS of [`crate::lbfgs`], as HDMM keeps it by L-BFGS-B's bounds).
-fn theta_of(x: &[f64], p: usize) -> Mat<f64> {
-    Mat::from_fn(p, x.len() / p, |i, j| x[j * p + i])
+/// The variables of the L-BFGS runs: Θ itself, column-major p×n (a view,
+/// not a copy), bounded below by 0 under ε-DP (the program's `Θ ≥ 0`,
+/// kept by the projected L-BFGS of [`crate::lbfgs`], as HDMM keeps it by
+/// L-BFGS-B's bounds).
+fn theta_of(x: &[f64], p: usize) -> MatRef<'_, f64> {
+    MatRef::from_column_major_slice(x, p, x.len() / p)
 }
 
 /// p-Identity's own search (restarts of L-BFGS), without the identity
@@ -203,7 +212,7 @@ impl StrategyOptimizer for Search {
         let start = Instant::now();
         let o = self.0;
         let n = problem.domain_size();
-        let p = o.p.unwrap_or(n.div_ceil(16).max(n.min(4))).max(1);
+        let p = o.rows(n);
         if o.restarts == 0 {
             return Err(DpError::InvalidParameter {
                 name: "restarts",
@@ -235,10 +244,12 @@ impl StrategyOptimizer for Search {
             let theta0 = Mat::from_fn(p, n, |_, _| rng.random::<f64>());
             let x0: Vec<f64> = (0..p * n).map(|k| theta0[(k % p, k / p)]).collect();
             let eval = |x: &[f64], g: &mut [f64]| -> f64 {
-                match objective_and_gradient(v.as_ref(), &theta_of(x, p), privacy, par) {
+                match objective_and_gradient(v.as_ref(), theta_of(x, p), privacy, par) {
                     Some((f, grad)) => {
-                        for (k, gk) in g.iter_mut().enumerate() {
-                            *gk = grad[(k % p, k / p)];
+                        for (j, gj) in g.chunks_exact_mut(p).enumerate() {
+                            gj.iter_mut()
+                                .zip(grad.col(j).iter())
+                                .for_each(|(a, b)| *a = *b);
                         }
                         f
                     }
@@ -251,7 +262,7 @@ impl StrategyOptimizer for Search {
                 .run(Lbfgs::new(eval, x0, &lbfgs));
             total_iterations += run.iterations;
             let result = run.output;
-            let theta = theta_of(&result.x, p);
+            let theta = theta_of(&result.x, p).to_owned();
             if best.as_ref().is_none_or(|b| result.value < b.1) {
                 best = Some((theta, result.value, run.termination, run.history));
             }
@@ -319,7 +330,8 @@ mod tests {
         let v = gram(n);
         let theta = Mat::from_fn(p, n, |i, j| 0.1 + ((i * 5 + j * 3) % 7) as f64 / 7.0);
         for privacy in [PrivacyModel::Pure, PrivacyModel::Approx] {
-            let (f, g) = objective_and_gradient(v.as_ref(), &theta, privacy, Par::Seq).unwrap();
+            let (f, g) =
+                objective_and_gradient(v.as_ref(), theta.as_ref(), privacy, Par::Seq).unwrap();
             let a = strategy(&theta, privacy);
             let eval = dp_core::accuracy::evaluate_strategy_gram(v.as_ref(), a.as_ref()).unwrap();
             let direct = privacy.objective(&eval);
@@ -330,7 +342,7 @@ mod tests {
             crate::dense::assert_gradient_by_central_differences(
                 &format!("{privacy:?}"),
                 |x| {
-                    objective_and_gradient(v.as_ref(), x, privacy, Par::Seq)
+                    objective_and_gradient(v.as_ref(), x.as_ref(), privacy, Par::Seq)
                         .unwrap()
                         .0
                 },

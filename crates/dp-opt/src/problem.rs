@@ -4,6 +4,8 @@ use dp_core::validate::{check_gram, check_nonzero_matrix};
 use dp_core::{
     DpError, Result, StrategyEvaluation, evaluate_strategy_gram, svd_lower_bound_from_gram,
 };
+use std::sync::{Arc, Mutex};
+
 use dp_linalg::{Mat, MatRef};
 use serde::Serialize;
 
@@ -39,7 +41,21 @@ impl PrivacyModel {
 pub struct Problem {
     gram: Mat<f64>,
     privacy: PrivacyModel,
+    /// Strategies already evaluated by [`Problem::objective`] with their
+    /// results, compared entry by entry: a solver's report, its
+    /// combinator and the combinator above it each recompute the same
+    /// strategy's objective, an O(n³) evaluation.
+    evaluated: Arc<Mutex<Vec<Evaluated>>>,
 }
+
+/// A strategy and its [`Problem::objective`].
+type Evaluated = (Mat<f64>, Result<f64>);
+
+/// Strategies kept by [`Problem::objective`]'s memo.
+const MEMO_STRATEGIES: usize = 4;
+
+/// Largest strategy (entries) the memo copies.
+const MEMO_MAX_ENTRIES: usize = 1 << 22;
 
 impl Problem {
     /// Validates `G`: square, finite, not zero, symmetric to rounding.
@@ -47,7 +63,11 @@ impl Problem {
         check_gram(gram.as_ref())?;
         let mut gram = gram;
         dp_linalg::symmetrize(&mut gram);
-        Ok(Self { gram, privacy })
+        Ok(Self {
+            gram,
+            privacy,
+            evaluated: Arc::default(),
+        })
     }
 
     /// From explicit workload rows (validated).
@@ -79,8 +99,31 @@ impl Problem {
     }
 
     /// The objective of `strategy` recomputed from scratch (never taken
-    /// from a solver's bookkeeping).
+    /// from a solver's bookkeeping). A strategy equal entry by entry to
+    /// one this problem (or a clone of it) evaluated before gets that
+    /// evaluation's result back.
     pub fn objective(&self, strategy: MatRef<'_, f64>) -> Result<f64> {
+        let seen = |memo: &[Evaluated]| {
+            memo.iter()
+                .find(|(a, _)| a.as_ref() == strategy)
+                .map(|(_, r)| r.clone())
+        };
+        if let Some(r) = self.evaluated.lock().ok().and_then(|m| seen(&m)) {
+            return r;
+        }
+        let result = self.evaluate(strategy);
+        if strategy.nrows() * strategy.ncols() <= MEMO_MAX_ENTRIES
+            && let Ok(mut memo) = self.evaluated.lock()
+        {
+            if memo.len() == MEMO_STRATEGIES {
+                memo.drain(..1);
+            }
+            memo.push((strategy.to_owned(), result.clone()));
+        }
+        result
+    }
+
+    fn evaluate(&self, strategy: MatRef<'_, f64>) -> Result<f64> {
         let eval = evaluate_strategy_gram(self.gram.as_ref(), strategy)?;
         if !eval.support.supported {
             return Err(DpError::UnsupportedWorkload {
@@ -108,5 +151,44 @@ impl Problem {
     /// The SVD lower bound `(Σσᵢ(W))²/n` on `l2_obj`.
     pub fn svd_bound(&self) -> Result<f64> {
         svd_lower_bound_from_gram(self.gram.as_ref())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// The memo returns a strategy's own evaluation only: strategies that
+    /// differ in one entry, or in shape, are evaluated afresh (and agree
+    /// with a problem that never saw them); more than
+    /// [`MEMO_STRATEGIES`] strategies evict the oldest; unsupported
+    /// strategies keep their error.
+    #[test]
+    fn memo_answers_only_for_the_same_strategy() {
+        let w = Mat::from_fn(6, 4, |i, j| ((i * 3 + j * 5) % 7) as f64 - 2.0);
+        let g = dp_linalg::gram(w.as_ref(), dp_linalg::Par::Seq);
+        let p = Problem::from_gram(g.clone(), PrivacyModel::Approx).unwrap();
+        let fresh = || Problem::from_gram(g.clone(), PrivacyModel::Approx).unwrap();
+        let a = Mat::from_fn(5, 4, |i, j| if i == j { 1.0 } else { 0.3 * (i + j) as f64 });
+        let mut b = a.clone();
+        b[(4, 2)] += 1e-3;
+        let first = p.objective(a.as_ref()).unwrap();
+        assert_eq!(p.objective(a.as_ref()).unwrap(), first);
+        let other = p.objective(b.as_ref()).unwrap();
+        assert_ne!(other, first);
+        assert_eq!(other, fresh().objective(b.as_ref()).unwrap());
+        for k in 0..MEMO_STRATEGIES + 1 {
+            let c = Mat::from_fn(4, 4, |i, j| if i == j { 1.0 + k as f64 } else { 0.0 });
+            assert_eq!(
+                p.objective(c.as_ref()).unwrap(),
+                fresh().objective(c.as_ref()).unwrap()
+            );
+        }
+        assert_eq!(p.evaluated.lock().unwrap().len(), MEMO_STRATEGIES);
+        assert_eq!(p.objective(a.as_ref()).unwrap(), first);
+        let rank_one = Mat::from_fn(1, 4, |_, _| 1.0);
+        assert!(p.objective(rank_one.as_ref()).is_err());
+        assert!(p.clone().objective(rank_one.as_ref()).is_err());
     }
 }
