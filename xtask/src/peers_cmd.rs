@@ -2,7 +2,8 @@
 //! measurement is [`dp_bench::peers`]). Without `HDMM_SRC` (or a Python
 //! with numpy and scipy) only dpmm's columns are filled.
 
-use dp_bench::peers::{Hdmm, PEER_WORKLOADS, load_average, measure, table_line, table_preamble};
+use dp_bench::peers::{Hdmm, PEER_WORKLOADS, measure, table_line, table_preamble};
+use dp_bench::procfs::load_average;
 use dp_core::{DpError, Result};
 use dp_opt::PrivacyModel;
 
@@ -32,10 +33,8 @@ pub fn run(sizes: &[usize], models: &[PrivacyModel], json: bool) -> Result<()> {
         }
     }
     if !json {
-        println!(
-            "load average at end {}",
-            load_average().map_or("?".into(), |l| format!("{l:.1}"))
-        );
+        let load = load_average().map_or("?".into(), |l| format!("{l:.1}"));
+        println!("load average at end {load}");
     }
     // Best effort: the directory holds only this run's Gram and strategy files.
     let _ = std::fs::remove_dir_all(&dir);

@@ -70,4 +70,22 @@ proptest! {
             prop_assert!(refused(&run), "{:?}: {} {}", branching, run.code, run.stderr);
         }
     }
+
+    /// `--effort` (epsilon-default's total time as a multiple of
+    /// p-Identity's): any finite number at least 1 runs; anything else is
+    /// refused, as is an effort given to an optimizer that takes none.
+    #[test]
+    fn optimize_effort_flag(effort in flag_value()) {
+        let f = files("effort");
+        let run = |optimizer: &str| xtask(&["optimize", "--workload", arg(&f.w), "--optimizer",
+            optimizer, "--privacy", "pure", "--effort", &effort]);
+        let default = run("epsilon-default");
+        if in_range(&effort, 1.0, f64::MAX) {
+            prop_assert_eq!(default.code, 0, "{}", default.stderr);
+        } else {
+            prop_assert!(refused(&default), "{:?}: {} {}", effort, default.code, default.stderr);
+        }
+        let other = run("identity");
+        prop_assert!(refused(&other), "{:?}: {} {}", effort, other.code, other.stderr);
+    }
 }

@@ -27,6 +27,8 @@ use dp_workloads::generators::{DiscreteEntries, wdiscrete, wrange, wrelated};
 use dp_workloads::workload::{AllRange, Prefix};
 use serde::Serialize;
 
+use crate::procfs::{Pid, cpu_seconds};
+
 /// Queries of the random workloads (the m = 1024).
 pub const PEER_QUERIES: usize = 1024;
 
@@ -151,26 +153,15 @@ pub fn table_line(kind: &str, n: usize, rows: &[PeerRow]) -> String {
 pub fn run_ours(gram: &Mat<f64>, privacy: PrivacyModel, name: &str) -> Result<Side> {
     let problem = Problem::from_gram(gram.clone(), privacy)?;
     let optimizer = dp_opt::by_name(name)?;
-    let cpu = process_cpu_seconds();
+    let cpu = cpu_seconds(Pid::Current);
     let started = Instant::now();
     let result = optimizer.optimize(&problem, &mut ())?;
     let seconds = started.elapsed().as_secs_f64();
     Ok(Side {
         seconds,
-        cpu_seconds: process_cpu_seconds().zip(cpu).map(|(b, a)| b - a),
+        cpu_seconds: cpu_seconds(Pid::Current).zip(cpu).map(|(b, a)| b - a),
         objective: problem.objective(result.strategy.as_ref())?,
     })
-}
-
-/// CPU seconds (user + system, all threads) this process has used, from
-/// `/proc/self/stat` (fields 14 and 15, in clock ticks of 1/100 s);
-/// `None` where that file does not exist.
-pub fn process_cpu_seconds() -> Option<f64> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    // The command name (field 2) may contain spaces: count after its ')'.
-    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i)?.parse::<f64>().ok();
-    Some((ticks(11)? + ticks(12)?) / 100.0)
 }
 
 /// The driver run by HDMM's Python: loads `WᵀW`, hands HDMM a square
@@ -222,6 +213,20 @@ impl Hdmm {
         ok.then_some(Self { python, src })
     }
 
+    /// Runs the Python source `script` with HDMM's source directory and
+    /// `args` as its arguments, OpenBLAS on one thread (as both HDMM
+    /// drivers, this table's and `hdmm-peers`', have always run it); its
+    /// output, whatever its status.
+    pub fn script(&self, script: &str, args: &[&std::ffi::OsStr]) -> Result<std::process::Output> {
+        Command::new(&self.python)
+            .args(["-c", script])
+            .arg(&self.src)
+            .args(args)
+            .env("OPENBLAS_NUM_THREADS", "1")
+            .output()
+            .map_err(|e| DpError::Io(format!("cannot run {}: {e}", self.python.display())))
+    }
+
     /// Runs HDMM's `McKennaConvex` (`mckenna`) or `PIdentity` on the Gram
     /// stored at `gram_path`; the strategy and HDMM's wall-clock and CPU
     /// seconds.
@@ -232,15 +237,10 @@ impl Hdmm {
         dir: &Path,
     ) -> Result<(Mat<f64>, f64, f64)> {
         let out = dir.join(format!("hdmm_{template}.npy"));
-        let o = Command::new(&self.python)
-            .args(["-c", DRIVER])
-            .arg(&self.src)
-            .arg(gram_path)
-            .arg(template)
-            .arg(&out)
-            .env("OPENBLAS_NUM_THREADS", "1")
-            .output()
-            .map_err(|e| DpError::Io(format!("cannot run {}: {e}", self.python.display())))?;
+        let o = self.script(
+            DRIVER,
+            &[gram_path.as_os_str(), template.as_ref(), out.as_os_str()],
+        )?;
         if !o.status.success() {
             return Err(DpError::Io(format!(
                 "HDMM {template} failed: {}",
@@ -316,17 +316,6 @@ pub fn measure(
     Ok(rows)
 }
 
-/// The load average over one minute (`/proc/loadavg`), if readable: the
-/// table is printed with it, since only ratios from one run compare.
-pub fn load_average() -> Option<f64> {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -374,24 +363,5 @@ mod tests {
         assert_eq!(row.cpu_ratio(), Some(1.5));
         assert_eq!(row.objective_ratio(), Some(0.5));
         assert!(row.cell().contains("4.00× (CPU 1.50×)"), "{}", row.cell());
-    }
-
-    /// The CPU clock advances with work done on this thread (Linux has
-    /// `/proc`; a wrong field would stay put or fail to parse).
-    #[cfg(target_os = "linux")]
-    #[test]
-    fn cpu_seconds_follow_work() {
-        let before = process_cpu_seconds().unwrap();
-        let started = Instant::now();
-        let mut x = 0u64;
-        while process_cpu_seconds().unwrap() < before + 0.02 {
-            for i in 0..100_000u64 {
-                x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
-            }
-            assert!(
-                started.elapsed().as_secs() < 60,
-                "CPU clock did not advance"
-            );
-        }
     }
 }

@@ -29,6 +29,8 @@ use flate2::{Compression, write::GzEncoder};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+use crate::procfs::{self, Pid};
+
 /// The records schema of the generated survey (DESIGN.md §7).
 pub const SCHEMA: &str = r#"{"domain": [
   {"name": "sex", "column": "sex", "values": ["female", "male"], "missing": "drop"},
@@ -178,42 +180,6 @@ pub struct ChildCost {
     pub peak_rss_bytes: Option<f64>,
 }
 
-/// A sample of a child's `/proc` entries.
-struct Sample {
-    /// `VmHWM` in bytes (absent once the process has exited).
-    peak: Option<f64>,
-    /// utime + stime in seconds.
-    cpu: Option<f64>,
-    /// Exited and not yet reaped: `cpu` is final.
-    zombie: bool,
-}
-
-/// Samples `/proc/PID/status` and `/proc/PID/stat` (Linux; all `None`
-/// elsewhere).
-fn sample(pid: u32) -> Sample {
-    let peak = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
-            line.split_whitespace().nth(1)?.parse::<f64>().ok()
-        })
-        .map(|kib| kib * 1024.0);
-    // Fields after the command name (which may hold spaces): the state is
-    // the 1st, utime and stime the 12th and 13th, in USER_HZ = 100 ticks
-    // per second.
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let fields: Vec<&str> = stat
-        .rfind(')')
-        .map(|i| stat[i + 1..].split_whitespace().collect())
-        .unwrap_or_default();
-    let tick = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok());
-    Sample {
-        peak,
-        cpu: tick(11).zip(tick(12)).map(|(u, s)| (u + s) / 100.0),
-        zombie: fields.first() == Some(&"Z"),
-    }
-}
-
 /// Runs `cmd` to completion, sampling its peak memory every 2 ms (it only
 /// grows, so the last sample is the peak but for the final moments); the
 /// CPU time is read once the process has exited and before it is reaped,
@@ -227,12 +193,15 @@ pub fn run_measured(cmd: &mut Command, log: &Path) -> Result<ChildCost> {
         .stderr(err_file)
         .spawn()
         .map_err(|e| DpError::Io(format!("cannot start {cmd:?}: {e}")))?;
+    let pid = Pid::Of(child.id());
     let (mut peak, mut cpu) = (None, None);
     loop {
-        let s = sample(child.id());
-        peak = s.peak.or(peak);
-        cpu = s.cpu.or(cpu);
-        if s.zombie || s.cpu.is_none() {
+        // VmHWM is absent once the process has exited; its CPU time is
+        // final while it is a zombie.
+        peak = procfs::peak_rss_bytes(pid).or(peak);
+        let stat = procfs::stat(pid);
+        cpu = stat.map(|s| s.cpu_seconds).or(cpu);
+        if stat.is_none_or(|s| s.state == 'Z') {
             // Exited (or no /proc): reap it.
             break;
         }
@@ -322,12 +291,11 @@ pub fn print_bench(dpmm: &Path, sizes: &[usize]) -> Result<()> {
             dpmm.display()
         )));
     }
-    let load = || std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    println!("load average before: {}", load().trim());
+    println!("load average before: {}", procfs::load_averages_text());
     println!("{}", ReleaseRow::header());
     let sizes: Vec<u64> = sizes.iter().map(|&n| n as u64).collect();
     bench_release(dpmm, &sizes, 2024, |row| println!("{}", row.line()))?;
-    println!("load average after: {}", load().trim());
+    println!("load average after: {}", procfs::load_averages_text());
     Ok(())
 }
 

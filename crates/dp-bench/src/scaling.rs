@@ -3,7 +3,7 @@
 //! domain size n (and query count m), as a typed [`ScalingRow`].
 //!
 //! The command runs each point in a child process so that the peak
-//! resident memory ([`peak_rss_bytes`]) is that point's own; a dense n×n
+//! resident memory ([`crate::procfs::peak_rss_bytes`]) is that point's own; a dense n×n
 //! product ([`ReferenceProduct`]) is timed in the same process, so times
 //! compare across machines as ratios.
 
@@ -144,15 +144,6 @@ pub struct PointMemory {
     pub peak_in_nxn_matrices: Option<f64>,
 }
 
-/// Peak resident set size of this process (`VmHWM` of
-/// `/proc/self/status`); `None` where that file does not exist.
-pub fn peak_rss_bytes() -> Option<f64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024.0)
-}
-
 /// Measures `target` on the (n, m) member of `workload`; `rank` sets
 /// LRM's decomposition rank (its own default when `None`).
 pub fn measure_point(
@@ -194,7 +185,7 @@ pub fn measure_point(
             .find(|(name, _)| *name == key)
             .map(|(_, v)| *v)
     };
-    let peak = peak_rss_bytes();
+    let peak = crate::procfs::peak_rss_bytes(crate::procfs::Pid::Current);
     Ok(ScalingRow {
         n,
         m,

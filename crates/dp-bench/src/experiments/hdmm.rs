@@ -19,10 +19,7 @@ use crate::{Panel, Plot, Point, Progress, RunConfig, Series, SeriesPoint};
 
 /// Peak resident memory of this process in MiB (`VmHWM`), if readable.
 pub fn peak_memory_mib() -> Option<f64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib / 1024.0)
+    crate::procfs::peak_rss_bytes(crate::procfs::Pid::Current).map(|b| b / (1024.0 * 1024.0))
 }
 
 /// What one plan reached, without its strategy.

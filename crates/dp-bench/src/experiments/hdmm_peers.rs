@@ -18,7 +18,6 @@
 //! optimizations alone on both sides.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use dp_core::{DpError, Result};
 use dp_linalg::Mat;
@@ -33,7 +32,8 @@ use serde::Deserialize;
 
 use super::hdmm::{BOTH, Planned, by_privacy, domain, objective_name, privacy_label, single_group};
 use super::runner::{Grid, GridExperiment};
-use crate::peers::{Hdmm, load_average};
+use crate::peers::Hdmm;
+use crate::procfs::load_average;
 use crate::{Panel, Plot, Point, Progress, RunConfig};
 
 /// The workloads of the side-by-side.
@@ -134,6 +134,8 @@ pub(crate) struct Peers {
     /// The experiment's name (its output directory).
     name: &'static str,
     kinds: &'static [Kind],
+    /// The experiment that also runs every one of `kinds`.
+    part_of: Option<&'static str>,
 }
 
 /// `hdmm-peers`.
@@ -150,6 +152,7 @@ pub(crate) const PEERS: Grid<Peers> = Grid::new(
             Kind::TwoWay40Binary,
             Kind::Sf1Persons,
         ],
+        part_of: None,
     },
 );
 
@@ -160,6 +163,7 @@ pub(crate) const CENSUS: Grid<Peers> = Grid::new(
     Peers {
         name: "hdmm-census",
         kinds: &[Kind::Sf1Persons, Kind::CensusMarginals],
+        part_of: Some("hdmm-peers"),
     },
 );
 
@@ -210,6 +214,10 @@ impl GridExperiment for Peers {
     type Setup = Setup;
     type Value = Case;
     type Row = Row;
+
+    fn part_of(&self) -> Option<&'static str> {
+        self.part_of
+    }
 
     fn setup(&self, cfg: &RunConfig, progress: &mut dyn Progress) -> Result<Setup> {
         let hdmm = HdmmDriver::from_env();
@@ -406,19 +414,12 @@ elif template != "union":
 json.dump(res, open(sys.argv[4], "w"))
 "#;
 
-/// HDMM's source and Python, found by [`Hdmm::from_env`].
-struct HdmmDriver {
-    python: PathBuf,
-    src: PathBuf,
-}
+/// HDMM ([`Hdmm::from_env`]) running [`DRIVER`] on structured workloads.
+struct HdmmDriver(Hdmm);
 
 impl HdmmDriver {
     fn from_env() -> Option<Self> {
-        Hdmm::from_env()?;
-        Some(Self {
-            python: std::env::var_os("PEER_PYTHON").map_or("python3".into(), PathBuf::from),
-            src: PathBuf::from(std::env::var_os("HDMM_SRC")?),
-        })
+        Hdmm::from_env().map(Self)
     }
 
     /// Every applicable template on `w` (the workload file is written to
@@ -476,15 +477,10 @@ impl HdmmDriver {
     }
 
     fn run(&self, spec: &Path, template: &str, out: &Path) -> Result<DriverOut> {
-        let o = Command::new(&self.python)
-            .args(["-c", DRIVER])
-            .arg(&self.src)
-            .arg(spec)
-            .arg(template)
-            .arg(out)
-            .env("OPENBLAS_NUM_THREADS", "1")
-            .output()
-            .map_err(|e| DpError::Io(format!("cannot run {}: {e}", self.python.display())))?;
+        let o = self.0.script(
+            DRIVER,
+            &[spec.as_os_str(), template.as_ref(), out.as_os_str()],
+        )?;
         if !o.status.success() {
             let err = String::from_utf8_lossy(&o.stderr);
             let last = err.lines().last().unwrap_or("").trim().to_string();
@@ -529,4 +525,54 @@ fn evaluate(w: &StructuredWorkload, privacy: PrivacyModel, o: &DriverOut) -> Res
         o.loss
     };
     Ok((o.seconds, objective))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn decoded(w: &StructuredWorkload, json: &str) -> (f64, f64) {
+        let out: DriverOut = serde_json::from_str(json).unwrap();
+        evaluate(w, PrivacyModel::Approx, &out).unwrap()
+    }
+
+    /// The driver's JSON as HDMM writes it: marginal weights keyed with
+    /// attribute 0 as the most significant bit (HDMM's `Marginals`), a
+    /// Kronecker term's factors as lists of rows, else HDMM's own loss;
+    /// each decoded objective equals the one computed from the strategy
+    /// stated directly, and the other bit order or orientation does not.
+    #[test]
+    fn driver_output_is_decoded() {
+        let sets = vec![0b01, 0b11];
+        let w = single_group(named(&[2, 3]).unwrap(), "m", Queries::Marginals(sets)).unwrap();
+        let approx = PrivacyModel::Approx;
+        // Keys 0b10 = {a0} (weight 1) and 0b11 = {a0, a1} (weight 2).
+        let (seconds, got) = decoded(&w, r#"{"seconds": 1.5, "loss": 7, "theta": [0, 0, 1, 2]}"#);
+        assert_eq!(seconds, 1.5);
+        let want = marginals_objective(&w, &[(0b01, 1.0), (0b11, 2.0)], approx).unwrap();
+        let reversed = marginals_objective(&w, &[(0b10, 1.0), (0b11, 2.0)], approx).unwrap();
+        assert!((got - want).abs() <= 1e-12 * want, "{got} vs {want}");
+        assert!(
+            (reversed - want).abs() > 1e-6 * want,
+            "{reversed} vs {want}"
+        );
+
+        // A 3×2 factor on the 2-valued attribute: read as columns it would
+        // not fit the attribute at all.
+        let json = r#"{"seconds": 2, "loss": 7, "terms": [{"factors":
+            [[[1, 0], [0, 1], [1, 2]], [[1, 0, 0], [1, 1, 0], [3, 1, 1]]]}]}"#;
+        let (_, got) = decoded(&w, json);
+        let f0 = Mat::from_fn(3, 2, |i, j| [[1.0, 0.0], [0.0, 1.0], [1.0, 2.0]][i][j]);
+        let f1 = Mat::from_fn(3, 3, |i, j| {
+            [[1.0, 0.0, 0.0], [1.0, 1.0, 0.0], [3.0, 1.0, 1.0]][i][j]
+        });
+        let want = kron_objective(&w, &[f0.clone(), f1.clone()], approx).unwrap();
+        assert!((got - want).abs() <= 1e-12 * want, "{got} vs {want}");
+        let transposed = [f0.transpose().to_owned(), f1.transpose().to_owned()];
+        assert!(kron_objective(&w, &transposed, approx).is_err());
+
+        let (_, got) = decoded(&w, r#"{"seconds": 3, "loss": 7.25}"#);
+        assert_eq!(got, 7.25);
+    }
 }

@@ -28,6 +28,7 @@ use dp_workloads::domain::Domain;
 use dp_workloads::structured::{Factor, Queries, QueryGroup, StructuredWorkload};
 
 use super::hdmm::peak_memory_mib;
+use crate::procfs::{self, Pid};
 use crate::{
     About, Experiment, ExperimentResult, Panel, Plot, Point, PointSetting, Progress, RunConfig,
     Series,
@@ -41,19 +42,9 @@ const ABOUT: About = About {
     reproduces: "HDMM paper, §8 scalability: least-squares reconstruction time against cells (Kronecker strategy, up to 10⁹ cells)",
 };
 
-/// This process's CPU seconds (user + system), from `/proc/self/stat`.
+/// This process's CPU seconds (user + system; 0 where `/proc` is absent).
 fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    // Fields after the parenthesized command name: utime, stime are the
-    // 12th and 13th (clock ticks of 1/100 s).
-    let rest = stat.rsplit(')').next().unwrap_or("");
-    let f: Vec<f64> = rest
-        .split_whitespace()
-        .skip(11)
-        .take(2)
-        .filter_map(|v| v.parse().ok())
-        .collect();
-    f.iter().sum::<f64>() / 100.0
+    procfs::cpu_seconds(Pid::Current).unwrap_or(0.0)
 }
 
 /// Synthetic count of cell `i` (0 to 6).
@@ -221,9 +212,7 @@ impl Experiment for Scaling {
         summary += &format!(
             "\n**HDMM's published figure (its §8, its machine):** least squares on 10⁹ cells 14–62 s. \
              Load average at the end of this run: {}.\n",
-            std::fs::read_to_string("/proc/loadavg")
-                .unwrap_or_default()
-                .trim()
+            procfs::load_averages_text()
         );
         let names = ["least squares", "answers", "answers from y"];
         let series = series

@@ -32,6 +32,12 @@ pub(crate) trait GridExperiment {
         points: &mut Vec<Point>,
     ) -> Result<Self::Row>;
 
+    /// The experiment whose run includes every run of this one
+    /// ([`crate::Experiment::part_of`]), or `None`.
+    fn part_of(&self) -> Option<&'static str> {
+        None
+    }
+
     /// The progress line after `value` was measured.
     fn describe(&self, value: &Self::Value, row: &Self::Row) -> String;
 
@@ -67,6 +73,10 @@ impl<E> Grid<E> {
 impl<E: GridExperiment> Experiment for Grid<E> {
     fn about(&self) -> About {
         self.about
+    }
+
+    fn part_of(&self) -> Option<&'static str> {
+        self.experiment.part_of()
     }
 
     fn run(&self, cfg: &RunConfig, progress: &mut dyn Progress) -> Result<ExperimentResult> {

@@ -199,11 +199,12 @@ pub(super) fn newton_direction(
     let mut p = s.clone();
     let mut rs = inner(&r, &s);
     // Forcing term relative to the size of Y: loose far from the optimum,
-    // tight near it (superlinear inexact Newton).
+    // tight near it (superlinear inexact Newton, Nocedal & Wright (7.3):
+    // η = min(0.5, √‖∇F‖), here with ‖∇F‖ relative to ‖diag Y‖).
     let y_diag_norm = (0..n).map(|i| y[(i, i)] * y[(i, i)]).sum::<f64>().sqrt();
     let forcing = (b_norm / y_diag_norm.max(f64::MIN_POSITIVE))
         .sqrt()
-        .min(0.1);
+        .min(0.5);
     // `s` doubles as the Hessian product's output (it is recomputed from
     // r before its next use as the preconditioned residual).
     let mut iters = 0;
