@@ -15,22 +15,20 @@ pub struct PlanArgs {
     /// Write the plan file (JSON) here.
     #[arg(long)]
     out: Option<PathBuf>,
-    /// The loss: total (sum of the queries' variances) or max (the largest
-    /// per-query variance; (ε,δ) marginal workloads only).
+    /// The loss: total (sum of variances) or max (worst query; (ε,δ) marginals).
     #[arg(long, default_value = "total")]
     objective: PlanObjective,
 }
 
 pub fn run(args: &PlanArgs) -> Result<()> {
     let (budget, calibration) = (args.privacy.budget()?, args.privacy.calibration()?);
+    let mut options = PlanOptions::default();
+    options.objective = args.objective;
     let report = plan::plan_spec_to_file(
         &args.workload,
         budget,
         calibration,
-        &PlanOptions {
-            objective: args.objective,
-            ..PlanOptions::default()
-        },
+        &options,
         args.out.as_deref(),
     )?;
     let value = serde_json::to_value(&report)
