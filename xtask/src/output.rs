@@ -53,8 +53,8 @@ impl PrivacyArgs {
     }
 }
 
-/// Prints one JSON object.
-pub fn print_json(value: &serde_json::Value) -> Result<()> {
+/// Prints one JSON object (any serializable report).
+pub fn print_json(value: &impl serde::Serialize) -> Result<()> {
     let text = serde_json::to_string_pretty(value)
         .map_err(|e| DpError::Io(format!("cannot format output: {e}")))?;
     println!("{text}");

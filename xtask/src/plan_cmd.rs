@@ -1,7 +1,7 @@
 //! `cargo xtask plan` (DESIGN.md §7): the same library entry point as
 //! `dpmm plan`, [`plan::plan_spec_to_file`], printed as JSON.
 use crate::output::{PrivacyArgs, print_json};
-use dp_core::{DpError, Result};
+use dp_core::Result;
 use dp_opt::multidim::{PlanObjective, PlanOptions, plan};
 use std::path::PathBuf;
 
@@ -22,16 +22,15 @@ pub struct PlanArgs {
 
 pub fn run(args: &PlanArgs) -> Result<()> {
     let (budget, calibration) = (args.privacy.budget()?, args.privacy.calibration()?);
-    let mut options = PlanOptions::default();
-    options.objective = args.objective;
     let report = plan::plan_spec_to_file(
         &args.workload,
         budget,
         calibration,
-        &options,
+        &PlanOptions {
+            objective: args.objective,
+            ..PlanOptions::default()
+        },
         args.out.as_deref(),
     )?;
-    let value = serde_json::to_value(&report)
-        .map_err(|e| DpError::Io(format!("cannot format output: {e}")))?;
-    print_json(&value)
+    print_json(&report)
 }
