@@ -201,7 +201,7 @@ fn theta_of(x: &[f64], p: usize) -> MatRef<'_, f64> {
 
 /// p-Identity's own search (restarts of L-BFGS), without the identity
 /// candidate [`PIdentity`] compares it with.
-struct Search(PIdentityOptions);
+pub(crate) struct Search(pub(crate) PIdentityOptions);
 
 impl StrategyOptimizer for Search {
     fn name(&self) -> &'static str {

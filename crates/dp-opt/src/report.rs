@@ -138,7 +138,8 @@ impl Draft {
 /// A stage of a multi-stage method.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub enum Stage {
-    /// A restart from a new random point (p-Identity).
+    /// A restart from a new random point (p-Identity; LRM's random start
+    /// after its p-Identity start).
     Restart(usize),
     /// A smoothing level of the soft-max (ESM).
     Smoothing(f64),

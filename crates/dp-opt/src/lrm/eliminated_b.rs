@@ -3,6 +3,8 @@
 //! `min tr(WᵀW (LᵀL)⁻¹)` over L with columns in the unit ball, the form
 //! [`LrmSolver::Penalty`] minimizes directly when `r ≥ n`.
 
+use std::time::Instant;
+
 use dp_core::{DpError, Result};
 use dp_linalg::{Cholesky, Mat, MatMut, MatRef, Par};
 use rand::{Rng, SeedableRng};
@@ -10,45 +12,137 @@ use rand_chacha::ChaCha8Rng;
 
 #[allow(unused_imports)] // doc links
 use super::LrmSolver;
+#[allow(unused_imports)] // doc links
+use super::PenaltyOptions;
 use super::l1_ball::spg_over_columns;
 use super::quasi_newton::lbfgs_over_split;
-use super::{ColumnNorm, Decomposition, EliminatedMethod, Lrm, Scaled, frob_residual};
-use crate::Observer;
+use super::{
+    ColumnNorm, Decomposition, EliminatedMethod, EliminatedStart, Lrm, LrmOptions, Scaled,
+    frob_residual,
+};
 use crate::dense::{gemm, inner};
 use crate::engine::Termination;
 use crate::lbfgs::LbfgsOptions;
+use crate::pidentity::{self, PIdentityOptions};
+use crate::report::{Event, Stage};
 use crate::spg::SpgOptions;
+use crate::{Observer, PrivacyModel, Problem, StrategyOptimizer};
+
+/// What the eliminated-B form works on: W's Gram scaled to unit largest
+/// column norm, its root C (`CᵀC = gram`), the scale `colmax` that undoes
+/// it, and the norm of L's unit balls.
+pub(super) struct ScaledRoot<'a> {
+    pub(super) gram: &'a Mat<f64>,
+    pub(super) c: &'a Mat<f64>,
+    pub(super) colmax: f64,
+    pub(super) norm: ColumnNorm,
+}
 
 impl Lrm {
-    /// [`LrmSolver::Penalty`] for `r ≥ n`: [`eliminated_b_objective`]
-    /// over the unit balls of `norm` by SPG or, with L1 columns and
-    /// [`EliminatedMethod::QuasiNewton`], by projected L-BFGS on the split
-    /// of [`super::quasi_newton`] after a few SPG steps; from the identity
-    /// plus random rows; the exact `B = W L⁺` (residual 0) at the end.
-    /// Converged when the solver's own test held (not its iteration limit
-    /// or a failed line search), C is fitted to `10⁻⁶‖C‖_F` and
-    /// `‖B‖²_F ≤ ‖W‖²_F`.
-    ///
-    /// With `start` (r × n, e.g. p-Identity's strategy), the run starts
-    /// there instead, its columns scaled to unit norm; SPG keeps its best
-    /// iterate and L-BFGS's line search is monotone, so the result is
-    /// never worse than the start.
-    pub(super) fn eliminated_b_form(
+    /// [`Lrm::eliminated_b_form`] on the scaled Gram `root.gram` from
+    /// `start` when one is handed in (its row count is r); else from the
+    /// start [`PenaltyOptions::start`] names, with `r` rows, and on at
+    /// most [`PenaltyOptions::random_start_up_to`] cells from the random
+    /// start as well, keeping the lower `tr(BᵀB)`. Every stage spends from
+    /// the same `max_seconds`, and the p-Identity start's objective is
+    /// reported in [`Decomposition::start_objective`].
+    pub(super) fn eliminated_b_from_start(
         &self,
-        c: &Mat<f64>,
+        root: &ScaledRoot<'_>,
         r: usize,
-        colmax: f64,
-        norm: ColumnNorm,
         start: Option<&Mat<f64>>,
         observer: &mut dyn Observer,
     ) -> Result<Decomposition> {
+        let n = root.c.ncols();
+        let o = self.options;
+        let random = || Self::random_start(r, n, o.penalty.seed);
+        if let Some(l0) = start {
+            return self.eliminated_b_form(root, l0.clone(), observer);
+        }
+        if o.penalty.start == EliminatedStart::Random || r == n {
+            return self.eliminated_b_form(root, random(), observer);
+        }
+        let began = Instant::now();
+        let rest = || Lrm {
+            options: LrmOptions {
+                max_seconds: o
+                    .max_seconds
+                    .map(|t| (t - began.elapsed().as_secs_f64()).max(0.0)),
+                ..o
+            },
+        };
+        let (l0, start_objective) = self.pidentity_start(root.gram, r - n, root.norm)?;
+        let mut dec = rest().eliminated_b_form(root, l0, observer)?;
+        dec.start_objective = Some(start_objective * root.colmax * root.colmax);
+        if n <= o.penalty.random_start_up_to {
+            observer.observe(&Event::Stage {
+                iteration: 0,
+                stage: Stage::Restart(1),
+            });
+            let other = rest().eliminated_b_form(root, random(), observer)?;
+            if other.trace_btb < dec.trace_btb {
+                return Ok(Decomposition {
+                    start_objective: dec.start_objective,
+                    ..other
+                });
+            }
+        }
+        Ok(dec)
+    }
+
+    /// [`EliminatedStart::PIdentity`]: p-Identity's own search (without
+    /// its identity candidate, so the strategy has exactly `n + extra`
+    /// rows) on the scaled Gram `g`, under the privacy model whose
+    /// sensitivity `norm` measures. Returns the strategy, every column of
+    /// unit norm, and its objective on `g`.
+    fn pidentity_start(
+        &self,
+        g: &Mat<f64>,
+        extra: usize,
+        norm: ColumnNorm,
+    ) -> Result<(Mat<f64>, f64)> {
+        let privacy = match norm {
+            ColumnNorm::L1 => PrivacyModel::Pure,
+            ColumnNorm::L2 => PrivacyModel::Approx,
+        };
+        let problem = Problem::from_gram(g.clone(), privacy)?;
+        let defaults = PIdentityOptions::default();
+        let options = PIdentityOptions {
+            p: Some(extra),
+            seed: self.options.penalty.seed,
+            lbfgs: LbfgsOptions {
+                budget: defaults.lbfgs.budget.with_seconds(self.options.max_seconds),
+                ..defaults.lbfgs
+            },
+            parallelism: self.options.parallelism,
+            ..defaults
+        };
+        let found = pidentity::Search(options).optimize(&problem, &mut ())?;
+        Ok((found.strategy, found.report.objective))
+    }
+
+    /// [`LrmSolver::Penalty`] for `r ≥ n`: [`eliminated_b_objective`]
+    /// over the unit balls of `root.norm` by SPG or, with L1 columns and
+    /// [`EliminatedMethod::QuasiNewton`], by projected L-BFGS on the split
+    /// of [`super::quasi_newton`] after a few SPG steps, from `l` (r × n)
+    /// with its columns scaled to unit norm; the exact `B = W L⁺`
+    /// (residual 0) at the end. SPG keeps its best iterate and L-BFGS's
+    /// line search is monotone, so the result is never worse than the
+    /// start. Converged when the solver's own test held (not its iteration
+    /// limit or a failed line search), C is fitted to `10⁻⁶‖C‖_F` and
+    /// `‖B‖²_F ≤ ‖W‖²_F`.
+    fn eliminated_b_form(
+        &self,
+        root: &ScaledRoot<'_>,
+        mut l: Mat<f64>,
+        observer: &mut dyn Observer,
+    ) -> Result<Decomposition> {
+        let ScaledRoot {
+            c, colmax, norm, ..
+        } = *root;
         let o = self.options;
         let par = o.parallelism;
         let n = c.ncols();
-        let mut l = match start {
-            Some(l0) => l0.clone(),
-            None => Self::random_start(r, n, o.penalty.seed),
-        };
         for j in 0..n {
             let length = norm.norm(l.col(j).iter().copied());
             if length > 0.0 {
@@ -130,7 +224,7 @@ impl Lrm {
     /// extra column summing to about 2 before the columns are normalized;
     /// with no extra row, a small uniform perturbation of the identity
     /// (the identity itself is a KKT point).
-    fn random_start(r: usize, n: usize, seed: u64) -> Mat<f64> {
+    pub(super) fn random_start(r: usize, n: usize, seed: u64) -> Mat<f64> {
         let extra = r - n;
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let scale = if extra > 0 {

@@ -29,8 +29,9 @@
 //! [`eliminated_b`] holds formulation (7) with B eliminated,
 //! `min tr(WᵀW (LᵀL)⁻¹)`, which the default [`LrmSolver::Penalty`]
 //! minimizes by SPG when `r ≥ n` (or, optionally, by projected L-BFGS on
-//! a scale-free split of L, [`quasi_newton`]); [`l1_ball`] holds the
-//! feasible set.
+//! a scale-free split of L, [`quasi_newton`]), by default from the optimum
+//! of HDMM's p-Identity family of the same shape ([`EliminatedStart`]);
+//! [`l1_ball`] holds the feasible set.
 //!
 //! It is a local method on a non-convex problem. When no strategy it finds
 //! beats the identity (e.g. WRelated with s = 0.2·min(m, n) under ε-DP:
@@ -72,7 +73,8 @@ pub use augmented_lagrangian::reduced_objective;
 pub use eliminated_b::eliminated_b_objective;
 pub use l1_ball::{ColumnNorm, project_l1_ball};
 pub use options::{
-    AlternatingOptions, EliminatedMethod, LrmOptions, LrmSolver, PenaltyOptions, ReducedOptions,
+    AlternatingOptions, EliminatedMethod, EliminatedStart, LrmOptions, LrmSolver, PenaltyOptions,
+    ReducedOptions,
 };
 
 /// LRM behind the optimizer trait (ε-DP: minimizes `l1_obj`).
@@ -96,6 +98,9 @@ pub struct Decomposition {
     /// Outer steps taken (SPG iterations for the eliminated-B form of
     /// [`LrmSolver::Penalty`]).
     pub outer_steps: usize,
+    /// `tr(BᵀB)` of the [`EliminatedStart::PIdentity`] start, in the
+    /// workload's own scale, when the run computed one.
+    pub start_objective: Option<f64>,
     /// How the run ended: converged when the residual ended below
     /// `failure_residual` (scaled W) and `‖B‖_F² ≤ ‖W‖_F²` (and, for the
     /// eliminated-B form, SPG's own test held), else the budget that ran
@@ -127,6 +132,7 @@ impl Decomposition {
             residual: scaled.residual * colmax,
             trace_btb: scaled.trace_btb * colmax * colmax,
             outer_steps,
+            start_objective: None,
             termination: scaled.termination,
         }
     }
@@ -265,8 +271,13 @@ impl Lrm {
                 r = n + n.div_ceil(16);
             }
             if r >= n {
-                let rows = start.map_or(r, |l0| l0.nrows());
-                return self.eliminated_b_form(&c, rows, colmax, norm, start, observer);
+                let root = eliminated_b::ScaledRoot {
+                    gram: &g,
+                    c: &c,
+                    colmax,
+                    norm,
+                };
+                return self.eliminated_b_from_start(&root, r, start, observer);
             }
         }
         let (l, b, scale) = self.svd_start(spectrum.eigen(), &c, r.min(n), norm);
@@ -388,11 +399,12 @@ impl Lrm {
         // that the sensitivity stays 1); then BestOf[LRM, Identity].
         // The decomposition's figures, reported whichever candidate wins
         // (`chosen` says which strategy was returned).
-        let diagnostics = vec![
+        let mut diagnostics = vec![
             ("residual", dec.residual),
             ("rank", dec.l.nrows() as f64),
             ("trace_btb", dec.trace_btb),
         ];
+        diagnostics.extend(dec.start_objective.map(|f| ("start_objective", f)));
         let lrm = supported_strategy(problem, &dec.l, norm).and_then(|(l, _)| {
             let draft = Draft {
                 iterations: dec.outer_steps,
@@ -508,6 +520,64 @@ mod tests {
             Lrm::default()
                 .optimize_from(&p, Some(&thin), &mut ())
                 .is_err()
+        );
+    }
+
+    /// The default start of the eliminated-B form is p-Identity's optimum
+    /// with r − n extra rows: its objective is reported, the run ends at
+    /// or below it, and L keeps r = n + ⌈n/16⌉ rows in the unit L1 ball.
+    /// The random start reports none and is the run from
+    /// [`Lrm::random_start`] handed in explicitly; on this small domain the
+    /// default also runs it and is never above it. A zero time budget ends
+    /// every stage at once with a typed timeout.
+    #[test]
+    fn default_start_is_pidentity_and_never_worsened() {
+        use dp_workloads::Workload;
+        let g = dp_workloads::generators::wrange(48, 32, 3).unwrap().gram();
+        let dec = Lrm::default()
+            .decompose(g.as_ref(), ColumnNorm::L1, &mut ())
+            .unwrap();
+        let start = dec.start_objective.unwrap();
+        assert!(
+            dec.trace_btb <= start * (1.0 + 1e-12),
+            "{} {start}",
+            dec.trace_btb
+        );
+        assert_eq!(dec.l.nrows(), 32 + 2);
+        for j in 0..32 {
+            let l1: f64 = dec.l.col(j).iter().map(|v| v.abs()).sum();
+            assert!(l1 <= 1.0 + 1e-12, "{l1}");
+        }
+        let mut random = Lrm::default();
+        random.options.penalty.start = EliminatedStart::Random;
+        let cold = random
+            .decompose(g.as_ref(), ColumnNorm::L1, &mut ())
+            .unwrap();
+        assert!(cold.start_objective.is_none());
+        let handed = Lrm::default()
+            .decompose_from(
+                g.as_ref(),
+                ColumnNorm::L1,
+                Some(&Lrm::random_start(34, 32, 0)),
+                &mut (),
+            )
+            .unwrap();
+        assert_eq!(cold.l, handed.l);
+        assert!(
+            dec.trace_btb <= cold.trace_btb,
+            "{} {}",
+            dec.trace_btb,
+            cold.trace_btb
+        );
+        let mut hurried = Lrm::default();
+        hurried.options.max_seconds = Some(0.0);
+        let cut = hurried
+            .decompose(g.as_ref(), ColumnNorm::L1, &mut ())
+            .unwrap();
+        assert!(
+            matches!(cut.termination, Termination::Timeout { .. }),
+            "{:?}",
+            cut.termination
         );
     }
 }

@@ -102,7 +102,17 @@ pub struct PenaltyOptions {
     /// (relative decrease below `stall_tolerance` over `4·memory`
     /// iterations) is what usually ends the run; it is reported.
     pub spg: SpgOptions,
-    /// With `r ≥ n`: seed of the random extra rows of the start (ChaCha8).
+    /// With `r ≥ n` and no start handed in: where the run starts.
+    pub start: EliminatedStart,
+    /// With [`EliminatedStart::PIdentity`] on at most this many cells
+    /// (128), the run from [`EliminatedStart::Random`] is made as well and
+    /// the lower `tr(BᵀB)` kept: on small domains both are cheap and
+    /// either can end in the lower local minimum, while on large ones the
+    /// random start's iteration needs hundreds of O(n³) steps and ends
+    /// higher.
+    pub random_start_up_to: usize,
+    /// With `r ≥ n`: seed of the start's random rows (ChaCha8): p-Identity's
+    /// random Θ, or the extra rows of [`EliminatedStart::Random`].
     pub seed: u64,
     /// With `r ≥ n` under ε-DP (L1 columns): how the eliminated-B form is
     /// minimized (SPG).
@@ -129,6 +139,26 @@ pub enum EliminatedMethod {
         /// SPG steps before L-BFGS.
         spg_iterations: usize,
     },
+}
+
+/// Where [`LrmSolver::Penalty`]'s eliminated-B form (`r ≥ n`) starts
+/// when no strategy is handed in (see [`super::Lrm::decompose_from`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EliminatedStart {
+    /// The optimum of HDMM's p-Identity family (McKenna et al. 2018, §5,
+    /// [`crate::pidentity`]) with p = r − n extra rows: `L = [I; Θ] D`,
+    /// the shape of LRM's L, with the extra rows optimized while the
+    /// identity block is held (O(p n²) per evaluation by Woodbury, against
+    /// the O(n³) of (7)); the eliminated-B iteration then frees every
+    /// entry of L. From the random start below, SPG spends hundreds of
+    /// O(n³) iterations finding what the restricted family finds at a
+    /// fraction of the cost. The default (on small domains together with
+    /// the random start, [`PenaltyOptions::random_start_up_to`]).
+    PIdentity,
+    /// The identity plus `r − n` uniform random rows (`seed`), each extra
+    /// column summing to about 2 before the columns are normalized: a
+    /// randomly initialized LRM, as in the paper's reference code.
+    Random,
 }
 
 /// How LRM's program is solved.
@@ -159,13 +189,13 @@ pub enum LrmSolver {
     /// column rank, so every iterate supports W.
     ///
     /// - `r ≥ n`: f itself is minimized by SPG with projection (11), from
-    ///   the identity plus `r − n` random rows (uniform, scaled so that
-    ///   every column of the extra rows sums to 2 on average), columns
-    ///   scaled to unit L1 norm. The identity alone is a KKT point on
-    ///   range workloads (every column is a vertex of its L1 ball and
-    ///   `(WᵀW)ⱼⱼ ≥ (WᵀW)ᵢⱼ`), so the extra rows are what lets the
-    ///   iteration leave it. r is not capped at n (the paper's Table 1
-    ///   goes to 3.6·rank(W)).
+    ///   the identity with `r − n` extra rows, chosen by
+    ///   [`EliminatedStart`] (p-Identity's optimum by default, or
+    ///   uniform random rows), columns scaled to unit norm. The identity
+    ///   alone is a KKT point on range workloads (every column is a vertex
+    ///   of its L1 ball and `(WᵀW)ⱼⱼ ≥ (WᵀW)ᵢⱼ`), so the extra rows are
+    ///   what lets the iteration leave it. r is not capped at n (the
+    ///   paper's Table 1 goes to 3.6·rank(W)).
     /// - `r < n`: LᵀL is singular and f is the limit η → 0 of
     ///   `f_η(L) = tr(WᵀW (LᵀL + ηI)⁻¹) = min_B ‖B‖² + ‖W − BL‖²/η`,
     ///   Algorithm 1's subproblem with π = 0 and β = 1/η. It is minimized
@@ -239,6 +269,8 @@ impl Default for PenaltyOptions {
                 gradient_initial_step: true,
                 ..SpgOptions::default()
             },
+            start: EliminatedStart::PIdentity,
+            random_start_up_to: 128,
             seed: 0,
             method: EliminatedMethod::Spg,
             lbfgs: LbfgsOptions {
