@@ -105,7 +105,6 @@ impl Lrm {
             b,
             l,
             residual,
-            trace_btb,
             termination: fit_termination(
                 converged,
                 (residual >= tolerance && outer >= a.max_outer).then_some(
@@ -219,7 +218,6 @@ impl Lrm {
             b,
             l,
             residual: final_residual,
-            trace_btb,
             termination: fit_termination(
                 converged,
                 match (out_of_time, o.max_seconds) {

@@ -79,8 +79,10 @@ impl Lrm {
                 iteration: 0,
                 stage: Stage::Restart(1),
             });
-            let other = rest().eliminated_b_form(root, random(), observer)?;
-            if other.trace_btb < dec.trace_btb {
+            // A failed random-start run leaves the p-Identity one.
+            if let Ok(other) = rest().eliminated_b_form(root, random(), observer)
+                && other.trace_btb() < dec.trace_btb()
+            {
                 return Ok(Decomposition {
                     start_objective: dec.start_objective,
                     ..other
@@ -214,7 +216,6 @@ impl Lrm {
             b,
             l,
             residual,
-            trace_btb,
             termination,
         };
         Ok(Decomposition::from_scaled(scaled, colmax, iterations))

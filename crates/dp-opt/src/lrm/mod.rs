@@ -93,8 +93,6 @@ pub struct Decomposition {
     pub l: Mat<f64>,
     /// `‖W − BL‖_F` in the workload's own scale.
     pub residual: f64,
-    /// `tr(BᵀB)` in the workload's own scale.
-    pub trace_btb: f64,
     /// Outer steps taken (SPG iterations for the eliminated-B form of
     /// [`LrmSolver::Penalty`]).
     pub outer_steps: usize,
@@ -121,16 +119,21 @@ fn fit_termination(fits: bool, cut: Option<Termination>, criterion: String) -> T
 }
 
 impl Decomposition {
+    /// `tr(BᵀB) = ‖B‖²_F` in the workload's own scale: LRM's objective,
+    /// the error of the release `B(Lx + noise)` per unit noise variance.
+    pub fn trace_btb(&self) -> f64 {
+        inner(&self.b, &self.b)
+    }
+
     /// The decomposition in the workload's own scale from one computed on
-    /// the root scaled to unit largest column norm (`C = W / colmax`): B,
-    /// the residual and `tr(BᵀB)` scale by colmax, colmax and colmax²; L
-    /// is scale-free. `outer_steps` and the termination describe the run.
+    /// the root scaled to unit largest column norm (`C = W / colmax`): B
+    /// and the residual scale by colmax (so `tr(BᵀB)` by colmax²); L is
+    /// scale-free. `outer_steps` and the termination describe the run.
     fn from_scaled(scaled: Scaled, colmax: f64, outer_steps: usize) -> Self {
         Self {
             b: scaled.b * dp_linalg::Scale(colmax),
             l: scaled.l,
             residual: scaled.residual * colmax,
-            trace_btb: scaled.trace_btb * colmax * colmax,
             outer_steps,
             start_objective: None,
             termination: scaled.termination,
@@ -138,13 +141,12 @@ impl Decomposition {
     }
 }
 
-/// A solver's final `(B, L)` on the scaled root, with its residual,
-/// `tr(BᵀB)` and how the run ended (see [`Decomposition::from_scaled`]).
+/// A solver's final `(B, L)` on the scaled root, with its residual and
+/// how the run ended (see [`Decomposition::from_scaled`]).
 struct Scaled {
     b: Mat<f64>,
     l: Mat<f64>,
     residual: f64,
-    trace_btb: f64,
     termination: Termination,
 }
 
@@ -402,7 +404,7 @@ impl Lrm {
         let mut diagnostics = vec![
             ("residual", dec.residual),
             ("rank", dec.l.nrows() as f64),
-            ("trace_btb", dec.trace_btb),
+            ("trace_btb", dec.trace_btb()),
         ];
         diagnostics.extend(dec.start_objective.map(|f| ("start_objective", f)));
         let lrm = supported_strategy(problem, &dec.l, norm).and_then(|(l, _)| {
@@ -471,10 +473,10 @@ mod tests {
         let spg = with(EliminatedMethod::Spg, 20);
         let qn = with(EliminatedMethod::QuasiNewton { spg_iterations: 20 }, 1000);
         assert!(
-            qn.trace_btb <= spg.trace_btb,
+            qn.trace_btb() <= spg.trace_btb(),
             "{} {}",
-            qn.trace_btb,
-            spg.trace_btb
+            qn.trace_btb(),
+            spg.trace_btb()
         );
         assert!(qn.residual <= 1e-9 * w.gram().diagonal().column_vector().sum().sqrt());
         for j in 0..qn.l.ncols() {
@@ -539,9 +541,9 @@ mod tests {
             .unwrap();
         let start = dec.start_objective.unwrap();
         assert!(
-            dec.trace_btb <= start * (1.0 + 1e-12),
+            dec.trace_btb() <= start * (1.0 + 1e-12),
             "{} {start}",
-            dec.trace_btb
+            dec.trace_btb()
         );
         assert_eq!(dec.l.nrows(), 32 + 2);
         for j in 0..32 {
@@ -564,10 +566,10 @@ mod tests {
             .unwrap();
         assert_eq!(cold.l, handed.l);
         assert!(
-            dec.trace_btb <= cold.trace_btb,
+            dec.trace_btb() <= cold.trace_btb(),
             "{} {}",
-            dec.trace_btb,
-            cold.trace_btb
+            dec.trace_btb(),
+            cold.trace_btb()
         );
         let mut hurried = Lrm::default();
         hurried.options.max_seconds = Some(0.0);
