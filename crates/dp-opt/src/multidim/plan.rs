@@ -119,13 +119,16 @@ pub struct PlanTerm {
     pub weight: f64,
     /// Attribute name → factor rows, in domain order (written as a JSON
     /// object whose keys keep that order).
-    #[serde(serialize_with = "ordered_map")]
-    pub factors: Vec<(String, Vec<Vec<f64>>)>,
+    #[serde(serialize_with = "ordered_map", deserialize_with = "ordered_pairs")]
+    pub factors: Vec<NamedFactor>,
 }
+
+/// An attribute name with its factor's rows.
+pub type NamedFactor = (String, Vec<Vec<f64>>);
 
 /// A list of pairs as a JSON object, keys in list order.
 fn ordered_map<S: serde::Serializer>(
-    pairs: &[(String, Vec<Vec<f64>>)],
+    pairs: &[NamedFactor],
     serializer: S,
 ) -> std::result::Result<S::Ok, S::Error> {
     use serde::ser::SerializeMap;
@@ -134,6 +137,36 @@ fn ordered_map<S: serde::Serializer>(
         map.serialize_entry(k, v)?;
     }
     map.end()
+}
+
+/// The inverse of [`ordered_map`]: a JSON object as its list of pairs, in
+/// document order; an attribute named twice is an error.
+fn ordered_pairs<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> std::result::Result<Vec<NamedFactor>, D::Error> {
+    struct Pairs;
+    impl<'de> serde::de::Visitor<'de> for Pairs {
+        type Value = Vec<NamedFactor>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("an object from attribute names to factor rows")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> std::result::Result<Self::Value, A::Error> {
+            let mut out: Self::Value = Vec::new();
+            while let Some((name, rows)) = map.next_entry::<String, Vec<Vec<f64>>>()? {
+                if out.iter().any(|(seen, _)| *seen == name) {
+                    return Err(serde::de::Error::custom(format!(
+                        "attribute '{name}' named twice in one term"
+                    )));
+                }
+                out.push((name, rows));
+            }
+            Ok(out)
+        }
+    }
+    deserializer.deserialize_map(Pairs)
 }
 
 /// Loads the spec at `path` and plans it under `budget`.
@@ -286,5 +319,51 @@ pub fn plan_file(workload: &StructuredWorkload, plan: &StructuredPlan) -> PlanFi
         lower_bound: plan.certificate.map(|c| c.lower_bound),
         sensitivity: plan.sensitivity,
         terms,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// A plan file reads back as written: factors keep their order (not
+    /// the keys' alphabetical one), writing the read file gives the same
+    /// text, and an attribute named twice in a term is refused.
+    #[test]
+    fn plan_file_round_trips() {
+        let file = PlanFile {
+            version: 1,
+            privacy: "approx".into(),
+            domain: vec![
+                DomainEntry {
+                    name: "b".into(),
+                    size: 2,
+                },
+                DomainEntry {
+                    name: "a".into(),
+                    size: 1,
+                },
+            ],
+            objective_name: "l2_obj".into(),
+            objective: 3.5,
+            lower_bound: Some(3.25),
+            sensitivity: 1.0,
+            terms: vec![PlanTerm {
+                weight: 0.5,
+                factors: vec![
+                    ("b".into(), vec![vec![1.0, 0.0], vec![0.0, 1.0]]),
+                    ("a".into(), vec![vec![2.0]]),
+                ],
+            }],
+        };
+        let text = serde_json::to_string(&file).unwrap();
+        let read: PlanFile = serde_json::from_str(&text).unwrap();
+        assert_eq!(read.terms[0].factors, file.terms[0].factors);
+        assert_eq!(serde_json::to_string(&read).unwrap(), text);
+        let twice = text.replace(r#""a":[[2.0]]"#, r#""b":[[2.0]]"#);
+        assert_ne!(twice, text);
+        let err = serde_json::from_str::<PlanFile>(&twice).unwrap_err();
+        assert!(err.to_string().contains("named twice"), "{err}");
     }
 }
