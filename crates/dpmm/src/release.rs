@@ -414,10 +414,10 @@ fn sidecar(
         LedgerBudget::PureDp { .. } => "epsilon",
         LedgerBudget::Zcdp { .. } => "rho (zCDP)",
     };
-    let gap = match (p.strategy.objective, p.strategy.lower_bound) {
-        (Some(o), Some(l)) => Some((o - l) / o),
-        _ => None,
-    };
+    let gap = p
+        .strategy
+        .lower_bound
+        .map(|l| (p.strategy.objective - l) / p.strategy.objective);
     let value = json!({
         "mechanism": format!("matrix mechanism: {noise} noise on a structured strategy, least-squares reconstruction"),
         "noise": noise,

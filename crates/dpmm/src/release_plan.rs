@@ -7,7 +7,8 @@ use std::path::Path;
 
 use dp_core::kernel::SparseTerm;
 use dp_linalg::Mat;
-use dp_opt::multidim::{StructuredPlan, plan};
+use dp_opt::multidim::StructuredPlan;
+use dp_opt::multidim::plan::{self, PlanFile};
 use dp_workloads::spec::parse_spec;
 use dp_workloads::structured::{Factor, StructuredWorkload};
 use dpmm_records::{Encoding, Schema};
@@ -23,9 +24,9 @@ pub struct Strategy {
     pub privacy: String,
     /// What its objective measures: `l1_obj` / `l2_obj` (the sum of the
     /// queries' variances) or `max_variance` (the largest).
-    pub objective_name: Option<String>,
+    pub objective_name: String,
     /// Its objective on the workload it was planned for.
-    pub objective: Option<f64>,
+    pub objective: f64,
     /// The certified lower bound, when known.
     pub lower_bound: Option<f64>,
 }
@@ -37,8 +38,8 @@ impl Strategy {
             terms: plan.strategy.sparse_terms(),
             method: plan.method.to_string(),
             privacy: plan.privacy.name().to_string(),
-            objective_name: Some(plan::objective_name(plan).to_string()),
-            objective: Some(plan.objective),
+            objective_name: plan::objective_name(plan).to_string(),
+            objective: plan.objective,
             lower_bound: plan.certificate.map(|c| c.lower_bound),
         }
     }
@@ -54,37 +55,49 @@ impl Strategy {
         let at = |what: &str| format!("{}: {what}", path.display());
         let text = std::fs::read_to_string(path).map_err(|e| at(&e.to_string()))?;
         let root: Value = serde_json::from_str(&text).map_err(|e| at(&format!("not JSON: {e}")))?;
-        let domain = root
-            .get("domain")
-            .and_then(Value::as_array)
-            .ok_or_else(|| at("missing 'domain'"))?;
+        // From the text, not from `root`: a JSON object may repeat a key,
+        // which `Value` silently collapses and the plan file's reader
+        // refuses.
+        let file: PlanFile =
+            serde_json::from_str(&text).map_err(|e| at(&format!("not a plan file: {e}")))?;
+        if file.version != 1 {
+            return Err(at(&format!(
+                "plan file version {} (this dpmm reads 1)",
+                file.version
+            )));
+        }
+        let figures_ok = matches!(file.privacy.as_str(), "pure" | "approx")
+            && matches!(
+                file.objective_name.as_str(),
+                "l1_obj" | "l2_obj" | "max_variance"
+            )
+            && file.objective.is_finite()
+            && file.objective > 0.0
+            && file.lower_bound.is_none_or(f64::is_finite);
+        if !figures_ok {
+            return Err(at(
+                "privacy must be pure or approx, objective_name l1_obj, l2_obj or \
+                 max_variance, and the objective and lower bound finite (the objective positive)",
+            ));
+        }
         let attrs = schema.domain().attributes();
-        let same = domain.len() == attrs.len()
-            && domain.iter().zip(attrs).all(|(d, a)| {
-                d.get("name").and_then(Value::as_str) == Some(a.name.as_str())
-                    && d.get("size").and_then(Value::as_u64) == Some(a.size as u64)
-            });
+        let same = file.domain.len() == attrs.len()
+            && file
+                .domain
+                .iter()
+                .zip(attrs)
+                .all(|(d, a)| d.name == a.name && d.size == a.size);
         if !same {
             return Err(at("the plan's domain is not the schema's"));
         }
-        let terms = root
-            .get("terms")
-            .and_then(Value::as_array)
-            .filter(|t| !t.is_empty())
-            .ok_or_else(|| at("'terms' must be a non-empty array"))?;
-        let mut out = Vec::with_capacity(terms.len());
-        for (k, t) in terms.iter().enumerate() {
+        if file.terms.is_empty() {
+            return Err(at("'terms' must be a non-empty array"));
+        }
+        let mut out = Vec::with_capacity(file.terms.len());
+        for (k, t) in file.terms.iter().enumerate() {
             let bad = |why: &str| at(&format!("terms[{k}]: {why}"));
-            let weight = t
-                .get("weight")
-                .and_then(Value::as_f64)
-                .ok_or_else(|| bad("'weight' must be a number"))?;
-            let factors = t
-                .get("factors")
-                .and_then(Value::as_object)
-                .ok_or_else(|| bad("'factors' must be an object"))?;
-            let mut fs = Vec::with_capacity(factors.len());
-            for (name, rows) in factors {
+            let mut fs = Vec::with_capacity(t.factors.len());
+            for (name, rows) in &t.factors {
                 let p = schema
                     .domain()
                     .position(name)
@@ -92,8 +105,9 @@ impl Strategy {
                 fs.push((p, matrix(rows, attrs[p].size).map_err(|e| bad(&e))?));
             }
             fs.sort_by_key(|(p, _)| *p);
-            out.push((weight, fs));
+            out.push((t.weight, fs));
         }
+        // `dpmm plan` embeds the workload beside the plan file's fields.
         let workload = match root.get("workload") {
             None => None,
             Some(spec) => {
@@ -105,21 +119,13 @@ impl Strategy {
                 Some(w)
             }
         };
-        let num = |key: &str| root.get(key).and_then(Value::as_f64);
         let strategy = Self {
             terms: out,
             method: "plan file".into(),
-            privacy: root
-                .get("privacy")
-                .and_then(Value::as_str)
-                .unwrap_or("unknown")
-                .to_string(),
-            objective_name: root
-                .get("objective_name")
-                .and_then(Value::as_str)
-                .map(str::to_string),
-            objective: num("objective"),
-            lower_bound: num("lower_bound"),
+            privacy: file.privacy,
+            objective_name: file.objective_name,
+            objective: file.objective,
+            lower_bound: file.lower_bound,
         };
         Ok((strategy, workload))
     }
@@ -173,21 +179,16 @@ pub fn embedded_spec(path: &Path) -> Result<Value, String> {
     Ok(spec)
 }
 
-fn matrix(rows: &Value, size: usize) -> Result<Mat<f64>, String> {
-    let rows = rows
-        .as_array()
-        .filter(|r| !r.is_empty())
-        .ok_or("a factor must be a non-empty array of rows")?;
-    let mut data = Vec::with_capacity(rows.len() * size);
-    for r in rows {
-        let r = r.as_array().filter(|r| r.len() == size).ok_or(format!(
-            "every factor row must have the attribute's {size} entries"
-        ))?;
-        for v in r {
-            data.push(v.as_f64().ok_or("factor entries must be numbers")?);
-        }
+fn matrix(rows: &[Vec<f64>], size: usize) -> Result<Mat<f64>, String> {
+    if rows.is_empty() {
+        return Err("a factor must be a non-empty array of rows".into());
     }
-    Ok(Mat::from_fn(rows.len(), size, |i, j| data[i * size + j]))
+    if rows.iter().any(|r| r.len() != size) {
+        return Err(format!(
+            "every factor row must have the attribute's {size} entries"
+        ));
+    }
+    Ok(Mat::from_fn(rows.len(), size, |i, j| rows[i][j]))
 }
 
 /// How attribute `a` reads cells `lo..=hi`.

@@ -442,6 +442,73 @@ fn a_plan_file_alone_carries_its_workload_and_must_match_the_schema() {
         &out,
         &["--plan", &bare, "--workload", &spec_again],
     ));
+
+    // Broken plan files: one line each, naming what is wrong, nothing
+    // spent.
+    let before = std::fs::read(&ledger).expect("ledger");
+    let out = d.path("broken.csv");
+    let full: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&plan).expect("plan")).expect("json");
+    type Break = fn(&mut serde_json::Value);
+    let broken: [(&str, Break, &str); 6] = [
+        ("version", |f| f["version"] = 2.into(), "version 2"),
+        (
+            "privacy",
+            |f| f["privacy"] = "laplace".into(),
+            "privacy must be",
+        ),
+        ("terms", |f| f["terms"] = serde_json::json!([]), "non-empty"),
+        (
+            "objective",
+            |f| {
+                f.as_object_mut().expect("object").remove("objective");
+            },
+            "missing field `objective`",
+        ),
+        (
+            "row length",
+            |f| {
+                let factors = f["terms"][0]["factors"].as_object_mut().expect("factors");
+                let rows = factors.values_mut().next().expect("a factor");
+                *rows = serde_json::json!([[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]]);
+            },
+            "entries",
+        ),
+        (
+            "factor type",
+            |f| {
+                let factors = f["terms"][0]["factors"].as_object_mut().expect("factors");
+                let rows = factors.values_mut().next().expect("a factor");
+                *rows = "identity".into();
+            },
+            "not a plan file",
+        ),
+    ];
+    for (what, break_it, says) in broken {
+        let mut file = full.clone();
+        break_it(&mut file);
+        d.write("broken_plan.json", &file.to_string());
+        let run = release(&d, &ledger, &out, &["--plan", &d.path("broken_plan.json")]);
+        assert_refused(&run, &out, &ledger, &before, what);
+        let err = String::from_utf8_lossy(&run.stderr);
+        assert!(err.contains(says), "{what}: {err}");
+    }
+    // The same attribute named twice in one term (a repeated key, which a
+    // JSON object may hold).
+    let (name, rows) = full["terms"][0]["factors"]
+        .as_object()
+        .and_then(|f| f.iter().next())
+        .expect("a factor");
+    let twice = full.to_string().replacen(
+        r#""factors":{"#,
+        &format!(r#""factors":{{"{name}":{rows},"#),
+        1,
+    );
+    d.write("broken_plan.json", &twice);
+    let run = release(&d, &ledger, &out, &["--plan", &d.path("broken_plan.json")]);
+    assert_refused(&run, &out, &ledger, &before, "attribute twice");
+    assert!(String::from_utf8_lossy(&run.stderr).contains("named twice"));
+    assert_refused(&run, &out, &ledger, &before, "attribute twice");
 }
 
 /// Records read from a pipe (`--data /dev/stdin`): the Parquet check must
