@@ -414,10 +414,10 @@ fn sidecar(
         LedgerBudget::PureDp { .. } => "epsilon",
         LedgerBudget::Zcdp { .. } => "rho (zCDP)",
     };
-    let gap = p
-        .strategy
+    let figures = &p.strategy.figures;
+    let gap = figures
         .lower_bound
-        .map(|l| (p.strategy.objective - l) / p.strategy.objective);
+        .map(|l| (figures.objective - l) / figures.objective);
     let value = json!({
         "mechanism": format!("matrix mechanism: {noise} noise on a structured strategy, least-squares reconstruction"),
         "noise": noise,
@@ -433,10 +433,10 @@ fn sidecar(
         "charged_unit": unit,
         "plan": {
             "method": p.strategy.method,
-            "privacy": p.strategy.privacy,
-            "objective_name": p.strategy.objective_name,
-            "objective": p.strategy.objective,
-            "lower_bound": p.strategy.lower_bound,
+            "privacy": figures.privacy,
+            "objective_name": figures.objective_name,
+            "objective": figures.objective,
+            "lower_bound": figures.lower_bound,
             "duality_gap": gap,
         },
         "reconstruction": rec.method,

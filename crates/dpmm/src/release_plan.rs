@@ -8,7 +8,7 @@ use std::path::Path;
 use dp_core::kernel::SparseTerm;
 use dp_linalg::Mat;
 use dp_opt::multidim::StructuredPlan;
-use dp_opt::multidim::plan::{self, PlanFile};
+use dp_opt::multidim::plan::{PlanFigures, PlanFile};
 use dp_workloads::spec::parse_spec;
 use dp_workloads::structured::{Factor, StructuredWorkload};
 use dpmm_records::{Encoding, Schema};
@@ -20,15 +20,10 @@ pub struct Strategy {
     pub terms: Vec<SparseTerm>,
     /// Where it came from (`"residual"`, `"kron-coa"`, …, or `"plan file"`).
     pub method: String,
-    /// The privacy model it was optimized for.
-    pub privacy: String,
-    /// What its objective measures: `l1_obj` / `l2_obj` (the sum of the
-    /// queries' variances) or `max_variance` (the largest).
-    pub objective_name: String,
-    /// Its objective on the workload it was planned for.
-    pub objective: f64,
-    /// The certified lower bound, when known.
-    pub lower_bound: Option<f64>,
+    /// The privacy model it was optimized for, what its objective
+    /// measures, the objective on the workload it was planned for and the
+    /// certified lower bound.
+    pub figures: PlanFigures,
 }
 
 impl Strategy {
@@ -37,10 +32,7 @@ impl Strategy {
         Self {
             terms: plan.strategy.sparse_terms(),
             method: plan.method.to_string(),
-            privacy: plan.privacy.name().to_string(),
-            objective_name: plan::objective_name(plan).to_string(),
-            objective: plan.objective,
-            lower_bound: plan.certificate.map(|c| c.lower_bound),
+            figures: PlanFigures::of(plan),
         }
     }
 
@@ -66,14 +58,15 @@ impl Strategy {
                 file.version
             )));
         }
-        let figures_ok = matches!(file.privacy.as_str(), "pure" | "approx")
+        let f = &file.figures;
+        let figures_ok = matches!(f.privacy.as_str(), "pure" | "approx")
             && matches!(
-                file.objective_name.as_str(),
+                f.objective_name.as_str(),
                 "l1_obj" | "l2_obj" | "max_variance"
             )
-            && file.objective.is_finite()
-            && file.objective > 0.0
-            && file.lower_bound.is_none_or(f64::is_finite);
+            && f.objective.is_finite()
+            && f.objective > 0.0
+            && f.lower_bound.is_none_or(f64::is_finite);
         if !figures_ok {
             return Err(at(
                 "privacy must be pure or approx, objective_name l1_obj, l2_obj or \
@@ -122,10 +115,7 @@ impl Strategy {
         let strategy = Self {
             terms: out,
             method: "plan file".into(),
-            privacy: file.privacy,
-            objective_name: file.objective_name,
-            objective: file.objective,
-            lower_bound: file.lower_bound,
+            figures: file.figures,
         };
         Ok((strategy, workload))
     }

@@ -87,20 +87,43 @@ pub struct PlanReport {
 pub struct PlanFile {
     /// Always 1.
     pub version: u32,
-    /// `pure` or `approx`.
-    pub privacy: String,
+    /// What the plan says of itself (written as top-level fields).
+    #[serde(flatten)]
+    pub figures: PlanFigures,
     /// The domain, in order.
     pub domain: Vec<DomainEntry>,
+    /// `Δ₁` or `Δ₂` of the stacked strategy.
+    pub sensitivity: f64,
+    /// The stacked terms.
+    pub terms: Vec<PlanTerm>,
+}
+
+/// What a plan says of itself besides its strategy: the privacy model it
+/// was optimized for, what its objective measures, the objective and its
+/// certified lower bound. The plan file carries them and a release
+/// reports them (DESIGN.md §7).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlanFigures {
+    /// `pure` or `approx`.
+    pub privacy: String,
     /// `l1_obj`, `l2_obj` or `max_variance`.
     pub objective_name: String,
     /// The objective.
     pub objective: f64,
     /// The lower bound, when known.
     pub lower_bound: Option<f64>,
-    /// `Δ₁` or `Δ₂` of the stacked strategy.
-    pub sensitivity: f64,
-    /// The stacked terms.
-    pub terms: Vec<PlanTerm>,
+}
+
+impl PlanFigures {
+    /// The figures of a plan just computed.
+    pub fn of(plan: &StructuredPlan) -> Self {
+        Self {
+            privacy: plan.privacy.name().into(),
+            objective_name: objective_name(plan).into(),
+            objective: plan.objective,
+            lower_bound: plan.certificate.map(|c| c.lower_bound),
+        }
+    }
 }
 
 /// An attribute of the plan file's domain.
@@ -306,7 +329,7 @@ pub fn plan_file(workload: &StructuredWorkload, plan: &StructuredPlan) -> PlanFi
         .collect();
     PlanFile {
         version: 1,
-        privacy: plan.privacy.name().into(),
+        figures: PlanFigures::of(plan),
         domain: attrs
             .iter()
             .map(|a| DomainEntry {
@@ -314,9 +337,6 @@ pub fn plan_file(workload: &StructuredWorkload, plan: &StructuredPlan) -> PlanFi
                 size: a.size,
             })
             .collect(),
-        objective_name: objective_name(plan).into(),
-        objective: plan.objective,
-        lower_bound: plan.certificate.map(|c| c.lower_bound),
         sensitivity: plan.sensitivity,
         terms,
     }
@@ -334,7 +354,12 @@ mod tests {
     fn plan_file_round_trips() {
         let file = PlanFile {
             version: 1,
-            privacy: "approx".into(),
+            figures: PlanFigures {
+                privacy: "approx".into(),
+                objective_name: "l2_obj".into(),
+                objective: 3.5,
+                lower_bound: Some(3.25),
+            },
             domain: vec![
                 DomainEntry {
                     name: "b".into(),
@@ -345,9 +370,6 @@ mod tests {
                     size: 1,
                 },
             ],
-            objective_name: "l2_obj".into(),
-            objective: 3.5,
-            lower_bound: Some(3.25),
             sensitivity: 1.0,
             terms: vec![PlanTerm {
                 weight: 0.5,
@@ -360,6 +382,7 @@ mod tests {
         let text = serde_json::to_string(&file).unwrap();
         let read: PlanFile = serde_json::from_str(&text).unwrap();
         assert_eq!(read.terms[0].factors, file.terms[0].factors);
+        assert_eq!(read.figures, file.figures);
         assert_eq!(serde_json::to_string(&read).unwrap(), text);
         let twice = text.replace(r#""a":[[2.0]]"#, r#""b":[[2.0]]"#);
         assert_ne!(twice, text);
