@@ -144,7 +144,7 @@ fn human_report(r: &PlanReport, args: &PlanArgs) -> String {
         (Some(d), Some(c)) => format!("(ε, δ) = ({}, {d:e}), {c} calibration", r.epsilon),
         _ => format!("ε = {}", r.epsilon),
     };
-    let certificate = match (r.lower_bound, r.duality_gap) {
+    let certificate = match (r.figures.lower_bound, r.duality_gap) {
         (Some(lb), Some(gap)) => format!("lower bound {}, relative gap {gap:.1e}", sig(lb)),
         _ => "no lower bound known for this workload".into(),
     };
@@ -157,11 +157,11 @@ fn human_report(r: &PlanReport, args: &PlanArgs) -> String {
         r.attributes,
         sig(r.cells),
         sig(r.queries),
-        r.privacy,
+        r.figures.privacy,
         r.method,
         r.strategy_terms,
-        r.objective_name,
-        sig(r.objective),
+        r.figures.objective_name,
+        sig(r.figures.objective),
         sig(r.noise_scale),
         sig(r.sensitivity),
     );

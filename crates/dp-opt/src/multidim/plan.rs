@@ -34,8 +34,11 @@ pub struct GroupReport {
 /// What `plan` prints.
 #[derive(Debug, Clone, Serialize)]
 pub struct PlanReport {
-    /// `pure` or `approx`.
-    pub privacy: &'static str,
+    /// The privacy model, the objective (`l1_obj` (pure) or `l2_obj`
+    /// (approx): the sum of the queries' variances; `max_variance`: the
+    /// largest one, same units) and its proven lower bound, when known.
+    #[serde(flatten)]
+    pub figures: PlanFigures,
     /// ε.
     pub epsilon: f64,
     /// δ (approx only).
@@ -50,15 +53,8 @@ pub struct PlanReport {
     pub cells: f64,
     /// Number of queries.
     pub queries: f64,
-    /// `l1_obj` (pure) or `l2_obj` (approx): the sum of the queries'
-    /// variances; `max_variance`: the largest one (same units).
-    pub objective_name: &'static str,
-    /// The objective of the strategy.
-    pub objective: f64,
     /// Why the optimizer stopped, where it reports it.
     pub termination: Option<Termination>,
-    /// A proven lower bound on the optimal objective, when known.
-    pub lower_bound: Option<f64>,
     /// `(objective − lower_bound)/objective`.
     pub duality_gap: Option<f64>,
     /// `Δ₁` or `Δ₂` of the strategy.
@@ -271,7 +267,7 @@ pub fn plan_workload(
         })
         .collect();
     let report = PlanReport {
-        privacy: privacy.name(),
+        figures: PlanFigures::of(&plan),
         epsilon: budget.epsilon().get(),
         delta: budget.delta().map(|d| d.get()),
         calibration: budget.delta().map(|_| calibration.name()),
@@ -279,10 +275,7 @@ pub fn plan_workload(
         attributes: workload.domain().len(),
         cells: workload.domain().cells_f64(),
         queries: workload.num_queries(),
-        objective_name: objective_name(&plan),
-        objective: plan.objective,
         termination: plan.termination.clone(),
-        lower_bound: plan.certificate.map(|c| c.lower_bound),
         duality_gap: plan.certificate.map(|c| c.relative_gap),
         sensitivity: plan.sensitivity,
         noise_scale: noise.scale,
