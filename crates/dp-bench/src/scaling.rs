@@ -3,9 +3,9 @@
 //! domain size n (and query count m), as a typed [`ScalingRow`].
 //!
 //! The command runs each point in a child process so that the peak
-//! resident memory ([`crate::procfs::peak_rss_bytes`]) is that point's own; a dense n×n
-//! product ([`ReferenceProduct`]) is timed in the same process, so times
-//! compare across machines as ratios.
+//! resident memory ([`crate::procfs::peak_rss_bytes`]) is that point's
+//! own; a dense n×n product ([`ReferenceProduct`]) is timed in the same
+//! process, so times compare across machines as ratios.
 
 use std::time::Instant;
 

@@ -208,6 +208,14 @@ fn a_ledger_with_any_charges_reopens() {
     }
     let ledger = Ledger::open(&path).unwrap();
     assert_eq!(ledger.entries().len(), amounts.len() + 1);
+    for (record, &a) in ledger.entries()[1..].iter().zip(&amounts) {
+        match record {
+            dp_core::ledger::Record::Charge { amount, .. } => {
+                assert_eq!(amount.to_bits(), a.to_bits(), "{amount} vs {a}");
+            }
+            other => panic!("not a charge: {other:?}"),
+        }
+    }
     std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
 }
 

@@ -103,8 +103,9 @@ impl Default for CoaOptions {
 impl CoaOptions {
     /// The paper's Algorithm 3 as stated: `X = I`, the full homotopy over
     /// θ = 1, 0.1, …, 1e-10 (then θ = 0 for full-rank `WᵀW`), T = 5
-    /// conjugate-gradient steps in the intermediate stages, Armijo β = 0.1. Slower than
-    /// the default, kept to reproduce the paper and as a cross-check.
+    /// conjugate-gradient steps in the intermediate stages, Armijo
+    /// β = 0.1. Slower than the default, kept to reproduce the paper and
+    /// as a cross-check.
     pub fn paper() -> Self {
         Self {
             start: CoaStart::Identity,

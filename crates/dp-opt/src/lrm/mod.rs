@@ -535,10 +535,22 @@ mod tests {
     #[test]
     fn default_start_is_pidentity_and_never_worsened() {
         use dp_workloads::Workload;
-        let g = dp_workloads::generators::wrange(48, 32, 3).unwrap().gram();
+        let w = dp_workloads::generators::wrange(48, 32, 3).unwrap();
+        let g = w.gram();
         let dec = Lrm::default()
             .decompose(g.as_ref(), ColumnNorm::L1, &mut ())
             .unwrap();
+        // tr(BᵀB) with B = W L⁺ is tr(W (LᵀL)⁻¹ Wᵀ): against dp-core's SVD
+        // evaluation on the explicit W.
+        let explicit = w.explicit().unwrap();
+        let eval = dp_core::accuracy::evaluate_strategy(explicit.as_ref(), dec.l.as_ref()).unwrap();
+        assert!(eval.support.supported);
+        assert!(
+            (dec.trace_btb() - eval.trace).abs() <= 1e-8 * eval.trace,
+            "{} vs {}",
+            dec.trace_btb(),
+            eval.trace
+        );
         let start = dec.start_objective.unwrap();
         assert!(
             dec.trace_btb() <= start * (1.0 + 1e-12),
