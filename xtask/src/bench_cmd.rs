@@ -134,7 +134,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             for &rank in &ranks {
                 let row = measure_in_child(&exe, target, args.workload, (n, m), rank)?;
                 if table {
-                    println!("{}", row.table_line(m, lrm));
+                    println!("{}", row.table_line(m));
                 } else {
                     let text =
                         serde_json::to_string(&row).map_err(|e| DpError::Io(e.to_string()))?;

@@ -113,15 +113,44 @@ pub struct PointOutcome {
     pub iterations: usize,
 }
 
-/// Per-optimizer quality figures (absent for the other optimizer).
+/// What certifies or describes the result: one variant per optimizer, so
+/// a row never carries the other optimizer's (absent) figures. In JSON the
+/// variant is the `"optimizer"` key beside its fields.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-pub struct PointQuality {
-    /// COA: relative duality gap of its certificate.
-    pub duality_gap: Option<f64>,
-    /// LRM: rank r of the decomposition.
-    pub rank: Option<f64>,
-    /// LRM: relative residual of the decomposition.
-    pub residual: Option<f64>,
+#[serde(tag = "optimizer", rename_all = "lowercase")]
+pub enum PointQuality {
+    /// COA's certificate.
+    Coa {
+        /// Relative duality gap `(objective − bound)/objective` of the
+        /// certificate (`None`: the run returned none).
+        duality_gap: Option<f64>,
+    },
+    /// LRM's decomposition `W ≈ B L`.
+    Lrm {
+        /// Rows r of L.
+        rank: usize,
+        /// `‖W − BL‖_F` in the workload's own scale.
+        residual: f64,
+    },
+}
+
+impl PointQuality {
+    /// The table's rank column (`"-"` for COA).
+    fn rank_cell(&self) -> String {
+        match self {
+            Self::Coa { .. } => "-".into(),
+            Self::Lrm { rank, .. } => rank.to_string(),
+        }
+    }
+
+    /// The table's last quality column: COA's gap or LRM's residual (NaN
+    /// where COA returned no certificate).
+    fn figure(&self) -> f64 {
+        match *self {
+            Self::Coa { duality_gap } => duality_gap.unwrap_or(f64::NAN),
+            Self::Lrm { residual, .. } => residual,
+        }
+    }
 }
 
 /// Seconds spent at one point.
@@ -166,25 +195,38 @@ pub fn measure_point(
     reference.run();
     let gemm_seconds = t.elapsed().as_secs_f64();
     drop(reference);
-    let r = match target {
+    let (r, quality) = match target {
         ScalingTarget::Lrm => {
             let problem = Problem::from_gram(problem.gram().to_owned(), PrivacyModel::Pure)?;
             let options = lrm::LrmOptions {
                 rank,
                 ..Default::default()
             };
-            lrm::Lrm { options }.optimize(&problem, &mut ())?
+            let r = lrm::Lrm { options }.optimize(&problem, &mut ())?;
+            let diagnostic = |key: &'static str| {
+                r.report
+                    .diagnostics
+                    .iter()
+                    .find(|(name, _)| *name == key)
+                    .map(|(_, v)| *v)
+                    .ok_or_else(|| dp_core::DpError::NotConverged {
+                        solver: "LRM",
+                        reason: format!("its report has no {key}"),
+                    })
+            };
+            let quality = PointQuality::Lrm {
+                rank: diagnostic("rank")? as usize,
+                residual: diagnostic("residual")?,
+            };
+            (r, quality)
         }
-        ScalingTarget::Coa => Coa::default().optimize(&problem, &mut ())?,
+        ScalingTarget::Coa => {
+            let r = Coa::default().optimize(&problem, &mut ())?;
+            let duality_gap = r.report.certificate.map(|c| c.relative_gap);
+            (r, PointQuality::Coa { duality_gap })
+        }
     };
     let report = &r.report;
-    let diagnostic = |key: &str| {
-        report
-            .diagnostics
-            .iter()
-            .find(|(name, _)| *name == key)
-            .map(|(_, v)| *v)
-    };
     let peak = crate::procfs::peak_rss_bytes(crate::procfs::Pid::Current);
     Ok(ScalingRow {
         n,
@@ -196,11 +238,7 @@ pub fn measure_point(
             termination: report.termination.clone(),
             iterations: report.iterations,
         },
-        quality: PointQuality {
-            duality_gap: report.certificate.map(|c| c.relative_gap),
-            rank: diagnostic("rank"),
-            residual: diagnostic("residual"),
-        },
+        quality,
         times: PointTimes {
             seconds: report.seconds,
             gemm_seconds,
@@ -243,7 +281,7 @@ pub fn table_header(lrm: bool) -> String {
 impl ScalingRow {
     /// The row as a line of [`table_header`]'s table (`m` is 0 for
     /// families without a query count).
-    pub fn table_line(&self, m: usize, lrm: bool) -> String {
+    pub fn table_line(&self, m: usize) -> String {
         let opt = |x: Option<f64>| x.unwrap_or(f64::NAN);
         let (o, q, t) = (&self.outcome, &self.quality, &self.times);
         format!(
@@ -251,12 +289,12 @@ impl ScalingRow {
             self.n,
             if m == 0 { "-".into() } else { m.to_string() },
             self.workload_rank,
-            q.rank.map_or("-".into(), |r| format!("{r}")),
+            q.rank_cell(),
             t.gram_seconds,
             t.seconds,
             t.seconds / t.gemm_seconds,
             o.objective,
-            opt(if lrm { q.residual } else { q.duality_gap }),
+            q.figure(),
             o.termination.kind(),
             opt(self.memory.peak_rss_bytes) / 1e6,
             opt(self.memory.peak_in_nxn_matrices),
@@ -304,17 +342,38 @@ mod tests {
         // bound (Σσᵢ(W))²/n bounds from below for every strategy.
         assert_eq!(coa.workload_rank, 16);
         assert!(coa.outcome.objective >= coa.outcome.svd_bound * (1.0 - 1e-9));
-        assert!(coa.quality.duality_gap.is_some() && coa.quality.rank.is_none());
+        assert!(matches!(coa.quality, PointQuality::Coa { duality_gap: Some(g) } if g < 1e-6));
         // The row the child prints is the row the parent reads.
         let text = serde_json::to_string(&coa).unwrap_or_else(|e| panic!("{e}"));
-        assert!(text.contains("\"duality_gap\":") && !text.contains("\"quality\""));
+        assert!(text.contains("\"optimizer\":\"coa\",\"duality_gap\":"));
+        assert!(!text.contains("\"quality\"") && !text.contains("\"rank\""));
         let back: ScalingRow = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(back, coa);
         let lrm = measure_point(ScalingTarget::Lrm, ScalingWorkload::Wrange, 16, 8, Some(4))
             .unwrap_or_else(|e| panic!("{e}"));
         // 8 ranges on 16 cells: rank(W) ≤ 8.
         assert!(lrm.workload_rank <= 8);
-        assert_eq!(lrm.quality.rank, Some(4.0));
-        assert!(lrm.quality.residual.is_some() && lrm.quality.duality_gap.is_none());
+        // The decomposition has the rank asked for, and no rank-4 B L is
+        // nearer W than its best rank-4 approximation (Eckart–Young):
+        // ‖W − BL‖_F² ≥ the sum of all but the 4 largest eigenvalues of WᵀW.
+        let gram = ScalingWorkload::Wrange
+            .gram(16, 8)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let (_, ascending) =
+            dp_linalg::gram_root_and_spectrum(gram.as_ref()).unwrap_or_else(|e| panic!("{e}"));
+        let tail: f64 = ascending[..ascending.len() - 4].iter().sum();
+        assert!(tail > 1e-3, "the test needs rank(W) > 4");
+        let PointQuality::Lrm { rank, residual } = lrm.quality else {
+            panic!("an LRM point reports LRM's quality: {:?}", lrm.quality)
+        };
+        assert_eq!(rank, 4);
+        assert!(
+            residual * residual >= tail * (1.0 - 1e-9),
+            "{residual}² < {tail}"
+        );
+        let text = serde_json::to_string(&lrm).unwrap_or_else(|e| panic!("{e}"));
+        assert!(text.contains("\"optimizer\":\"lrm\",\"rank\":4,\"residual\":"));
+        let back: ScalingRow = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(back, lrm);
     }
 }
