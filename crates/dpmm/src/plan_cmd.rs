@@ -191,9 +191,10 @@ fn human_report(r: &PlanReport, args: &PlanArgs) -> String {
             sig(worst)
         );
     }
-    if let Some(t) = r.termination.as_ref().filter(|t| !t.converged()) {
+    if !r.termination.converged() {
         out += &format!(
-            "the optimizer stopped before its tolerance ({t}): the gap above is its own\n"
+            "the optimizer stopped before its tolerance ({}): the gap above is its own\n",
+            r.termination
         );
     }
     out += &format!("plan written to {}", args.out.display());

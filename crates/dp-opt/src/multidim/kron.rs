@@ -10,8 +10,10 @@
 //! Fixing every factor but i leaves the 1-D problem
 //! `Δ(Aᵢ)² tr(Ĝᵢ Xᵢ⁺)` with `Ĝᵢ = Σ_p c_p² Π_{j≠i} tr(G_{p,j}Xⱼ⁺) G_{p,i}`,
 //! solved by COA ((ε,δ)) or p-Identity (ε-DP) through
-//! [`crate::StrategyOptimizer`]; passes over the attributes never increase
-//! the objective. For a single product `Ĝᵢ ∝ Gᵢ`, one pass is optimal, and
+//! [`crate::StrategyOptimizer`]. With exact factor solves (COA, to its
+//! certified gap) a pass never increases the objective; p-Identity's are
+//! local, so one can, and the best pass is kept. For a single product
+//! `Ĝᵢ ∝ Gᵢ`, one pass is optimal, and
 //! (COA's dual factorizes with `D = ⊗Dᵢ`) the product of the factors'
 //! certified lower bounds bounds the optimum over all strategies. Factors
 //! whose weighted Grams are identical are solved once.
@@ -27,7 +29,9 @@ use super::{
     GroupError, KronTerm, PlanObjective, PlanOptions, StructuredPlan, StructuredStrategy,
     certificate, overflow,
 };
-use crate::{PrivacyModel, Problem, StrategyOptimizer, coa::Coa, pidentity::PIdentity};
+use crate::{
+    PrivacyModel, Problem, StrategyOptimizer, Termination, coa::Coa, pidentity::PIdentity,
+};
 
 /// The distinct factor Grams per attribute and, per product, which one it
 /// uses.
@@ -121,6 +125,8 @@ struct FactorSolution {
     sensitivity: f64,
     /// A lower bound on `min Δ² tr(Ĝ X⁺)` for the Gram it was solved on.
     lower: Option<f64>,
+    /// How its solve ended (closed form, or the optimizer's own report).
+    termination: Termination,
 }
 
 fn proportional_to(g: &Mat<f64>, pattern: impl Fn(usize, usize) -> f64) -> bool {
@@ -133,10 +139,16 @@ fn proportional_to(g: &Mat<f64>, pattern: impl Fn(usize, usize) -> f64) -> bool 
 /// `l1_obj` ≥ `l2_obj` too), COA or p-Identity otherwise.
 fn solve_factor(g: &Mat<f64>, privacy: PrivacyModel) -> Result<FactorSolution> {
     let n = g.nrows();
-    let (a, lower) = if proportional_to(g, |i, j| f64::from(u8::from(i == j))) {
-        (Mat::identity(n, n), Some(g[(0, 0)] * n as f64))
+    let (a, lower, termination) = if proportional_to(g, |i, j| f64::from(u8::from(i == j))) {
+        let lower = Some(g[(0, 0)] * n as f64);
+        (Mat::identity(n, n), lower, Termination::ClosedForm)
     } else if proportional_to(g, |_, _| 1.0) {
-        (Mat::from_fn(1, n, |_, _| 1.0), Some(g[(0, 0)]))
+        let lower = Some(g[(0, 0)]);
+        (
+            Mat::from_fn(1, n, |_, _| 1.0),
+            lower,
+            Termination::ClosedForm,
+        )
     } else {
         let problem = Problem::from_gram(g.clone(), privacy)?;
         let out = match privacy {
@@ -147,7 +159,7 @@ fn solve_factor(g: &Mat<f64>, privacy: PrivacyModel) -> Result<FactorSolution> {
             PrivacyModel::Approx => out.report.certificate.map(|c| c.lower_bound),
             PrivacyModel::Pure => Some(problem.svd_bound()?),
         };
-        (out.strategy, lower)
+        (out.strategy, lower, out.report.termination)
     };
     let sensitivity = match privacy {
         PrivacyModel::Approx => sensitivity_l2(a.as_ref())?,
@@ -160,6 +172,7 @@ fn solve_factor(g: &Mat<f64>, privacy: PrivacyModel) -> Result<FactorSolution> {
         x_pinv,
         sensitivity,
         lower,
+        termination,
     })
 }
 
@@ -183,57 +196,98 @@ fn trace_ln(g: &Mat<f64>, x_pinv: &Mat<f64>) -> Result<f64> {
     }
 }
 
-/// OPT_⊗ on any structured workload (see the module doc).
-pub fn opt_kron(
-    w: &StructuredWorkload,
-    privacy: PrivacyModel,
-    options: &PlanOptions,
-) -> Result<StructuredPlan> {
-    opt_kron_against(w, privacy, options, f64::INFINITY)
-}
-
-/// [`opt_kron`] beside a rival strategy of objective `rival`: after a
-/// pass whose objective is more than twice the rival's, no further pass
-/// is made (the plan keeps the rival then; a pass rarely halves the
-/// objective after the first).
-pub(crate) fn opt_kron_against(
-    w: &StructuredWorkload,
-    privacy: PrivacyModel,
+/// How the passes of [`opt_kron_against`] ended, given the objectives
+/// before and after the last pass: a single product after its one pass; a
+/// pass that raised the objective by more than `round_tolerance`
+/// (relative: p-Identity's factor solves are local, so passes need not
+/// descend); one that improved it by at most that; an objective past twice
+/// the rival's; `None`: make another pass.
+fn passes_end(
+    products: usize,
+    (previous, objective): (f64, f64),
     options: &PlanOptions,
     rival: f64,
-) -> Result<StructuredPlan> {
-    let t = Table::build(w)?;
-    let (d, np) = (t.d, t.products());
-    // ln tr(G_{i,k} X_i⁺), starting from X_i = I.
-    let mut ln_tr: Vec<Vec<f64>> = t
-        .grams
-        .iter()
-        .map(|gs| {
-            gs.iter()
-                .map(|g| trace_ln(g, &Mat::identity(g.nrows(), g.nrows())))
-                .collect()
+) -> Option<Termination> {
+    let improvement = (previous - objective) / objective;
+    let tolerance = options.round_tolerance;
+    if products == 1 {
+        Some(Termination::Converged {
+            criterion: "a single product: one pass optimizes every factor".into(),
         })
-        .collect::<Result<_>>()?;
-    let mut log_p: Vec<f64> = (0..np)
-        .map(|p| {
-            t.log_c2[p]
-                + (0..d)
-                    .map(|i| ln_tr[i][t.idx[p * d + i] as usize])
-                    .sum::<f64>()
+    } else if improvement < -tolerance {
+        Some(Termination::Stalled {
+            reason: format!(
+                "a pass raised the objective by {:.2e} (relative); the best pass is kept",
+                -improvement
+            ),
         })
-        .collect();
-    let mut sols: Vec<Option<FactorSolution>> = vec![None; d];
-    let mut previous = f64::INFINITY;
-    let mut rounds = 0;
-    let mut ln_obj = f64::INFINITY;
-    while rounds < options.max_rounds {
-        rounds += 1;
+    } else if improvement <= tolerance {
+        Some(Termination::Converged {
+            criterion: format!(
+                "a pass improved the objective by {improvement:.2e} <= {tolerance:e} (relative)"
+            ),
+        })
+    } else if objective > 2.0 * rival {
+        Some(Termination::Stalled {
+            reason: format!(
+                "objective {objective:.6e} is over twice the rival's {rival:.6e}: no further pass"
+            ),
+        })
+    } else {
+        None
+    }
+}
+
+/// The block-coordinate state of OPT_⊗: per attribute and distinct factor
+/// Gram `ln tr(G_{i,k} Xᵢ⁺)`, per product `ln c_p² + Σᵢ ln tr(…)`, and the
+/// factors solved so far.
+struct Passes<'t> {
+    t: &'t Table,
+    ln_tr: Vec<Vec<f64>>,
+    log_p: Vec<f64>,
+    sols: Vec<Option<FactorSolution>>,
+}
+
+impl<'t> Passes<'t> {
+    /// Every `Xᵢ = I`, nothing solved.
+    fn new(t: &'t Table) -> Result<Self> {
+        let d = t.d;
+        let ln_tr: Vec<Vec<f64>> = t
+            .grams
+            .iter()
+            .map(|gs| {
+                gs.iter()
+                    .map(|g| trace_ln(g, &Mat::identity(g.nrows(), g.nrows())))
+                    .collect()
+            })
+            .collect::<Result<_>>()?;
+        let log_p: Vec<f64> = (0..t.products())
+            .map(|p| {
+                t.log_c2[p]
+                    + (0..d)
+                        .map(|i| ln_tr[i][t.idx[p * d + i] as usize])
+                        .sum::<f64>()
+            })
+            .collect();
+        Ok(Self {
+            t,
+            ln_tr,
+            log_p,
+            sols: vec![None; d],
+        })
+    }
+
+    /// One pass over the attributes, each factor solved on its weighted
+    /// Gram `Ĝᵢ` (identical Grams solved once); returns the log objective.
+    fn pass(&mut self, privacy: PrivacyModel) -> Result<f64> {
+        let t = self.t;
+        let d = t.d;
         let mut cache: HashMap<Vec<u64>, FactorSolution> = HashMap::new();
         for i in 0..d {
             let mut lw = vec![f64::NEG_INFINITY; t.grams[i].len()];
-            for (p, &lp) in log_p.iter().enumerate() {
+            for (p, &lp) in self.log_p.iter().enumerate() {
                 let k = t.idx[p * d + i] as usize;
-                lw[k] = log_add(lw[k], lp - ln_tr[i][k]);
+                lw[k] = log_add(lw[k], lp - self.ln_tr[i][k]);
             }
             let m = lw.iter().copied().fold(f64::NEG_INFINITY, f64::max);
             let n = t.grams[i][0].nrows();
@@ -257,29 +311,83 @@ pub(crate) fn opt_kron_against(
             };
             for (k, gk) in t.grams[i].iter().enumerate() {
                 let new = trace_ln(gk, &sol.x_pinv)?;
-                let old = std::mem::replace(&mut ln_tr[i][k], new);
+                let old = std::mem::replace(&mut self.ln_tr[i][k], new);
                 if new != old {
-                    for p in (0..np).filter(|&p| t.idx[p * d + i] as usize == k) {
-                        log_p[p] += new - old;
+                    for p in (0..t.products()).filter(|&p| t.idx[p * d + i] as usize == k) {
+                        self.log_p[p] += new - old;
                     }
                 }
             }
-            sols[i] = Some(sol);
+            self.sols[i] = Some(sol);
         }
-        let ln_sens2: f64 = sols
+        let ln_sens2: f64 = self
+            .sols
             .iter()
             .flatten()
             .map(|s| 2.0 * s.sensitivity.ln())
             .sum();
-        ln_obj = ln_sens2 + log_p.iter().fold(f64::NEG_INFINITY, |a, &b| log_add(a, b));
+        Ok(ln_sens2
+            + self
+                .log_p
+                .iter()
+                .fold(f64::NEG_INFINITY, |a, &b| log_add(a, b)))
+    }
+}
+
+/// OPT_⊗ on any structured workload (see the module doc).
+pub fn opt_kron(
+    w: &StructuredWorkload,
+    privacy: PrivacyModel,
+    options: &PlanOptions,
+) -> Result<StructuredPlan> {
+    opt_kron_against(w, privacy, options, f64::INFINITY)
+}
+
+/// [`opt_kron`] beside a rival strategy of objective `rival`: after a
+/// pass whose objective is more than twice the rival's, no further pass
+/// is made (the plan keeps the rival then; a pass rarely halves the
+/// objective after the first). The plan is the best pass's; its
+/// termination is [`passes_end`]'s, unless a factor solve of that pass
+/// stopped short of its own tolerance, which then speaks for the plan.
+pub(crate) fn opt_kron_against(
+    w: &StructuredWorkload,
+    privacy: PrivacyModel,
+    options: &PlanOptions,
+    rival: f64,
+) -> Result<StructuredPlan> {
+    options.check()?;
+    let t = Table::build(w)?;
+    let mut passes = Passes::new(&t)?;
+    let mut best: Option<(f64, Vec<FactorSolution>, Vec<f64>)> = None;
+    let mut previous = f64::INFINITY;
+    let mut rounds = 0;
+    let mut end = Termination::MaxIterations {
+        iterations: options.max_rounds,
+    };
+    while rounds < options.max_rounds {
+        rounds += 1;
+        let ln_obj = passes.pass(privacy)?;
+        if best.as_ref().is_none_or(|b| ln_obj < b.0) {
+            let sols = passes.sols.iter().flatten().cloned().collect();
+            best = Some((ln_obj, sols, passes.log_p.clone()));
+        }
         let obj = ln_obj.exp();
-        if np == 1 || (previous - obj) <= options.round_tolerance * obj || obj > 2.0 * rival {
+        if let Some(e) = passes_end(t.products(), (previous, obj), options, rival) {
+            end = e;
             break;
         }
         previous = obj;
     }
-    let sols: Vec<FactorSolution> = sols.into_iter().flatten().collect();
-    finish(w, &t, privacy, sols, &log_p, ln_obj, rounds)
+    let Some((ln_obj, sols, log_p)) = best else {
+        return Err(overflow("the objective"));
+    };
+    let termination = sols
+        .iter()
+        .map(|s| &s.termination)
+        .find(|t| !t.converged())
+        .unwrap_or(&end)
+        .clone();
+    finish(w, &t, privacy, sols, &log_p, ln_obj, (rounds, termination))
 }
 
 fn finish(
@@ -289,7 +397,7 @@ fn finish(
     sols: Vec<FactorSolution>,
     log_p: &[f64],
     ln_obj: f64,
-    rounds: usize,
+    (rounds, termination): (usize, Termination),
 ) -> Result<StructuredPlan> {
     let objective = ln_obj.exp();
     if !objective.is_finite() {
@@ -343,7 +451,7 @@ fn finish(
         groups,
         certificate: lower.and_then(|l| certificate(objective, l)),
         rounds,
-        termination: None,
+        termination,
         seconds: 0.0,
     })
 }

@@ -81,7 +81,7 @@ pub fn optimal_marginal_plan(
         groups,
         certificate: certificate(objective, bound),
         rounds: 1,
-        termination: Some(Termination::ClosedForm),
+        termination: Termination::ClosedForm,
         seconds: 0.0,
     })
 }

@@ -324,7 +324,7 @@ pub fn max_variance_marginal_plan(
         groups,
         certificate: certificate(solution.upper, solution.lower),
         rounds: solution.iterations,
-        termination: Some(solution.termination),
+        termination: solution.termination,
         seconds: 0.0,
     })
 }

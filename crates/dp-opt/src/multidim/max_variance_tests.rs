@@ -92,7 +92,7 @@ fn symmetric_workloads_equalize_so_the_max_is_the_sum_optimum_over_the_queries()
         );
         let c = max.certificate.unwrap();
         assert!(c.relative_gap.abs() <= 1e-9, "{c:?}");
-        assert!(max.termination.as_ref().unwrap().converged());
+        assert!(max.termination.converged());
         assert_eq!(max.objective_kind, PlanObjective::MaxVariance);
     }
 }
@@ -215,7 +215,7 @@ fn twelve_mixed_attributes_certified_and_better_at_the_max_than_the_sum_plan() {
     let max = plan_strategy(&w, PrivacyModel::Approx, &max_options()).unwrap();
     let c = max.certificate.unwrap();
     assert!(c.relative_gap <= 1e-6, "{c:?} {:?}", max.termination);
-    assert!(max.termination.as_ref().unwrap().converged());
+    assert!(max.termination.converged());
     // The objective is the largest per-marginal variance of the groups
     // (a second code path).
     assert!((group_max(&max) - max.objective).abs() <= 1e-9 * max.objective);
@@ -293,7 +293,7 @@ fn an_exhausted_iteration_budget_is_reported_with_its_honest_gap() {
     let plan = plan_strategy(&w, PrivacyModel::Approx, &short).unwrap();
     assert_eq!(
         plan.termination,
-        Some(Termination::MaxIterations { iterations: 1 })
+        Termination::MaxIterations { iterations: 1 }
     );
     let c = plan.certificate.unwrap();
     assert!(c.relative_gap > 1e-6 && c.lower_bound < plan.objective);

@@ -133,9 +133,10 @@ pub struct StructuredPlan {
     /// Block-coordinate passes (1 for closed forms and single products),
     /// or the iterations of OPT_M or of the max-variance solver.
     pub rounds: usize,
-    /// Why the method stopped, where it reports it (closed forms and the
-    /// max-variance solver; `None` for the others).
-    pub termination: Option<Termination>,
+    /// Why the method stopped: closed form; OPT_⊗'s passes (or the first
+    /// factor solve that stopped short of its tolerance); OPT_M's SPG run;
+    /// the max-variance solver.
+    pub termination: Termination,
     /// Wall-clock seconds.
     pub seconds: f64,
 }
@@ -204,6 +205,19 @@ pub struct PlanOptions {
     pub max_iterations: usize,
 }
 
+impl PlanOptions {
+    /// Refuses `max_rounds = 0` and a negative or NaN `round_tolerance`.
+    pub fn check(&self) -> Result<()> {
+        if self.max_rounds == 0 || self.round_tolerance.is_nan() || self.round_tolerance < 0.0 {
+            return Err(DpError::InvalidParameter {
+                name: "plan options",
+                reason: "max_rounds must be >= 1 and round_tolerance >= 0".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
 impl Default for PlanOptions {
     fn default() -> Self {
         Self {
@@ -229,13 +243,7 @@ pub fn plan_strategy(
     privacy: PrivacyModel,
     options: &PlanOptions,
 ) -> Result<StructuredPlan> {
-    if options.max_rounds == 0 || options.round_tolerance.is_nan() || options.round_tolerance < 0.0
-    {
-        return Err(DpError::InvalidParameter {
-            name: "plan options",
-            reason: "max_rounds must be >= 1 and round_tolerance >= 0".into(),
-        });
-    }
+    options.check()?;
     let start = Instant::now();
     if options.objective == PlanObjective::MaxVariance {
         if privacy == PrivacyModel::Pure {

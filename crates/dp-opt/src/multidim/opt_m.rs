@@ -48,7 +48,7 @@ use dp_workloads::structured::{AttrSet, StructuredWorkload, members};
 
 use super::marginal::marginal_group_errors;
 use super::{KronTerm, StructuredPlan, StructuredStrategy, overflow};
-use crate::PrivacyModel;
+use crate::{PrivacyModel, Termination};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -334,16 +334,16 @@ pub fn opt_marginals(
     }
     let shape = w.domain().shape();
     let family = Family::new(&shape, weights, options.full_family_max_attributes)?;
-    let mut best: Option<(f64, Vec<f64>, usize)> = None;
+    let mut best: Option<(f64, Vec<f64>, usize, Termination)> = None;
     for start in starts(&family, weights, options) {
         let eval = |theta: &[f64], g: &mut [f64]| -> f64 { family.ln_objective(theta, Some(g)) };
         let run = spg::minimize(eval, project_simplex, start, &options.spg, &mut ());
         let value = run.output.value;
         if value.is_finite() && best.as_ref().is_none_or(|b| value < b.0) {
-            best = Some((value, run.output.x, run.iterations));
+            best = Some((value, run.output.x, run.iterations, run.termination));
         }
     }
-    let Some((_, mut theta, iterations)) = best else {
+    let Some((_, mut theta, iterations, termination)) = best else {
         return Err(DpError::NotConverged {
             solver: "OPT_M",
             reason: "no start gave a finite objective".into(),
@@ -373,7 +373,7 @@ pub fn opt_marginals(
     if !objective.is_finite() {
         return Err(overflow("the OPT_M objective"));
     }
-    finish(w, &family, &theta, objective, iterations)
+    finish(w, &family, &theta, objective, (iterations, termination))
 }
 
 fn finish(
@@ -381,7 +381,7 @@ fn finish(
     family: &Family,
     theta: &[f64],
     objective: f64,
-    iterations: usize,
+    (iterations, termination): (usize, Termination),
 ) -> Result<StructuredPlan> {
     let shape = w.domain().shape();
     let mu = family.strategy_eigenvalues(theta);
@@ -419,7 +419,7 @@ fn finish(
         groups,
         certificate: None,
         rounds: iterations,
-        termination: None,
+        termination,
         seconds: 0.0,
     })
 }

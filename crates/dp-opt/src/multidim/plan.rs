@@ -53,8 +53,8 @@ pub struct PlanReport {
     pub cells: f64,
     /// Number of queries.
     pub queries: f64,
-    /// Why the optimizer stopped, where it reports it.
-    pub termination: Option<Termination>,
+    /// Why the optimizer stopped.
+    pub termination: Termination,
     /// `(objective − lower_bound)/objective`.
     pub duality_gap: Option<f64>,
     /// `Δ₁` or `Δ₂` of the strategy.

@@ -171,6 +171,92 @@ fn opt_kron_unions_match_dense_for_both_models() {
     }
 }
 
+/// OPT_⊗'s passes are deterministic and the best one is kept, so allowing
+/// more of them never gives a worse plan; each plan is the dense
+/// evaluation of its own strategy, and its termination says how the passes
+/// ended: at the budget (one pass never ends a union otherwise), or by the
+/// rule that stopped them early.
+#[test]
+fn opt_kron_keeps_its_best_pass_and_says_how_the_passes_ended() {
+    let w = kron_union();
+    for privacy in [PrivacyModel::Approx, PrivacyModel::Pure] {
+        let mut previous = f64::INFINITY;
+        for max_rounds in 1..=6 {
+            let options = PlanOptions {
+                max_rounds,
+                ..PlanOptions::default()
+            };
+            let plan = kron::opt_kron(&w, privacy, &options).unwrap();
+            check_against_dense(&w, &plan);
+            assert!(
+                plan.objective <= previous * (1.0 + 1e-12),
+                "{privacy:?}, {max_rounds} passes: {} > {previous}",
+                plan.objective
+            );
+            previous = plan.objective;
+            match &plan.termination {
+                Termination::MaxIterations { iterations } => {
+                    assert_eq!((*iterations, plan.rounds), (max_rounds, max_rounds));
+                }
+                Termination::Converged { .. } | Termination::Stalled { .. } => {
+                    assert!(max_rounds > 1 && plan.rounds <= max_rounds);
+                }
+                other => panic!("{privacy:?}: {other}"),
+            }
+        }
+    }
+    // A single product: one pass, converged.
+    let d = Domain::from_pairs(&[("a", 4), ("b", 4)]).unwrap();
+    let factors = vec![Factor::AllRange(4), Factor::Prefix(4)];
+    let w = StructuredWorkload::new(d, vec![kron_group("k", 1.0, factors)]).unwrap();
+    let plan = kron::opt_kron(&w, PrivacyModel::Approx, &PlanOptions::default()).unwrap();
+    assert_eq!(plan.rounds, 1);
+    assert!(plan.termination.converged(), "{}", plan.termination);
+    // `opt_kron` checks its options itself.
+    let bad = PlanOptions {
+        max_rounds: 0,
+        ..PlanOptions::default()
+    };
+    assert!(kron::opt_kron(&w, PrivacyModel::Approx, &bad).is_err());
+}
+
+/// The same on the CPS 1988 spec (109,440 cells, too many to densify),
+/// where p-Identity's local factor solves let a pass raise the objective:
+/// each plan's objective is the Kronecker evaluation of its own factors,
+/// and more passes allowed never give a worse plan.
+#[test]
+fn opt_kron_on_cps_keeps_its_best_pass() {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/cps1988/spec.json");
+    let w = dp_workloads::spec::load_spec(&path).unwrap();
+    for privacy in [PrivacyModel::Approx, PrivacyModel::Pure] {
+        let mut previous = f64::INFINITY;
+        for max_rounds in 1..=10 {
+            let options = PlanOptions {
+                max_rounds,
+                ..PlanOptions::default()
+            };
+            let plan = kron::opt_kron(&w, privacy, &options).unwrap();
+            let [term] = plan.strategy.terms.as_slice() else {
+                panic!("OPT_⊗ gives one product, not {}", plan.strategy.terms.len())
+            };
+            let factors: Vec<Mat<f64>> = term.factors.iter().map(|(_, a)| (**a).clone()).collect();
+            let own = evaluate::kron_objective(&w, &factors, privacy).unwrap();
+            assert!(
+                (own - plan.objective).abs() <= 1e-10 * own,
+                "{own} vs {}",
+                plan.objective
+            );
+            assert!(
+                plan.objective <= previous * (1.0 + 1e-12),
+                "{privacy:?}, {max_rounds} passes: {} > {previous}",
+                plan.objective
+            );
+            previous = plan.objective;
+        }
+    }
+}
+
 #[test]
 fn marginal_closed_form_attains_the_dense_svd_bound() {
     let w = two_way_kron_and_total(
