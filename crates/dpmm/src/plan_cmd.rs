@@ -191,11 +191,8 @@ fn human_report(r: &PlanReport, args: &PlanArgs) -> String {
             sig(worst)
         );
     }
-    if !r.termination.converged() {
-        out += &format!(
-            "the optimizer stopped before its tolerance ({}): the gap above is its own\n",
-            r.termination
-        );
+    if let Some(note) = stop_note(&r.termination, r.duality_gap) {
+        out += &note;
     }
     out += &format!("plan written to {}", args.out.display());
     out
@@ -227,9 +224,51 @@ impl Spinner {
     }
 }
 
+/// A line for a plan whose optimizer stopped short of its tolerance; the
+/// certificate line above then reports that plan's own gap, when there is
+/// one.
+fn stop_note(termination: &dp_opt::Termination, gap: Option<f64>) -> Option<String> {
+    if termination.converged() {
+        return None;
+    }
+    let gap = if gap.is_some() {
+        ": the gap above is its own"
+    } else {
+        ""
+    };
+    Some(format!(
+        "the optimizer stopped before its tolerance ({termination}){gap}\n"
+    ))
+}
+
 #[cfg(test)]
 mod tests {
-    use super::sig;
+    use super::{sig, stop_note};
+    use dp_opt::Termination;
+
+    #[test]
+    fn a_plan_stopped_short_says_so_and_points_at_a_gap_only_when_it_has_one() {
+        let converged = Termination::Converged {
+            criterion: "x".into(),
+        };
+        assert_eq!(stop_note(&converged, Some(1e-7)), None);
+        assert_eq!(stop_note(&Termination::ClosedForm, None), None);
+        let stalled = Termination::Stalled {
+            reason: "a pass raised the objective".into(),
+        };
+        assert_eq!(
+            stop_note(&stalled, None).as_deref(),
+            Some(
+                "the optimizer stopped before its tolerance (stalled: a pass raised the objective)\n"
+            )
+        );
+        let budget = Termination::MaxIterations { iterations: 20 };
+        let note = stop_note(&budget, Some(3e-3)).unwrap_or_default();
+        assert!(
+            note.ends_with("(20) exhausted): the gap above is its own\n"),
+            "{note}"
+        );
+    }
 
     #[test]
     fn four_significant_digits() {
