@@ -171,40 +171,52 @@ fn opt_kron_unions_match_dense_for_both_models() {
     }
 }
 
-/// OPT_⊗'s passes are deterministic and the best one is kept, so allowing
-/// more of them never gives a worse plan; each plan is the dense
-/// evaluation of its own strategy, and its termination says how the passes
-/// ended: at the budget (one pass never ends a union otherwise), or by the
-/// rule that stopped them early.
-#[test]
-fn opt_kron_keeps_its_best_pass_and_says_how_the_passes_ended() {
-    let w = kron_union();
+/// OPT_⊗ on `w` with 1 to `most` passes allowed, both privacy models:
+/// the passes are deterministic and the best one is kept, so allowing more
+/// never gives a worse plan; `check` sees each plan and its budget.
+fn passes_never_worsen(
+    w: &StructuredWorkload,
+    most: usize,
+    check: impl Fn(&StructuredPlan, usize),
+) {
     for privacy in [PrivacyModel::Approx, PrivacyModel::Pure] {
         let mut previous = f64::INFINITY;
-        for max_rounds in 1..=6 {
+        for max_rounds in 1..=most {
             let options = PlanOptions {
                 max_rounds,
                 ..PlanOptions::default()
             };
-            let plan = kron::opt_kron(&w, privacy, &options).unwrap();
-            check_against_dense(&w, &plan);
+            let plan = kron::opt_kron(w, privacy, &options).unwrap();
+            check(&plan, max_rounds);
             assert!(
                 plan.objective <= previous * (1.0 + 1e-12),
                 "{privacy:?}, {max_rounds} passes: {} > {previous}",
                 plan.objective
             );
             previous = plan.objective;
-            match &plan.termination {
-                Termination::MaxIterations { iterations } => {
-                    assert_eq!((*iterations, plan.rounds), (max_rounds, max_rounds));
-                }
-                Termination::Converged { .. } | Termination::Stalled { .. } => {
-                    assert!(max_rounds > 1 && plan.rounds <= max_rounds);
-                }
-                other => panic!("{privacy:?}: {other}"),
-            }
         }
     }
+}
+
+/// On a small union: each plan is the dense evaluation of its own
+/// strategy, and its termination says how the passes ended: at the budget
+/// (one pass never ends a union otherwise), or by the rule that stopped
+/// them early.
+#[test]
+fn opt_kron_keeps_its_best_pass_and_says_how_the_passes_ended() {
+    let w = kron_union();
+    passes_never_worsen(&w, 6, |plan, max_rounds| {
+        check_against_dense(&w, plan);
+        match &plan.termination {
+            Termination::MaxIterations { iterations } => {
+                assert_eq!((*iterations, plan.rounds), (max_rounds, max_rounds));
+            }
+            Termination::Converged { .. } | Termination::Stalled { .. } => {
+                assert!(max_rounds > 1 && plan.rounds <= max_rounds);
+            }
+            other => panic!("{other}"),
+        }
+    });
     // A single product: one pass, converged.
     let d = Domain::from_pairs(&[("a", 4), ("b", 4)]).unwrap();
     let factors = vec![Factor::AllRange(4), Factor::Prefix(4)];
@@ -222,39 +234,24 @@ fn opt_kron_keeps_its_best_pass_and_says_how_the_passes_ended() {
 
 /// The same on the CPS 1988 spec (109,440 cells, too many to densify),
 /// where p-Identity's local factor solves let a pass raise the objective:
-/// each plan's objective is the Kronecker evaluation of its own factors,
-/// and more passes allowed never give a worse plan.
+/// each plan's objective is the Kronecker evaluation of its own factors.
 #[test]
 fn opt_kron_on_cps_keeps_its_best_pass() {
     let path =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/cps1988/spec.json");
     let w = dp_workloads::spec::load_spec(&path).unwrap();
-    for privacy in [PrivacyModel::Approx, PrivacyModel::Pure] {
-        let mut previous = f64::INFINITY;
-        for max_rounds in 1..=10 {
-            let options = PlanOptions {
-                max_rounds,
-                ..PlanOptions::default()
-            };
-            let plan = kron::opt_kron(&w, privacy, &options).unwrap();
-            let [term] = plan.strategy.terms.as_slice() else {
-                panic!("OPT_⊗ gives one product, not {}", plan.strategy.terms.len())
-            };
-            let factors: Vec<Mat<f64>> = term.factors.iter().map(|(_, a)| (**a).clone()).collect();
-            let own = evaluate::kron_objective(&w, &factors, privacy).unwrap();
-            assert!(
-                (own - plan.objective).abs() <= 1e-10 * own,
-                "{own} vs {}",
-                plan.objective
-            );
-            assert!(
-                plan.objective <= previous * (1.0 + 1e-12),
-                "{privacy:?}, {max_rounds} passes: {} > {previous}",
-                plan.objective
-            );
-            previous = plan.objective;
-        }
-    }
+    passes_never_worsen(&w, 10, |plan, _| {
+        let [term] = plan.strategy.terms.as_slice() else {
+            panic!("OPT_⊗ gives one product, not {}", plan.strategy.terms.len())
+        };
+        let factors: Vec<Mat<f64>> = term.factors.iter().map(|(_, a)| (**a).clone()).collect();
+        let own = evaluate::kron_objective(&w, &factors, plan.privacy).unwrap();
+        assert!(
+            (own - plan.objective).abs() <= 1e-10 * own,
+            "{own} vs {}",
+            plan.objective
+        );
+    });
 }
 
 #[test]
