@@ -14,7 +14,6 @@ use dp_linalg::Mat;
 use dp_workloads::strategies;
 
 use crate::registry::{Descriptor, Param};
-use crate::support::Completed;
 use crate::{Draft, Observer, Optimized, Problem, StrategyOptimizer, Termination};
 
 /// The closed-form strategy `build(problem)`, timed from the call.
@@ -28,12 +27,11 @@ fn closed_form(
 
 /// A parameterless closed-form strategy: the unit struct, its optimizer
 /// (which builds the strategy with `$build` through [`closed_form`]) and
-/// its registry descriptor `$descriptor`, all from one name; with a
-/// trailing `$wrap`, the registry's optimizer is `$wrap(Box::new(…))`.
+/// its registry descriptor `$descriptor`, all from one name.
 macro_rules! closed_form_strategy {
     (
         $(#[$doc:meta])* $name:ident, $(#[$ddoc:meta])* $descriptor:ident,
-        $label:literal, $papers:expr, $summary:literal, $build:expr $(, $wrap:path)? $(,)?
+        $label:literal, $papers:expr, $summary:literal, $build:expr $(,)?
     ) => {
         $(#[$doc])*
         #[derive(Debug, Clone, Copy, Default)]
@@ -49,11 +47,8 @@ macro_rules! closed_form_strategy {
         }
 
         $(#[$ddoc])*
-        pub const $descriptor: Descriptor = Descriptor::new($label, $papers, $summary, |_| {
-            let optimizer: Box<dyn StrategyOptimizer> = Box::new($name);
-            $(let optimizer: Box<dyn StrategyOptimizer> = Box::new($wrap(optimizer));)?
-            optimizer
-        });
+        pub const $descriptor: Descriptor =
+            Descriptor::new($label, $papers, $summary, |_| Box::new($name));
     };
 }
 
@@ -82,16 +77,13 @@ closed_form_strategy!(
 closed_form_strategy!(
     /// The singular value bound strategy `diag(√σ) Pᵀ` (Theorem 5.25).
     SvdBound,
-    /// [`SvdBound`] in the registry: a closed form on the Gram's numerically
-    /// nonzero spectrum, so its support is repaired where the Gram's
-    /// rounding hides part of W ([`Completed`], which reports the rows it
-    /// appends).
+    /// [`SvdBound`] in the registry (a closed form on the Gram's numerically
+    /// nonzero spectrum, left unrepaired).
     SVDB,
     "svdb",
     &["SVDB"],
     "singular value bound strategy diag(sqrt σ) Pᵀ of WᵀW (closed form)",
     |p: &Problem| strategies::svd_bound(p.gram()),
-    Completed,
 );
 
 /// The hierarchical strategy H_n.
