@@ -66,10 +66,11 @@ pub fn run(args: &OptimizeArgs) -> Result<()> {
     let optimizer = dp_opt::registry::descriptor(&args.optimizer)?.build(&params)?;
     let problem = Problem::from_workload(w.as_ref(), model)?;
     let result = optimizer.optimize(&problem, &mut ())?;
-    // The objective and gap printed are recomputed from the strategy and
-    // WᵀW (formed once above), never taken from solver bookkeeping.
+    // Objective and gap recomputed from the strategy and WᵀW (formed once
+    // above), support from W itself: never from solver bookkeeping.
     let checked = verify_strategy(
         &problem,
+        w.as_ref(),
         result.strategy.as_ref(),
         result.report.certificate,
     )?;

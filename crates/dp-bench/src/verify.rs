@@ -1,11 +1,15 @@
 //! Independent check of an optimizer's output, for `cargo xtask
 //! optimize`: the numbers a user sees never come from solver bookkeeping.
 //! They are recomputed from the returned strategy and the workload's Gram
-//! matrix `WᵀW`, which determines the objective, the support test and the
-//! singular values of W (`σᵢ(W)² = λᵢ(WᵀW)`), at O(n³) whatever m is
-//! (the explicit m×n workload of AllRange(512) has 130,816 rows).
+//! matrix `WᵀW`, which determines the objective and the singular values of
+//! W (`σᵢ(W)² = λᵢ(WᵀW)`) at O(n³) whatever m is (the explicit m×n
+//! workload of AllRange(512) has 130,816 rows). Support is tested against
+//! W itself, at O(m·n·rank(A)): a direction of W at 1e-8 of its norm has
+//! 1e-16 of the Gram's, below its rounding, yet a strategy that misses it
+//! answers W with a bias above the mechanism's tolerance.
 
-use dp_core::Result;
+use dp_core::mechanism::DEFAULT_SUPPORT_TOLERANCE;
+use dp_core::{DpError, Result, check_support};
 use dp_linalg::MatRef;
 use dp_opt::{Certificate, Problem};
 
@@ -27,15 +31,25 @@ pub struct VerifiedStrategy {
 }
 
 /// Recomputes the objective of `strategy` for the problem's workload
-/// under its privacy model ([`Problem::objective`]) and the gap of
-/// `certificate` against it. An [`dp_core::DpError::UnsupportedWorkload`]
-/// when the strategy does not support the workload (its answers would be
-/// biased; no objective exists).
+/// `workload` (the problem is its Gram) under its privacy model
+/// ([`Problem::objective`]) and the gap of `certificate` against it. An
+/// [`dp_core::DpError::UnsupportedWorkload`] when the strategy does not
+/// support `workload` by the mechanism's own test
+/// ([`dp_core::check_support`] at its default tolerance): its answers
+/// would be biased, and no objective exists.
 pub fn verify_strategy(
     problem: &Problem,
+    workload: MatRef<'_, f64>,
     strategy: MatRef<'_, f64>,
     certificate: Option<Certificate>,
 ) -> Result<VerifiedStrategy> {
+    let support = check_support(workload, strategy, DEFAULT_SUPPORT_TOLERANCE)?;
+    if !support.supported {
+        return Err(DpError::UnsupportedWorkload {
+            relative_residual: support.relative_residual,
+            tolerance: support.tolerance,
+        });
+    }
     let objective = problem.objective(strategy)?;
     let lower_bound = certificate.map(|c| c.lower_bound);
     Ok(VerifiedStrategy {
@@ -50,7 +64,6 @@ pub fn verify_strategy(
 mod tests {
     use dp_linalg::Mat;
 
-    use dp_core::DpError;
     use dp_core::accuracy::{l1_obj, l2_obj};
     use dp_opt::PrivacyModel;
 
@@ -63,7 +76,7 @@ mod tests {
         cert: Option<Certificate>,
     ) -> Result<VerifiedStrategy> {
         let problem = Problem::from_workload(w.as_ref(), model)?;
-        verify_strategy(&problem, a.as_ref(), cert)
+        verify_strategy(&problem, w.as_ref(), a.as_ref(), cert)
     }
 
     /// The Gram-based figures equal the explicit-W ones (`l1_obj`,
@@ -130,6 +143,32 @@ mod tests {
         let r = verify(&w, &a, PrivacyModel::Pure, None);
         assert!(
             matches!(r, Err(DpError::UnsupportedWorkload { .. })),
+            "{r:?}"
+        );
+    }
+
+    /// WRange 12x8 with rows scaled 1e-4…1e4: the SVD bound strategy built
+    /// on the Gram's numerically nonzero spectrum passes the Gram's own
+    /// test but misses directions of W that the Gram's rounding hides;
+    /// the check against W refuses it.
+    #[test]
+    fn support_is_tested_against_w_not_its_gram() {
+        let ranges = dp_workloads::generators::wrange(12, 8, 11).unwrap_or_else(|e| panic!("{e}"));
+        let ranges = ranges.matrix();
+        let w = Mat::from_fn(12, 8, |i, j| {
+            ranges[(i, j)] * 10f64.powf(-4.0 + 8.0 * i as f64 / 11.0)
+        });
+        let problem = Problem::from_workload(w.as_ref(), PrivacyModel::Approx)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let a =
+            dp_workloads::strategies::svd_bound(problem.gram()).unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            problem.objective(a.as_ref()).is_ok(),
+            "the Gram's test accepts it"
+        );
+        let r = verify_strategy(&problem, w.as_ref(), a.as_ref(), None);
+        assert!(
+            matches!(r, Err(DpError::UnsupportedWorkload { relative_residual, .. }) if relative_residual > 1e-8),
             "{r:?}"
         );
     }
