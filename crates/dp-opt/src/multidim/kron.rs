@@ -11,8 +11,8 @@
 //! `Δ(Aᵢ)² tr(Ĝᵢ Xᵢ⁺)` with `Ĝᵢ = Σ_p c_p² Π_{j≠i} tr(G_{p,j}Xⱼ⁺) G_{p,i}`,
 //! solved by COA ((ε,δ)) or p-Identity (ε-DP) through
 //! [`crate::StrategyOptimizer`]. With exact factor solves (COA, to its
-//! certified gap) a pass never increases the objective; p-Identity's are
-//! local, so one can, and the best pass is kept. For a single product
+//! certified gap) a pass never increases the objective beyond those gaps;
+//! p-Identity's are local, so one can, and the best pass is kept. For a single product
 //! `Ĝᵢ ∝ Gᵢ`, one pass is optimal, and
 //! (COA's dual factorizes with `D = ⊗Dᵢ`) the product of the factors'
 //! certified lower bounds bounds the optimum over all strategies. Factors
@@ -127,6 +127,10 @@ struct FactorSolution {
     lower: Option<f64>,
     /// How its solve ended (closed form, or the optimizer's own report).
     termination: Termination,
+    /// The solve's certified relative gap to its subproblem's optimum (0
+    /// for the closed forms, which attain their bound, and for the
+    /// uncertified local p-Identity solves).
+    gap: f64,
 }
 
 fn proportional_to(g: &Mat<f64>, pattern: impl Fn(usize, usize) -> f64) -> bool {
@@ -139,15 +143,16 @@ fn proportional_to(g: &Mat<f64>, pattern: impl Fn(usize, usize) -> f64) -> bool 
 /// `l1_obj` ≥ `l2_obj` too), COA or p-Identity otherwise.
 fn solve_factor(g: &Mat<f64>, privacy: PrivacyModel) -> Result<FactorSolution> {
     let n = g.nrows();
-    let (a, lower, termination) = if proportional_to(g, |i, j| f64::from(u8::from(i == j))) {
+    let (a, lower, termination, gap) = if proportional_to(g, |i, j| f64::from(u8::from(i == j))) {
         let lower = Some(g[(0, 0)] * n as f64);
-        (Mat::identity(n, n), lower, Termination::ClosedForm)
+        (Mat::identity(n, n), lower, Termination::ClosedForm, 0.0)
     } else if proportional_to(g, |_, _| 1.0) {
         let lower = Some(g[(0, 0)]);
         (
             Mat::from_fn(1, n, |_, _| 1.0),
             lower,
             Termination::ClosedForm,
+            0.0,
         )
     } else {
         let problem = Problem::from_gram(g.clone(), privacy)?;
@@ -155,11 +160,12 @@ fn solve_factor(g: &Mat<f64>, privacy: PrivacyModel) -> Result<FactorSolution> {
             PrivacyModel::Approx => Coa::default().optimize(&problem, &mut ())?,
             PrivacyModel::Pure => PIdentity::default().optimize(&problem, &mut ())?,
         };
-        let lower = match privacy {
-            PrivacyModel::Approx => out.report.certificate.map(|c| c.lower_bound),
-            PrivacyModel::Pure => Some(problem.svd_bound()?),
+        let (lower, gap) = match (privacy, out.report.certificate) {
+            (PrivacyModel::Approx, Some(c)) => (Some(c.lower_bound), c.relative_gap.max(0.0)),
+            (PrivacyModel::Approx, None) => (None, 0.0),
+            (PrivacyModel::Pure, _) => (Some(problem.svd_bound()?), 0.0),
         };
-        (out.strategy, lower, out.report.termination)
+        (out.strategy, lower, out.report.termination, gap)
     };
     let sensitivity = match privacy {
         PrivacyModel::Approx => sensitivity_l2(a.as_ref())?,
@@ -173,6 +179,7 @@ fn solve_factor(g: &Mat<f64>, privacy: PrivacyModel) -> Result<FactorSolution> {
         sensitivity,
         lower,
         termination,
+        gap,
     })
 }
 
@@ -197,14 +204,17 @@ fn trace_ln(g: &Mat<f64>, x_pinv: &Mat<f64>) -> Result<f64> {
 }
 
 /// How the passes of [`opt_kron_against`] ended, given the objectives
-/// before and after the last pass: a single product after its one pass; a
-/// pass that raised the objective by more than `round_tolerance`
-/// (relative: p-Identity's factor solves are local, so passes need not
-/// descend); one that improved it by at most that; an objective past twice
-/// the rival's; `None`: make another pass.
-fn passes_end(
+/// before and after the last pass and the pass's summed factor gaps
+/// `slack` (see [`Passes::pass`]): a single product after its one pass; a
+/// pass that raised the objective by more than `round_tolerance` and
+/// `slack` (relative: p-Identity's factor solves are local, so passes need
+/// not descend); one that improved it by at most `round_tolerance`, or
+/// raised it within `slack` (COA's factors are optimal only to their
+/// certified gaps); an objective past twice the rival's; `None`: make
+/// another pass.
+pub(super) fn passes_end(
     products: usize,
-    (previous, objective): (f64, f64),
+    (previous, objective, slack): (f64, f64, f64),
     options: &PlanOptions,
     rival: f64,
 ) -> Option<Termination> {
@@ -213,6 +223,14 @@ fn passes_end(
     if products == 1 {
         Some(Termination::Converged {
             criterion: "a single product: one pass optimizes every factor".into(),
+        })
+    } else if improvement < 0.0 && -improvement <= slack {
+        Some(Termination::Converged {
+            criterion: format!(
+                "a pass raised the objective by {:.2e} (relative), within its factor \
+                 solves' certified gaps ({slack:.2e})",
+                -improvement
+            ),
         })
     } else if improvement < -tolerance {
         Some(Termination::Stalled {
@@ -278,11 +296,15 @@ impl<'t> Passes<'t> {
     }
 
     /// One pass over the attributes, each factor solved on its weighted
-    /// Gram `Ĝᵢ` (identical Grams solved once); returns the log objective.
-    fn pass(&mut self, privacy: PrivacyModel) -> Result<f64> {
+    /// Gram `Ĝᵢ` (identical Grams solved once); returns the log objective
+    /// and the sum of the factor solves' certified relative gaps (a factor
+    /// solved to relative gap gᵢ can raise the objective by that much, so
+    /// the pass by at most `1 − Π(1 − gᵢ) ≤ Σgᵢ`).
+    fn pass(&mut self, privacy: PrivacyModel) -> Result<(f64, f64)> {
         let t = self.t;
         let d = t.d;
         let mut cache: HashMap<Vec<u64>, FactorSolution> = HashMap::new();
+        let mut slack = 0.0;
         for i in 0..d {
             let mut lw = vec![f64::NEG_INFINITY; t.grams[i].len()];
             for (p, &lp) in self.log_p.iter().enumerate() {
@@ -309,6 +331,7 @@ impl<'t> Passes<'t> {
                     s
                 }
             };
+            slack += sol.gap;
             for (k, gk) in t.grams[i].iter().enumerate() {
                 let new = trace_ln(gk, &sol.x_pinv)?;
                 let old = std::mem::replace(&mut self.ln_tr[i][k], new);
@@ -326,11 +349,15 @@ impl<'t> Passes<'t> {
             .flatten()
             .map(|s| 2.0 * s.sensitivity.ln())
             .sum();
-        Ok(ln_sens2
+        let ln_obj = ln_sens2
             + self
                 .log_p
                 .iter()
-                .fold(f64::NEG_INFINITY, |a, &b| log_add(a, b)))
+                .fold(f64::NEG_INFINITY, |a, &b| log_add(a, b));
+        if ln_obj.is_nan() {
+            return Err(overflow("the objective"));
+        }
+        Ok((ln_obj, slack))
     }
 }
 
@@ -366,13 +393,13 @@ pub(crate) fn opt_kron_against(
     };
     while rounds < options.max_rounds {
         rounds += 1;
-        let ln_obj = passes.pass(privacy)?;
+        let (ln_obj, slack) = passes.pass(privacy)?;
         if best.as_ref().is_none_or(|b| ln_obj < b.0) {
             let sols = passes.sols.iter().flatten().cloned().collect();
             best = Some((ln_obj, sols, passes.log_p.clone()));
         }
         let obj = ln_obj.exp();
-        if let Some(e) = passes_end(t.products(), (previous, obj), options, rival) {
+        if let Some(e) = passes_end(t.products(), (previous, obj, slack), options, rival) {
             end = e;
             break;
         }

@@ -130,8 +130,10 @@ pub struct StructuredPlan {
     pub groups: Vec<GroupError>,
     /// A proven lower bound on the optimum, when one is known.
     pub certificate: Option<Certificate>,
-    /// Block-coordinate passes (1 for closed forms and single products),
-    /// or the iterations of OPT_M or of the max-variance solver.
+    /// Block-coordinate passes made (1 for closed forms and single
+    /// products; the plan is the best pass's, which after a pass that
+    /// raised the objective is an earlier one), or the iterations of OPT_M
+    /// or of the max-variance solver.
     pub rounds: usize,
     /// Why the method stopped: closed form; OPT_⊗'s passes (or the first
     /// factor solve that stopped short of its tolerance); OPT_M's SPG run;

@@ -240,7 +240,11 @@ fn opt_kron_on_cps_keeps_its_best_pass() {
     let path =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/cps1988/spec.json");
     let w = dp_workloads::spec::load_spec(&path).unwrap();
+    let raised = std::cell::Cell::new(false);
     passes_never_worsen(&w, 10, |plan, _| {
+        if let Termination::Stalled { reason } = &plan.termination {
+            raised.set(raised.get() || reason.contains("raised the objective"));
+        }
         let [term] = plan.strategy.terms.as_slice() else {
             panic!("OPT_⊗ gives one product, not {}", plan.strategy.terms.len())
         };
@@ -252,6 +256,25 @@ fn opt_kron_on_cps_keeps_its_best_pass() {
             plan.objective
         );
     });
+    assert!(
+        raised.get(),
+        "no run ended on a pass that raised the objective"
+    );
+}
+
+/// A rise within the pass's summed certified factor gaps is rounding of
+/// exact solves (converged); past them and the round tolerance, a stall.
+#[test]
+fn a_rise_within_the_factor_gaps_is_convergence() {
+    let options = PlanOptions::default();
+    let end = |slack| kron::passes_end(2, (1.0, 1.0 + 5e-6, slack), &options, f64::INFINITY);
+    assert!(matches!(end(1e-5), Some(Termination::Converged { .. })));
+    assert!(matches!(end(0.0), Some(Termination::Stalled { .. })));
+    assert!(matches!(end(1e-6), Some(Termination::Stalled { .. })));
+    // Improvements are judged by the round tolerance alone.
+    let improved = kron::passes_end(2, (1.0 + 5e-7, 1.0, 0.0), &options, f64::INFINITY);
+    assert!(matches!(improved, Some(Termination::Converged { .. })));
+    assert!(kron::passes_end(2, (2.0, 1.0, 1.0), &options, f64::INFINITY).is_none());
 }
 
 #[test]
