@@ -209,9 +209,10 @@ pub fn measure_point(
                     .iter()
                     .find(|(name, _)| *name == key)
                     .map(|(_, v)| *v)
+                    .filter(|v| v.is_finite() && *v >= 0.0)
                     .ok_or_else(|| dp_core::DpError::NotConverged {
                         solver: "LRM",
-                        reason: format!("its report has no {key}"),
+                        reason: format!("its report has no finite, non-negative {key}"),
                     })
             };
             let quality = PointQuality::Lrm {
