@@ -25,6 +25,22 @@ pub fn gram_root_and_spectrum(gram: MatRef<'_, f64>) -> Result<(Mat<f64>, Vec<f6
     Ok((spectrum.root(0.0), spectrum.values()))
 }
 
+/// Whether [`gram_root`] drops a direction of the n×n `G`: an eigenvalue
+/// at or below its rank cut `n·ε·λ_max` (eigenvalues only, no vectors).
+/// Then `G` is rank deficient, or carries directions too weak for its
+/// rounding to resolve. Fails as [`gram_root`] does on non-square or
+/// non-finite input.
+pub fn gram_root_drops_directions(gram: MatRef<'_, f64>) -> Result<bool> {
+    let values = SymmetricEigen::values_only(gram)?;
+    let cut = rank_cut(gram.nrows(), &values);
+    Ok(values.iter().any(|&l| l <= cut))
+}
+
+/// [`gram_root`]'s rank cut `n·ε·λ_max`.
+fn rank_cut(n: usize, values: &[f64]) -> f64 {
+    n as f64 * f64::EPSILON * values.iter().copied().fold(0.0, f64::max)
+}
+
 /// The eigendecomposition `G = U Λ Uᵀ` behind [`gram_root`], checked
 /// positive semidefinite, kept so that roots with different eigenvalue
 /// margins come from one decomposition (COA needs the plain root and a
@@ -39,9 +55,8 @@ pub struct GramSpectrum {
 impl GramSpectrum {
     /// Decomposes `G` (lower triangle read). Fails as [`gram_root`] does.
     pub fn new(gram: MatRef<'_, f64>) -> Result<Self> {
-        let n = gram.nrows();
         let eig = SymmetricEigen::new(gram)?;
-        let tol = n as f64 * f64::EPSILON * Self::max_of(&eig.values);
+        let tol = rank_cut(gram.nrows(), &eig.values);
         if let Some(&bad) = eig.values.iter().find(|&&l| l < -1e3 * tol) {
             return Err(LinalgError::NotPositiveSemidefinite { eigenvalue: bad });
         }
@@ -79,5 +94,26 @@ impl GramSpectrum {
         let mut values: Vec<f64> = self.eig.values.iter().map(|l| l.max(0.0)).collect();
         values.sort_by(f64::total_cmp);
         values
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// The cut is `n·ε·λ_max` (4.4e-16 for n = 2, λ_max = 1): an
+    /// eigenvalue of 1e-17 or 0 is dropped, one of 1e-14 is kept, as
+    /// [`gram_root`]'s row count shows.
+    #[test]
+    fn drops_directions_exactly_where_the_root_loses_rows() {
+        for (small, dropped) in [(0.0, true), (1e-17, true), (1e-14, false), (0.5, false)] {
+            let mut g = Mat::<f64>::zeros(2, 2);
+            g[(0, 0)] = 1.0;
+            g[(1, 1)] = small;
+            assert_eq!(gram_root_drops_directions(g.as_ref()).unwrap(), dropped);
+            assert_eq!(gram_root(g.as_ref()).unwrap().nrows() == 1, dropped);
+        }
+        assert!(gram_root_drops_directions(Mat::<f64>::zeros(2, 3).as_ref()).is_err());
     }
 }

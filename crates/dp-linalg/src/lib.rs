@@ -29,6 +29,7 @@ mod decompositions;
 mod gram_root;
 mod lu;
 mod products;
+mod qr;
 
 pub use bases::helmert;
 pub use cholesky::Cholesky;
@@ -37,13 +38,14 @@ pub use decompositions::{
     pseudo_inverse_symmetric,
 };
 pub use faer::{Col, ColMut, ColRef, Mat, MatMut, MatRef, Par, Row, RowMut, RowRef, Scale};
-pub use gram_root::{GramSpectrum, gram_root, gram_root_and_spectrum};
+pub use gram_root::{GramSpectrum, gram_root, gram_root_and_spectrum, gram_root_drops_directions};
 pub use lu::Lu;
 pub use products::{
     all_finite, dot, frobenius_norm, gemm, gemm_into, gemm_into_view, gram, gram_lower,
     lower_triangle_of_product_into, matmul, matmul_tn, outer_gram, stack_rows, symmetrize, trace,
     trace_of_product,
 };
+pub use qr::triangular_factor;
 
 /// Why a linear-algebra routine could not produce its result.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
