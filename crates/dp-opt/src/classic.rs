@@ -77,13 +77,17 @@ closed_form_strategy!(
 closed_form_strategy!(
     /// The singular value bound strategy `diag(√σ) Pᵀ` (Theorem 5.25).
     SvdBound,
-    /// [`SvdBound`] in the registry (a closed form on the Gram's numerically
-    /// nonzero spectrum, left unrepaired).
+    /// [`SvdBound`] in the registry: a closed form on W's singular values,
+    /// from its QR when the problem holds W's rows (which keeps every
+    /// direction W has), else on the Gram's numerically nonzero spectrum.
     SVDB,
     "svdb",
     &["SVDB"],
-    "singular value bound strategy diag(sqrt σ) Pᵀ of WᵀW (closed form)",
-    |p: &Problem| strategies::svd_bound(p.gram()),
+    "singular value bound strategy diag(sqrt σ) Pᵀ of W (closed form)",
+    |p: &Problem| match p.workload_root() {
+        Some((root, rows)) => strategies::svd_bound_from_root(root, rows),
+        None => strategies::svd_bound(p.gram()),
+    },
 );
 
 /// The hierarchical strategy H_n.

@@ -41,6 +41,8 @@ impl PrivacyModel {
 pub struct Problem {
     gram: Mat<f64>,
     privacy: PrivacyModel,
+    /// When built from W's rows: R from a QR of W, and W's row count.
+    root: Option<(Mat<f64>, usize)>,
     /// Strategies already evaluated by [`Problem::objective`] with their
     /// results, compared entry by entry: a solver's report, its
     /// combinator and the combinator above it each recompute the same
@@ -66,11 +68,16 @@ impl Problem {
         Ok(Self {
             gram,
             privacy,
+            root: None,
             evaluated: Arc::default(),
         })
     }
 
-    /// From explicit workload rows (validated).
+    /// From explicit workload rows (validated). Where the Gram's root
+    /// drops a direction (W rank deficient, or carrying directions too
+    /// weak for `WᵀW`'s rounding), W's triangular factor is kept beside
+    /// it (see [`Problem::workload_root`]); a QR of W costs twice the Gram
+    /// product, so a W the Gram resolves does not pay for it.
     pub fn from_workload(workload: MatRef<'_, f64>, privacy: PrivacyModel) -> Result<Self> {
         check_nonzero_matrix("workload", workload)?;
         let gram = dp_linalg::gram(workload, dp_linalg::Par::rayon(0));
@@ -80,7 +87,22 @@ impl Problem {
                 reason: "entries too large: WᵀW overflows".into(),
             });
         }
-        Self::from_gram(gram, privacy)
+        let mut problem = Self::from_gram(gram, privacy)?;
+        if dp_linalg::gram_root_drops_directions(problem.gram())? {
+            let root = dp_linalg::triangular_factor(workload)?;
+            problem.root = Some((root, workload.nrows()));
+        }
+        Ok(problem)
+    }
+
+    /// `(R, m)` when the problem was built from W's m rows and its Gram's
+    /// root drops a direction: the triangular factor of a QR of W,
+    /// `RᵀR = WᵀW`, whose singular values are W's to W's own rounding. The
+    /// Gram's eigenvalues are accurate only to `ε·‖W‖²`, so a direction
+    /// carrying less than about `√ε` of W's norm cannot be told there from
+    /// one W lacks; here it can.
+    pub fn workload_root(&self) -> Option<(MatRef<'_, f64>, usize)> {
+        self.root.as_ref().map(|(r, m)| (r.as_ref(), *m))
     }
 
     /// `WᵀW`.
@@ -190,5 +212,36 @@ mod tests {
         let rank_one = Mat::from_fn(1, 4, |_, _| 1.0);
         assert!(p.objective(rank_one.as_ref()).is_err());
         assert!(p.clone().objective(rank_one.as_ref()).is_err());
+    }
+
+    /// W's triangular factor is kept exactly when the Gram's root drops a
+    /// direction, and then `RᵀR = WᵀW`: not for a well-conditioned W, but
+    /// for a rank-deficient one and for one with a cell of weight 1e-9.
+    #[test]
+    fn keeps_w_factor_where_the_gram_cannot_resolve_w() {
+        let prefix = Mat::from_fn(8, 8, |i, j| f64::from(u8::from(j <= i)));
+        let rank_two = Mat::from_fn(5, 8, |i, j| ((i % 2) * j + 1) as f64);
+        // Cell 0 counted at weight 1e-9: Gram eigenvalue 1e-18 < 8ε.
+        let scaled = Mat::from_fn(8, 8, |i, j| match (i, j) {
+            (0, 0) => 1e-9,
+            _ => f64::from(u8::from(i == j)),
+        });
+        for (w, kept) in [(prefix, false), (rank_two, true), (scaled, true)] {
+            let p = Problem::from_workload(w.as_ref(), PrivacyModel::Approx).unwrap();
+            let Some((r, rows)) = p.workload_root() else {
+                assert!(!kept);
+                continue;
+            };
+            assert!(kept);
+            assert_eq!(rows, w.nrows());
+            let rtr = dp_linalg::gram(r, dp_linalg::Par::Seq);
+            let g = p.gram();
+            let scale = (0..8).map(|i| g[(i, i)]).fold(0.0, f64::max);
+            for i in 0..8 {
+                for j in 0..8 {
+                    assert!((rtr[(i, j)] - g[(i, j)]).abs() <= 1e-13 * scale);
+                }
+            }
+        }
     }
 }

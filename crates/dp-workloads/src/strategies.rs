@@ -5,7 +5,7 @@
 
 use dp_core::validate::check_gram;
 use dp_core::{DpError, Result};
-use dp_linalg::{Mat, MatRef, gram_root};
+use dp_linalg::{Mat, MatRef, ThinSvd, default_rank_tolerance, gram_root};
 
 use crate::workload::require_domain;
 
@@ -122,4 +122,27 @@ pub fn svd_bound(workload_gram: MatRef<'_, f64>) -> Result<Mat<f64>> {
         }
     }
     Ok(a)
+}
+
+/// [`svd_bound`] from a factor `R` with `RᵀR = WᵀW` whose singular values
+/// are W's to W's own rounding (a QR of W's `rows` rows,
+/// `dp_linalg::triangular_factor`): `A = diag(√σᵢ) Pᵀ` from the SVD of R,
+/// over the σᵢ above W's numerical-rank tolerance `max(m, n)·ε·σ_max`.
+/// The Gram's eigenvalues lose every σᵢ below about `√ε·σ_max`, and with
+/// it the strategy's support of the rows it carries; R keeps them.
+pub fn svd_bound_from_root(root: MatRef<'_, f64>, rows: usize) -> Result<Mat<f64>> {
+    let n = root.ncols();
+    require_domain(n)?;
+    let svd = ThinSvd::new(root)?;
+    let s = &svd.singular_values;
+    let tol = default_rank_tolerance(rows.max(root.nrows()), n, s);
+    let keep: Vec<usize> = (0..s.len()).filter(|&k| s[k] > tol).collect();
+    if keep.is_empty() {
+        return Err(DpError::ZeroMatrix {
+            what: "workload".into(),
+        });
+    }
+    Ok(Mat::from_fn(keep.len(), n, |i, j| {
+        s[keep[i]].sqrt() * svd.v[(j, keep[i])]
+    }))
 }
