@@ -127,10 +127,11 @@ struct FactorSolution {
     lower: Option<f64>,
     /// How its solve ended (closed form, or the optimizer's own report).
     termination: Termination,
-    /// The solve's certified relative gap to its subproblem's optimum (0
-    /// for the closed forms, which attain their bound, and for the
-    /// uncertified local p-Identity solves).
-    gap: f64,
+    /// How far above its subproblem's optimum the solve may be, relative
+    /// and certified: COA's gap; 0 for the closed forms, which attain
+    /// their bound; 0 for p-Identity's local solves, which certify
+    /// nothing (so a rise after one is a stall).
+    slack: f64,
 }
 
 fn proportional_to(g: &Mat<f64>, pattern: impl Fn(usize, usize) -> f64) -> bool {
@@ -143,7 +144,7 @@ fn proportional_to(g: &Mat<f64>, pattern: impl Fn(usize, usize) -> f64) -> bool 
 /// `l1_obj` ≥ `l2_obj` too), COA or p-Identity otherwise.
 fn solve_factor(g: &Mat<f64>, privacy: PrivacyModel) -> Result<FactorSolution> {
     let n = g.nrows();
-    let (a, lower, termination, gap) = if proportional_to(g, |i, j| f64::from(u8::from(i == j))) {
+    let (a, lower, termination, slack) = if proportional_to(g, |i, j| f64::from(u8::from(i == j))) {
         let lower = Some(g[(0, 0)] * n as f64);
         (Mat::identity(n, n), lower, Termination::ClosedForm, 0.0)
     } else if proportional_to(g, |_, _| 1.0) {
@@ -160,12 +161,12 @@ fn solve_factor(g: &Mat<f64>, privacy: PrivacyModel) -> Result<FactorSolution> {
             PrivacyModel::Approx => Coa::default().optimize(&problem, &mut ())?,
             PrivacyModel::Pure => PIdentity::default().optimize(&problem, &mut ())?,
         };
-        let (lower, gap) = match (privacy, out.report.certificate) {
+        let (lower, slack) = match (privacy, out.report.certificate) {
             (PrivacyModel::Approx, Some(c)) => (Some(c.lower_bound), c.relative_gap.max(0.0)),
             (PrivacyModel::Approx, None) => (None, 0.0),
             (PrivacyModel::Pure, _) => (Some(problem.svd_bound()?), 0.0),
         };
-        (out.strategy, lower, out.report.termination, gap)
+        (out.strategy, lower, out.report.termination, slack)
     };
     let sensitivity = match privacy {
         PrivacyModel::Approx => sensitivity_l2(a.as_ref())?,
@@ -179,7 +180,7 @@ fn solve_factor(g: &Mat<f64>, privacy: PrivacyModel) -> Result<FactorSolution> {
         sensitivity,
         lower,
         termination,
-        gap,
+        slack,
     })
 }
 
@@ -297,9 +298,10 @@ impl<'t> Passes<'t> {
 
     /// One pass over the attributes, each factor solved on its weighted
     /// Gram `Ĝᵢ` (identical Grams solved once); returns the log objective
-    /// and the sum of the factor solves' certified relative gaps (a factor
-    /// solved to relative gap gᵢ can raise the objective by that much, so
-    /// the pass by at most `1 − Π(1 − gᵢ) ≤ Σgᵢ`).
+    /// and the sum of the converged factor solves' certified relative gaps
+    /// (a factor solved to relative gap gᵢ can raise the objective by that
+    /// much, so the pass by at most `1 − Π(1 − gᵢ) ≤ Σgᵢ`; a solve stopped
+    /// short explains no rise).
     fn pass(&mut self, privacy: PrivacyModel) -> Result<(f64, f64)> {
         let t = self.t;
         let d = t.d;
@@ -331,7 +333,9 @@ impl<'t> Passes<'t> {
                     s
                 }
             };
-            slack += sol.gap;
+            if sol.termination.converged() {
+                slack += sol.slack;
+            }
             for (k, gk) in t.grams[i].iter().enumerate() {
                 let new = trace_ln(gk, &sol.x_pinv)?;
                 let old = std::mem::replace(&mut self.ln_tr[i][k], new);
