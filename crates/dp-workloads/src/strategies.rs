@@ -133,6 +133,15 @@ pub fn svd_bound(workload_gram: MatRef<'_, f64>) -> Result<Mat<f64>> {
 pub fn svd_bound_from_root(root: MatRef<'_, f64>, rows: usize) -> Result<Mat<f64>> {
     let n = root.ncols();
     require_domain(n)?;
+    if root.nrows() == 0 || rows < root.nrows() {
+        return Err(DpError::InvalidParameter {
+            name: "root",
+            reason: format!(
+                "a factor of W's {rows} rows has 1 to {rows} rows, not {}",
+                root.nrows()
+            ),
+        });
+    }
     let svd = ThinSvd::new(root)?;
     let s = &svd.singular_values;
     let tol = default_rank_tolerance(rows.max(root.nrows()), n, s);

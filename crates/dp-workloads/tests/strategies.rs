@@ -179,6 +179,15 @@ fn theorem_6_30_growth_on_all_ranges() {
     }
 }
 
+/// The SVD bound strategy from W's Gram and from W's QR factor.
+fn both_routes(w: MatRef<'_, f64>) -> [Mat<f64>; 2] {
+    let root = dp_linalg::triangular_factor(w).unwrap();
+    [
+        svd_bound(gram(w, Par::Seq).as_ref()).unwrap(),
+        svd_bound_from_root(root.as_ref(), w.nrows()).unwrap(),
+    ]
+}
+
 #[test]
 fn svd_bound_strategy_attains_sum_of_singular_values() {
     // tr(WᵀW (AᵀA)⁺) = Σσᵢ for A = diag(√σ) Pᵀ, and l2_obj >= (Σσ)²/n.
@@ -189,16 +198,17 @@ fn svd_bound_strategy_attains_sum_of_singular_values() {
     ] {
         let s = ThinSvd::values_only(w.as_ref()).unwrap();
         let sum: f64 = s.iter().sum();
-        let a = svd_bound(gram(w.as_ref(), Par::Seq).as_ref()).unwrap();
-        let eval = evaluate_strategy(w.as_ref(), a.as_ref()).unwrap();
-        assert!(eval.support.supported);
-        assert!(
-            (eval.trace - sum).abs() < 1e-9 * sum,
-            "{} vs {sum}",
-            eval.trace
-        );
-        let bound = svd_lower_bound(w.as_ref()).unwrap();
-        assert!(eval.l2_obj() >= bound * (1.0 - 1e-12));
+        for a in both_routes(w.as_ref()) {
+            let eval = evaluate_strategy(w.as_ref(), a.as_ref()).unwrap();
+            assert!(eval.support.supported);
+            assert!(
+                (eval.trace - sum).abs() < 1e-9 * sum,
+                "{} vs {sum}",
+                eval.trace
+            );
+            let bound = svd_lower_bound(w.as_ref()).unwrap();
+            assert!(eval.l2_obj() >= bound * (1.0 - 1e-12));
+        }
     }
     // Identity workload: the strategy is orthogonal, l2_obj = n = bound.
     let id = Identity::new(9).unwrap();
@@ -207,12 +217,17 @@ fn svd_bound_strategy_attains_sum_of_singular_values() {
     assert!((eval.l2_obj() - 9.0).abs() < 1e-9);
     // Rank-deficient workload: r rows, still supported.
     let w = Mat::from_fn(3, 5, |i, j| ((i + 1) * (j % 2 + 1)) as f64);
-    let a = svd_bound(gram(w.as_ref(), Par::Seq).as_ref()).unwrap();
-    assert_eq!(a.nrows(), 1);
-    assert!(
-        evaluate_strategy(w.as_ref(), a.as_ref())
-            .unwrap()
-            .support
-            .supported
-    );
+    for a in both_routes(w.as_ref()) {
+        assert_eq!(a.nrows(), 1);
+        assert!(
+            evaluate_strategy(w.as_ref(), a.as_ref())
+                .unwrap()
+                .support
+                .supported
+        );
+    }
+    // A factor with no rows, or more rows than W, is no factor of W.
+    let root = dp_linalg::triangular_factor(w.as_ref()).unwrap();
+    assert!(svd_bound_from_root(root.as_ref(), 2).is_err());
+    assert!(svd_bound_from_root(Mat::<f64>::zeros(0, 5).as_ref(), 3).is_err());
 }
