@@ -12,8 +12,8 @@
 //! solved by COA ((ε,δ)) or p-Identity (ε-DP) through
 //! [`crate::StrategyOptimizer`]. With exact factor solves (COA, to its
 //! certified gap) a pass never increases the objective beyond those gaps;
-//! p-Identity's are local, so one can, and the best pass is kept. For a single product
-//! `Ĝᵢ ∝ Gᵢ`, one pass is optimal, and
+//! p-Identity's are local, so one can, and the best pass is kept. For a
+//! single product `Ĝᵢ ∝ Gᵢ`, one pass is optimal, and
 //! (COA's dual factorizes with `D = ⊗Dᵢ`) the product of the factors'
 //! certified lower bounds bounds the optimum over all strategies. Factors
 //! whose weighted Grams are identical are solved once.
@@ -30,7 +30,8 @@ use super::{
     certificate, overflow,
 };
 use crate::{
-    PrivacyModel, Problem, StrategyOptimizer, Termination, coa::Coa, pidentity::PIdentity,
+    Certificate, PrivacyModel, Problem, StrategyOptimizer, Termination, coa::Coa,
+    pidentity::PIdentity,
 };
 
 /// The distinct factor Grams per attribute and, per product, which one it
@@ -127,10 +128,9 @@ struct FactorSolution {
     lower: Option<f64>,
     /// How its solve ended (closed form, or the optimizer's own report).
     termination: Termination,
-    /// How far above its subproblem's optimum the solve may be, relative
-    /// and certified: COA's gap; 0 for the closed forms, which attain
-    /// their bound; 0 for p-Identity's local solves, which certify
-    /// nothing (so a rise after one is a stall).
+    /// How far above its subproblem's optimum the solve is certified to
+    /// be at most, relative ([`certified_slack`]; 0 for the closed forms,
+    /// which attain their bound).
     slack: f64,
 }
 
@@ -161,11 +161,11 @@ fn solve_factor(g: &Mat<f64>, privacy: PrivacyModel) -> Result<FactorSolution> {
             PrivacyModel::Approx => Coa::default().optimize(&problem, &mut ())?,
             PrivacyModel::Pure => PIdentity::default().optimize(&problem, &mut ())?,
         };
-        let (lower, slack) = match (privacy, out.report.certificate) {
-            (PrivacyModel::Approx, Some(c)) => (Some(c.lower_bound), c.relative_gap.max(0.0)),
-            (PrivacyModel::Approx, None) => (None, 0.0),
-            (PrivacyModel::Pure, _) => (Some(problem.svd_bound()?), 0.0),
+        let lower = match privacy {
+            PrivacyModel::Approx => out.report.certificate.map(|c| c.lower_bound),
+            PrivacyModel::Pure => Some(problem.svd_bound()?),
         };
+        let slack = certified_slack(&out.report.termination, out.report.certificate);
         (out.strategy, lower, out.report.termination, slack)
     };
     let sensitivity = match privacy {
@@ -182,6 +182,19 @@ fn solve_factor(g: &Mat<f64>, privacy: PrivacyModel) -> Result<FactorSolution> {
         termination,
         slack,
     })
+}
+
+/// The rise a factor solve can explain: its certificate's relative gap
+/// when the solve converged to it (COA's); 0 for a solve with no
+/// certificate (p-Identity's local solves; under ε-DP the bound kept
+/// beside them is the loose SVD bound, not a certificate) and for one
+/// that stopped short, whose gap (1 when it found no bound) certifies
+/// nothing about a pass.
+pub(super) fn certified_slack(termination: &Termination, certificate: Option<Certificate>) -> f64 {
+    match certificate {
+        Some(c) if termination.converged() && c.relative_gap.is_finite() => c.relative_gap.max(0.0),
+        _ => 0.0,
+    }
 }
 
 fn log_add(a: f64, b: f64) -> f64 {
@@ -298,10 +311,9 @@ impl<'t> Passes<'t> {
 
     /// One pass over the attributes, each factor solved on its weighted
     /// Gram `Ĝᵢ` (identical Grams solved once); returns the log objective
-    /// and the sum of the converged factor solves' certified relative gaps
-    /// (a factor solved to relative gap gᵢ can raise the objective by that
-    /// much, so the pass by at most `1 − Π(1 − gᵢ) ≤ Σgᵢ`; a solve stopped
-    /// short explains no rise).
+    /// and the sum of its factor solves' [`FactorSolution::slack`] (a
+    /// factor solved to relative gap gᵢ can raise the objective by that
+    /// much, so the pass by at most `1 − Π(1 − gᵢ) ≤ Σgᵢ`).
     fn pass(&mut self, privacy: PrivacyModel) -> Result<(f64, f64)> {
         let t = self.t;
         let d = t.d;
@@ -333,9 +345,7 @@ impl<'t> Passes<'t> {
                     s
                 }
             };
-            if sol.termination.converged() {
-                slack += sol.slack;
-            }
+            slack += sol.slack;
             for (k, gk) in t.grams[i].iter().enumerate() {
                 let new = trace_ln(gk, &sol.x_pinv)?;
                 let old = std::mem::replace(&mut self.ln_tr[i][k], new);

@@ -263,7 +263,8 @@ fn opt_kron_on_cps_keeps_its_best_pass() {
 }
 
 /// A rise within the pass's summed certified factor gaps is rounding of
-/// exact solves (converged); past them and the round tolerance, a stall.
+/// exact solves (converged); past them and the round tolerance, a stall;
+/// and only converged, certified solves contribute a gap.
 #[test]
 fn a_rise_within_the_factor_gaps_is_convergence() {
     let options = PlanOptions::default();
@@ -275,6 +276,22 @@ fn a_rise_within_the_factor_gaps_is_convergence() {
     let improved = kron::passes_end(2, (1.0 + 5e-7, 1.0, 0.0), &options, f64::INFINITY);
     assert!(matches!(improved, Some(Termination::Converged { .. })));
     assert!(kron::passes_end(2, (2.0, 1.0, 1.0), &options, f64::INFINITY).is_none());
+    // Only a converged solve's certificate excuses a rise: COA stopped
+    // short (gap 1 when it found no bound) or uncertified excuses none.
+    let cert = |relative_gap| {
+        Some(Certificate {
+            lower_bound: 1.0 - relative_gap,
+            relative_gap,
+        })
+    };
+    let converged = Termination::Converged {
+        criterion: "gap".into(),
+    };
+    let short = Termination::MaxIterations { iterations: 10 };
+    assert_eq!(kron::certified_slack(&converged, cert(3e-7)), 3e-7);
+    assert_eq!(kron::certified_slack(&short, cert(1.0)), 0.0);
+    assert_eq!(kron::certified_slack(&converged, None), 0.0);
+    assert_eq!(kron::certified_slack(&converged, cert(f64::NAN)), 0.0);
 }
 
 #[test]
