@@ -144,7 +144,7 @@ pub fn svd_bound_from_root(root: MatRef<'_, f64>, rows: usize) -> Result<Mat<f64
     }
     let svd = ThinSvd::new(root)?;
     let s = &svd.singular_values;
-    let tol = default_rank_tolerance(rows.max(root.nrows()), n, s);
+    let tol = default_rank_tolerance(rows, n, s);
     let keep: Vec<usize> = (0..s.len()).filter(|&k| s[k] > tol).collect();
     if keep.is_empty() {
         return Err(DpError::ZeroMatrix {
