@@ -17,9 +17,10 @@ pub struct RegressArgs {
     /// workspace).
     #[arg(long)]
     baseline: Option<PathBuf>,
-    /// Write the measured values as the new baseline instead of comparing.
-    #[arg(long)]
-    bless: bool,
+    /// Record the objectives and this processor's time ratios, with the
+    /// reason, instead of comparing.
+    #[arg(long, value_name = "REASON")]
+    bless: Option<String>,
     /// Deliberately weaken one optimizer (to test the gate).
     #[arg(long)]
     worsen: Option<String>,
@@ -40,11 +41,13 @@ pub fn run(args: &RegressArgs) -> Result<()> {
         .clone()
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("regress-baseline.json"));
     let worsen = args.worsen.as_deref();
-    if args.bless {
-        regress::bless(worsen)?.write(&path)?;
+    let baseline = Baseline::read(&path)?;
+    if let Some(why) = &args.bless {
+        regress::bless(baseline, worsen, why)?.write(&path)?;
         return print_json(&json!({ "blessed": path.display().to_string() }));
     }
-    let outcome = regress::check(&Baseline::read(&path)?, worsen, !args.no_time)?;
+    let local = regress::local_times_path();
+    let outcome = regress::check(&baseline, worsen, !args.no_time, local)?;
     let failures: Vec<String> = outcome
         .regressions
         .iter()
@@ -52,6 +55,7 @@ pub fn run(args: &RegressArgs) -> Result<()> {
         .collect();
     print_json(&json!({
         "cases": outcome.cases,
+        "time_gate": outcome.time_gate,
         "regressions": failures,
         "improvements": outcome.improvements,
     }))?;

@@ -7,9 +7,17 @@
 //! a committed [`Baseline`]:
 //!
 //! - an objective worse than the baseline by more than a relative
-//!   [`OBJECTIVE_TOLERANCE`] fails (an improvement is reported, and
-//!   blessing records it);
-//! - a time ratio above [`TIME_FACTOR`] times the baseline's fails.
+//!   [`OBJECTIVE_TOLERANCE`] fails, on every machine (an improvement is
+//!   reported, and blessing records it);
+//! - a time ratio above [`TIME_FACTOR`] times the ratio recorded for this
+//!   processor kind ([`processor_key`]) fails. Ratios are not portable
+//!   between processors (the reference follows the vector units, the
+//!   optimizers' small solves do not), so they are gated only against a
+//!   ratio measured on the same kind: the committed one, or else one this
+//!   machine recorded on its first run ([`LocalTimes`], outside the
+//!   repository). A processor with neither is measured, recorded, and not
+//!   gated on that first run. Cases faster than [`MIN_TIMED_SECONDS`] per
+//!   run are reported but never gated: too short to time.
 //!
 //! Times are per run, from repeating each case until at least 0.2 s have
 //! passed (at least 3 runs) and taking the fastest of three such batches
@@ -23,29 +31,39 @@
 //! A plain JSON baseline rather than a textual snapshot: the comparison
 //! is a tolerance on numbers, which a snapshot cannot express.
 
+mod baseline;
+#[cfg(test)]
+mod tests;
+
 use std::fmt;
-use std::path::Path;
+use std::path::PathBuf;
 use std::time::Instant;
 
+pub use baseline::{
+    Baseline, LocalTimes, MachineRatios, ObjectiveRecord, RatioRecord, local_times_path,
+    processor_key,
+};
 use dp_core::{DpError, Result};
 use dp_linalg::Mat;
 use dp_opt::{PrivacyModel, Problem, StrategyOptimizer};
 use dp_workloads::Workload;
 use dp_workloads::generators::wrange;
 use dp_workloads::workload::{AllRange, Prefix};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 /// Relative objective worsening tolerated.
 pub const OBJECTIVE_TOLERANCE: f64 = 1e-6;
-/// Time-ratio growth tolerated.
+/// Time-ratio growth tolerated, against a ratio of the same processor kind.
 pub const TIME_FACTOR: f64 = 1.5;
+/// Cases faster than this per run are not time-gated.
+pub const MIN_TIMED_SECONDS: f64 = 0.005;
 /// Size of the reference product the time ratios are relative to.
 pub const REFERENCE_SIZE: usize = 256;
 /// What the baseline's time ratios are relative to.
 pub const REFERENCE_DESCRIPTION: &str = "dense 256x256 f64 product (faer), same run, one thread";
 
-/// One measured case: a row of the baseline file.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// One measured case.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CaseResult {
     /// Case name.
     pub name: String,
@@ -54,33 +72,8 @@ pub struct CaseResult {
     /// Seconds per run over the reference product's seconds (0 when not
     /// timed).
     pub time_ratio: f64,
-}
-
-/// The committed baseline (`xtask/regress-baseline.json`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Baseline {
-    /// What the time ratios are relative to.
-    pub reference: String,
-    /// The cases.
-    pub cases: Vec<CaseResult>,
-}
-
-impl Baseline {
-    /// Reads a baseline file.
-    pub fn read(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| DpError::Io(format!("cannot read {}: {e}", path.display())))?;
-        serde_json::from_str(&text)
-            .map_err(|e| DpError::Io(format!("bad baseline {}: {e}", path.display())))
-    }
-
-    /// Writes the baseline as pretty-printed JSON with a final newline.
-    pub fn write(&self, path: &Path) -> Result<()> {
-        let text = serde_json::to_string_pretty(self)
-            .map_err(|e| DpError::Io(format!("cannot format the baseline: {e}")))?;
-        std::fs::write(path, text + "\n")
-            .map_err(|e| DpError::Io(format!("cannot write {}: {e}", path.display())))
-    }
+    /// Seconds per run (0 when not timed).
+    pub seconds: f64,
 }
 
 /// One fixed case of the gate: an optimizer, a privacy model and a
@@ -235,15 +228,16 @@ pub fn measure(
         };
         let result = opt.optimize(&problem, &mut ())?;
         let objective = problem.objective(result.strategy.as_ref())?;
-        let time_ratio = if with_time {
-            time_per_run(|| opt.optimize(&problem, &mut ()).map(|_| ()))? / reference
+        let seconds = if with_time {
+            time_per_run(|| opt.optimize(&problem, &mut ()).map(|_| ()))?
         } else {
             0.0
         };
         out.push(CaseResult {
             name: case.name.into(),
             objective,
-            time_ratio,
+            time_ratio: seconds / reference,
+            seconds,
         });
     }
     Ok(out)
@@ -262,7 +256,7 @@ pub enum Regression {
         /// Baseline objective.
         base: f64,
     },
-    /// Time ratio above [`TIME_FACTOR`] times the baseline's.
+    /// Time ratio above [`TIME_FACTOR`] times this processor kind's.
     Time {
         /// Case name.
         case: String,
@@ -297,10 +291,15 @@ impl fmt::Display for Regression {
 
 /// Compares measured cases with the baseline: every regression, in
 /// baseline order (objective before time within a case). Time ratios
-/// count only when `with_time`.
-pub fn compare(baseline: &Baseline, current: &[CaseResult], with_time: bool) -> Vec<Regression> {
+/// count only against `times`, the ratios of this processor kind, and
+/// only for cases long enough to time ([`MIN_TIMED_SECONDS`]).
+pub fn compare(
+    baseline: &Baseline,
+    times: Option<&MachineRatios>,
+    current: &[CaseResult],
+) -> Vec<Regression> {
     let mut failures = Vec::new();
-    for base in &baseline.cases {
+    for base in &baseline.objectives {
         let case = base.name.clone();
         let Some(now) = current.iter().find(|c| c.name == base.name) else {
             failures.push(Regression::Missing { case });
@@ -315,11 +314,14 @@ pub fn compare(baseline: &Baseline, current: &[CaseResult], with_time: bool) -> 
                 base: base.objective,
             });
         }
-        if with_time && !within(now.time_ratio, base.time_ratio * TIME_FACTOR) {
+        let base_ratio = times.and_then(|t| t.ratio(&case));
+        if let Some(base_ratio) = base_ratio.filter(|_| now.seconds >= MIN_TIMED_SECONDS)
+            && !within(now.time_ratio, base_ratio * TIME_FACTOR)
+        {
             failures.push(Regression::Time {
                 case,
                 now: now.time_ratio,
-                base: base.time_ratio,
+                base: base_ratio,
             });
         }
     }
@@ -332,7 +334,7 @@ pub fn improvements(baseline: &Baseline, current: &[CaseResult]) -> Vec<String> 
     current
         .iter()
         .filter_map(|c| {
-            let base = baseline.cases.iter().find(|b| b.name == c.name)?;
+            let base = baseline.objectives.iter().find(|b| b.name == c.name)?;
             (c.objective < base.objective * (1.0 - OBJECTIVE_TOLERANCE)).then(|| {
                 format!(
                     "{}: objective improved to {:.10e} (baseline {:.10e}); --bless to record",
@@ -341,6 +343,29 @@ pub fn improvements(baseline: &Baseline, current: &[CaseResult]) -> Vec<String> 
             })
         })
         .collect()
+}
+
+/// What the time half of the gate compared against.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum TimeGate {
+    /// Times were not measured (`--no-time`).
+    Off,
+    /// Gated against ratios of this processor kind.
+    Gated {
+        /// [`processor_key`].
+        processor: String,
+        /// `committed baseline` or the local store's path.
+        source: String,
+    },
+    /// No ratios for this processor kind: measured, recorded in the local
+    /// store (when one could be written), not gated this time.
+    FirstRun {
+        /// [`processor_key`].
+        processor: String,
+        /// Where the ratios were recorded, if anywhere.
+        recorded: Option<String>,
+    },
 }
 
 /// The outcome of one gate run.
@@ -352,14 +377,40 @@ pub struct GateOutcome {
     pub regressions: Vec<Regression>,
     /// Objectives better than the baseline.
     pub improvements: Vec<String>,
+    /// What the times were compared against.
+    pub time_gate: TimeGate,
 }
 
 /// Runs the gate against `baseline`: measures, re-times a case over its
-/// time limit (twice at most, keeping its best ratio), and compares.
-pub fn check(baseline: &Baseline, worsen: Option<&str>, with_time: bool) -> Result<GateOutcome> {
+/// time limit (twice at most, keeping its best ratio), and compares. Times
+/// are gated against this processor's committed ratios, else those in
+/// the local store at `local`; with neither, the measured ratios are
+/// recorded there (not for a `worsen` run) and not gated.
+pub fn check(
+    baseline: &Baseline,
+    worsen: Option<&str>,
+    with_time: bool,
+    local: Option<PathBuf>,
+) -> Result<GateOutcome> {
+    let processor = processor_key();
+    let store = match &local {
+        Some(path) if with_time => LocalTimes::read(path)?,
+        _ => LocalTimes::default(),
+    };
+    let (times, source) = match (baseline.machine(&processor), store.machine(&processor)) {
+        (Some(t), _) => (Some(t.clone()), "committed baseline".to_string()),
+        (None, Some(t)) => (
+            Some(t.clone()),
+            local
+                .as_ref()
+                .map_or(String::new(), |p| p.display().to_string()),
+        ),
+        (None, None) => (None, String::new()),
+    };
+    let times = times.filter(|_| with_time);
     let mut current = measure(worsen, with_time, None)?;
     for _ in 0..2 {
-        let slow: Vec<String> = compare(baseline, &current, with_time)
+        let slow: Vec<String> = compare(baseline, times.as_ref(), &current)
             .into_iter()
             .filter_map(|r| match r {
                 Regression::Time { case, .. } => Some(case),
@@ -370,31 +421,86 @@ pub fn check(baseline: &Baseline, worsen: Option<&str>, with_time: bool) -> Resu
             break;
         }
         for again in measure(worsen, true, Some(&slow))? {
-            if let Some(c) = current.iter_mut().find(|c| c.name == again.name) {
-                c.time_ratio = c.time_ratio.min(again.time_ratio);
+            if let Some(c) = current.iter_mut().find(|c| c.name == again.name)
+                && again.time_ratio < c.time_ratio
+            {
+                *c = again;
             }
         }
     }
+    let time_gate = match (&times, with_time) {
+        (_, false) => TimeGate::Off,
+        (Some(_), true) => TimeGate::Gated { processor, source },
+        (None, true) => {
+            let recorded = match (&local, worsen) {
+                (Some(path), None) => {
+                    let mut store = store;
+                    store.machines.push(machine_ratios(
+                        &processor,
+                        "recorded on this machine's first gate run".into(),
+                        &current,
+                    ));
+                    // A store that cannot be written leaves this run
+                    // ungated, as it would be anyway: not a failure.
+                    store.write(path).ok().map(|()| path.display().to_string())
+                }
+                _ => None,
+            };
+            TimeGate::FirstRun {
+                processor,
+                recorded,
+            }
+        }
+    };
     Ok(GateOutcome {
-        regressions: compare(baseline, &current, with_time),
+        regressions: compare(baseline, times.as_ref(), &current),
         improvements: improvements(baseline, &current),
         cases: current,
+        time_gate,
     })
 }
 
-/// A new baseline: objectives of one measurement, each time ratio the
-/// median of three (the gate compares the best of up to three, so a
-/// machine hiccup neither sets too tight a baseline nor fails a run).
-pub fn bless(worsen: Option<&str>) -> Result<Baseline> {
+/// The time ratios of `cases` as this processor's entry, with the load
+/// averages at the time in its note.
+fn machine_ratios(processor: &str, why: String, cases: &[CaseResult]) -> MachineRatios {
+    MachineRatios {
+        processor: processor.into(),
+        note: format!(
+            "{why}; load averages {}",
+            crate::procfs::load_averages_text()
+        ),
+        cases: cases
+            .iter()
+            .map(|c| RatioRecord {
+                name: c.name.clone(),
+                time_ratio: c.time_ratio,
+            })
+            .collect(),
+    }
+}
+
+/// Blesses `baseline`: the objectives of one measurement, and this
+/// processor's time ratios, each the median of three (the gate compares
+/// the best of up to three, so a machine hiccup neither sets too tight a
+/// baseline nor fails a run). Other processors' ratios are kept; `why`
+/// goes into this processor's note.
+pub fn bless(mut baseline: Baseline, worsen: Option<&str>, why: &str) -> Result<Baseline> {
     let runs = [
         measure(worsen, true, None)?,
         measure(worsen, true, None)?,
         measure(worsen, true, None)?,
     ];
-    Ok(Baseline {
-        reference: REFERENCE_DESCRIPTION.into(),
-        cases: median_ratios(&runs),
-    })
+    let cases = median_ratios(&runs);
+    baseline.reference = REFERENCE_DESCRIPTION.into();
+    baseline.objectives = cases
+        .iter()
+        .map(|c| ObjectiveRecord {
+            name: c.name.clone(),
+            objective: c.objective,
+        })
+        .collect();
+    baseline.set_machine(machine_ratios(&processor_key(), why.into(), &cases));
+    Ok(baseline)
 }
 
 /// The first run's cases, each with the median time ratio of the runs
@@ -415,116 +521,4 @@ fn median_ratios(runs: &[Vec<CaseResult>]) -> Vec<CaseResult> {
         c.time_ratio = ratios[ratios.len() / 2];
     }
     cases
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn case(name: &str, objective: f64, time_ratio: f64) -> CaseResult {
-        CaseResult {
-            name: name.into(),
-            objective,
-            time_ratio,
-        }
-    }
-
-    fn baseline() -> Baseline {
-        Baseline {
-            reference: String::new(),
-            cases: vec![
-                case("a", 100.0, 10.0),
-                case("b", 50.0, 2.0),
-                case("c", 1.0, 1.0),
-            ],
-        }
-    }
-
-    #[test]
-    fn compare_flags_worse_objectives_slower_runs_and_missing_cases() {
-        let baseline = baseline();
-        let current = vec![
-            case("a", 100.0 * (1.0 + 2e-6), 10.0),
-            case("b", 50.0 * (1.0 + 5e-7), 3.1),
-        ];
-        let f = compare(&baseline, &current, true);
-        assert_eq!(f.len(), 3, "{f:?}");
-        assert!(matches!(&f[0], Regression::Objective { case, .. } if case == "a"));
-        assert!(matches!(&f[1], Regression::Time { case, .. } if case == "b"));
-        assert_eq!(f[2], Regression::Missing { case: "c".into() });
-        assert!(f[0].to_string().starts_with("a: objective"));
-        assert!(f[1].to_string().starts_with("b: time 3.1× the reference"));
-        assert_eq!(f[2].to_string(), "c: not measured");
-        assert_eq!(compare(&baseline, &current, false).len(), 2);
-        let fine = vec![
-            case("a", 99.0, 14.9),
-            case("b", 50.0, 3.0),
-            case("c", 1.0, 1.0),
-        ];
-        assert!(compare(&baseline, &fine, true).is_empty());
-        // NaN never passes.
-        let nan = vec![
-            case("a", f64::NAN, 1.0),
-            case("b", 50.0, 1.0),
-            case("c", 1.0, 1.0),
-        ];
-        assert_eq!(compare(&baseline, &nan, true).len(), 1);
-    }
-
-    #[test]
-    fn improvements_are_beyond_the_tolerance_only() {
-        let current = vec![
-            case("a", 100.0 * (1.0 - 2e-6), 10.0),
-            case("b", 50.0 * (1.0 - 5e-7), 2.0),
-            case("z", 0.0, 0.0),
-        ];
-        let better = improvements(&baseline(), &current);
-        assert_eq!(better.len(), 1, "{better:?}");
-        assert!(better[0].starts_with("a: objective improved"));
-    }
-
-    #[test]
-    fn blessed_ratios_are_medians_of_the_runs() {
-        let runs = [
-            vec![case("a", 1.0, 5.0), case("b", 2.0, 1.0)],
-            vec![case("a", 9.0, 1.0), case("b", 9.0, 3.0)],
-            vec![case("a", 9.0, 3.0)],
-        ];
-        let blessed = median_ratios(&runs);
-        // a: median of {5, 1, 3}; b: of {1, 3} the upper middle; the
-        // objectives are the first run's.
-        assert_eq!(blessed, vec![case("a", 1.0, 3.0), case("b", 2.0, 3.0)]);
-    }
-
-    #[test]
-    fn the_baseline_file_round_trips_and_bad_files_are_errors() {
-        let dir = std::env::temp_dir().join(format!("dp-bench-regress-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
-        let path = dir.join("baseline.json");
-        baseline().write(&path).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(Baseline::read(&path).ok(), Some(baseline()));
-        std::fs::write(&path, "{").unwrap_or_else(|e| panic!("{e}"));
-        assert!(matches!(Baseline::read(&path), Err(DpError::Io(_))));
-        assert!(matches!(
-            Baseline::read(&dir.join("absent.json")),
-            Err(DpError::Io(_))
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    #[test]
-    fn every_case_names_its_optimizer_and_model_and_unknown_weakenings_are_refused() {
-        for c in cases() {
-            let prefix = format!("{}/{}/", c.optimizer, c.privacy.name());
-            assert!(c.name.starts_with(&prefix), "{}", c.name);
-        }
-        for name in ["coa", "pidentity", "esm", "am", "lrm"] {
-            assert!(weakened(name).is_ok(), "{name}");
-        }
-        assert!(matches!(
-            weakened("wavelet"),
-            Err(DpError::InvalidParameter { name: "worsen", .. })
-        ));
-        assert!(measure(Some("nonesuch"), false, Some(&[])).is_err());
-    }
 }
