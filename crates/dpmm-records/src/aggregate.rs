@@ -1,27 +1,56 @@
 //! Streaming aggregation: records (or a pre-aggregated contingency table)
 //! in, count tables out, one record at a time.
 //!
-//! Memory is the count tables plus one CSV row buffer, whatever the number
-//! of records. What is kept is chosen by a [`Layout`]: the full histogram
-//! when the domain's cell count fits a limit, otherwise one table per
-//! attribute subset (the marginals a workload needs).
+//! Memory is the count tables plus one line buffer (at most
+//! [`MAX_LINE_BYTES`]), whatever the number of records. What is kept is
+//! chosen by a [`Layout`]: the full histogram when the domain's cell count
+//! fits a limit, otherwise one table per attribute subset (the marginals a
+//! workload needs).
+//!
+//! # One record per line
+//!
+//! The first line that is not empty is the header; every later line that
+//! is not empty is one row (the dialect is in `lines`: a quoted field
+//! never spans lines). A line that is not one CSV record of the header's
+//! width (an unbalanced or misplaced quote, bytes that are not UTF-8,
+//! another number of fields, longer than [`MAX_LINE_BYTES`], or in a
+//! counts table a count that is not a non-negative integer) is one
+//! *malformed row*, decided from that line alone. Empty lines are no rows.
 //!
 //! # Policies and stability
 //!
 //! Each attribute's schema says whether a value outside its domain, a
 //! numeric field that is not a number, and a missing value `drop` the
-//! record or are an `error`. A record is looked at whole: if any attribute says `error`,
-//! reading stops with an error naming the column and the kind of problem
-//! (the first such attribute in domain order); otherwise, if any says `drop`, the record is
-//! left out of every table. So the outcome does not depend on column order.
+//! record or are an `error`, and the schema says the same for a malformed
+//! row; `drop` is the default. A record is looked at whole: if any
+//! attribute says `error`, reading stops with an error naming the column
+//! and the kind of problem (the first such attribute in domain order);
+//! otherwise, if any says `drop`, the record is left out of every table.
+//! So the outcome does not depend on column order.
 //!
 //! Dropping is a stable transformation (McSherry, "Privacy Integrated
 //! Queries", SIGMOD 2009, §2.2: a per-record filter is 1-stable): whether a
 //! record is kept depends on that record alone, so adding or removing one
 //! person's record adds or removes at most that one record after the
-//! filter, and changes at most one count by 1 in each table. The
-//! sensitivity the privacy kernel uses for the kept counts is therefore
-//! the same as without the filter.
+//! filter. The sensitivity the privacy kernel uses for the kept counts is
+//! therefore the same as without the filter.
+//!
+//! Precisely, for a records file read where every policy is `drop`:
+//! **adding or removing any one line, of any bytes, after the header
+//! changes each count table by at most 1 in L1** (one count by one, or
+//! nothing), plain or gzip'ed alike, since a line is at most one record and
+//! never changes how another line is read. Lines *before* the header are
+//! not covered: a line inserted there becomes the header (or, if empty,
+//! is skipped), and a damaged header changes how every row is read. The
+//! header is the file's structure, not a record: a header that is not one
+//! CSV line of UTF-8 names, lacks a column the schema reads or names one
+//! twice is refused with one line, whatever the rows hold. A counts-table
+//! row is a group of records, so there the unit is one count, not one
+//! line.
+//!
+//! Under `error` a refusal depends on the data (whether some row is
+//! outside the domain or malformed): it is a check of the curator's own
+//! data, not an answer to give to others.
 //!
 //! # Nothing exact leaks
 //!
@@ -31,13 +60,14 @@
 //! a column and the kind of problem, never a value, a count or a line
 //! number (a line number tells how many records come before).
 
-use std::io::Read;
+use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
-use csv::{ByteRecord, ReaderBuilder};
+use csv::ByteRecord;
 
 use crate::encode::{Code, Encoder};
 use crate::error::RecordsError;
+use crate::lines::{Lines, MAX_LINE_BYTES, Malformed, record_of, split_line};
 use dp_workloads::domain::Domain;
 use dp_workloads::structured::AttrSet;
 
@@ -307,6 +337,10 @@ pub(crate) struct Reader {
     columns: Vec<usize>,
     /// Column and attribute names for error messages.
     names: Vec<(String, String)>,
+    /// The header's number of fields: every row must have as many.
+    fields: usize,
+    /// The schema's policy for a malformed row.
+    malformed: Policy,
 }
 
 enum Verdict {
@@ -338,6 +372,8 @@ impl Reader {
             columns.push(index);
         }
         Ok(Self {
+            fields: header.len(),
+            malformed: schema.malformed(),
             encoders: schema
                 .attributes()
                 .iter()
@@ -358,8 +394,8 @@ impl Reader {
     fn encode(&self, row: &ByteRecord, codes: &mut [usize]) -> Result<Verdict, RecordsError> {
         let mut verdict = Verdict::Keep;
         for (i, (encoder, &column)) in self.encoders.iter().zip(&self.columns).enumerate() {
-            // The CSV reader rejects rows with another field count than the
-            // header, so the column exists; treat a gap as missing anyway.
+            // Rows with another field count than the header are malformed,
+            // so the column exists; treat a gap as missing anyway.
             let field = row.get(column).unwrap_or(b"").trim_ascii();
             let (policy, code) = match encoder.encode(field) {
                 Code::Cell(c) => {
@@ -388,37 +424,20 @@ impl Reader {
     }
 }
 
-/// A CSV reader with a header row over `input`, gunzipped when it starts
-/// with the gzip magic bytes.
-fn csv_reader<'a, R: Read + 'a>(
+/// The physical lines of `input`, gunzipped when it starts with the gzip
+/// magic bytes.
+fn lines_of<'a, R: Read + 'a>(
     input: R,
     source_name: &str,
-) -> Result<csv::Reader<Box<dyn Read + 'a>>, RecordsError> {
-    let input = source::decompressing(input).map_err(|e| RecordsError::Io {
-        path: source_name.to_string(),
-        reason: e.to_string(),
-    })?;
-    Ok(ReaderBuilder::new()
-        .has_headers(true)
-        .flexible(false)
-        .buffer_capacity(1 << 16)
-        .from_reader(input))
+) -> Result<Lines<BufReader<Box<dyn Read + 'a>>>, RecordsError> {
+    let input = source::decompressing(input).map_err(|e| io_error(&e, source_name))?;
+    Ok(Lines::new(BufReader::with_capacity(1 << 16, input)))
 }
 
-/// Maps a CSV reader error to a [`RecordsError`] without any field
-/// content, field count or position.
-fn csv_error(e: csv::Error, source_name: &str) -> RecordsError {
-    match e.into_kind() {
-        csv::ErrorKind::Io(io) => RecordsError::Io {
-            path: source_name.to_string(),
-            reason: io.to_string(),
-        },
-        csv::ErrorKind::UnequalLengths { .. } => RecordsError::MalformedRow {
-            reason: "another number of fields than the header",
-        },
-        _ => RecordsError::MalformedRow {
-            reason: "unreadable row",
-        },
+fn io_error(e: &std::io::Error, source_name: &str) -> RecordsError {
+    RecordsError::Io {
+        path: source_name.to_string(),
+        reason: e.to_string(),
     }
 }
 
@@ -429,28 +448,35 @@ pub(crate) fn check_layout(schema: &Schema, layout: &Layout) -> Result<(), Recor
     Ok(())
 }
 
-fn header(
-    reader: &mut csv::Reader<Box<dyn Read + '_>>,
-    source_name: &str,
-) -> Result<ByteRecord, RecordsError> {
-    let raw = reader
-        .byte_headers()
-        .map_err(|e| csv_error(e, source_name))?;
-    // A UTF-8 byte-order mark (spreadsheet exports) is not part of the
-    // first name; the CSV reader strips it only when it arrives whole in
-    // its first buffer, which a chained or decompressing reader need not do.
-    let header: ByteRecord = raw
-        .iter()
-        .enumerate()
-        .map(|(i, h)| match (i, h.strip_prefix(UTF8_BOM)) {
-            (0, Some(rest)) => rest,
-            _ => h,
-        })
-        .collect();
-    if header.is_empty() || (header.len() == 1 && header[0].trim_ascii().is_empty()) {
+/// The header: the first line that is not empty, split into names. It is
+/// the file's structure, not a record, so any flaw in it is a refusal.
+fn header<R: BufRead>(lines: &mut Lines<R>, source_name: &str) -> Result<ByteRecord, RecordsError> {
+    let mut raw = ByteRecord::new();
+    loop {
+        let line = match lines.next_line().map_err(|e| io_error(&e, source_name))? {
+            None => return Err(RecordsError::NoHeader(source_name.to_string())),
+            Some(Err(_)) => {
+                return Err(RecordsError::BadHeader(format!(
+                    "the header line is longer than {MAX_LINE_BYTES} bytes"
+                )));
+            }
+            Some(Ok(line)) => line,
+        };
+        // A UTF-8 byte-order mark (spreadsheet exports) is not part of the
+        // first name.
+        let line = line.strip_prefix(UTF8_BOM).unwrap_or(line);
+        if line.is_empty() {
+            continue;
+        }
+        split_line(line, &mut raw, &mut Vec::new()).map_err(|m| {
+            RecordsError::BadHeader(format!("not a CSV line of UTF-8 text ({})", m.reason()))
+        })?;
+        break;
+    }
+    if raw.len() == 1 && raw[0].trim_ascii().is_empty() {
         return Err(RecordsError::NoHeader(source_name.to_string()));
     }
-    Ok(header)
+    Ok(raw)
 }
 
 /// What one row of the input stands for.
@@ -491,14 +517,14 @@ pub fn aggregate<'a, R: Read + 'a>(
     rows: Rows,
 ) -> Result<PrivateCounts, RecordsError> {
     check_layout(schema, layout)?;
-    let mut reader = csv_reader(input, source_name)?;
-    let header = header(&mut reader, source_name)?;
+    let mut lines = lines_of(input, source_name)?;
+    let header = header(&mut lines, source_name)?;
     let count_column = match rows {
         Rows::Records => None,
         Rows::CountsTable => Some(count_column(schema, &header)?),
     };
     let compiled = Reader::new(schema, &header)?;
-    count_rows(reader, source_name, &compiled, layout, count_column)
+    count_rows(lines, source_name, &compiled, layout, count_column)
 }
 
 /// [`aggregate`] on a file (gzip detected by its magic bytes).
@@ -545,12 +571,14 @@ fn count_column(schema: &Schema, header: &ByteRecord) -> Result<usize, RecordsEr
     Ok(count_column)
 }
 
-/// Streams the rows of `reader` (past its header) into the counts of
-/// `layout`: each row is encoded by `compiled` (whose policies may drop
-/// it) and, when kept, added once, or as many times as its count in
-/// `count_column` (a counts table).
-fn count_rows<R: Read>(
-    mut reader: csv::Reader<R>,
+/// Streams the lines of `lines` (past the header) into the counts of
+/// `layout`: each line that is not empty is one row, encoded by `compiled`
+/// (whose policies may drop it) and, when kept, added once, or as many
+/// times as its count in `count_column` (a counts table). A malformed line
+/// is one malformed row, dropped or refused by the schema's `malformed`
+/// policy.
+fn count_rows<R: BufRead>(
+    mut lines: Lines<R>,
     source_name: &str,
     compiled: &Reader,
     layout: &Layout,
@@ -559,22 +587,34 @@ fn count_rows<R: Read>(
     let mut counts = PrivateCounts::zeros(layout)?;
     let mut codes = vec![0usize; compiled.columns.len()];
     let mut row = ByteRecord::new();
-    while reader
-        .read_byte_record(&mut row)
-        .map_err(|e| csv_error(e, source_name))?
-    {
-        let count = match count_column {
-            None => 1,
-            Some(c) => row
-                .get(c)
-                .and_then(|c| std::str::from_utf8(c.trim_ascii()).ok())
-                .filter(|c| !c.is_empty() && c.bytes().all(|b| b.is_ascii_digit()))
-                .and_then(|c| c.parse::<u64>().ok())
-                .ok_or(RecordsError::BadCount)?,
-        };
-        counts.add_row(compiled, &row, &mut codes, count)?;
+    let mut scratch = Vec::new();
+    while let Some(line) = lines.next_line().map_err(|e| io_error(&e, source_name))? {
+        if line.is_ok_and(<[u8]>::is_empty) {
+            continue;
+        }
+        let parsed = record_of(line, compiled.fields, &mut row, &mut scratch).and_then(|()| {
+            count_column.map_or(Ok(1), |c| count_of(&row[c]).ok_or(Malformed::BadCount))
+        });
+        match (parsed, compiled.malformed) {
+            (Ok(count), _) => counts.add_row(compiled, &row, &mut codes, count)?,
+            (Err(_), Policy::Drop) => {}
+            (Err(Malformed::BadCount), Policy::Error) => return Err(RecordsError::BadCount),
+            (Err(m), Policy::Error) => {
+                return Err(RecordsError::MalformedRow { reason: m.reason() });
+            }
+        }
     }
     Ok(counts)
+}
+
+/// A counts table's count: decimal digits only (surrounding blanks
+/// allowed), within 64 bits.
+fn count_of(field: &[u8]) -> Option<u64> {
+    let digits = field.trim_ascii();
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(digits).ok()?.parse().ok()
 }
 
 #[cfg(test)]

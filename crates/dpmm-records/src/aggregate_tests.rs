@@ -5,12 +5,15 @@ use rand_chacha::ChaCha8Rng;
 use std::collections::HashMap;
 use std::io::Write;
 
-/// sex: f/m (missing → drop); age: [0,18), [18,65), [65,120) (outside →
-/// drop, missing → error); region: n/s/e/w (both → error).
-const SCHEMA: &str = r#"{"domain": [
-    {"name": "sex", "column": "sex", "values": ["f", "m"], "missing": "drop"},
-    {"name": "age", "column": "age", "bins": [0, 18, 65, 120], "outside": "drop"},
-    {"name": "region", "column": "region", "values": ["n", "s", "e", "w"]}
+/// sex: f/m (outside → error, missing → drop); age: [0,18), [18,65),
+/// [65,120) (outside → drop, not a number and missing → error); region:
+/// n/s/e/w (both → error); a malformed row → error.
+const SCHEMA: &str = r#"{"malformed": "error", "domain": [
+    {"name": "sex", "column": "sex", "values": ["f", "m"], "outside": "error", "missing": "drop"},
+    {"name": "age", "column": "age", "bins": [0, 18, 65, 120], "outside": "drop",
+     "unparsable": "error", "missing": "error"},
+    {"name": "region", "column": "region", "values": ["n", "s", "e", "w"],
+     "outside": "error", "missing": "error"}
 ]}"#;
 const SHAPE: [usize; 3] = [2, 3, 4];
 
@@ -183,12 +186,12 @@ fn error_policies_name_the_column_but_never_the_value_or_the_line() {
                 attribute: "region".into(),
             },
         ),
-        // A row with a quoted line break: the next row is on line 4.
+        // A quote may not span lines: the line with the open quote is one
+        // malformed row.
         (
             "sex,age,region,note\nf,30,n,\"two\nlines\"\nm,20,Q9X,x\n",
-            RecordsError::OutsideDomain {
-                column: "region".into(),
-                attribute: "region".into(),
+            RecordsError::MalformedRow {
+                reason: "an unbalanced or misplaced quote",
             },
         ),
     ];
@@ -412,8 +415,8 @@ fn debug_output_of_the_counts_shows_no_count() {
 
 #[test]
 fn a_field_that_is_not_a_number_follows_its_own_policy() {
-    // age drops values outside its bins; by default text that is not a
-    // number is an error all the same.
+    // age drops values outside its bins; here text that is not a number
+    // is an error all the same.
     let strict = schema();
     let csv = b"sex,age,region\nf,30,n\nm,Zanzibar-77,s\n";
     let e =
@@ -427,11 +430,9 @@ fn a_field_that_is_not_a_number_follows_its_own_policy() {
     );
     assert_secret_free(&e);
     // With unparsable = drop the row is left out like any dropped row.
-    let lenient = Schema::from_json(&SCHEMA.replace(
-        r#""outside": "drop"}"#,
-        r#""outside": "drop", "unparsable": "drop"}"#,
-    ))
-    .expect("schema");
+    let lenient =
+        Schema::from_json(&SCHEMA.replace(r#""unparsable": "error""#, r#""unparsable": "drop""#))
+            .expect("schema");
     assert_eq!(lenient.attributes()[1].unparsable, Policy::Drop);
     let counts =
         aggregate(&csv[..], "t", &lenient, &full(&lenient), Rows::Records).expect("dropped");

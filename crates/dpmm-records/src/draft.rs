@@ -12,18 +12,23 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::error::RecordsError;
+use crate::lines::split_line;
 use crate::schema::PLACEHOLDER_PREFIX;
 use crate::source;
 
 /// The note at the top of every draft (and for a command to print).
 pub const DRAFT_NOTE: &str = "DRAFT: every attribute's values or bins must come from PUBLIC \
      knowledge (a codebook, a questionnaire, the law), never from the private data: a domain \
-     read off the records leaks. Replace each TODO, choose the outside and missing policies \
-     (drop or error), and delete attributes you do not need.";
+     read off the records leaks. Replace each TODO and delete attributes you do not need. \
+     Policies are drop: a record outside the domain, missing a value or malformed is left out. \
+     \"error\" instead refuses the whole file for one such record: a check of your own data, \
+     whose outcome depends on the data, not for pipelines whose exit status others see.";
 
 /// The longest header line read (bytes); a longer first line is refused
 /// rather than read on.
-pub const MAX_HEADER_BYTES: usize = 1 << 20;
+pub const MAX_HEADER_BYTES: usize = crate::lines::MAX_LINE_BYTES;
+
+const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
 
 /// A starting schema: the header's column names, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,9 +42,9 @@ impl SchemaDraft {
         &self.columns
     }
 
-    /// The draft as schema JSON: the note first, then one attribute per
-    /// line (name, column, a `values` placeholder, both policies `error`),
-    /// in header order.
+    /// The draft as schema JSON: the note first, the `malformed` policy,
+    /// then one attribute per line (name, column, a `values` placeholder,
+    /// both policies `drop`, the default written out), in header order.
     pub fn to_json(&self) -> String {
         // The note explains; the placeholder only has to be unmissable.
         let placeholder = format!(
@@ -52,13 +57,13 @@ impl SchemaDraft {
                 let c = quoted(c);
                 format!(
                     "    {{\"name\": {c}, \"column\": {c}, \"values\": {}, \
-                     \"outside\": \"error\", \"missing\": \"error\"}}",
+                     \"outside\": \"drop\", \"missing\": \"drop\"}}",
                     quoted(&placeholder)
                 )
             })
             .collect();
         format!(
-            "{{\n  \"note\": {},\n  \"domain\": [\n{}\n  ]\n}}",
+            "{{\n  \"note\": {},\n  \"malformed\": \"drop\",\n  \"domain\": [\n{}\n  ]\n}}",
             quoted(DRAFT_NOTE),
             attributes.join(",\n")
         )
@@ -71,9 +76,9 @@ fn quoted(text: &str) -> String {
 }
 
 /// Reads the header line of `input` (plain or gzip'ed) and nothing after
-/// it: the text is consumed one byte at a time up to the first line break
-/// outside quotes (a gzip decoder may inflate a block ahead, which is
-/// never looked at).
+/// it: the text is consumed one byte at a time up to the end of the first
+/// line that is not empty, the header as [`crate::aggregate`] reads it (a
+/// gzip decoder may inflate a block ahead, which is never looked at).
 pub fn draft_from_header<R: Read>(
     input: R,
     source_name: &str,
@@ -89,18 +94,20 @@ pub fn draft_from_header<R: Read>(
             "the header line is longer than {MAX_HEADER_BYTES} bytes"
         )));
     };
-    let mut reader = csv::ReaderBuilder::new()
-        .has_headers(false)
-        .trim(csv::Trim::All)
-        .from_reader(line.as_slice());
-    let mut record = csv::StringRecord::new();
-    let read = reader
-        .read_record(&mut record)
-        .map_err(|_| RecordsError::BadHeader("not a CSV line of UTF-8 text".to_string()))?;
-    if !read || record.iter().all(str::is_empty) {
+    let line = line.strip_prefix(UTF8_BOM).unwrap_or(&line);
+    let mut record = csv::ByteRecord::new();
+    split_line(line, &mut record, &mut Vec::new()).map_err(|m| {
+        RecordsError::BadHeader(format!("not a CSV line of UTF-8 text ({})", m.reason()))
+    })?;
+    if line.is_empty() || record.iter().all(|f| f.trim_ascii().is_empty()) {
         return Err(RecordsError::NoHeader(source_name.to_string()));
     }
-    let columns: Vec<String> = record.iter().map(str::to_string).collect();
+    // split_line checked the line is UTF-8, and a field is a part of it
+    // cut at ASCII bytes.
+    let columns: Vec<String> = record
+        .iter()
+        .map(|f| String::from_utf8_lossy(f.trim_ascii()).into_owned())
+        .collect();
     if let Some(i) = columns.iter().position(String::is_empty) {
         return Err(RecordsError::EmptyHeaderColumn(i + 1));
     }
@@ -117,37 +124,45 @@ pub fn draft_from_path(path: &Path) -> Result<SchemaDraft, RecordsError> {
     draft_from_header(source::open_path(path)?, &path.display().to_string())
 }
 
-/// The bytes up to the first line break outside double quotes (RFC 4180),
-/// read one byte at a time so not a byte past it is consumed. `None` if
-/// the line exceeds [`MAX_HEADER_BYTES`].
+/// The first line that is not empty, without its line break or one
+/// trailing `\r`, read one byte at a time so not a byte past it is
+/// consumed. `None` if the line exceeds [`MAX_HEADER_BYTES`].
 fn read_header_line(input: &mut dyn Read) -> std::io::Result<Option<Vec<u8>>> {
     let mut line = Vec::new();
-    let mut quoted = false;
     let mut byte = [0u8; 1];
     loop {
         match input.read(&mut byte) {
-            Ok(0) => return Ok(Some(line)),
+            Ok(0) => break,
             Ok(_) => {}
             Err(e) if e.kind() == ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
         }
-        match byte[0] {
-            b'"' => quoted = !quoted,
-            b'\n' if !quoted => return Ok(Some(line)),
-            _ => {}
+        if byte[0] == b'\n' {
+            if line.last() == Some(&b'\r') {
+                line.pop();
+            }
+            if line.is_empty() || line == UTF8_BOM {
+                line.clear();
+                continue;
+            }
+            break;
         }
-        if line.len() == MAX_HEADER_BYTES {
+        if line.len() == MAX_HEADER_BYTES + 1 {
             return Ok(None);
         }
         line.push(byte[0]);
     }
+    if line.last() == Some(&b'\r') {
+        line.pop();
+    }
+    Ok((line.len() <= MAX_HEADER_BYTES).then_some(line))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::error::SchemaError;
-    use crate::schema::Schema;
+    use crate::schema::{Policy, Schema};
 
     /// A reader that serves `header` and fails the test if asked for more.
     struct HeaderThenPoison {
@@ -198,6 +213,36 @@ mod tests {
             Schema::from_json(&text),
             Err(SchemaError::Placeholder("a".to_string()))
         );
+    }
+
+    #[test]
+    fn a_completed_draft_drops_by_default() {
+        let draft = draft_from_header(&b"a,b\n"[..], "t").expect("draft");
+        let mut json: Value = serde_json::from_str(&draft.to_json()).expect("valid JSON");
+        assert_eq!(json["malformed"], "drop");
+        for attribute in json["domain"].as_array_mut().expect("a list") {
+            assert_eq!(attribute["outside"], "drop");
+            assert_eq!(attribute["missing"], "drop");
+            attribute["values"] = serde_json::json!(["x", "y"]);
+        }
+        let schema = Schema::from_json(&json.to_string()).expect("completed");
+        assert_eq!(schema.malformed(), Policy::Drop);
+        for a in schema.attributes() {
+            assert_eq!((a.outside, a.missing), (Policy::Drop, Policy::Drop));
+        }
+    }
+
+    #[test]
+    fn the_header_is_one_physical_line() {
+        // A quote left open is a damaged header, not a name running into
+        // the next line.
+        assert!(matches!(
+            draft_from_header(&b"a,\"b\nc\",d\n"[..], "t"),
+            Err(RecordsError::BadHeader(_))
+        ));
+        // Empty lines before it are skipped, as when records are read.
+        let draft = draft_from_header(&b"\r\n\na,b\n1,2\n"[..], "t").expect("draft");
+        assert_eq!(draft.columns(), ["a", "b"]);
     }
 
     #[test]

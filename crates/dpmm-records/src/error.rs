@@ -89,6 +89,9 @@ pub enum SchemaError {
         /// What the schema says.
         found: String,
     },
+    /// A schema-wide `malformed` policy that is not `drop` or `error`.
+    #[error("schema: unknown malformed policy '{0}' (use \"drop\" or \"error\")")]
+    UnknownMalformedPolicy(String),
     /// `bins` that is neither an edge list nor `{start, stop, width}`.
     #[error("schema: attribute '{attribute}': bins {reason}")]
     MalformedBins {
@@ -193,9 +196,10 @@ pub enum RecordsError {
     /// A header column that is empty.
     #[error("header: column #{0} has an empty name")]
     EmptyHeaderColumn(usize),
-    /// A row the CSV reader cannot split (wrong number of fields, an
-    /// unterminated quote).
-    #[error("a malformed CSV row ({reason})")]
+    /// A malformed row under the schema's `malformed: error` policy: a
+    /// line that is not one CSV record of the header's width (an unbalanced
+    /// quote, another number of fields, bytes that are not UTF-8).
+    #[error("a malformed CSV row ({reason}; policy malformed = error)")]
     MalformedRow {
         /// What is wrong, without any field's content or count.
         reason: &'static str,
@@ -235,9 +239,10 @@ pub enum RecordsError {
         /// The attribute.
         attribute: String,
     },
-    /// A counts-table row whose count is not a non-negative integer.
+    /// A counts-table row whose count is not a non-negative integer,
+    /// under the schema's `malformed: error` policy.
     #[error(
-        "column '{}': a count that is not a non-negative integer",
+        "column '{}': a count that is not a non-negative integer (policy malformed = error)",
         crate::COUNT_COLUMN
     )]
     BadCount,

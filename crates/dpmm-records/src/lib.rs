@@ -15,6 +15,18 @@
 //! one from the data, and no error or method reveals a value, a count or
 //! the number of records read or dropped.
 //!
+//! **Stability.** Each physical line after the header is at most one
+//! record (a quoted field never spans lines; a line that is not one record
+//! of the header's width is one malformed row), and every policy defaults
+//! to `drop`. So, for a records file read with `drop` policies, adding or
+//! removing any one line of any bytes after the header changes each count
+//! table by at most 1 in L1, plain or gzip'ed: the neighbouring relation
+//! the privacy kernel's sensitivity assumes. The header is the file's
+//! structure, not a record: a damaged header is refused, and a line
+//! inserted before it becomes the header, so lines before the header are
+//! not covered. `error` policies are an opt-in check of one's own data
+//! (a refusal depends on the data). Details in [`aggregate`].
+//!
 //! ```
 //! use dpmm_records::{Layout, Rows, Schema, aggregate, DEFAULT_CELL_LIMIT};
 //!
@@ -37,6 +49,7 @@ pub mod aggregate;
 pub mod draft;
 mod encode;
 pub mod error;
+mod lines;
 #[cfg(feature = "parquet")]
 pub mod parquet_input;
 pub mod schema;
@@ -44,6 +57,8 @@ pub mod source;
 
 #[cfg(test)]
 mod example_tests;
+#[cfg(test)]
+mod stability_tests;
 
 pub use aggregate::{
     COUNT_COLUMN, DEFAULT_CELL_LIMIT, Layout, MAX_CELL_LIMIT, PrivateCounts, Rows, aggregate,
@@ -51,4 +66,5 @@ pub use aggregate::{
 };
 pub use draft::{DRAFT_NOTE, SchemaDraft, draft_from_header, draft_from_path};
 pub use error::{RecordsError, SchemaError};
+pub use lines::MAX_LINE_BYTES;
 pub use schema::{AttributeSchema, Encoding, Policy, Schema};

@@ -20,7 +20,17 @@
 //!   out-of-range values never silently drops garbage too.
 //! * `missing`: what a missing value does (the field equals one of
 //!   `missing_markers`, by default `""` and `"NA"`): `"drop"` or `"error"`.
-//!   Every policy defaults to `"error"`: nothing is changed silently.
+//! * `malformed` (schema-wide, beside `domain`): what a line that is not
+//!   one CSV record of the header's width does, `"drop"` or `"error"`.
+//!
+//! Every policy defaults to `"drop"`, the stable choice: whether a record
+//! is kept depends on that record alone, so one person changes each count
+//! table by at most one (see [`crate::aggregate`]). `"error"` is an
+//! explicit opt-in and a check of the curator's own data: whether the
+//! release is refused depends on the data (is some record outside the
+//! domain?), so a refusal is itself an unprotected answer about the
+//! records. Use it to inspect your own file, not in a pipeline whose exit
+//! status reaches others.
 //! * `column` defaults to `name`; an optional `size` must match; `note`
 //!   fields (schema-wide or per attribute) are free text for people.
 //!
@@ -44,14 +54,16 @@ pub const PLACEHOLDER_PREFIX: &str = "TODO";
 /// Missing-value markers when the schema names none: the empty field and R's `NA`.
 pub const DEFAULT_MISSING_MARKERS: [&str; 2] = ["", "NA"];
 
-/// What happens to a record whose value is outside the domain or missing.
+/// What happens to a record whose value is outside the domain, not a
+/// number or missing, or to a malformed row; `Drop` is the default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Policy {
     /// Leave the record out of every count (a stable transformation: see
     /// [`crate::aggregate`]).
     Drop,
     /// Stop with an error naming the column and the kind of problem (never
-    /// the value or the line).
+    /// the value or the line). Whether it stops depends on the data: an
+    /// opt-in check of one's own records, not for outputs others see.
     Error,
 }
 
@@ -105,6 +117,8 @@ pub struct AttributeSchema {
 pub struct Schema {
     attributes: Vec<AttributeSchema>,
     missing_markers: Vec<String>,
+    /// Policy for a malformed row (see [`crate::aggregate`]).
+    malformed: Policy,
     /// Names and sizes in order: the workload's domain (DESIGN.md §7).
     domain: Domain,
 }
@@ -117,6 +131,8 @@ struct RawSchema {
     note: Option<Value>,
     #[serde(default)]
     missing_markers: Option<Vec<String>>,
+    #[serde(default)]
+    malformed: Option<String>,
     domain: Vec<RawAttribute>,
 }
 
@@ -160,7 +176,12 @@ impl Schema {
             .enumerate()
             .map(|(position, a)| parse_attribute(position, a))
             .collect::<Result<Vec<_>, _>>()?;
-        Self::new(attributes, missing_markers)
+        let malformed = match raw.malformed.as_deref() {
+            None | Some("drop") => Policy::Drop,
+            Some("error") => Policy::Error,
+            Some(other) => return Err(SchemaError::UnknownMalformedPolicy(other.to_string())),
+        };
+        Ok(Self::new(attributes, missing_markers)?.with_malformed(malformed))
     }
 
     /// Reads, parses and validates a schema file.
@@ -200,8 +221,21 @@ impl Schema {
         Ok(Self {
             attributes,
             missing_markers,
+            malformed: Policy::Drop,
             domain,
         })
+    }
+
+    /// The schema with `policy` for malformed rows (`drop` unless set).
+    pub fn with_malformed(mut self, policy: Policy) -> Self {
+        self.malformed = policy;
+        self
+    }
+
+    /// What a malformed row does: a line that is not one CSV record of the
+    /// header's width (see [`crate::aggregate`]).
+    pub fn malformed(&self) -> Policy {
+        self.malformed
     }
 
     /// The attributes, in domain order.
@@ -280,8 +314,8 @@ fn parse_policy(
     raw: Option<String>,
 ) -> Result<Policy, SchemaError> {
     match raw.as_deref() {
-        None | Some("error") => Ok(Policy::Error),
-        Some("drop") => Ok(Policy::Drop),
+        None | Some("drop") => Ok(Policy::Drop),
+        Some("error") => Ok(Policy::Error),
         Some(other) => Err(SchemaError::UnknownPolicy {
             attribute: attribute.to_string(),
             field,

@@ -16,7 +16,7 @@ fn a_valid_schema_has_the_stated_domain_and_defaults() {
     let schema = Schema::from_json(
         r#"{"note": "from the codebook", "domain": [
             {"name": "age", "column": "AGEP", "bins": [21, 24, 27, 30, 33, 36], "outside": "drop"},
-            {"name": "race", "values": ["white", "black", "asian", "other"], "missing": "drop"},
+            {"name": "race", "values": ["white", "black", "asian", "other"], "missing": "error"},
             {"name": "work", "column": "work", "bins": {"start": 0, "stop": 53, "width": 1}, "size": 53}
         ]}"#,
     )
@@ -34,11 +34,13 @@ fn a_valid_schema_has_the_stated_domain_and_defaults() {
         panic!("three attributes")
     };
     assert_eq!(age.column, "AGEP");
-    assert_eq!((age.outside, age.missing), (Policy::Drop, Policy::Error));
-    assert_eq!(age.unparsable, Policy::Error);
-    // column defaults to the name; policies default to error.
+    assert_eq!((age.outside, age.missing), (Policy::Drop, Policy::Drop));
+    assert_eq!(age.unparsable, Policy::Drop);
+    // column defaults to the name; policies default to drop (the stable
+    // choice), error only where asked for.
     assert_eq!(race.column, "race");
-    assert_eq!((race.outside, race.missing), (Policy::Error, Policy::Drop));
+    assert_eq!((race.outside, race.missing), (Policy::Drop, Policy::Error));
+    assert_eq!(schema.malformed(), Policy::Drop);
     let Encoding::Bins { edges } = &work.encoding else {
         panic!("bins")
     };
@@ -271,4 +273,24 @@ fn custom_missing_markers_replace_the_defaults() {
     .expect("NA is a value when it is not a marker");
     assert_eq!(schema.missing_markers(), ["?"]);
     assert_eq!(schema.domain().shape(), vec![2]);
+}
+
+#[test]
+fn the_malformed_policy_is_schema_wide_and_drop_by_default() {
+    let with = |policy: &str| {
+        Schema::from_json(&format!(
+            r#"{{"malformed": {policy}, "domain": [{{"name": "a", "values": ["x"]}}]}}"#
+        ))
+    };
+    assert_eq!(with("\"drop\"").map(|s| s.malformed()), Ok(Policy::Drop));
+    assert_eq!(with("\"error\"").map(|s| s.malformed()), Ok(Policy::Error));
+    assert_eq!(
+        with("\"skip\""),
+        Err(SchemaError::UnknownMalformedPolicy("skip".into()))
+    );
+    assert!(matches!(with("1"), Err(SchemaError::Json(_))));
+    assert_eq!(
+        one(r#"{"name": "a", "values": ["x"]}"#).map(|s| s.malformed()),
+        Ok(Policy::Drop)
+    );
 }

@@ -215,6 +215,16 @@ fn every_bad_input_is_one_line_exit_two_and_spends_nothing() {
     d.write("malformed.csv", "sex,age\nf,25\nm,31,extra\n");
     d.write("unknown_column.csv", "sex,years\nf,25\n");
     d.write("outside.csv", "sex,age\nf,25\nm,75\n");
+    // Drop is the default; these refusals need the explicit opt-in.
+    d.write(
+        "strict.json",
+        &SCHEMA
+            .replace(r#"{"domain""#, r#"{"malformed": "error", "domain""#)
+            .replace(
+                r#"{"start": 20, "stop": 60, "width": 10}"#,
+                r#"{"start": 20, "stop": 60, "width": 10}, "outside": "error""#,
+            ),
+    );
     // Parquet's magic bytes: refused without the feature, and not a valid
     // file with it.
     d.write("not_really.parquet", "PAR1sex,age\nf,25\n");
@@ -226,7 +236,12 @@ fn every_bad_input_is_one_line_exit_two_and_spends_nothing() {
     let cases: Vec<(&str, Vec<String>)> = vec![
         (
             "malformed row",
-            vec!["--data".into(), d.path("malformed.csv")],
+            vec![
+                "--data".into(),
+                d.path("malformed.csv"),
+                "--schema".into(),
+                d.path("strict.json"),
+            ],
         ),
         (
             "unknown column",
@@ -234,7 +249,12 @@ fn every_bad_input_is_one_line_exit_two_and_spends_nothing() {
         ),
         (
             "outside the domain",
-            vec!["--data".into(), d.path("outside.csv")],
+            vec![
+                "--data".into(),
+                d.path("outside.csv"),
+                "--schema".into(),
+                d.path("strict.json"),
+            ],
         ),
         (
             "parquet",
