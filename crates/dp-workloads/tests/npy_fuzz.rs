@@ -81,9 +81,9 @@ fn hostile_headers_are_typed_errors() {
     }
 }
 
+// proptest's default case count (PROPTEST_CASES overrides it): the long
+// run is `PROPTEST_CASES=100000 cargo test --release -p dp-workloads --test npy_fuzz`.
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(512))]
-
     /// Arbitrary bytes.
     #[test]
     fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
