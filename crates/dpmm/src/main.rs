@@ -50,7 +50,8 @@ enum Command {
     /// aggregate, charge the ledger, measure (exact discrete noise),
     /// reconstruct, write answers with standard errors and 95% intervals.
     Release(release::ReleaseArgs),
-    /// The persistent privacy budget: create a ledger, show it.
+    /// The persistent privacy budget: create a ledger, show it, verify it,
+    /// repair a torn final line.
     #[command(subcommand)]
     Ledger(ledger_cmd::LedgerCommand),
 }

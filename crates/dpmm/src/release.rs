@@ -185,7 +185,7 @@ fn prepare(args: &ReleaseArgs) -> Result<Prepared, Failure> {
         .collect();
     reconstruct(&workload, &kernel_strategy.measured_strategy(), &probe, 1.0)?;
     let layout = Layout::choose(schema.domain(), &strategy.tables(), DEFAULT_CELL_LIMIT)?;
-    let ledger = Ledger::open(&args.ledger)?;
+    let ledger = crate::ledger_cmd::open(&args.ledger)?;
     let charge = match (ledger.budget(), cost) {
         (LedgerBudget::PureDp { .. }, Cost::Epsilon(e)) => e,
         (LedgerBudget::Zcdp { .. }, Cost::Epsilon(e)) => zcdp_cost_of_pure(e)?,
@@ -295,8 +295,8 @@ fn aggregate_parquet(path: &Path, _: Rows, _: &Prepared) -> Result<PrivateCounts
 }
 
 /// Refuses an output path that is a directory or names one of the inputs
-/// (the ledger above all: renaming the answers over it would erase the
-/// record of what was spent).
+/// (the ledger and its head above all: renaming the answers over them
+/// would erase the record of what was spent).
 fn check_output(out: &Path, args: &ReleaseArgs) -> Result<(), Failure> {
     if out.is_dir() {
         return Err(Failure::BadInput(format!(
@@ -312,8 +312,10 @@ fn check_output(out: &Path, args: &ReleaseArgs) -> Result<(), Failure> {
         Some(dir.canonicalize().ok()?.join(p.file_name()?))
     };
     let target = resolve(out);
+    let head = dp_core::ledger::head_path(&args.ledger);
     let inputs = [
         Some(&args.ledger),
+        Some(&head),
         args.data.as_ref(),
         args.counts.as_ref(),
         Some(&args.schema),
