@@ -338,7 +338,9 @@ pub fn bench_release(
             ),
         ] {
             let ledger = path("ledger.jsonl");
+            // A fresh ledger: `ledger init` refuses a path whose head remains.
             let _ = std::fs::remove_file(&ledger);
+            let _ = std::fs::remove_file(format!("{ledger}.head"));
             run_measured(
                 Command::new(dpmm)
                     .args(["ledger", "init", "--ledger", &ledger])

@@ -1,5 +1,14 @@
-//! `dpmm ledger init` and `dpmm ledger show`: the persistent privacy
-//! budget of a dataset (dp-core's hash-chained, fsync'ed, locked ledger).
+//! `dpmm ledger init`, `show`, `verify` and `repair`: the persistent
+//! privacy budget of a dataset (dp-core's hash-chained, fsync'ed, locked
+//! ledger, anchored by its head file against a rollback).
+//!
+//! `verify` checks the hash chain, the totals and the head without
+//! changing anything; `repair` removes a torn final line (one never
+//! completely written, so no noise was drawn for it) and nothing else. A
+//! ledger without a head (written before heads existed) opens with a
+//! one-line warning and is given one: refusing it would lock out every
+//! existing ledger, and the warning says that a rollback before that point
+//! could not be checked.
 //!
 //! A ledger stated in pure ε holds ε and takes only pure (Laplace)
 //! releases. A ledger stated in (ε, δ) holds ρ-zCDP: the largest ρ whose
@@ -14,7 +23,7 @@ use std::path::{Path, PathBuf};
 use clap::Subcommand;
 use dp_core::Cost;
 use dp_core::kernel::{check_delta, check_epsilon, zcdp_delta, zcdp_rho_for};
-use dp_core::ledger::{Ledger, LedgerBudget, Record};
+use dp_core::ledger::{Anchor, Ledger, LedgerBudget, Record, Verification};
 
 use crate::Failure;
 
@@ -40,6 +49,20 @@ pub enum LedgerCommand {
         #[arg(long)]
         ledger: PathBuf,
     },
+    /// Check the hash chain, the totals and the head anchor (a rollback)
+    /// without changing anything: exit 0 when sound, 2 otherwise.
+    Verify {
+        /// The ledger file.
+        #[arg(long)]
+        ledger: PathBuf,
+    },
+    /// Remove a torn final line (never completely written, so no noise was
+    /// drawn for it) and nothing else; refuses any other damage.
+    Repair {
+        /// The ledger file.
+        #[arg(long)]
+        ledger: PathBuf,
+    },
 }
 
 /// Runs a ledger subcommand; errors are one line.
@@ -51,7 +74,95 @@ pub fn run(command: LedgerCommand) -> Result<(), Failure> {
             total_delta,
         } => init(&ledger, total_epsilon, total_delta),
         LedgerCommand::Show { ledger } => show(&ledger),
+        LedgerCommand::Verify { ledger } => verify(&ledger),
+        LedgerCommand::Repair { ledger } => repair(&ledger),
     }
+}
+
+/// Opens the ledger at `path` for a command ([`Ledger::open`]), warning in
+/// one line on stderr when it had charges but no head.
+pub fn open(path: &Path) -> Result<Ledger, Failure> {
+    let ledger = Ledger::open(path)?;
+    if ledger.anchor() == Anchor::Missing && ledger.entries().len() > 1 {
+        eprintln!("warning: {}", missing_head(path));
+    }
+    Ok(ledger)
+}
+
+fn missing_head(path: &Path) -> String {
+    format!(
+        "{} had no head anchor (a ledger from before anchors, or its head was deleted): \
+         a rollback before now cannot be detected; one is written from now on",
+        path.display()
+    )
+}
+
+/// One line on the head anchor.
+fn anchor_line(path: &Path, anchor: Anchor, entries: usize) -> String {
+    match anchor {
+        Anchor::Matches => format!("head anchor: matches entry {}", entries - 1),
+        Anchor::Behind { head } => format!(
+            "head anchor: {} entries behind (a release stopped between its charge and the \
+             head's update); the next command that opens the ledger brings it up to date",
+            entries as u64 - head
+        ),
+        Anchor::Missing if entries > 1 => format!("warning: {}", missing_head(path)),
+        Anchor::Missing => "head anchor: none yet (no charges)".into(),
+    }
+}
+
+/// The budget line of a verification.
+fn totals_line(path: &Path, v: &Verification) -> String {
+    let (unit, total) = match v.budget {
+        LedgerBudget::PureDp { epsilon } => ("ε", epsilon),
+        LedgerBudget::Zcdp { rho } => ("ρ (zCDP)", rho),
+    };
+    format!(
+        "{}: hash chain intact over {} entries; {} charges, spent {:.6e} of {total:.6e} {unit}",
+        path.display(),
+        v.entries,
+        v.entries - 1,
+        v.spent
+    )
+}
+
+fn verify(path: &Path) -> Result<(), Failure> {
+    let v = Ledger::verify(path)?;
+    if let Some(torn) = &v.torn {
+        return Err(Failure::BadInput(format!(
+            "{} line {}: a torn final line ({}, {} bytes), never completely written, so no \
+             noise was drawn for it; `dpmm ledger repair --ledger {}` removes it",
+            path.display(),
+            torn.line,
+            torn.reason,
+            torn.bytes,
+            path.display()
+        )));
+    }
+    println!("{}", totals_line(path, &v));
+    println!("{}", anchor_line(path, v.anchor, v.entries));
+    println!("sound");
+    Ok(())
+}
+
+fn repair(path: &Path) -> Result<(), Failure> {
+    let v = Ledger::repair(path)?;
+    match &v.torn {
+        Some(torn) => println!(
+            "removed line {} of {}: a torn final line ({}, {} bytes), never completely \
+             written, so no noise was drawn for it",
+            torn.line,
+            path.display(),
+            torn.reason,
+            torn.bytes
+        ),
+        None => println!("{}: nothing to repair (no torn final line)", path.display()),
+    }
+    println!("{}", totals_line(path, &v));
+    if v.anchor == Anchor::Missing && v.entries > 1 {
+        println!("warning: {}", missing_head(path));
+    }
+    Ok(())
 }
 
 /// What the flags `--epsilon` (or `--total-epsilon`) and the optional
@@ -97,7 +208,7 @@ fn init(path: &Path, epsilon: f64, delta: Option<f64>) -> Result<(), Failure> {
 }
 
 fn show(path: &Path) -> Result<(), Failure> {
-    let ledger = Ledger::open(path).map_err(|e| e.to_string())?;
+    let ledger = open(path)?;
     let (unit, total) = match ledger.budget() {
         LedgerBudget::PureDp { epsilon } => {
             println!("budget: pure ε-DP, total ε = {epsilon}");

@@ -10,6 +10,8 @@
 //!
 //! Every subcommand returns `Result<(), Failure>` ([`failure`]): one line
 //! on stderr, exit status 2 for bad input, 1 for an internal failure.
+//! SIGINT, SIGTERM and SIGHUP end the command at once at any step, with
+//! status 128 + the signal and no temporary file left ([`output`]).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -20,6 +22,7 @@ use dpmm_records::{DRAFT_NOTE, draft_from_path};
 
 mod failure;
 mod ledger_cmd;
+mod output;
 mod plan_cmd;
 mod release;
 mod release_plan;
@@ -47,7 +50,8 @@ enum Command {
     /// aggregate, charge the ledger, measure (exact discrete noise),
     /// reconstruct, write answers with standard errors and 95% intervals.
     Release(release::ReleaseArgs),
-    /// The persistent privacy budget: create a ledger, show it.
+    /// The persistent privacy budget: create a ledger, show it, verify it,
+    /// repair a torn final line.
     #[command(subcommand)]
     Ledger(ledger_cmd::LedgerCommand),
 }
@@ -93,10 +97,14 @@ fn main() -> ExitCode {
     // A panic is a bug: one line and the internal-failure status, never a
     // backtrace.
     std::panic::set_hook(Box::new(|info| {
+        output::remove_temporaries();
         let message = Failure::Internal(format!("{info} (please report)"));
         eprintln!("{message}");
         std::process::exit(1);
     }));
+    if let Err(failure) = output::exit_on_signals() {
+        return failure.report();
+    }
     match Cli::try_parse() {
         Ok(cli) => run(cli).map_or_else(|failure| failure.report(), |()| ExitCode::SUCCESS),
         Err(e) => failure::parse_exit(&e),

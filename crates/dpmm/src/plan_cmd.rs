@@ -104,7 +104,7 @@ pub fn run(args: &PlanArgs) -> Result<(), Failure> {
     if let Some(obj) = file.as_object_mut() {
         obj.insert("workload".into(), spec);
     }
-    crate::release::write_atomically(&args.out, format!("{file}\n").as_bytes())?;
+    crate::output::write_atomically(&args.out, format!("{file}\n").as_bytes())?;
     let text = if args.json {
         json_report(&report, args)?
     } else {

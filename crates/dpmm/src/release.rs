@@ -17,12 +17,13 @@
 //! 5. Reconstruct by least squares with the strategy actually measured,
 //!    and every query's exact variance (post-processing).
 //! 6. Write the answers and the JSON sidecar to temporary files, then
-//!    rename them into place.
+//!    rename them into place ([`crate::output`]: nothing is left behind on
+//!    an error or a signal).
 //!
 //! Nothing exact about the data is printed, logged or written: not the
 //! number of records, not the number of rows dropped.
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
@@ -113,8 +114,7 @@ pub fn run(args: &ReleaseArgs) -> Result<(), Failure> {
     // whose answers cannot be written would spend budget for nothing.
     for path in [args.out.clone(), sidecar_path(&args.out)] {
         check_output(&path, args)?;
-        let tmp = write_temp(&path, b"")?;
-        let _ = std::fs::remove_file(tmp);
+        crate::output::check_writable(&path)?;
     }
     let counts = aggregate(args, &p)?;
     let marginals = counts.into_kernel()?;
@@ -185,7 +185,7 @@ fn prepare(args: &ReleaseArgs) -> Result<Prepared, Failure> {
         .collect();
     reconstruct(&workload, &kernel_strategy.measured_strategy(), &probe, 1.0)?;
     let layout = Layout::choose(schema.domain(), &strategy.tables(), DEFAULT_CELL_LIMIT)?;
-    let ledger = Ledger::open(&args.ledger)?;
+    let ledger = crate::ledger_cmd::open(&args.ledger)?;
     let charge = match (ledger.budget(), cost) {
         (LedgerBudget::PureDp { .. }, Cost::Epsilon(e)) => e,
         (LedgerBudget::Zcdp { .. }, Cost::Epsilon(e)) => zcdp_cost_of_pure(e)?,
@@ -295,8 +295,8 @@ fn aggregate_parquet(path: &Path, _: Rows, _: &Prepared) -> Result<PrivateCounts
 }
 
 /// Refuses an output path that is a directory or names one of the inputs
-/// (the ledger above all: renaming the answers over it would erase the
-/// record of what was spent).
+/// (the ledger and its head above all: renaming the answers over them
+/// would erase the record of what was spent).
 fn check_output(out: &Path, args: &ReleaseArgs) -> Result<(), Failure> {
     if out.is_dir() {
         return Err(Failure::BadInput(format!(
@@ -312,8 +312,10 @@ fn check_output(out: &Path, args: &ReleaseArgs) -> Result<(), Failure> {
         Some(dir.canonicalize().ok()?.join(p.file_name()?))
     };
     let target = resolve(out);
+    let head = dp_core::ledger::head_path(&args.ledger);
     let inputs = [
         Some(&args.ledger),
+        Some(&head),
         args.data.as_ref(),
         args.counts.as_ref(),
         Some(&args.schema),
@@ -335,39 +337,6 @@ fn check_output(out: &Path, args: &ReleaseArgs) -> Result<(), Failure> {
 /// `<out>.json`, the JSON sidecar beside the answers.
 fn sidecar_path(out: &Path) -> PathBuf {
     PathBuf::from(format!("{}.json", out.display()))
-}
-
-/// Writes `bytes` to `path` through a temporary file renamed into place,
-/// so that `path` is never left half-written.
-pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
-    let tmp = write_temp(path, bytes)?;
-    std::fs::rename(&tmp, path).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        Failure::file(path, e)
-    })
-}
-
-/// Writes `bytes` to a temporary file beside `path`, fsync'ed; returns it.
-fn write_temp(path: &Path, bytes: &[u8]) -> Result<PathBuf, Failure> {
-    let name = path
-        .file_name()
-        .ok_or_else(|| format!("{}: not a file name", path.display()))?;
-    let tmp = path.with_file_name(format!(
-        ".{}.tmp-{}",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let result = std::fs::File::create(&tmp).and_then(|mut f| {
-        f.write_all(bytes)?;
-        f.sync_all()
-    });
-    match result {
-        Ok(()) => Ok(tmp),
-        Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
-            Err(Failure::file(path, e))
-        }
-    }
 }
 
 fn csv_field(s: &str) -> String {
@@ -485,22 +454,11 @@ fn write_outputs(
     entry: usize,
 ) -> Result<(), Failure> {
     let side_path = sidecar_path(&args.out);
-    let csv = write_temp(&args.out, answers_csv(p, rec).as_bytes())?;
-    let side = match write_temp(&side_path, sidecar(args, p, m, rec, entry).as_bytes()) {
-        Ok(s) => s,
-        Err(e) => {
-            let _ = std::fs::remove_file(&csv);
-            return Err(e);
-        }
-    };
-    let renamed = std::fs::rename(&side, &side_path)
-        .and_then(|()| std::fs::rename(&csv, &args.out))
-        .map_err(|e| format!("{}: {e}", args.out.display()));
-    if renamed.is_err() {
-        let _ = std::fs::remove_file(&side);
-        let _ = std::fs::remove_file(&csv);
-    }
-    renamed?;
+    // The sidecar first: answers never appear without theirs.
+    crate::output::write_all_atomically(&[
+        (&side_path, sidecar(args, p, m, rec, entry).as_bytes()),
+        (&args.out, answers_csv(p, rec).as_bytes()),
+    ])?;
     eprintln!(
         "wrote {} ({} queries) and {}; ledger entry {entry}",
         args.out.display(),

@@ -1,0 +1,356 @@
+//! Output files that are whole or absent, and never left half-done.
+//!
+//! Every file `dpmm` writes (the answers, their sidecar, a plan) is first
+//! written to a temporary file in the output's own directory (so the
+//! rename stays within one file system and is atomic), fsync'ed, renamed
+//! into place, and then the directory is fsync'ed so that the rename
+//! itself survives a crash.
+//!
+//! Every temporary file is registered while it exists, and removed on
+//! every failure path: an error (its guard's `Drop`), a panic (the panic
+//! hook calls [`remove_temporaries`]), and SIGINT, SIGTERM or SIGHUP. For
+//! those, [`exit_on_signals`] runs a thread that removes the registered
+//! temporaries and exits at once with status 128 + the signal's number
+//! (130 for Ctrl-C, 143 for SIGTERM), without waiting for the main thread.
+//! So every step can be interrupted promptly, long data-independent ones
+//! (planning) included: before the ledger is charged, an interrupted
+//! release spends nothing; after it, the charge stands and no answers are
+//! written. Temporaries are created, renamed and removed under the
+//! registry's lock, which the exiting handler keeps, so no temporary
+//! appears and no rename happens once the handler has begun. SIGKILL
+//! cannot be caught: a process killed by it may leave a
+//! `.NAME.tmp-PID-K` file behind.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
+
+use crate::Failure;
+
+/// Every temporary file that exists now.
+static TEMPORARIES: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+/// Makes temporary names unique within the process.
+static NEXT: AtomicU32 = AtomicU32::new(0);
+
+/// The registry, whatever thread panicked while holding it.
+fn registry() -> MutexGuard<'static, Vec<PathBuf>> {
+    TEMPORARIES.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn remove_all(temporaries: &mut Vec<PathBuf>) {
+    for path in temporaries.drain(..) {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+/// Starts the thread that, on SIGINT, SIGTERM or SIGHUP, removes the
+/// registered temporary files and exits with 128 + the signal's number.
+#[cfg(unix)]
+pub fn exit_on_signals() -> Result<(), Failure> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    use signal_hook::iterator::Signals;
+    let internal = |e: std::io::Error| Failure::Internal(format!("cannot handle signals: {e}"));
+    let mut signals = Signals::new([SIGINT, SIGTERM, SIGHUP]).map_err(internal)?;
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            if let Some(signal) = signals.forever().next() {
+                // Held until the process ends: no temporary is created or
+                // renamed after this point.
+                let mut temporaries = registry();
+                remove_all(&mut temporaries);
+                std::process::exit(128 + signal);
+            }
+        })
+        .map_err(internal)?;
+    Ok(())
+}
+
+/// Elsewhere the platform's default handling stands (only the error and
+/// panic paths remove temporaries).
+#[cfg(not(unix))]
+pub fn exit_on_signals() -> Result<(), Failure> {
+    Ok(())
+}
+
+/// Removes the registered temporary files (from the panic hook). Does not
+/// wait: if the registry is held, the signal handler is already removing
+/// them, or the panicking thread holds it, and waiting would never end.
+pub fn remove_temporaries() {
+    match TEMPORARIES.try_lock() {
+        Ok(mut temporaries) => remove_all(&mut temporaries),
+        Err(TryLockError::Poisoned(p)) => remove_all(&mut p.into_inner()),
+        Err(TryLockError::WouldBlock) => {}
+    }
+}
+
+/// A registered temporary file beside `target`: removed when dropped,
+/// unless renamed onto its target.
+struct Temporary {
+    path: PathBuf,
+    target: PathBuf,
+    renamed: bool,
+}
+
+impl Temporary {
+    /// Creates `.NAME.tmp-PID-K` beside `target` (never an existing file:
+    /// `create_new` follows no link an attacker may have planted) and
+    /// registers it in the same step.
+    fn create(target: &Path) -> Result<(Self, File), Failure> {
+        let name = target
+            .file_name()
+            .ok_or_else(|| Failure::file(target, "not a file name"))?
+            .to_string_lossy()
+            .into_owned();
+        let mut temporaries = registry();
+        for _ in 0..64 {
+            let k = NEXT.fetch_add(1, Ordering::Relaxed);
+            let path = target.with_file_name(format!(".{name}.tmp-{}-{k}", std::process::id()));
+            match OpenOptions::new().write(true).create_new(true).open(&path) {
+                Ok(file) => {
+                    temporaries.push(path.clone());
+                    let temporary = Self {
+                        path,
+                        target: target.to_owned(),
+                        renamed: false,
+                    };
+                    return Ok((temporary, file));
+                }
+                // A stale file of an earlier process with this id.
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(Failure::file(target, e)),
+            }
+        }
+        Err(Failure::file(target, "no free temporary name beside it"))
+    }
+
+    /// A temporary beside `target` holding `bytes`, fsync'ed.
+    fn holding(target: &Path, bytes: &[u8]) -> Result<Self, Failure> {
+        let (temporary, mut file) = Self::create(target)?;
+        file.write_all(bytes)
+            .and_then(|()| file.sync_all())
+            .map_err(|e| Failure::file(target, e))?;
+        Ok(temporary)
+    }
+}
+
+impl Drop for Temporary {
+    fn drop(&mut self) {
+        if !self.renamed {
+            let mut temporaries = registry();
+            let _ = std::fs::remove_file(&self.path);
+            temporaries.retain(|p| p != &self.path);
+        }
+    }
+}
+
+/// Checks, before anything is spent, that `target` can be written: a
+/// temporary beside it is created and removed.
+pub fn check_writable(target: &Path) -> Result<(), Failure> {
+    Temporary::create(target).map(drop)
+}
+
+/// Writes `bytes` to `path` atomically ([`write_all_atomically`]).
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
+    write_all_atomically(&[(path, bytes)])
+}
+
+/// Writes each `(path, bytes)`: every temporary written and fsync'ed
+/// first, then all renamed in order under one hold of the registry (a
+/// signal never separates them), then their directories fsync'ed. If a
+/// rename fails, the files already renamed in this call are removed, so
+/// that a sidecar never sits beside answers it does not describe; every
+/// temporary is removed.
+pub fn write_all_atomically(files: &[(&Path, &[u8])]) -> Result<(), Failure> {
+    let mut temporaries = files
+        .iter()
+        .map(|(path, bytes)| Temporary::holding(path, bytes))
+        .collect::<Result<Vec<_>, _>>()?;
+    pause_for_tests();
+    rename_all(&mut temporaries)?;
+    let mut dirs: Vec<&Path> = files.iter().map(|(path, _)| directory(path)).collect();
+    dirs.dedup();
+    for dir in dirs {
+        sync_dir(dir).map_err(|e| Failure::file(dir, e))?;
+    }
+    Ok(())
+}
+
+/// The directory `path` is in.
+fn directory(path: &Path) -> &Path {
+    match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    }
+}
+
+/// Makes the entries of directory `dir` durable (a rename into it), where
+/// the platform can open a directory.
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    if cfg!(unix) {
+        File::open(dir)?.sync_all()
+    } else {
+        Ok(())
+    }
+}
+
+fn rename_all(temporaries: &mut [Temporary]) -> Result<(), Failure> {
+    let mut registry = registry();
+    for i in 0..temporaries.len() {
+        let t = &temporaries[i];
+        if let Err(e) = std::fs::rename(&t.path, &t.target) {
+            for done in &temporaries[..i] {
+                let _ = std::fs::remove_file(&done.target);
+            }
+            return Err(Failure::file(&t.target, e));
+        }
+        let path = t.path.clone();
+        temporaries[i].renamed = true;
+        registry.retain(|p| p != &path);
+    }
+    Ok(())
+}
+
+/// Test hook, in debug builds only: with `DPMM_TEST_PAUSE_BEFORE_RENAME`
+/// set, wait (up to a minute) with the temporaries written, so that a
+/// test can signal the process while they exist.
+fn pause_for_tests() {
+    #[cfg(debug_assertions)]
+    if std::env::var_os("DPMM_TEST_PAUSE_BEFORE_RENAME").is_some() {
+        eprintln!("paused before the rename");
+        std::thread::sleep(std::time::Duration::from_secs(60));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+
+    use super::*;
+
+    /// The registry is the process's: these tests take turns, so that one
+    /// test's cleanup never removes another's temporaries.
+    static SERIAL: Mutex<()> = Mutex::new(());
+
+    fn serial() -> MutexGuard<'static, ()> {
+        SERIAL.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A fresh directory for `name`.
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("dpmm-output-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    /// The names in `dir`, sorted.
+    fn names_in(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// No temporary under `dir` is still registered.
+    fn none_registered(dir: &Path) -> bool {
+        !registry().iter().any(|p| p.starts_with(dir))
+    }
+
+    #[test]
+    fn files_land_whole_and_nothing_else_remains() {
+        let _turn = serial();
+        let dir = scratch("whole");
+        let (a, b) = (dir.join("answers.csv"), dir.join("answers.csv.json"));
+        std::fs::write(&a, "old answers").unwrap();
+        write_all_atomically(&[(&b, b"{}\n"), (&a, b"query,answer\n")]).unwrap();
+        assert_eq!(std::fs::read(&a).unwrap(), b"query,answer\n");
+        assert_eq!(std::fs::read(&b).unwrap(), b"{}\n");
+        check_writable(&a).unwrap();
+        write_atomically(&dir.join("plan.json"), b"plan").unwrap();
+        assert_eq!(
+            names_in(&dir),
+            ["answers.csv", "answers.csv.json", "plan.json"]
+        );
+        assert!(none_registered(&dir));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_target_that_cannot_be_written_is_refused_and_leaves_nothing() {
+        let _turn = serial();
+        let dir = scratch("unwritable");
+        std::fs::write(dir.join("file"), "x").unwrap();
+        let targets = [
+            dir.join("missing").join("answers.csv"),
+            dir.join("file").join("answers.csv"),
+            PathBuf::from("/proc/dpmm-answers.csv"),
+            PathBuf::from("/"),
+        ];
+        for target in &targets {
+            assert!(
+                matches!(check_writable(target), Err(Failure::BadInput(_))),
+                "{}",
+                target.display()
+            );
+            let written = write_atomically(target, b"answers");
+            assert!(matches!(written, Err(Failure::BadInput(_))));
+        }
+        // A directory without write permission (unless this runs as a
+        // user who may write anyway, such as root).
+        let locked = dir.join("locked");
+        std::fs::create_dir(&locked).unwrap();
+        let mut permissions = std::fs::metadata(&locked).unwrap().permissions();
+        permissions.set_readonly(true);
+        std::fs::set_permissions(&locked, permissions.clone()).unwrap();
+        if std::fs::write(locked.join("probe"), "").is_err() {
+            assert!(write_atomically(&locked.join("answers.csv"), b"a").is_err());
+            assert!(names_in(&locked).is_empty());
+        }
+        #[allow(clippy::permissions_set_readonly_false)]
+        // undoes the line above, in a scratch directory
+        permissions.set_readonly(false);
+        std::fs::set_permissions(&locked, permissions).unwrap();
+        let _ = std::fs::remove_file(locked.join("probe"));
+        assert_eq!(names_in(&dir), ["file", "locked"]);
+        assert!(none_registered(&dir));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A rename that fails after another succeeded: the one renamed is
+    /// removed, every temporary too, and the target in the way untouched.
+    #[test]
+    fn a_failed_rename_leaves_neither_half_nor_temporaries() {
+        let _turn = serial();
+        let dir = scratch("rename");
+        let (side, answers) = (dir.join("answers.csv.json"), dir.join("answers.csv"));
+        std::fs::create_dir(&answers).unwrap();
+        std::fs::write(answers.join("inside"), "x").unwrap();
+        let written = write_all_atomically(&[(&side, b"{}"), (&answers, b"q,a\n")]);
+        assert!(matches!(written, Err(Failure::BadInput(_))));
+        assert_eq!(names_in(&dir), ["answers.csv"]);
+        assert_eq!(names_in(&answers), ["inside"]);
+        assert!(none_registered(&dir));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The panic hook's cleanup removes every registered temporary.
+    #[test]
+    fn remove_temporaries_removes_what_is_registered() {
+        let _turn = serial();
+        let dir = scratch("panic");
+        let (temporary, file) = Temporary::create(&dir.join("answers.csv")).unwrap();
+        drop(file);
+        assert_eq!(names_in(&dir).len(), 1);
+        remove_temporaries();
+        assert!(names_in(&dir).is_empty());
+        assert!(none_registered(&dir));
+        drop(temporary);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,208 @@
+//! SIGINT, SIGTERM and SIGHUP end `dpmm` at once with status 128 + the
+//! signal and leave no temporary file: before the charge an interrupted
+//! release spends nothing; with its outputs written but not yet renamed,
+//! it leaves neither them nor their temporaries.
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{arg, dpmm, scratch_dir};
+
+const SCHEMA: &str = r#"{"domain": [
+  {"name": "sex", "column": "sex", "values": ["f", "m"]},
+  {"name": "age", "column": "age", "bins": {"start": 20, "stop": 60, "width": 10}}
+]}"#;
+
+const SPEC: &str = r#"{"domain": [{"name": "sex", "size": 2}, {"name": "age", "size": 4}],
+  "queries": [{"marginals": {"k": 1}}, {"marginal": ["sex", "age"]}]}"#;
+
+const SIGNALS: [(&str, i32); 3] = [("INT", 130), ("TERM", 143), ("HUP", 129)];
+
+/// A scratch directory with a schema, a spec, records and a pure ε = 5
+/// ledger.
+fn setup(test: &str) -> PathBuf {
+    let dir = scratch_dir(&format!("interrupt-{test}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("schema.json"), SCHEMA).unwrap();
+    std::fs::write(dir.join("spec.json"), SPEC).unwrap();
+    std::fs::write(dir.join("records.csv"), "sex,age\nf,25\nm,41\n").unwrap();
+    let ledger = dir.join("ledger.jsonl");
+    let init = [
+        "ledger",
+        "init",
+        "--ledger",
+        arg(&ledger),
+        "--total-epsilon",
+    ];
+    assert_eq!(dpmm(&[&init[..], &["5"]].concat()).code, 0);
+    dir
+}
+
+/// `dpmm release` in `dir` reading records from `data`, not waited for.
+fn spawn_release(dir: &Path, data: &str, pause: bool) -> Child {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_dpmm"));
+    command
+        .args(["release", "--data", data, "--epsilon", "1"])
+        .args(["--schema", arg(&dir.join("schema.json"))])
+        .args(["--workload", arg(&dir.join("spec.json"))])
+        .args(["--ledger", arg(&dir.join("ledger.jsonl"))])
+        .args(["--out", arg(&dir.join("answers.csv"))])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    if pause {
+        command.env("DPMM_TEST_PAUSE_BEFORE_RENAME", "1");
+    }
+    command.spawn().unwrap()
+}
+
+fn signal(child: &Child, name: &str) {
+    let status = Command::new("kill")
+        .args(["-s", name, &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// Waits (at most a minute: a hang fails the test) for `child` to end;
+/// its exit code.
+fn exit_code(child: &mut Child) -> Option<i32> {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status.code();
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "dpmm hung");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Every name in `dir`, sorted.
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+const INPUTS: [&str; 5] = [
+    "ledger.jsonl",
+    "ledger.jsonl.head",
+    "records.csv",
+    "schema.json",
+    "spec.json",
+];
+
+/// Whether process `pid` holds a `flock` lock (Linux's `/proc/locks`:
+/// `N: FLOCK ADVISORY WRITE PID …`); dpmm holds one on the ledger only.
+#[cfg(target_os = "linux")]
+fn holds_a_lock(pid: u32) -> bool {
+    let locks = std::fs::read_to_string("/proc/locks").unwrap();
+    let pid = pid.to_string();
+    locks.lines().any(|l| {
+        let fields: Vec<&str> = l.split_whitespace().collect();
+        fields.get(1) == Some(&"FLOCK") && fields.get(4) == Some(&pid.as_str())
+    })
+}
+
+/// A release waiting for its records on a pipe holds the ledger's lock
+/// (it has planned and opened the ledger, and not charged it): signalled
+/// there, it exits with 128 + the signal, the ledger unchanged and
+/// unlocked, nothing written.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_release_interrupted_before_its_charge_spends_nothing() {
+    let dir = setup("before-charge");
+    let ledger = dir.join("ledger.jsonl");
+    let before = std::fs::read(&ledger).unwrap();
+    for (name, code) in SIGNALS {
+        let mut child = spawn_release(&dir, "/dev/stdin", false);
+        // Wait until it holds the ledger's lock (without taking it, which
+        // would make dpmm's own attempt fail).
+        let start = Instant::now();
+        while !holds_a_lock(child.id()) {
+            assert!(child.try_wait().unwrap().is_none(), "dpmm ended early");
+            assert!(start.elapsed() < Duration::from_secs(60), "never locked");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        signal(&child, name);
+        assert_eq!(exit_code(&mut child), Some(code), "SIG{name}");
+        assert_eq!(std::fs::read(&ledger).unwrap(), before, "SIG{name}");
+        assert_eq!(names_in(&dir), INPUTS, "SIG{name}");
+    }
+    let data = dir.join("records.csv");
+    let mut child = spawn_release(&dir, arg(&data), false);
+    assert_eq!(exit_code(&mut child), Some(0), "the ledger stayed locked");
+}
+
+/// With the answers and the sidecar written to temporaries and not yet
+/// renamed (a test hook of debug builds pauses there), a signal removes
+/// both temporaries: no output, no temporary; the charge stands.
+#[test]
+fn a_release_interrupted_with_its_outputs_written_leaves_no_temporary() {
+    if !cfg!(debug_assertions) {
+        return; // the pause hook exists in debug builds only
+    }
+    let dir = setup("before-rename");
+    let ledger = dir.join("ledger.jsonl");
+    let data = dir.join("records.csv");
+    for (k, (name, code)) in SIGNALS.into_iter().enumerate() {
+        let mut child = spawn_release(&dir, arg(&data), true);
+        let mut stderr = BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        while !line.contains("paused before the rename") {
+            line.clear();
+            assert!(stderr.read_line(&mut line).unwrap() > 0, "no pause");
+        }
+        let temporaries: Vec<String> = names_in(&dir)
+            .into_iter()
+            .filter(|n| n.contains(".tmp-"))
+            .collect();
+        assert_eq!(temporaries.len(), 2, "{temporaries:?}");
+        signal(&child, name);
+        assert_eq!(exit_code(&mut child), Some(code), "SIG{name}");
+        assert_eq!(names_in(&dir), INPUTS, "SIG{name}");
+        let charges = std::fs::read_to_string(&ledger).unwrap().lines().count() - 1;
+        assert_eq!(charges, k + 1, "SIG{name}");
+    }
+}
+
+/// `dpmm plan` likewise leaves no temporary plan file.
+#[test]
+fn an_interrupted_plan_leaves_no_temporary() {
+    if !cfg!(debug_assertions) {
+        return;
+    }
+    let dir = setup("plan");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dpmm"))
+        .args(["plan", "--workload", arg(&dir.join("spec.json"))])
+        .args(["--privacy", "pure", "--epsilon", "1"])
+        .args(["--out", arg(&dir.join("plan.json"))])
+        .env("DPMM_TEST_PAUSE_BEFORE_RENAME", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("paused before the rename") {
+        line.clear();
+        assert!(stderr.read_line(&mut line).unwrap() > 0, "no pause");
+    }
+    assert!(
+        names_in(&dir)
+            .iter()
+            .any(|n| n.starts_with(".plan.json.tmp-"))
+    );
+    signal(&child, "INT");
+    assert_eq!(exit_code(&mut child), Some(130));
+    assert_eq!(names_in(&dir), INPUTS);
+}
