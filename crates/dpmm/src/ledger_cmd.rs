@@ -117,11 +117,13 @@ fn totals_line(path: &Path, v: &Verification) -> String {
         LedgerBudget::PureDp { epsilon } => ("ε", epsilon),
         LedgerBudget::Zcdp { rho } => ("ρ (zCDP)", rho),
     };
+    let charges = v.entries - 1;
+    let plural = if charges == 1 { "" } else { "s" };
     format!(
-        "{}: hash chain intact over {} entries; {} charges, spent {:.6e} of {total:.6e} {unit}",
+        "{}: hash chain intact over {} entries; {charges} charge{plural}, spent {:.6e} of \
+         {total:.6e} {unit}",
         path.display(),
         v.entries,
-        v.entries - 1,
         v.spent
     )
 }
