@@ -23,6 +23,7 @@ mod ledger_cmd;
 mod plan_cmd;
 mod release;
 mod release_plan;
+mod resources;
 
 use failure::Failure;
 
