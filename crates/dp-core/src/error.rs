@@ -94,6 +94,11 @@ pub enum DpError {
     /// The persistent ledger is corrupted, edited or unusable.
     #[error("ledger: {0}")]
     Ledger(String),
+    /// A step would need more memory than the limit allows; it was
+    /// refused before allocating (the message names the step, the need,
+    /// its largest part and the limit).
+    #[error("{0}")]
+    MemoryLimit(String),
     /// An iterative solver stopped without meeting its tolerance.
     #[error("{solver} did not converge: {reason}")]
     NotConverged {

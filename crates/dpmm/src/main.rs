@@ -26,6 +26,7 @@ mod output;
 mod plan_cmd;
 mod release;
 mod release_plan;
+mod resources;
 
 use failure::Failure;
 

@@ -14,18 +14,18 @@
 //! errors are upper bounds on the release's (up to the power-of-two
 //! granularity of the measurement).
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 use dp_core::{GaussianCalibration, PrivacyBudget};
-use dp_opt::multidim::plan::{self, PlanReport};
+use dp_opt::multidim::plan::{self, PlanFile, PlanReport};
+use dp_opt::multidim::resources::plan_file_need;
 use dp_opt::multidim::{PlanObjective, PlanOptions};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde::Serialize;
 
 use crate::failure::Failure;
 use crate::release_plan;
+use crate::resources::{MemoryArgs, Spinner};
 
 /// The privacy model of `--privacy`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -63,6 +63,18 @@ pub struct PlanArgs {
     /// marginal workloads only).
     #[arg(long, default_value = "total")]
     pub objective: PlanObjective,
+    /// The memory limit (`--max-memory`).
+    #[command(flatten)]
+    pub memory: MemoryArgs,
+}
+
+/// What `dpmm plan` writes: the plan file's fields and the workload spec
+/// it was planned for (matrix factors inline).
+#[derive(Serialize)]
+struct PlanFileWithWorkload {
+    #[serde(flatten)]
+    file: PlanFile,
+    workload: serde_json::Value,
 }
 
 impl PlanArgs {
@@ -85,6 +97,7 @@ impl PlanArgs {
 /// Runs `dpmm plan`.
 pub fn run(args: &PlanArgs) -> Result<(), Failure> {
     let budget = args.budget()?;
+    let limit = args.memory.limit();
     let spinner = Spinner::start("planning");
     let planned = plan::plan_spec(
         &args.workload,
@@ -92,19 +105,23 @@ pub fn run(args: &PlanArgs) -> Result<(), Failure> {
         GaussianCalibration::Zcdp,
         &PlanOptions {
             objective: args.objective,
+            max_memory: Some(limit),
             ..PlanOptions::default()
         },
     );
     spinner.finish();
     let (workload, plan, report) = planned?;
+    plan_file_need(&plan.strategy).check(limit)?;
     // After planning, which has validated the spec and its matrix files.
     let spec = release_plan::embedded_spec(&args.workload).map_err(Failure::BadInput)?;
-    let mut file = serde_json::to_value(plan::plan_file(&workload, &plan))
+    let file = PlanFileWithWorkload {
+        file: plan::plan_file(&workload, &plan),
+        workload: spec,
+    };
+    let mut bytes = serde_json::to_vec(&file)
         .map_err(|e| Failure::Internal(format!("cannot format the plan file: {e}")))?;
-    if let Some(obj) = file.as_object_mut() {
-        obj.insert("workload".into(), spec);
-    }
-    crate::output::write_atomically(&args.out, format!("{file}\n").as_bytes())?;
+    bytes.push(b'\n');
+    crate::output::write_atomically(&args.out, &bytes)?;
     let text = if args.json {
         json_report(&report, args)?
     } else {
@@ -196,32 +213,6 @@ fn human_report(r: &PlanReport, args: &PlanArgs) -> String {
     }
     out += &format!("plan written to {}", args.out.display());
     out
-}
-
-/// A spinner with the elapsed time on stderr, only when stderr is a
-/// terminal (planning takes from milliseconds to minutes; the optimizers
-/// report no fraction done, so no bar can be honest).
-struct Spinner(Option<ProgressBar>);
-
-impl Spinner {
-    fn start(message: &'static str) -> Self {
-        if !std::io::stderr().is_terminal() {
-            return Self(None);
-        }
-        let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
-        if let Ok(style) = ProgressStyle::with_template("{spinner} {msg} [{elapsed}]") {
-            bar.set_style(style);
-        }
-        bar.set_message(message);
-        bar.enable_steady_tick(Duration::from_millis(200));
-        Self(Some(bar))
-    }
-
-    fn finish(self) {
-        if let Some(bar) = self.0 {
-            bar.finish_and_clear();
-        }
-    }
 }
 
 /// A line for a plan whose optimizer stopped short of its tolerance; the

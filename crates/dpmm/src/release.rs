@@ -6,7 +6,10 @@
 //! 1. Validate everything that does not read the data: ε (and δ), the
 //!    schema, the workload (its spec, or the one a `--plan` file carries)
 //!    against the schema's domain, the plan (optimized now, or read from
-//!    `--plan`), the quantized strategy, a
+//!    `--plan`, planning and the file's reading both sized first against
+//!    `--max-memory`), the memory every later step will hold (count
+//!    tables, measurement, reconstruction, answers: [`crate::resources`]),
+//!    the quantized strategy, a
 //!    dry-run reconstruction (the workload must lie in the strategy's row
 //!    space), the ledger (opened, locked, its hash chain verified, enough
 //!    budget left).
@@ -35,14 +38,13 @@ use dp_opt::multidim::reconstruct::{Reconstruction, VarianceMethod, reconstruct}
 use dp_opt::multidim::{PlanObjective, PlanOptions, plan_strategy};
 use dp_workloads::spec::load_spec;
 use dp_workloads::structured::StructuredWorkload;
-use dpmm_records::{
-    DEFAULT_CELL_LIMIT, Layout, PrivateCounts, Rows, Schema, aggregate as aggregate_rows,
-};
+use dpmm_records::{Layout, PrivateCounts, Rows, Schema, aggregate as aggregate_rows};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::json;
 
 use crate::Failure;
 use crate::release_plan::{Strategy, describe};
+use crate::resources::{MemoryArgs, Spinner, check_plan_file, release_need};
 
 /// The two-sided 95% standard normal quantile.
 const Z95: f64 = 1.959_963_984_540_054;
@@ -88,6 +90,9 @@ pub struct ReleaseArgs {
     /// The answers CSV; a JSON sidecar is written beside it (`<out>.json`).
     #[arg(long)]
     pub out: PathBuf,
+    /// The memory limit (`--max-memory`).
+    #[command(flatten)]
+    pub memory: MemoryArgs,
 }
 
 /// Everything validated before the data is read.
@@ -142,8 +147,10 @@ fn prepare(args: &ReleaseArgs) -> Result<Prepared, Failure> {
         Cost::Rho(_) => PrivacyModel::Approx,
     };
     let schema = Schema::from_path(&args.schema)?;
+    let limit = args.memory.limit();
     let (workload, strategy) = match &args.plan {
         Some(path) => {
+            check_plan_file(path, limit)?;
             let (strategy, embedded) = Strategy::from_file(path, &schema)?;
             let workload = match (&args.workload, embedded) {
                 (Some(spec), _) => load_workload(spec, &schema)?,
@@ -163,12 +170,18 @@ fn prepare(args: &ReleaseArgs) -> Result<Prepared, Failure> {
             let workload = load_workload(spec, &schema)?;
             let options = PlanOptions {
                 objective: args.objective.unwrap_or_default(),
+                max_memory: Some(limit),
                 ..PlanOptions::default()
             };
-            let plan = plan_strategy(&workload, model, &options)?;
-            (workload, Strategy::from_plan(&plan))
+            let spinner = Spinner::start("planning");
+            let plan = plan_strategy(&workload, model, &options);
+            spinner.finish();
+            (workload, Strategy::from_plan(&plan?))
         }
     };
+    // Every later step sized before any of them runs.
+    let layout = crate::resources::layout(schema.domain(), &strategy.tables(), limit)?;
+    release_need(&workload, &strategy, &layout).check(limit)?;
     let shape = schema.domain().shape();
     let kernel_strategy = MarginalStrategy::new(shape.clone(), strategy.terms.clone())?;
     // Dry run before anything is spent, with the same checks as the real
@@ -177,14 +190,17 @@ fn prepare(args: &ReleaseArgs) -> Result<Prepared, Failure> {
     // fixed pseudo-random sequence in [-1, 1]), so that an iterative solve
     // has a nonzero right-hand side to converge on; all zeros would stop
     // at iteration 0 and leave a failing solve to after the charge.
-    let probe: Vec<f64> = (0..kernel_strategy.nrows() as u64)
-        .map(|i| {
-            let h = (i.wrapping_add(1)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 11;
-            2.0 * (h as f64 / (1u64 << 53) as f64) - 1.0
-        })
-        .collect();
+    let rows = kernel_strategy.nrows();
+    let mut probe: Vec<f64> = Vec::new();
+    probe
+        .try_reserve_exact(rows)
+        .map_err(|_| format!("the dry run's {rows} values cannot be allocated"))?;
+    probe.extend((0..rows as u64).map(|i| {
+        let h = (i.wrapping_add(1)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 11;
+        2.0 * (h as f64 / (1u64 << 53) as f64) - 1.0
+    }));
     reconstruct(&workload, &kernel_strategy.measured_strategy(), &probe, 1.0)?;
-    let layout = Layout::choose(schema.domain(), &strategy.tables(), DEFAULT_CELL_LIMIT)?;
+    drop(probe);
     let ledger = crate::ledger_cmd::open(&args.ledger)?;
     let charge = match (ledger.budget(), cost) {
         (LedgerBudget::PureDp { .. }, Cost::Epsilon(e)) => e,

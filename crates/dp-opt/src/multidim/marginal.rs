@@ -40,7 +40,12 @@ pub fn optimal_marginal_plan(
     let spectrum = residual_spectrum(domain, weights)?;
     let ln_n: Vec<f64> = shape.iter().map(|&n| (n as f64).ln()).collect();
     let ln_cells: f64 = ln_n.iter().sum();
-    let q: Vec<Arc<Mat<f64>>> = shape.iter().map(|&n| Arc::new(helmert(n))).collect();
+    // Helmert rows only for the attributes some term lists (a dense
+    // (n−1)×n matrix per attribute: an unused huge attribute costs nothing).
+    let used = spectrum.iter().fold(0, |acc, e| acc | e.set);
+    let q: HashMap<usize, Arc<Mat<f64>>> = members(used)
+        .map(|i| (i, Arc::new(helmert(shape[i]))))
+        .collect();
     // s = Σ_T mult_T √λ_T = tr(G^{1/2}).
     let s: f64 = spectrum
         .iter()
@@ -57,7 +62,7 @@ pub fn optimal_marginal_plan(
             let inside: f64 = members(e.set).map(|i| ln_n[i]).sum();
             KronTerm {
                 weight: (0.25 * e.eigenvalue.ln() - 0.5 * (ln_cells - inside)).exp(),
-                factors: members(e.set).map(|i| (i, q[i].clone())).collect(),
+                factors: members(e.set).map(|i| (i, q[&i].clone())).collect(),
             }
         })
         .collect();

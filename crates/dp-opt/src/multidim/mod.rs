@@ -32,6 +32,7 @@ pub mod reconstruct;
 mod reconstruct_iterative;
 pub mod reconstruct_kron;
 mod reconstruct_symmetric;
+pub mod resources;
 #[cfg(test)]
 mod tests;
 
@@ -205,6 +206,10 @@ pub struct PlanOptions {
     pub gap_tolerance: f64,
     /// Most iterations of the max-variance solver.
     pub max_iterations: usize,
+    /// The memory planning may hold, in bytes: sized before it runs
+    /// ([`resources::planning_need`]) and refused past it; `None` is
+    /// [`resources::default_memory_limit`] (half the physical memory).
+    pub max_memory: Option<u64>,
 }
 
 impl PlanOptions {
@@ -218,6 +223,12 @@ impl PlanOptions {
         }
         Ok(())
     }
+
+    /// `max_memory`, or the default share of the machine's memory.
+    pub fn memory_limit(&self) -> u64 {
+        self.max_memory
+            .unwrap_or_else(resources::default_memory_limit)
+    }
 }
 
 impl Default for PlanOptions {
@@ -228,6 +239,7 @@ impl Default for PlanOptions {
             round_tolerance: 1e-6,
             gap_tolerance: 1e-6,
             max_iterations: 10_000,
+            max_memory: None,
         }
     }
 }
@@ -236,16 +248,22 @@ impl Default for PlanOptions {
 /// `privacy`: the residual closed form for (ε,δ) marginal workloads (the
 /// optimum); for ε-DP marginal workloads the better of OPT_M and OPT_⊗ by
 /// objective (OPT_⊗ makes no further pass once it is more than twice
-/// OPT_M's), certified by the singular value bound (`l1_obj ≥ l2_obj`
+/// OPT_M's, and is not computed when its Kronecker strategy could not be
+/// measured within the memory limit, [`resources::kron_rival_fits`]),
+/// certified by the singular value bound (`l1_obj ≥ l2_obj`
 /// since `Δ₁ ≥ Δ₂`); OPT_⊗ otherwise. With [`PlanObjective::MaxVariance`]
 /// the max-variance plan of [`max_variance`], refused (typed error) under
-/// ε-DP and for workloads that are not marginals.
+/// ε-DP and for workloads that are not marginals. What planning will hold
+/// is sized first ([`resources::planning_need`]) and refused past
+/// [`PlanOptions::memory_limit`] ([`DpError::MemoryLimit`]).
 pub fn plan_strategy(
     workload: &StructuredWorkload,
     privacy: PrivacyModel,
     options: &PlanOptions,
 ) -> Result<StructuredPlan> {
     options.check()?;
+    let limit = options.memory_limit();
+    resources::planning_need(workload, privacy, options).check(limit)?;
     let start = Instant::now();
     if options.objective == PlanObjective::MaxVariance {
         if privacy == PrivacyModel::Pure {
@@ -265,7 +283,11 @@ pub fn plan_strategy(
         (PrivacyModel::Pure, Some(weights)) => {
             let m = opt_m::opt_marginals(workload, &weights, &opt_m::OptMOptions::default());
             let rival = m.as_ref().map_or(f64::INFINITY, |m| m.objective);
-            let k = kron::opt_kron_against(workload, privacy, options, rival);
+            let k = if resources::kron_rival_fits(workload, &weights, limit) {
+                kron::opt_kron_against(workload, privacy, options, rival)
+            } else {
+                Err(resources::kron_rival_skipped())
+            };
             let mut best = match (m, k) {
                 (Ok(m), Ok(k)) => {
                     if m.objective <= k.objective {

@@ -395,9 +395,16 @@ fn finish(
         .collect();
     let sensitivity: f64 = theta.iter().sum();
     let groups = marginal_group_errors(w, &scaled_inverse, 2.0 * sensitivity.ln());
-    let identities: Vec<Arc<Mat<f64>>> = shape
+    // Identities only for the attributes a kept marginal lists (a dense
+    // n×n matrix per attribute).
+    let used = family
+        .sets
         .iter()
-        .map(|&n| Arc::new(Mat::identity(n, n)))
+        .zip(theta)
+        .filter(|(_, t)| **t > 0.0)
+        .fold(0, |acc, (&s, _)| acc | s);
+    let identities: HashMap<usize, Arc<Mat<f64>>> = members(used)
+        .map(|i| (i, Arc::new(Mat::identity(shape[i], shape[i]))))
         .collect();
     let terms = family
         .sets
@@ -406,7 +413,7 @@ fn finish(
         .filter(|(_, t)| **t > 0.0)
         .map(|(&s, &t)| KronTerm {
             weight: t,
-            factors: members(s).map(|i| (i, identities[i].clone())).collect(),
+            factors: members(s).map(|i| (i, identities[&i].clone())).collect(),
         })
         .collect();
     Ok(StructuredPlan {

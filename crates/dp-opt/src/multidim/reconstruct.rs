@@ -34,6 +34,8 @@
 //! `‖W(I − P)‖²_F = tr(WᵀW) − tr(WᵀW P)` must vanish (relative 1e-9),
 //! computed by factors as `Πᵢ tr(Gᵢ) − Σ_t Πᵢ tr(Gᵢ P_{t,i})`.
 
+use std::collections::HashMap;
+
 use dp_core::{DpError, MeasuredStrategy, Result};
 use dp_linalg::{Mat, Par, pseudo_inverse, pseudo_inverse_symmetric};
 use dp_workloads::structured::{Factor, StructuredWorkload, kron_matvec};
@@ -275,9 +277,18 @@ fn rows_sum_to_zero(f: &Mat<f64>) -> bool {
     })
 }
 
+/// A factor matrix by its shape and the bits of its entries.
+type FactorKey = (usize, usize, Vec<u64>);
+
+/// A factor's pseudo-inverse, projector and whether it is a contrast.
+type SolvedFactor = (Mat<f64>, Mat<f64>, bool);
+
 fn build_terms(measured: &MeasuredStrategy, shape: &[usize]) -> Result<Vec<Term>> {
     let mut offset = 0;
     let mut out = Vec::with_capacity(measured.terms.len());
+    // Terms often share a factor (a residual strategy's contrasts of one
+    // attribute): each distinct matrix is pseudo-inverted once.
+    let mut solved: HashMap<FactorKey, SolvedFactor> = HashMap::new();
     for t in &measured.terms {
         let (scalar, factors) = if t.support.is_empty() {
             (t.factors[0][(0, 0)], Vec::new())
@@ -290,12 +301,27 @@ fn build_terms(measured: &MeasuredStrategy, shape: &[usize]) -> Result<Vec<Term>
                 None => fs.push(TermFactor::Ones(n)),
                 Some(k) => {
                     let f = factors[k];
-                    let pinv = pseudo_inverse(f.as_ref(), None)?;
-                    let projector = dp_linalg::gemm(pinv.as_ref(), f.as_ref(), Par::Seq);
+                    let key = (
+                        f.nrows(),
+                        f.ncols(),
+                        (0..f.ncols())
+                            .flat_map(|j| (0..f.nrows()).map(move |r| f[(r, j)].to_bits()))
+                            .collect(),
+                    );
+                    let (pinv, projector, contrast) = match solved.get(&key) {
+                        Some(done) => done.clone(),
+                        None => {
+                            let pinv = pseudo_inverse(f.as_ref(), None)?;
+                            let projector = dp_linalg::gemm(pinv.as_ref(), f.as_ref(), Par::Seq);
+                            let done = (pinv, projector, rows_sum_to_zero(f));
+                            solved.insert(key, done.clone());
+                            done
+                        }
+                    };
                     fs.push(TermFactor::Matrix {
                         pinv,
                         projector,
-                        contrast: rows_sum_to_zero(f),
+                        contrast,
                     });
                 }
             }
@@ -327,19 +353,20 @@ pub(super) fn explicit_products(
     Ok(out)
 }
 
-/// `tr(G P)` for a factor's Gram `G` and a term factor's projector.
-fn trace_gp(g: &Mat<f64>, f: &TermFactor) -> f64 {
+/// `tr(WᵀW P) = ‖W P‖²_F` for a workload factor `W` and a term factor's
+/// projector `P` (symmetric and idempotent), without forming the n×n
+/// Gram `WᵀW`: `P = 11ᵀ/n` for the ones row gives `Σ_r (row sum_r)²/n`.
+fn trace_gp(w: &Mat<f64>, f: &TermFactor) -> f64 {
     match f {
         TermFactor::Ones(n) => {
-            // P = 11ᵀ/n: tr(G P) = 1ᵀG1/n.
-            let s: f64 = (0..g.nrows())
-                .flat_map(|i| (0..g.ncols()).map(move |j| (i, j)))
-                .map(|(i, j)| g[(i, j)])
+            let s: f64 = (0..w.nrows())
+                .map(|r| (0..w.ncols()).map(|j| w[(r, j)]).sum::<f64>().powi(2))
                 .sum();
             s / *n as f64
         }
         TermFactor::Matrix { projector, .. } => {
-            dp_linalg::trace_of_product(g.as_ref(), projector.as_ref()).unwrap_or(f64::NAN)
+            let wp = dp_linalg::gemm(w.as_ref(), projector.as_ref(), Par::Seq);
+            dp_linalg::frobenius_norm(wp.as_ref()).powi(2)
         }
     }
 }
@@ -383,9 +410,12 @@ fn orthogonal(problem: &Problem) -> Result<Reconstruction> {
             })
             .collect();
         check_row_space(p, &ws, &relevant)?;
-        let m: usize = ws.iter().map(|w| w.nrows()).product();
-        let mut ans = vec![0.0; m];
-        let mut var = vec![0.0; m];
+        let m = ws
+            .iter()
+            .try_fold(1usize, |acc, w| acc.checked_mul(w.nrows()));
+        let mut ans = super::resources::try_zeros(m, "the answers")?;
+        let mut var = super::resources::try_zeros(m, "the variances")?;
+        let m = ans.len();
         for t in relevant {
             let qs: Vec<Mat<f64>> = ws
                 .iter()
@@ -435,21 +465,18 @@ fn orthogonal(problem: &Problem) -> Result<Reconstruction> {
 /// Refuses query product `p` (factors `ws`) when it leaves the row space
 /// of the orthogonal terms: `Πᵢ tr(Gᵢ) − Σ_t Πᵢ tr(Gᵢ P_{t,i})`.
 fn check_row_space(p: usize, ws: &[Mat<f64>], terms: &[&Term]) -> Result<()> {
-    let grams: Vec<Mat<f64>> = ws
+    // tr(Gᵢ) = ‖Wᵢ‖²_F: no n×n Gram is formed (an attribute summed out
+    // may have 10⁵ values).
+    let total: f64 = ws
         .iter()
-        .map(|w| dp_linalg::gram(w.as_ref(), Par::Seq))
-        .collect();
-    let total: f64 = grams
-        .iter()
-        .map(|g| (0..g.nrows()).map(|i| g[(i, i)]).sum::<f64>())
+        .map(|w| dp_linalg::frobenius_norm(w.as_ref()).powi(2))
         .product();
     let covered: f64 = terms
         .iter()
         .map(|t| {
-            grams
-                .iter()
+            ws.iter()
                 .zip(&t.factors)
-                .map(|(g, f)| trace_gp(g, f))
+                .map(|(w, f)| trace_gp(w, f))
                 .product::<f64>()
         })
         .sum();

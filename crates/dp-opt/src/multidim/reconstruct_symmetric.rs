@@ -212,8 +212,11 @@ fn answer_all(
         let zero: Vec<usize> = (0..ws.len())
             .filter(|&i| (0..ws[i].nrows()).all(|r| rowsum[i][(r, 0)] == 0.0))
             .collect();
-        let m: usize = ws.iter().map(|w| w.nrows()).product();
-        let (mut ans, mut var) = (vec![0.0; m], vec![0.0; m]);
+        let m = ws
+            .iter()
+            .try_fold(1usize, |acc, w| acc.checked_mul(w.nrows()));
+        let mut ans = super::resources::try_zeros(m, "the answers")?;
+        let mut var = super::resources::try_zeros(m, "the variances")?;
         if zero.iter().all(|z| free.contains(z)) {
             let optional: Vec<usize> = free.iter().copied().filter(|i| !zero.contains(i)).collect();
             if optional.len() > MAX_FREE_ATTRIBUTES {

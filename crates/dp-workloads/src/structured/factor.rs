@@ -183,8 +183,10 @@ pub fn kron_all(mats: &[Mat<f64>]) -> Mat<f64> {
 
 /// `(⊗ᵢ Mᵢ) x` without forming the product: each `Mᵢ` (mᵢ×nᵢ) is applied
 /// along axis i of `x` viewed as an n₁×…×n_d tensor in row-major order
-/// (the last axis fastest). Cost `Σᵢ (Π_{j<i} mⱼ)(Π_{j≥i} nⱼ) mᵢ`, never
-/// `Π mᵢ · Π nᵢ`.
+/// (the last axis fastest). Only the nonzero entries of each `Mᵢ` are
+/// visited (listed once per factor), so the cost is
+/// `Σᵢ (Π_{j<i} mⱼ) nnz(Mᵢ) (Π_{j>i} nⱼ)` — an identity factor costs one
+/// pass over the tensor wherever it stands — never `Π mᵢ · Π nᵢ`.
 pub fn kron_matvec(mats: &[&Mat<f64>], x: &[f64]) -> SResult<Vec<f64>> {
     let mut dims: Vec<usize> = mats.iter().map(|m| m.ncols()).collect();
     let n: usize = dims.iter().product();
@@ -199,19 +201,39 @@ pub fn kron_matvec(mats: &[&Mat<f64>], x: &[f64]) -> SResult<Vec<f64>> {
         let outer: usize = dims[..k].iter().product();
         let inner: usize = dims[k + 1..].iter().product();
         let (dk, mk) = (dims[k], m.nrows());
-        let mut out = vec![0.0; outer * mk * inner];
+        let nonzero: Vec<Vec<(usize, f64)>> = (0..mk)
+            .map(|q| {
+                (0..dk)
+                    .map(|j| (j, m[(q, j)]))
+                    .filter(|&(_, a)| a != 0.0)
+                    .collect()
+            })
+            .collect();
+        let len = outer
+            .checked_mul(mk)
+            .and_then(|l| l.checked_mul(inner))
+            .ok_or(StructuredError::TooLarge {
+                what: "tensor entries",
+                cells: outer as f64 * mk as f64 * inner as f64,
+                action: "index",
+            })?;
+        let mut out = Vec::new();
+        out.try_reserve_exact(len)
+            .map_err(|_| StructuredError::TooLarge {
+                what: "tensor entries",
+                cells: len as f64,
+                action: "allocate",
+            })?;
+        out.resize(len, 0.0);
         for o in 0..outer {
             let src = &t[o * dk * inner..(o + 1) * dk * inner];
             let dst = &mut out[o * mk * inner..(o + 1) * mk * inner];
-            for q in 0..mk {
+            for (q, entries) in nonzero.iter().enumerate() {
                 let row = &mut dst[q * inner..(q + 1) * inner];
-                for j in 0..dk {
-                    let a = m[(q, j)];
-                    if a != 0.0 {
-                        let col = &src[j * inner..(j + 1) * inner];
-                        for (r, c) in row.iter_mut().zip(col) {
-                            *r += a * c;
-                        }
+                for &(j, a) in entries {
+                    let col = &src[j * inner..(j + 1) * inner];
+                    for (r, c) in row.iter_mut().zip(col) {
+                        *r += a * c;
                     }
                 }
             }

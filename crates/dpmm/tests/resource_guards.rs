@@ -1,0 +1,310 @@
+//! Huge domains through the binary: `dpmm plan` and `dpmm release` end
+//! with a result or one line and exit status 2 — never an abort, a panic
+//! or an internal error — and a release that writes no answers leaves the
+//! ledger byte for byte as it was (every sizing and refusal comes before
+//! the charge). Times are measured in release builds (README); here only
+//! the outcome is asserted.
+
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{Run, arg, dpmm, scratch_dir};
+
+/// [`dpmm`] with a longer bound: a release of ten million answers takes
+/// minutes in a debug build (seconds in a release build, README). The
+/// bound catches a hang; it does not time the run.
+fn dpmm_long(args: &[&str]) -> Run {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dpmm"))
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > Duration::from_secs(1200) {
+            let _ = child.kill();
+            panic!("dpmm {args:?} hung");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::new(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// A domain of `sizes` named `a0, a1, …`: the spec with `queries`, a schema
+/// of integer bins `[0, size)` and a few records.
+fn case(dir: &Path, name: &str, sizes: &[usize], queries: &str) -> (PathBuf, PathBuf, PathBuf) {
+    let domain: Vec<String> = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, s)| format!(r#"{{"name": "a{i}", "size": {s}}}"#))
+        .collect();
+    let columns: Vec<String> = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            format!(r#"{{"name": "a{i}", "column": "a{i}", "bins": {{"start": 0, "stop": {s}, "width": 1}}}}"#)
+        })
+        .collect();
+    let spec = dir.join(format!("{name}.spec.json"));
+    let schema = dir.join(format!("{name}.schema.json"));
+    let data = dir.join(format!("{name}.csv"));
+    std::fs::write(
+        &spec,
+        format!(
+            r#"{{"domain": [{}], "queries": {queries}}}"#,
+            domain.join(", ")
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        &schema,
+        format!(r#"{{"domain": [{}]}}"#, columns.join(", ")),
+    )
+    .unwrap();
+    let header: Vec<String> = (0..sizes.len()).map(|i| format!("a{i}")).collect();
+    let mut csv = header.join(",") + "\n";
+    for r in 0..50usize {
+        let row: Vec<String> = sizes.iter().map(|s| ((r * 7919) % s).to_string()).collect();
+        csv += &(row.join(",") + "\n");
+    }
+    std::fs::write(&data, csv).unwrap();
+    (spec, schema, data)
+}
+
+/// A result (status 0) or a refusal (status 2, one line); never anything
+/// else.
+fn result_or_refusal(run: &Run, what: &str) -> bool {
+    assert!(
+        run.code == 0 || run.is_refusal(),
+        "{what}: status {}, stderr {:?}",
+        run.code,
+        run.stderr
+    );
+    run.code == 0
+}
+
+/// `--delta` for the privacy model (`None`: pure).
+fn delta_args(delta: Option<&str>) -> Vec<&str> {
+    delta.map_or_else(Vec::new, |d| vec!["--delta", d])
+}
+
+/// Plans and releases `spec` under both privacy models; checks the
+/// outcomes and the ledger; returns whether (plan, release) produced
+/// results, per model.
+fn plan_and_release(
+    dir: &Path,
+    name: &str,
+    (spec, schema, data): &(PathBuf, PathBuf, PathBuf),
+) -> Vec<(bool, bool)> {
+    let mut out = Vec::new();
+    for (privacy, delta) in [("pure", None), ("approx", Some("1e-6"))] {
+        let tag = format!("{name}-{privacy}");
+        let plan = dir.join(format!("{tag}.plan.json"));
+        let mut args = vec![
+            "plan",
+            "--workload",
+            arg(spec),
+            "--privacy",
+            privacy,
+            "--epsilon",
+            "1",
+            "--out",
+            arg(&plan),
+        ];
+        args.extend(delta_args(delta));
+        let planned = result_or_refusal(&dpmm_long(&args), &format!("plan {tag}"));
+        assert_eq!(
+            planned,
+            plan.exists(),
+            "{tag}: a plan file exactly when planned"
+        );
+        let ledger = dir.join(format!("{tag}.ledger.jsonl"));
+        let _ = std::fs::remove_file(&ledger);
+        let mut init = vec![
+            "ledger",
+            "init",
+            "--ledger",
+            arg(&ledger),
+            "--total-epsilon",
+            "10",
+        ];
+        if delta.is_some() {
+            init.extend(["--total-delta", "1e-5"]);
+        }
+        assert_eq!(dpmm(&init).code, 0, "{tag}: ledger init");
+        let before = std::fs::read(&ledger).unwrap();
+        let answers = dir.join(format!("{tag}.answers.csv"));
+        let mut args = vec![
+            "release",
+            "--data",
+            arg(data),
+            "--schema",
+            arg(schema),
+            "--workload",
+            arg(spec),
+            "--epsilon",
+            "1",
+            "--ledger",
+            arg(&ledger),
+            "--out",
+            arg(&answers),
+        ];
+        args.extend(delta_args(delta));
+        let released = result_or_refusal(&dpmm_long(&args), &format!("release {tag}"));
+        assert_eq!(
+            released,
+            answers.exists(),
+            "{tag}: answers exactly when released"
+        );
+        let after = std::fs::read(&ledger).unwrap();
+        if released {
+            assert!(after.len() > before.len(), "{tag}: a release is charged");
+            let _ = std::fs::remove_file(&answers);
+        } else {
+            assert_eq!(after, before, "{tag}: a refused release spends nothing");
+        }
+        out.push((planned, released));
+    }
+    out
+}
+
+/// A 5-way marginal over 10¹⁵ cells: its 10¹⁵ answers cannot be held, so
+/// the release is refused, under either model.
+#[test]
+fn a_five_way_marginal_over_1e15_cells() {
+    let dir = scratch_dir("guards-5way");
+    let files = case(
+        &dir,
+        "m5",
+        &[1000; 5],
+        r#"[{"marginal": ["a0", "a1", "a2", "a3", "a4"]}]"#,
+    );
+    for (_, released) in plan_and_release(&dir, "m5", &files) {
+        assert!(!released);
+    }
+}
+
+/// An attribute of 10⁵ values: queried, every plan needs a dense factor of
+/// 10¹⁰ entries (refused); summed out of every query, it costs nothing and
+/// the release succeeds.
+#[test]
+fn an_attribute_of_1e5_values() {
+    let dir = scratch_dir("guards-1e5");
+    for (name, queries) in [
+        ("identity", r#"[{"kron": {"a0": "identity"}}]"#),
+        (
+            "prefix",
+            r#"[{"kron": {"a0": "prefix", "a1": "identity"}}]"#,
+        ),
+        ("marginals", r#"[{"marginals": {"k": 1}}]"#),
+    ] {
+        let files = case(&dir, name, &[100_000, 3], queries);
+        for (planned, released) in plan_and_release(&dir, name, &files) {
+            assert!(!planned && !released, "{name}");
+        }
+    }
+    let files = case(
+        &dir,
+        "unused",
+        &[100_000, 3, 4],
+        r#"[{"marginal": ["a1", "a2"]}]"#,
+    );
+    for (planned, released) in plan_and_release(&dir, "unused", &files) {
+        assert!(planned && released);
+    }
+}
+
+/// All 2-way marginals over 1000⁵ cells: ten tables of 10⁶ cells.
+#[test]
+fn all_two_way_marginals_over_1000_to_the_5() {
+    let dir = scratch_dir("guards-2way");
+    let files = case(&dir, "k2", &[1000; 5], r#"[{"marginals": {"k": 2}}]"#);
+    plan_and_release(&dir, "k2", &files);
+}
+
+/// `--max-memory` is parsed with units, refused when zero or malformed,
+/// and a limit too small for the release refuses it before the charge.
+#[test]
+fn max_memory_limits_and_refuses_before_the_charge() {
+    let dir = scratch_dir("guards-limit");
+    let (spec, schema, data) = case(&dir, "small", &[3, 4], r#"[{"marginals": {"k": 1}}]"#);
+    let ledger = dir.join("ledger.jsonl");
+    let _ = std::fs::remove_file(&ledger);
+    assert_eq!(
+        dpmm(&[
+            "ledger",
+            "init",
+            "--ledger",
+            arg(&ledger),
+            "--total-epsilon",
+            "1"
+        ])
+        .code,
+        0
+    );
+    let before = std::fs::read(&ledger).unwrap();
+    let answers = dir.join("answers.csv");
+    let release = |limit: &str| {
+        dpmm(&[
+            "release",
+            "--data",
+            arg(&data),
+            "--schema",
+            arg(&schema),
+            "--workload",
+            arg(&spec),
+            "--epsilon",
+            "0.5",
+            "--ledger",
+            arg(&ledger),
+            "--out",
+            arg(&answers),
+            "--max-memory",
+            limit,
+        ])
+    };
+    for bad in ["0", "8X", "1.5.1G", "lots"] {
+        let run = release(bad);
+        assert!(run.is_refusal(), "{bad}: {run:?}");
+        assert!(run.stderr.contains("max-memory"), "{bad}: {}", run.stderr);
+    }
+    let run = release("1k");
+    assert!(run.is_refusal(), "{run:?}");
+    assert!(
+        run.stderr.contains("over the memory limit of 1.0 kB"),
+        "{}",
+        run.stderr
+    );
+    assert!(!answers.exists());
+    assert_eq!(std::fs::read(&ledger).unwrap(), before);
+    let run = release("1GiB");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(answers.exists());
+    let plan = dir.join("plan.json");
+    let run = dpmm(&[
+        "plan",
+        "--workload",
+        arg(&spec),
+        "--privacy",
+        "pure",
+        "--epsilon",
+        "1",
+        "--out",
+        arg(&plan),
+        "--max-memory",
+        "100",
+    ]);
+    assert!(run.is_refusal(), "{run:?}");
+    assert!(!plan.exists());
+}
