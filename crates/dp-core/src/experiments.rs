@@ -42,26 +42,3 @@ impl SeededSession {
         ))
     }
 }
-
-/// Deliberately broken sessions, for the privacy audit only (`cargo
-/// xtask audit --broken …`), which must catch them. Compiled only with the
-/// `broken-mechanisms` feature; every session here is seeded and unlimited
-/// ([`crate::Session::is_reproducible`]), so no release path takes one.
-#[cfg(feature = "broken-mechanisms")]
-pub mod broken {
-    use crate::kernel::{Fault, Session};
-
-    /// An unlimited seeded session whose kernel calibrates every
-    /// measurement's noise to half the true sensitivity (so an ε-charged
-    /// Laplace measurement is 2ε-DP, a ρ-charged Gaussian one 4ρ-zCDP).
-    pub fn halved_sensitivity(seed: u64) -> Session {
-        super::SeededSession::unlimited(seed).with_fault(Fault::HalvedSensitivity)
-    }
-
-    /// An unlimited seeded session whose source is rewound to `seed` before
-    /// every measurement: two measurements of the same shape draw the same
-    /// noise, as with a cloned source, and their difference is exact.
-    pub fn reused_noise(seed: u64) -> Session {
-        super::SeededSession::unlimited(seed).with_fault(Fault::ReusedNoise(seed))
-    }
-}

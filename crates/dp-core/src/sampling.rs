@@ -5,8 +5,26 @@
 //! Every draw is an exact computation on integers: the samplers consume
 //! uniformly random bits and compare big integers, so the distribution
 //! drawn is exactly the stated one (no floating point, hence none of the
-//! low-order-bit leaks of Mironov, CCS 2012). The running time of a draw
-//! depends only on the scale, never on the data the noise is added to.
+//! low-order-bit leaks of Mironov, CCS 2012).
+//!
+//! # Timing
+//!
+//! A draw never sees the data, so its running time is a function of the
+//! scale and of the random bits only: its *distribution* is the same
+//! whatever the data. The running time is not independent of the *value
+//! drawn*, though. In the discrete Laplace sampler the geometric loop
+//! (`V`, Bernoulli(e⁻¹) until the first failure) runs about
+//! `|noise|/scale` times, and the Bernoulli(exp(−γ)) steps run about
+//! `⌊γ⌋` times, `γ` growing with the proposal's magnitude in the
+//! discrete Gaussian's acceptance test; rejected proposals add more.
+//! The noise is what hides the data: someone who can time the draws of
+//! one release learns roughly `|noise|/scale` per value, and with the
+//! published `answer = Ã x + noise` learns something about `Ã x` that
+//! the privacy guarantee does not cover. A release's total time sums
+//! these over its values, so it too varies (less sharply) with the noise
+//! drawn. The guarantee therefore assumes that whoever receives the
+//! answers cannot time the kernel's draws. The loops are not truncated:
+//! a bounded loop would no longer draw the exact distribution.
 //!
 //! This module is private to the kernel: only [`crate::kernel`] draws
 //! noise, and only after charging the session's accountant.
@@ -128,7 +146,8 @@ impl NoiseSource {
     /// `t = num/den > 0` on ℤ, `P[Y = y] ∝ exp(−|y|/t)` (CKS20
     /// Algorithm 2; its integers `s, t` are our `den, num`). When both
     /// fit in 126 bits the same algorithm runs on machine integers
-    /// ([`Self::discrete_laplace_u128`]).
+    /// ([`Self::discrete_laplace_u128`]). The loop over `V` runs about
+    /// `|Y|/t` times: see the module's section on timing.
     pub(crate) fn discrete_laplace(&mut self, num: &BigUint, den: &BigUint) -> (bool, BigUint) {
         if let (Some(n), Some(d)) = (small(num), small(den)) {
             return self.discrete_laplace_u128(n, d);

@@ -348,9 +348,8 @@ impl Session {
             .map(|s| data.marginal(s))
             .collect::<Result<Vec<_>>>()?;
         let q = &strategy.quantized;
-        let plan = NoisePlan::new(q, cost, self.calibration_divisor())?;
+        let plan = NoisePlan::new(q, cost)?;
         self.charge(cost)?;
-        self.replay_fault();
         let mut answers = Vec::with_capacity(strategy.rows);
         for (t, x) in inputs.iter().enumerate() {
             answers.extend(q.apply_term(t, x));

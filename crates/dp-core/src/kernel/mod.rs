@@ -133,21 +133,6 @@ pub struct Session {
     spent: f64,
     measurements: usize,
     noise: NoiseSource,
-    /// A deliberate fault, set only by [`crate::experiments::broken`].
-    #[cfg(feature = "broken-mechanisms")]
-    fault: Option<Fault>,
-}
-
-/// The deliberate faults of [`crate::experiments::broken`]: real broken
-/// mechanisms that the privacy audit must catch.
-#[cfg(feature = "broken-mechanisms")]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Fault {
-    /// The noise is calibrated to half the sensitivity.
-    HalvedSensitivity,
-    /// Every measurement replays the noise of the source's seed, as a
-    /// cloned (or re-seeded) source would.
-    ReusedNoise(u64),
 }
 
 impl Session {
@@ -181,34 +166,6 @@ impl Session {
             spent: 0.0,
             measurements: 0,
             noise,
-            #[cfg(feature = "broken-mechanisms")]
-            fault: None,
-        }
-    }
-
-    /// The session with a deliberate fault ([`crate::experiments::broken`]).
-    #[cfg(feature = "broken-mechanisms")]
-    pub(crate) fn with_fault(mut self, fault: Fault) -> Self {
-        self.fault = Some(fault);
-        self
-    }
-
-    /// The divisor of the sensitivity used for calibration: 1, except in a
-    /// deliberately broken session.
-    fn calibration_divisor(&self) -> u8 {
-        #[cfg(feature = "broken-mechanisms")]
-        if self.fault == Some(Fault::HalvedSensitivity) {
-            return 2;
-        }
-        1
-    }
-
-    /// Rewinds the source to its seed before a measurement in a
-    /// deliberately broken session; nothing otherwise.
-    fn replay_fault(&mut self) {
-        #[cfg(feature = "broken-mechanisms")]
-        if let Some(Fault::ReusedNoise(seed)) = self.fault {
-            self.noise = NoiseSource::seeded(seed);
         }
     }
 
@@ -286,9 +243,8 @@ impl Session {
     ) -> Result<Measurement> {
         crate::validate::check_histogram_cells("strategy", strategy.ncols(), data.len())?;
         let q = strategy.quantized()?;
-        let plan = NoisePlan::new(q, cost, self.calibration_divisor())?;
+        let plan = NoisePlan::new(q, cost)?;
         self.charge(cost)?;
-        self.replay_fault();
         let answers = q.apply(data.counts());
         self.add_noise(answers, q, &plan, cost, None)
     }
@@ -345,9 +301,8 @@ struct NoisePlan {
 }
 
 impl NoisePlan {
-    /// The plan for `cost` on `q`, calibrated to the sensitivity divided
-    /// by `divisor` (1 except in a deliberately broken session).
-    fn new(q: &strategy::QuantizedStrategy, cost: Cost, divisor: u8) -> Result<Self> {
+    /// The plan for `cost` on `q`, calibrated to its exact sensitivity.
+    fn new(q: &strategy::QuantizedStrategy, cost: Cost) -> Result<Self> {
         match cost {
             Cost::Epsilon(eps) => {
                 // t = Δ₁/ε exactly: ε = a/b ⇒ t = Δ₁ b / a.
@@ -357,7 +312,7 @@ impl NoisePlan {
                 Ok(Self {
                     kind: PlanKind::Laplace {
                         num: d1 * b,
-                        den: a * divisor,
+                        den: a,
                     },
                     scale: sensitivity / eps,
                     sensitivity,
@@ -369,10 +324,7 @@ impl NoisePlan {
                 let d2sq = q.sensitivity_l2_squared();
                 let sensitivity = to_f64(&d2sq).sqrt();
                 Ok(Self {
-                    kind: PlanKind::Gaussian(DiscreteGaussian::new(
-                        d2sq * b,
-                        &(a * 2u8 * divisor * divisor),
-                    )),
+                    kind: PlanKind::Gaussian(DiscreteGaussian::new(d2sq * b, &(a * 2u8))),
                     scale: sensitivity / (2.0 * rho).sqrt(),
                     sensitivity,
                 })
