@@ -22,6 +22,7 @@ mod failure;
 mod ledger_cmd;
 mod plan_cmd;
 mod release;
+mod release_figures;
 mod release_plan;
 
 use failure::Failure;

@@ -8,7 +8,8 @@
 //!    against the schema's domain, the plan (optimized now, or read from
 //!    `--plan`), the quantized strategy, a
 //!    dry-run reconstruction (the workload must lie in the strategy's row
-//!    space), the ledger (opened, locked, its hash chain verified, enough
+//!    space) and from it the figures reported (a plan file's own are
+//!    checked against them, never echoed), the ledger (opened, locked, its hash chain verified, enough
 //!    budget left).
 //! 2. Aggregate the records (or the pre-aggregated table) into only the
 //!    count tables the strategy reads; memory is those tables.
@@ -41,6 +42,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::json;
 
 use crate::Failure;
+use crate::release_figures::{Figures, check_plan_file, group_rmse, recompute};
 use crate::release_plan::{Strategy, describe};
 
 /// The two-sided 95% standard normal quantile.
@@ -95,6 +97,8 @@ struct Prepared {
     workload: StructuredWorkload,
     strategy: Strategy,
     kernel_strategy: MarginalStrategy,
+    /// The figures reported, recomputed from `kernel_strategy`.
+    figures: Figures,
     layout: Layout,
     ledger: Ledger,
     cost: Cost,
@@ -142,11 +146,16 @@ fn prepare(args: &ReleaseArgs) -> Result<Prepared, Failure> {
         Cost::Rho(_) => PrivacyModel::Approx,
     };
     let schema = Schema::from_path(&args.schema)?;
+    // The workload a plan file carries, when another one is released.
+    let mut planned_for = None;
     let (workload, strategy) = match &args.plan {
         Some(path) => {
             let (strategy, embedded) = Strategy::from_file(path, &schema)?;
             let workload = match (&args.workload, embedded) {
-                (Some(spec), _) => load_workload(spec, &schema)?,
+                (Some(spec), embedded) => {
+                    planned_for = embedded;
+                    load_workload(spec, &schema)?
+                }
                 (None, Some(w)) => w,
                 (None, None) => {
                     return Err(Failure::BadInput(format!(
@@ -183,7 +192,25 @@ fn prepare(args: &ReleaseArgs) -> Result<Prepared, Failure> {
             2.0 * (h as f64 / (1u64 << 53) as f64) - 1.0
         })
         .collect();
-    reconstruct(&workload, &kernel_strategy.measured_strategy(), &probe, 1.0)?;
+    let dry = reconstruct(&workload, &kernel_strategy.measured_strategy(), &probe, 1.0)?;
+    let figures = recompute(&workload, &kernel_strategy, model, &strategy.figures, &dry)?;
+    if let Some(path) = &args.plan {
+        let own = match &planned_for {
+            None if args.workload.is_none() => Some(figures.clone()),
+            None => None,
+            Some(w) => {
+                let dry = reconstruct(w, &kernel_strategy.measured_strategy(), &probe, 1.0)?;
+                Some(recompute(
+                    w,
+                    &kernel_strategy,
+                    model,
+                    &strategy.figures,
+                    &dry,
+                )?)
+            }
+        };
+        check_plan_file(path, &strategy.figures, &figures, own.as_ref())?;
+    }
     let layout = Layout::choose(schema.domain(), &strategy.tables(), DEFAULT_CELL_LIMIT)?;
     let ledger = Ledger::open(&args.ledger)?;
     let charge = match (ledger.budget(), cost) {
@@ -209,6 +236,7 @@ fn prepare(args: &ReleaseArgs) -> Result<Prepared, Failure> {
         workload,
         strategy,
         kernel_strategy,
+        figures,
         layout,
         ledger,
         cost,
@@ -414,10 +442,7 @@ fn sidecar(
         LedgerBudget::PureDp { .. } => "epsilon",
         LedgerBudget::Zcdp { .. } => "rho (zCDP)",
     };
-    let figures = &p.strategy.figures;
-    let gap = figures
-        .lower_bound
-        .map(|l| (figures.objective - l) / figures.objective);
+    let figures = &p.figures;
     let value = json!({
         "mechanism": format!("matrix mechanism: {noise} noise on a structured strategy, least-squares reconstruction"),
         "noise": noise,
@@ -437,8 +462,11 @@ fn sidecar(
             "objective_name": figures.objective_name,
             "objective": figures.objective,
             "lower_bound": figures.lower_bound,
-            "duality_gap": gap,
+            "duality_gap": figures.duality_gap,
+            "figures": "recomputed from the strategy measured, on the queries answered; \
+                        lower_bound only where it has a closed form (marginal workloads)",
         },
+        "groups": group_rmse(&p.workload, rec),
         "reconstruction": rec.method,
         "variances": match rec.variance_method {
             VarianceMethod::Exact => "exact",
