@@ -112,6 +112,12 @@ pub fn optimize_report(
     if let (Some(bound), Some(gap)) = (checked.lower_bound, checked.duality_gap) {
         obj.insert("lower_bound".into(), num(bound));
         obj.insert("duality_gap".into(), num(gap));
+        if gap < 0.0 {
+            obj.insert(
+                "numerical_failure".into(),
+                json!("the lower bound exceeds the recomputed objective"),
+            );
+        }
     }
     Value::Object(obj)
 }

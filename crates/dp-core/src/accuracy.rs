@@ -11,7 +11,9 @@
 //! total error is `2 l1_obj / ε²`) and `l2_obj = Δ₂(A)² tr(WᵀW (AᵀA)⁺)`
 //! ((ε,δ)-DP; the total error is `c(ε,δ)² l2_obj`).
 
-use dp_linalg::{MatRef, Par, SymmetricEigen, ThinSvd, gram_root};
+use dp_linalg::{
+    Mat, MatRef, Par, SymmetricEigen, ThinSvd, gram_root, solve_upper_transpose, triangular_factor,
+};
 
 use crate::calibration::NoiseCalibration;
 use crate::least_squares::StrategyFactors;
@@ -194,19 +196,40 @@ pub fn svd_lower_bound_from_gram(gram: MatRef<'_, f64>) -> Result<f64> {
     Ok(sum * sum / gram.nrows() as f64)
 }
 
-/// [`evaluate_strategy`] for a workload given by its Gram matrix `WᵀW`.
-///
-/// Full-column-rank strategies (the common case: I_n, H_n, Y_n, COA's
-/// Cholesky factor) take a fast path: `tr(G (AᵀA)⁻¹)` through a Cholesky
-/// solve, with support automatic. Otherwise the workload is replaced by
-/// its Gram root (same Gram matrix, so the same total error and support).
+/// [`evaluate_strategy`] for a workload given by its Gram matrix `WᵀW`
+/// (see [`evaluate_strategy_gram_with_root`]).
 pub fn evaluate_strategy_gram(
     gram: MatRef<'_, f64>,
+    strategy: MatRef<'_, f64>,
+) -> Result<StrategyEvaluation> {
+    evaluate_strategy_gram_with_root(gram, None, strategy)
+}
+
+/// [`evaluate_strategy`] for a workload given by its Gram matrix `G = WᵀW`
+/// and, optionally, a root `B` of it (`BᵀB = G`, e.g. R of a QR of W,
+/// which keeps directions of W that `G`'s rounding loses).
+///
+/// Full-column-rank strategies (the common case: I_n, H_n, Y_n, COA's
+/// Cholesky factor) take a fast path from `R`, the triangular factor of a
+/// QR of the strategy itself (`AᵀA = RᵀR`, never formed): `tr(G (AᵀA)⁻¹)`
+/// is `‖B R⁻¹‖²_F` with a root, else `tr(R⁻ᵀ G R⁻¹)`, by triangular
+/// solves, with support automatic. Inverting a formed `AᵀA` would lose
+/// `κ(A)²·ε` relative (4e-3 at κ(A) = 6.5e6, where COA's strategies on
+/// badly scaled ranges sit); the factor loses about `κ(A)·ε`. Otherwise
+/// the workload is replaced by its Gram root (same Gram matrix, so the
+/// same total error and support).
+pub fn evaluate_strategy_gram_with_root(
+    gram: MatRef<'_, f64>,
+    root: Option<MatRef<'_, f64>>,
     strategy: MatRef<'_, f64>,
 ) -> Result<StrategyEvaluation> {
     check_gram(gram)?;
     check_nonzero_matrix("strategy", strategy)?;
     check_same_columns("Gram matrix", gram, strategy)?;
+    if let Some(b) = root {
+        check_matrix("workload root", b)?;
+        check_same_columns("Gram matrix", gram, b)?;
+    }
     let n = strategy.ncols();
     let supported = |strategy_rank| SupportCheck {
         supported: true,
@@ -216,7 +239,7 @@ pub fn evaluate_strategy_gram(
     };
     // The identity, exactly (a candidate of every never-worse-than-identity
     // rule): AᵀA = I, Δ₁ = Δ₂ = 1 and tr(G (AᵀA)⁻¹) = tr G, in O(n²)
-    // instead of a product and a solve of O(n³).
+    // instead of a factorization of O(n³).
     let is_identity = strategy.nrows() == n
         && (0..n).all(|j| (0..n).all(|i| strategy[(i, j)] == if i == j { 1.0 } else { 0.0 }));
     if is_identity {
@@ -227,26 +250,41 @@ pub fn evaluate_strategy_gram(
             support: supported(n),
         });
     }
-    // Only the lower triangle: the Cholesky factor reads nothing else.
-    let ata = dp_linalg::gram_lower(strategy, Par::rayon(0));
-    if let Ok(chol) = dp_linalg::Cholesky::factor(ata.as_ref()) {
-        // Accept the fast path only when AᵀA is comfortably nonsingular
-        // (its Cholesky pivots bound the conditioning from below).
-        let l = chol.lower();
-        let diag: Vec<f64> = (0..l.nrows()).map(|i| l[(i, i)]).collect();
-        let (dmin, dmax) = diag.iter().fold((f64::INFINITY, 0.0_f64), |(lo, hi), &d| {
-            (lo.min(d), hi.max(d))
+    if let Some(r) = full_rank_factor(strategy)? {
+        let trace = match root {
+            Some(b) => solve_upper_transpose(r.as_ref(), b.transpose(), Par::rayon(0))?
+                .norm_l2()
+                .powi(2),
+            None => {
+                // R⁻ᵀ G, then R⁻ᵀ (R⁻ᵀ G)ᵀ = R⁻ᵀ G R⁻¹ (G symmetric).
+                let half = solve_upper_transpose(r.as_ref(), gram, Par::rayon(0))?;
+                let whole = solve_upper_transpose(r.as_ref(), half.transpose(), Par::rayon(0))?;
+                (0..n).map(|i| whole[(i, i)]).sum()
+            }
+        };
+        return Ok(StrategyEvaluation {
+            trace,
+            sensitivity_l1: sensitivity_l1(strategy)?,
+            sensitivity_l2: sensitivity_l2(strategy)?,
+            support: supported(n),
         });
-        if dmin > 1e-5 * dmax {
-            // G is symmetric (checked above), so tr(G M⁻¹) = Σ G ∘ M⁻¹.
-            let trace = chol.trace_inverse_times_symmetric(gram)?;
-            return Ok(StrategyEvaluation {
-                trace,
-                sensitivity_l1: sensitivity_l1(strategy)?,
-                sensitivity_l2: sensitivity_l2(strategy)?,
-                support: supported(n),
-            });
-        }
     }
     evaluate_strategy(gram_root(gram)?.as_ref(), strategy)
+}
+
+/// R (n×n) of a QR of the p×n strategy when it has full column rank
+/// comfortably: every `|Rᵢᵢ|` above `1e-5·max|Rᵢᵢ|` (R's diagonal bounds
+/// its conditioning from below; beyond, the SVD path decides the rank).
+fn full_rank_factor(strategy: MatRef<'_, f64>) -> Result<Option<Mat<f64>>> {
+    let n = strategy.ncols();
+    if strategy.nrows() < n {
+        return Ok(None);
+    }
+    let r = triangular_factor(strategy)?;
+    let (dmin, dmax) = (0..n)
+        .map(|i| r[(i, i)].abs())
+        .fold((f64::INFINITY, 0.0_f64), |(lo, hi), d| {
+            (lo.min(d), hi.max(d))
+        });
+    Ok((dmin > 1e-5 * dmax).then_some(r))
 }

@@ -45,7 +45,7 @@ pub use products::{
     lower_triangle_of_product_into, matmul, matmul_tn, outer_gram, stack_rows, symmetrize, trace,
     trace_of_product,
 };
-pub use qr::triangular_factor;
+pub use qr::{solve_upper_transpose, triangular_factor};
 
 /// Why a linear-algebra routine could not produce its result.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -93,6 +93,12 @@ pub enum LinalgError {
         right_rows: usize,
         /// Columns of the right operand.
         right_cols: usize,
+    },
+    /// A triangular matrix to solve with has a zero on its diagonal.
+    #[error("triangular matrix is singular (zero diagonal entry at index {pivot})")]
+    Singular {
+        /// Index of the first zero diagonal entry.
+        pivot: usize,
     },
     /// The matrix contains NaN or infinite entries.
     #[error("{what} contains a non-finite entry")]

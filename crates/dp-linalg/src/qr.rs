@@ -1,8 +1,9 @@
 //! The triangular factor of a tall matrix, taken over row blocks.
 
-use faer::{Mat, MatRef};
+use faer::linalg::triangular_solve::solve_lower_triangular_in_place;
+use faer::{Mat, MatRef, Par};
 
-use crate::{Result, require_finite};
+use crate::{LinalgError, Result, require_finite, require_rhs, require_square};
 
 /// Entries of a row block each QR step factors beside the running factor
 /// (8 MiB of f64).
@@ -23,6 +24,26 @@ const BLOCK_ENTRIES: usize = 1 << 20;
 pub fn triangular_factor(a: MatRef<'_, f64>) -> Result<Mat<f64>> {
     let n = a.ncols().max(1);
     triangular_factor_by_blocks(a, (BLOCK_ENTRIES / n).max(n))
+}
+
+/// `R⁻ᵀ B` for a square upper-triangular `R` (only its upper triangle is
+/// read) with a nonzero diagonal: forward substitution with `Rᵀ`, no
+/// product `RᵀR` formed and no inverse. Triangular solves are backward
+/// stable (Higham, *Accuracy and Stability of Numerical Algorithms*,
+/// Thm. 8.5), so with R from [`triangular_factor`] of A this whitens by
+/// A's own conditioning, not by that of a formed `AᵀA`. Fails on a
+/// non-square R, mismatched B, a zero on R's diagonal or non-finite input.
+pub fn solve_upper_transpose(r: MatRef<'_, f64>, b: MatRef<'_, f64>, par: Par) -> Result<Mat<f64>> {
+    require_square("triangular factor", r)?;
+    require_rhs("triangular solve", r.nrows(), b)?;
+    require_finite("triangular factor", r)?;
+    require_finite("right-hand side", b)?;
+    if let Some(i) = (0..r.nrows()).find(|&i| r[(i, i)] == 0.0) {
+        return Err(LinalgError::Singular { pivot: i });
+    }
+    let mut x = b.to_owned();
+    solve_lower_triangular_in_place(r.transpose(), x.as_mut(), par);
+    Ok(x)
 }
 
 fn triangular_factor_by_blocks(a: MatRef<'_, f64>, block_rows: usize) -> Result<Mat<f64>> {

@@ -336,7 +336,7 @@ impl StrategyOptimizer for Am {
             complete_on_touched_cells(strategy, problem.gram(), problem.privacy())?;
         let objective = problem.objective(strategy.as_ref())?;
         let lower_bound = bound * scale;
-        let relative_gap = ((objective - lower_bound) / objective).max(0.0);
+        let relative_gap = (objective - lower_bound) / objective;
         let termination = if relative_gap <= o.gap_tolerance {
             Termination::Converged {
                 criterion: format!(

@@ -2,7 +2,8 @@
 
 use dp_core::validate::{check_gram, check_nonzero_matrix};
 use dp_core::{
-    DpError, Result, StrategyEvaluation, evaluate_strategy_gram, svd_lower_bound_from_gram,
+    DpError, Result, StrategyEvaluation, evaluate_strategy_gram_with_root,
+    svd_lower_bound_from_gram,
 };
 use std::sync::{Arc, Mutex};
 
@@ -124,7 +125,10 @@ impl Problem {
     }
 
     /// The objective of `strategy` recomputed from scratch (never taken
-    /// from a solver's bookkeeping). A strategy equal entry by entry to
+    /// from a solver's bookkeeping), from a QR of the strategy itself and,
+    /// where it was kept, W's triangular factor rather than `WᵀW`
+    /// ([`dp_core::evaluate_strategy_gram_with_root`]): no ill-conditioned
+    /// `AᵀA` is formed or inverted. A strategy equal entry by entry to
     /// one this problem (or a clone of it) evaluated before gets that
     /// evaluation's result back.
     pub fn objective(&self, strategy: MatRef<'_, f64>) -> Result<f64> {
@@ -149,7 +153,8 @@ impl Problem {
     }
 
     fn evaluate(&self, strategy: MatRef<'_, f64>) -> Result<f64> {
-        let eval = evaluate_strategy_gram(self.gram.as_ref(), strategy)?;
+        let root = self.root.as_ref().map(|(r, _)| r.as_ref());
+        let eval = evaluate_strategy_gram_with_root(self.gram.as_ref(), root, strategy)?;
         if !eval.support.supported {
             return Err(DpError::UnsupportedWorkload {
                 relative_residual: eval.support.relative_residual,

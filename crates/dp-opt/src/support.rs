@@ -74,8 +74,8 @@ pub fn complete_on_touched_cells(
 /// Runs an optimizer and repairs its strategy's support with
 /// [`complete_on_touched_cells`] (for optimizers built on the Gram's
 /// numerically nonzero spectrum: the SVD bound's and COA's strategies).
-/// When rows are appended the report's objective (and certificate gap) is
-/// recomputed and `support_rows_appended` records how many.
+/// When rows are appended the report's objective (and certificate gap,
+/// unclamped) is recomputed and `support_rows_appended` records how many.
 pub struct Completed(pub Box<dyn StrategyOptimizer>);
 
 impl StrategyOptimizer for Completed {
@@ -92,7 +92,7 @@ impl StrategyOptimizer for Completed {
             let objective = problem.objective(strategy.as_ref())?;
             report.objective = objective;
             if let Some(c) = report.certificate.as_mut() {
-                c.relative_gap = ((objective - c.lower_bound) / objective).max(0.0);
+                c.relative_gap = (objective - c.lower_bound) / objective;
             }
             report
                 .diagnostics

@@ -25,6 +25,7 @@ mod ledger_cmd;
 mod output;
 mod plan_cmd;
 mod release;
+mod release_figures;
 mod release_plan;
 mod resources;
 

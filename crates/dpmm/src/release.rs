@@ -11,7 +11,8 @@
 //!    tables, measurement, reconstruction, answers: [`crate::resources`]),
 //!    the quantized strategy, a
 //!    dry-run reconstruction (the workload must lie in the strategy's row
-//!    space), the ledger (opened, locked, its hash chain verified, enough
+//!    space) and from it the figures reported (a plan file's own are
+//!    checked against them, never echoed), the ledger (opened, locked, its hash chain verified, enough
 //!    budget left).
 //! 2. Aggregate the records (or the pre-aggregated table) into only the
 //!    count tables the strategy reads; memory is those tables.
@@ -43,6 +44,9 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::json;
 
 use crate::Failure;
+use crate::release_figures::{
+    Figures, check_plan_file as check_plan_figures, group_rmse, recompute,
+};
 use crate::release_plan::{Strategy, describe};
 use crate::resources::{MemoryArgs, Spinner, check_plan_file, release_need};
 
@@ -101,6 +105,8 @@ struct Prepared {
     workload: StructuredWorkload,
     strategy: Strategy,
     kernel_strategy: MarginalStrategy,
+    /// The figures reported, recomputed from `kernel_strategy`.
+    figures: Figures,
     layout: Layout,
     ledger: Ledger,
     cost: Cost,
@@ -148,12 +154,17 @@ fn prepare(args: &ReleaseArgs) -> Result<Prepared, Failure> {
     };
     let schema = Schema::from_path(&args.schema)?;
     let limit = args.memory.limit();
+    // The workload a plan file carries, when another one is released.
+    let mut planned_for = None;
     let (workload, strategy) = match &args.plan {
         Some(path) => {
             check_plan_file(path, limit)?;
             let (strategy, embedded) = Strategy::from_file(path, &schema)?;
             let workload = match (&args.workload, embedded) {
-                (Some(spec), _) => load_workload(spec, &schema)?,
+                (Some(spec), embedded) => {
+                    planned_for = embedded;
+                    load_workload(spec, &schema)?
+                }
                 (None, Some(w)) => w,
                 (None, None) => {
                     return Err(Failure::BadInput(format!(
@@ -199,7 +210,25 @@ fn prepare(args: &ReleaseArgs) -> Result<Prepared, Failure> {
         let h = (i.wrapping_add(1)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 11;
         2.0 * (h as f64 / (1u64 << 53) as f64) - 1.0
     }));
-    reconstruct(&workload, &kernel_strategy.measured_strategy(), &probe, 1.0)?;
+    let dry = reconstruct(&workload, &kernel_strategy.measured_strategy(), &probe, 1.0)?;
+    let figures = recompute(&workload, &kernel_strategy, model, &strategy.figures, &dry)?;
+    if let Some(path) = &args.plan {
+        let own = match &planned_for {
+            None if args.workload.is_none() => Some(figures.clone()),
+            None => None,
+            Some(w) => {
+                let dry = reconstruct(w, &kernel_strategy.measured_strategy(), &probe, 1.0)?;
+                Some(recompute(
+                    w,
+                    &kernel_strategy,
+                    model,
+                    &strategy.figures,
+                    &dry,
+                )?)
+            }
+        };
+        check_plan_figures(path, &strategy.figures, &figures, own.as_ref())?;
+    }
     drop(probe);
     let ledger = crate::ledger_cmd::open(&args.ledger)?;
     let charge = match (ledger.budget(), cost) {
@@ -225,6 +254,7 @@ fn prepare(args: &ReleaseArgs) -> Result<Prepared, Failure> {
         workload,
         strategy,
         kernel_strategy,
+        figures,
         layout,
         ledger,
         cost,
@@ -399,10 +429,7 @@ fn sidecar(
         LedgerBudget::PureDp { .. } => "epsilon",
         LedgerBudget::Zcdp { .. } => "rho (zCDP)",
     };
-    let figures = &p.strategy.figures;
-    let gap = figures
-        .lower_bound
-        .map(|l| (figures.objective - l) / figures.objective);
+    let figures = &p.figures;
     let value = json!({
         "mechanism": format!("matrix mechanism: {noise} noise on a structured strategy, least-squares reconstruction"),
         "noise": noise,
@@ -422,8 +449,11 @@ fn sidecar(
             "objective_name": figures.objective_name,
             "objective": figures.objective,
             "lower_bound": figures.lower_bound,
-            "duality_gap": gap,
+            "duality_gap": figures.duality_gap,
+            "figures": "recomputed from the strategy measured, on the queries answered; \
+                        lower_bound only where it has a closed form (marginal workloads)",
         },
+        "groups": group_rmse(&p.workload, rec),
         "reconstruction": rec.method,
         "variances": match rec.variance_method {
             VarianceMethod::Exact => "exact",

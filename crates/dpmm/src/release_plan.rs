@@ -14,7 +14,9 @@ use dp_workloads::structured::{Factor, StructuredWorkload};
 use dpmm_records::{Encoding, Schema};
 use serde_json::Value;
 
-/// The strategy to measure and the plan's figures for the sidecar.
+/// The strategy to measure and the figures its plan states (checked
+/// against a recomputation, never reported as such: see
+/// [`crate::release_figures`]).
 pub struct Strategy {
     /// Terms `(weight, [(attribute position, factor)])`.
     pub terms: Vec<SparseTerm>,

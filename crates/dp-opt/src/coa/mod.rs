@@ -458,14 +458,26 @@ impl StrategyOptimizer for Coa {
                 lower_bound = lower_bound.max(certify(&multipliers));
             }
         }
-        let relative_gap = ((objective - lower_bound) / objective).max(0.0);
-        let termination = termination(
-            relative_gap,
-            floor,
-            o.gap_tolerance,
-            found.stalled,
-            o.max_newton_steps,
-        );
+        // Never clamped: a bound above the objective is a numerical
+        // failure (the objective is evaluated stably from the strategy's
+        // own QR, the bound on a root kept below V₀), reported as such.
+        let relative_gap = (objective - lower_bound) / objective;
+        let termination = if relative_gap < 0.0 {
+            Termination::Stalled {
+                reason: format!(
+                    "numerical failure: the returned strategy's objective {objective:.9e} is \
+                     below its certified lower bound {lower_bound:.9e}"
+                ),
+            }
+        } else {
+            termination(
+                relative_gap,
+                floor,
+                o.gap_tolerance,
+                found.stalled,
+                o.max_newton_steps,
+            )
+        };
         Ok(Optimized {
             strategy,
             report: OptimizeReport {
