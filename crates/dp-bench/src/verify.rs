@@ -1,19 +1,17 @@
 //! Independent check of an optimizer's output, for `cargo xtask
 //! optimize`: the numbers a user sees never come from solver bookkeeping.
-//! They are recomputed from the returned strategy and the workload's Gram
-//! matrix `WᵀW`, which determines the objective and the singular values of
-//! W (`σᵢ(W)² = λᵢ(WᵀW)`) at O(n³) whatever m is (the explicit m×n
-//! workload of AllRange(512) has 130,816 rows). Support is tested against
-//! W itself, at O(m·n·rank(A)): a direction of W at 1e-8 of its norm has
-//! 1e-16 of the Gram's, below its rounding, yet a strategy that misses it
-//! answers W with a bias above the mechanism's tolerance.
+//! They are recomputed from the returned strategy and W itself: support
+//! and objective at O(m·n·rank(A)) from A's SVD and W's rows in blocks (a
+//! direction of W at 1e-8 of its norm has 1e-16 of the Gram's, below its
+//! rounding, yet a strategy that misses it answers W with a bias above
+//! the mechanism's tolerance, and the objective weighs it too); the
+//! singular value bound from the Gram `WᵀW` (`σᵢ(W)² = λᵢ(WᵀW)`) at O(n³).
 
-use dp_core::mechanism::DEFAULT_SUPPORT_TOLERANCE;
-use dp_core::{DpError, Result, check_support};
+use dp_core::{DpError, Result, evaluate_strategy};
 use dp_linalg::MatRef;
 use dp_opt::{Certificate, Problem};
 
-/// The objective and bounds of a strategy, recomputed from `WᵀW` and `A`.
+/// The objective and bounds of a strategy, recomputed from W and `A`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct VerifiedStrategy {
     /// `l1_obj` (pure) or `l2_obj` (approx) of the strategy for `W`:
@@ -31,11 +29,12 @@ pub struct VerifiedStrategy {
 }
 
 /// Recomputes the objective of `strategy` for the problem's workload
-/// `workload` (the problem is its Gram) under its privacy model
-/// ([`Problem::objective`]) and the gap of `certificate` against it. An
+/// `workload` (the problem is its Gram) under its privacy model, from W
+/// itself ([`dp_core::evaluate_strategy`]), and the gap of `certificate`
+/// against it. An
 /// [`dp_core::DpError::UnsupportedWorkload`] when the strategy does not
 /// support `workload` by the mechanism's own test
-/// ([`dp_core::check_support`] at its default tolerance): its answers
+/// ([`dp_core::evaluate_strategy`]'s test at the default tolerance): its answers
 /// would be biased, and no objective exists.
 pub fn verify_strategy(
     problem: &Problem,
@@ -43,14 +42,19 @@ pub fn verify_strategy(
     strategy: MatRef<'_, f64>,
     certificate: Option<Certificate>,
 ) -> Result<VerifiedStrategy> {
-    let support = check_support(workload, strategy, DEFAULT_SUPPORT_TOLERANCE)?;
-    if !support.supported {
+    // Support and objective from W's own rows and the strategy's SVD, at
+    // the cost of the support test alone: a triangular factor of a badly
+    // scaled W (or its Gram) carries rounding the objective amplifies
+    // (3.6e-7 relative on COA's strategy for WRange 64x48 with rows over
+    // eight decades, against an exact rational evaluation; this: 1e-13).
+    let eval = evaluate_strategy(workload, strategy)?;
+    if !eval.support.supported {
         return Err(DpError::UnsupportedWorkload {
-            relative_residual: support.relative_residual,
-            tolerance: support.tolerance,
+            relative_residual: eval.support.relative_residual,
+            tolerance: eval.support.tolerance,
         });
     }
-    let objective = problem.objective(strategy)?;
+    let objective = problem.privacy().objective(&eval);
     let lower_bound = certificate.map(|c| c.lower_bound);
     Ok(VerifiedStrategy {
         objective,

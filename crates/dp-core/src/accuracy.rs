@@ -63,10 +63,7 @@ pub fn evaluate_strategy(
     check_same_domain(workload, strategy)?;
     let factors = StrategyFactors::new(strategy)?;
     let support = support_from_factors(&factors, workload, DEFAULT_SUPPORT_TOLERANCE);
-    let trace = factors
-        .whitened_workload_transpose(workload)
-        .norm_l2()
-        .powi(2);
+    let trace = factors.whitened_squared_norm(workload);
     Ok(StrategyEvaluation {
         trace,
         sensitivity_l1: sensitivity_l1(strategy)?,
@@ -216,8 +213,9 @@ pub fn evaluate_strategy_gram(
 /// solves, with support automatic. Inverting a formed `AᵀA` would lose
 /// `κ(A)²·ε` relative (4e-3 at κ(A) = 6.5e6, where COA's strategies on
 /// badly scaled ranges sit); the factor loses about `κ(A)·ε`. Otherwise
-/// the workload is replaced by its Gram root (same Gram matrix, so the
-/// same total error and support).
+/// the strategy's SVD: support tested against the Gram's root (same Gram
+/// matrix, so the same support), the trace against `B` when given, else
+/// that root.
 pub fn evaluate_strategy_gram_with_root(
     gram: MatRef<'_, f64>,
     root: Option<MatRef<'_, f64>>,
@@ -269,7 +267,16 @@ pub fn evaluate_strategy_gram_with_root(
             support: supported(n),
         });
     }
-    evaluate_strategy(gram_root(gram)?.as_ref(), strategy)
+    // Support as the Gram sees it (what the optimizers are held to); the
+    // trace from the root where there is one, whose directions the Gram's
+    // root has lost to rounding but the objective still weighs.
+    let mut eval = evaluate_strategy(gram_root(gram)?.as_ref(), strategy)?;
+    if let Some(b) = root
+        && eval.support.supported
+    {
+        eval.trace = StrategyFactors::new(strategy)?.whitened_squared_norm(b);
+    }
+    Ok(eval)
 }
 
 /// R (n×n) of a QR of the p×n strategy when it has full column rank

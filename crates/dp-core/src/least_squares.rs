@@ -74,6 +74,26 @@ impl StrategyFactors {
         x
     }
 
+    /// `‖Σ_r⁻¹ V_rᵀ Wᵀ‖²_F = tr(W (AᵀA)⁺ Wᵀ)`, over blocks of about
+    /// [`SUPPORT_BLOCK_ENTRIES`] entries of W (never an r×m copy): W's own
+    /// rows against A's singular factors, so no rounding of `WᵀW` or of a
+    /// triangular factor of W enters.
+    pub fn whitened_squared_norm(&self, workload: MatRef<'_, f64>) -> f64 {
+        let rows = (SUPPORT_BLOCK_ENTRIES / workload.ncols().max(1)).max(1);
+        let mut total = 0.0;
+        let mut start = 0;
+        while start < workload.nrows() {
+            let block = workload.subrows(start, rows.min(workload.nrows() - start));
+            let wv = block * self.v.as_ref();
+            for (k, &s) in self.singular_values.iter().enumerate() {
+                let col = wv.col(k);
+                total += (0..col.nrows()).map(|i| (col[i] / s).powi(2)).sum::<f64>();
+            }
+            start += block.nrows();
+        }
+        total
+    }
+
     /// `‖W − W V_r V_rᵀ‖_F / ‖W‖_F`: the part of the workload outside the
     /// strategy's row space, relative to the workload's size. Formed
     /// explicitly (the difference `‖W‖² − ‖WV_r‖²` would cancel away a
