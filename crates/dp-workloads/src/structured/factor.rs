@@ -183,10 +183,12 @@ pub fn kron_all(mats: &[Mat<f64>]) -> Mat<f64> {
 
 /// `(⊗ᵢ Mᵢ) x` without forming the product: each `Mᵢ` (mᵢ×nᵢ) is applied
 /// along axis i of `x` viewed as an n₁×…×n_d tensor in row-major order
-/// (the last axis fastest). Only the nonzero entries of each `Mᵢ` are
-/// visited (listed once per factor), so the cost is
-/// `Σᵢ (Π_{j<i} mⱼ) nnz(Mᵢ) (Π_{j>i} nⱼ)` — an identity factor costs one
-/// pass over the tensor wherever it stands — never `Π mᵢ · Π nᵢ`.
+/// (the last axis fastest). A sparse factor visits only its nonzero
+/// entries, so an identity factor costs one pass over the tensor wherever
+/// it stands, never `Π mᵢ · Π nᵢ`; a dense one (a pseudo-inverse, say)
+/// goes through faer's matrix product, on rayon's pool when the mode's
+/// work is large, since scalar loops over dense factors of a few thousand
+/// entries would dominate the reconstruction of large marginal tables.
 pub fn kron_matvec(mats: &[&Mat<f64>], x: &[f64]) -> SResult<Vec<f64>> {
     let mut dims: Vec<usize> = mats.iter().map(|m| m.ncols()).collect();
     let n: usize = dims.iter().product();
@@ -201,14 +203,6 @@ pub fn kron_matvec(mats: &[&Mat<f64>], x: &[f64]) -> SResult<Vec<f64>> {
         let outer: usize = dims[..k].iter().product();
         let inner: usize = dims[k + 1..].iter().product();
         let (dk, mk) = (dims[k], m.nrows());
-        let nonzero: Vec<Vec<(usize, f64)>> = (0..mk)
-            .map(|q| {
-                (0..dk)
-                    .map(|j| (j, m[(q, j)]))
-                    .filter(|&(_, a)| a != 0.0)
-                    .collect()
-            })
-            .collect();
         let len = outer
             .checked_mul(mk)
             .and_then(|l| l.checked_mul(inner))
@@ -225,21 +219,107 @@ pub fn kron_matvec(mats: &[&Mat<f64>], x: &[f64]) -> SResult<Vec<f64>> {
                 action: "allocate",
             })?;
         out.resize(len, 0.0);
-        for o in 0..outer {
-            let src = &t[o * dk * inner..(o + 1) * dk * inner];
-            let dst = &mut out[o * mk * inner..(o + 1) * mk * inner];
-            for (q, entries) in nonzero.iter().enumerate() {
-                let row = &mut dst[q * inner..(q + 1) * inner];
-                for &(j, a) in entries {
-                    let col = &src[j * inner..(j + 1) * inner];
-                    for (r, c) in row.iter_mut().zip(col) {
-                        *r += a * c;
-                    }
-                }
-            }
+        let nnz = (0..mk)
+            .map(|q| (0..dk).filter(|&j| m[(q, j)] != 0.0).count())
+            .sum::<usize>();
+        let t0 = std::time::Instant::now();
+        let d = dense_mode(nnz, mk, dk, inner);
+        if d {
+            dense_mode_product(m, outer, dk, inner, &t, &mut out);
+        } else {
+            sparse_mode_product(m, outer, dk, inner, &t, &mut out);
+        }
+        if t0.elapsed().as_millis() > 20 {
+            eprintln!(
+                "KM outer {outer} dk {dk} mk {mk} inner {inner} nnz {nnz} dense {d} {:?}",
+                t0.elapsed()
+            );
         }
         t = out;
         dims[k] = mk;
     }
     Ok(t)
+}
+
+/// Whether a mode product goes through the dense matrix product: a factor
+/// at least a quarter full, of at least 8×8 entries, on fibres that are
+/// either the last axis (one product for the whole tensor) or long enough
+/// for a product per slab.
+fn dense_mode(nnz: usize, mk: usize, dk: usize, inner: usize) -> bool {
+    const MIN_FIBRE: usize = 16;
+    mk * dk >= 64 && 4 * nnz >= mk * dk && (inner == 1 || inner >= MIN_FIBRE)
+}
+
+/// Multiply-adds of one product above which it runs on rayon's pool.
+const PARALLEL_WORK: usize = 1 << 22;
+
+/// `out ← M` along the middle axis of `t` (outer × dk × inner, row-major),
+/// through faer's product: one `T Mᵀ` when `inner` is 1, else `M T_o` per
+/// slab.
+fn dense_mode_product(
+    m: &Mat<f64>,
+    outer: usize,
+    dk: usize,
+    inner: usize,
+    t: &[f64],
+    out: &mut [f64],
+) {
+    use dp_linalg::{MatMut, MatRef, Par, gemm_into_view};
+    let mk = m.nrows();
+    let par = |work: usize| {
+        if work >= PARALLEL_WORK {
+            Par::rayon(0)
+        } else {
+            Par::Seq
+        }
+    };
+    if inner == 1 {
+        let x = MatRef::from_row_major_slice(t, outer, dk);
+        let dst = MatMut::from_row_major_slice_mut(out, outer, mk);
+        gemm_into_view(dst, x, m.transpose(), par(outer * dk * mk));
+        return;
+    }
+    let p = par(mk * dk * inner);
+    for (slab, o) in t
+        .chunks_exact(dk * inner)
+        .zip(out.chunks_exact_mut(mk * inner))
+    {
+        let x = MatRef::from_row_major_slice(slab, dk, inner);
+        let dst = MatMut::from_row_major_slice_mut(o, mk, inner);
+        gemm_into_view(dst, m.as_ref(), x, p);
+    }
+}
+
+/// `out ← M` along the middle axis of `t` (outer × dk × inner, row-major),
+/// visiting only M's nonzero entries; `out` starts at zero.
+fn sparse_mode_product(
+    m: &Mat<f64>,
+    outer: usize,
+    dk: usize,
+    inner: usize,
+    t: &[f64],
+    out: &mut [f64],
+) {
+    let mk = m.nrows();
+    let nonzero: Vec<Vec<(usize, f64)>> = (0..mk)
+        .map(|q| {
+            (0..dk)
+                .map(|j| (j, m[(q, j)]))
+                .filter(|&(_, a)| a != 0.0)
+                .collect()
+        })
+        .collect();
+    for o in 0..outer {
+        let src = &t[o * dk * inner..(o + 1) * dk * inner];
+        let dst = &mut out[o * mk * inner..(o + 1) * mk * inner];
+        for (q, entries) in nonzero.iter().enumerate() {
+            let row = &mut dst[q * inner..(q + 1) * inner];
+            for &(j, a) in entries {
+                let col = &src[j * inner..(j + 1) * inner];
+                for (r, c) in row.iter_mut().zip(col) {
+                    *r += a * c;
+                }
+            }
+        }
+    }
 }

@@ -123,6 +123,77 @@ fn kron_matvec_matches_dense_product_with_rectangular_factors() {
     assert!(kron_matvec(&refs, &x[..29]).is_err());
 }
 
+/// `(⊗ᵢ Mᵢ) x` entry by entry: each output cell is the sum over input
+/// cells of the product of one entry per factor.
+fn kron_matvec_brute(mats: &[Mat<f64>], x: &[f64]) -> Vec<f64> {
+    let rows: Vec<usize> = mats.iter().map(|m| m.nrows()).collect();
+    let cols: Vec<usize> = mats.iter().map(|m| m.ncols()).collect();
+    let digits = |mut i: usize, sizes: &[usize]| {
+        let mut d = vec![0; sizes.len()];
+        for k in (0..sizes.len()).rev() {
+            d[k] = i % sizes[k];
+            i /= sizes[k];
+        }
+        d
+    };
+    (0..rows.iter().product::<usize>())
+        .map(|i| {
+            let r = digits(i, &rows);
+            (0..x.len())
+                .map(|j| {
+                    let c = digits(j, &cols);
+                    let entry: f64 = mats
+                        .iter()
+                        .enumerate()
+                        .map(|(k, m)| m[(r[k], c[k])])
+                        .product();
+                    entry * x[j]
+                })
+                .sum()
+        })
+        .collect()
+}
+
+/// Every path of a mode product: dense factors on the last axis, on long
+/// fibres and on short ones, small and mostly-zero factors, against the
+/// entry-by-entry sum.
+#[test]
+fn kron_matvec_dense_and_sparse_modes_match_brute_force() {
+    let mut rng = ChaCha8Rng::seed_from_u64(11);
+    let mut random = |m: usize, n: usize, zeros: f64| {
+        Mat::from_fn(m, n, |_, _| {
+            if rng.random_range(0.0..1.0) < zeros {
+                0.0
+            } else {
+                rng.random_range(-1.0..1.0)
+            }
+        })
+    };
+    let cases = [
+        // dense long fibres, small sparse, dense 16-fibres, dense last axis
+        vec![
+            random(9, 10, 0.0),
+            random(3, 2, 0.0),
+            random(8, 9, 0.0),
+            random(12, 16, 0.0),
+        ],
+        // dense on 4-value fibres (sparse loop), mostly zero, last axis small
+        vec![
+            random(9, 10, 0.0),
+            random(11, 9, 0.9),
+            random(8, 9, 0.1),
+            random(2, 4, 0.0),
+        ],
+    ];
+    for mats in &cases {
+        let n: usize = mats.iter().map(|m| m.ncols()).product();
+        let x: Vec<f64> = (0..n).map(|i| ((i * 37) % 23) as f64 - 11.0).collect();
+        let refs: Vec<&Mat<f64>> = mats.iter().collect();
+        let got = kron_matvec(&refs, &x).unwrap();
+        assert!(rel_vec(&kron_matvec_brute(mats, &x), &got) <= 1e-12);
+    }
+}
+
 #[test]
 fn marginal_weights_recognize_identity_total_products() {
     let domain = Domain::from_pairs(&[("a", 2), ("b", 3)]).unwrap();
