@@ -505,10 +505,13 @@ impl QuantizedStrategy {
 
 /// `(F₁ ⊗ … ⊗ F_K) x` by mode products: the tensor of shape
 /// `(n₁,…,n_K)` is multiplied along mode k by `F_k` in turn. The
-/// factors' zero entries (the strategy is public) are skipped, so the work
-/// is `Σ_k nnz(F_k)` times the other modes' sizes (an identity factor
-/// costs one pass over the table, not n) and depends on the strategy and
-/// the shapes alone, never on the counts.
+/// factors' zero entries (the strategy is public) are skipped, and a row
+/// that repeats one value over a run of columns (a Helmert or prefix row,
+/// a total) is applied through prefix sums of the fibre, one difference
+/// per run. The work is `Σ_k min(nnz(F_k), n_k + runs(F_k))` times the
+/// other modes' sizes (an identity factor costs one pass over the table,
+/// a Helmert basis two) and depends on the strategy and the shapes alone,
+/// never on the counts.
 fn apply_kronecker(factors: &[IntMatrix], x: &[u64]) -> Vec<i128> {
     let mut shape: Vec<usize> = factors.iter().map(|f| f.cols).collect();
     let mut t: Vec<i128> = x.iter().map(|&v| i128::from(v)).collect();
@@ -516,30 +519,113 @@ fn apply_kronecker(factors: &[IntMatrix], x: &[u64]) -> Vec<i128> {
         let outer: usize = shape[..k].iter().product();
         let inner: usize = shape[k + 1..].iter().product();
         let mut next = vec![0i128; outer * f.rows * inner];
-        let nonzero: Vec<Vec<(usize, i128)>> = (0..f.rows)
-            .map(|i| {
-                (0..f.cols)
-                    .filter(|&j| f.get(i, j) != 0)
-                    .map(|j| (j, i128::from(f.get(i, j))))
-                    .collect()
-            })
-            .collect();
-        for o in 0..outer {
-            for (i, row) in nonzero.iter().enumerate() {
-                for &(j, a) in row {
-                    let src = &t[(o * f.cols + j) * inner..(o * f.cols + j + 1) * inner];
-                    let dst = &mut next[(o * f.rows + i) * inner..(o * f.rows + i + 1) * inner];
-                    for (d, &s) in dst.iter_mut().zip(src) {
-                        // Bounded by the quantization check (< 2^120).
-                        *d += a * s;
-                    }
-                }
-            }
+        let rows: Vec<Vec<Run>> = (0..f.rows).map(|i| f.runs(i)).collect();
+        let runs: usize = rows.iter().map(Vec::len).sum();
+        let nnz: usize = rows.iter().flatten().map(|r| r.end - r.start).sum();
+        if f.cols + runs < nnz {
+            apply_mode_by_runs(f, &rows, outer, inner, &t, &mut next);
+        } else {
+            apply_mode_by_entries(f, &rows, outer, inner, &t, &mut next);
         }
         shape[k] = f.rows;
         t = next;
     }
     t
+}
+
+/// A run of one nonzero value in a factor row: columns `start..end`.
+struct Run {
+    start: usize,
+    end: usize,
+    value: i128,
+}
+
+impl IntMatrix {
+    /// Row `i` as maximal runs of equal nonzero entries.
+    fn runs(&self, i: usize) -> Vec<Run> {
+        let mut out: Vec<Run> = Vec::new();
+        for j in 0..self.cols {
+            let v = i128::from(self.get(i, j));
+            if v == 0 {
+                continue;
+            }
+            match out.last_mut() {
+                Some(r) if r.end == j && r.value == v => r.end += 1,
+                _ => out.push(Run {
+                    start: j,
+                    end: j + 1,
+                    value: v,
+                }),
+            }
+        }
+        out
+    }
+}
+
+/// One mode product, entry by entry over each row's runs.
+fn apply_mode_by_entries(
+    f: &IntMatrix,
+    rows: &[Vec<Run>],
+    outer: usize,
+    inner: usize,
+    t: &[i128],
+    next: &mut [i128],
+) {
+    for o in 0..outer {
+        for (i, row) in rows.iter().enumerate() {
+            let dst = &mut next[(o * f.rows + i) * inner..(o * f.rows + i + 1) * inner];
+            for run in row {
+                for j in run.start..run.end {
+                    let src = &t[(o * f.cols + j) * inner..(o * f.cols + j + 1) * inner];
+                    for (d, &s) in dst.iter_mut().zip(src) {
+                        // Bounded by the quantization check (< 2^120).
+                        *d += run.value * s;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// One mode product through prefix sums along the mode: a run adds
+/// `value · (P[end] − P[start])`. The prefix sums themselves are not
+/// bounded by the quantization check (it bounds row sums, not whole
+/// fibres), so they wrap: two's-complement differences are exact modulo
+/// 2^128, and each run's sum is bounded by the check (|value| ≥ 1), so
+/// the difference is the exact run sum.
+fn apply_mode_by_runs(
+    f: &IntMatrix,
+    rows: &[Vec<Run>],
+    outer: usize,
+    inner: usize,
+    t: &[i128],
+    next: &mut [i128],
+) {
+    let mut prefix = vec![0i128; (f.cols + 1) * inner];
+    for o in 0..outer {
+        let src = &t[o * f.cols * inner..(o + 1) * f.cols * inner];
+        for j in 0..f.cols {
+            let (done, rest) = prefix.split_at_mut((j + 1) * inner);
+            let before = &done[j * inner..];
+            for ((p, &b), &s) in rest[..inner]
+                .iter_mut()
+                .zip(before)
+                .zip(&src[j * inner..(j + 1) * inner])
+            {
+                *p = b.wrapping_add(s);
+            }
+        }
+        for (i, row) in rows.iter().enumerate() {
+            let dst = &mut next[(o * f.rows + i) * inner..(o * f.rows + i + 1) * inner];
+            for run in row {
+                let hi = &prefix[run.end * inner..(run.end + 1) * inner];
+                let lo = &prefix[run.start * inner..(run.start + 1) * inner];
+                for ((d, &h), &l) in dst.iter_mut().zip(hi).zip(lo) {
+                    *d += run.value * h.wrapping_sub(l);
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -615,6 +701,69 @@ mod tests {
                 err <= bound,
                 "row {i}: error {err:e} above the bound {bound:e}"
             );
+        }
+    }
+
+    /// Mode products by runs (Helmert and prefix rows, a total) and entry
+    /// by entry (identity, a random factor with zeros), against the exact
+    /// densified sum in i128.
+    #[test]
+    fn kronecker_apply_by_runs_and_entries_is_exact() {
+        let int = |rows: usize, cols: usize, f: &dyn Fn(usize, usize) -> i64| IntMatrix {
+            rows,
+            cols,
+            data: (0..rows * cols).map(|e| f(e / cols, e % cols)).collect(),
+            exp: 0,
+        };
+        let helmert = int(5, 6, &|k, j| match j.cmp(&(k + 1)) {
+            std::cmp::Ordering::Less => 3,
+            std::cmp::Ordering::Equal => -3 * (k as i64 + 1),
+            std::cmp::Ordering::Greater => 0,
+        });
+        let prefix = int(6, 6, &|i, j| i64::from(j <= i) * 1_000_003);
+        let total = int(1, 4, &|_, _| -7);
+        let identity = int(4, 4, &|i, j| i64::from(i == j));
+        let random = int(3, 5, &|i, j| {
+            [0, 5, -2, 0, 9, 1, 0, -4][(i * 5 + j * 3) % 8]
+        });
+        let cases = [
+            vec![&helmert, &prefix, &random],
+            vec![&random, &total, &helmert],
+            vec![&identity, &prefix, &helmert],
+        ];
+        for factors in cases {
+            let owned: Vec<IntMatrix> = factors.iter().map(|f| (*f).clone()).collect();
+            let n: usize = owned.iter().map(|f| f.cols).product();
+            let x: Vec<u64> = (0..n as u64)
+                .map(|i| (i * 7919 % 101) * (1 << 30))
+                .collect();
+            let got = apply_kronecker(&owned, &x);
+            let digits = |mut i: usize, sizes: &[usize]| {
+                let mut d = vec![0; sizes.len()];
+                for k in (0..sizes.len()).rev() {
+                    d[k] = i % sizes[k];
+                    i /= sizes[k];
+                }
+                d
+            };
+            let rows: Vec<usize> = owned.iter().map(|f| f.rows).collect();
+            let cols: Vec<usize> = owned.iter().map(|f| f.cols).collect();
+            assert_eq!(got.len(), rows.iter().product::<usize>());
+            for (i, &gi) in got.iter().enumerate() {
+                let r = digits(i, &rows);
+                let want: i128 = (0..n)
+                    .map(|j| {
+                        let c = digits(j, &cols);
+                        let e: i128 = owned
+                            .iter()
+                            .enumerate()
+                            .map(|(k, f)| i128::from(f.get(r[k], c[k])))
+                            .product();
+                        e * i128::from(x[j])
+                    })
+                    .sum();
+                assert_eq!(gi, want, "row {i}");
+            }
         }
     }
 
