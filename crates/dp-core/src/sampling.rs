@@ -82,6 +82,19 @@ impl NoiseSource {
         }
     }
 
+    /// An independent stream keyed by 32 bytes of this one (a fresh
+    /// ChaCha20 key from the CSPRNG), seeded exactly when this source is:
+    /// lets a measurement draw its noise on several threads, each chunk
+    /// from its own stream, in an order that does not depend on them.
+    pub(crate) fn split(&mut self) -> Self {
+        let mut key = [0u8; 32];
+        self.rng.fill_bytes(&mut key);
+        Self {
+            rng: ChaCha20Rng::from_seed(key),
+            seeded: self.seeded,
+        }
+    }
+
     /// Whether the source replays from a seed (an experiment).
     pub fn is_seeded(&self) -> bool {
         self.seeded

@@ -38,6 +38,7 @@ pub use marginals::{MarginalStrategy, PrivateMarginals, SparseTerm};
 pub use strategy::{LinearStrategy, MAX_COUNT, MeasuredStrategy, MeasuredTerm};
 
 use num_bigint::BigUint;
+use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::sampling::{DiscreteGaussian, NoiseSource, exact_ratio, signed};
@@ -260,16 +261,29 @@ impl Session {
         supports: Option<&[Vec<usize>]>,
     ) -> Result<Measurement> {
         let g = q.granularity();
-        for a in &mut answers {
-            let z = match &plan.kind {
-                PlanKind::Laplace { num, den } => signed(self.noise.discrete_laplace(num, den))?,
-                PlanKind::Gaussian(gaussian) => signed(self.noise.discrete_gaussian(gaussian))?,
-            };
-            *a = a.checked_add(z).ok_or_else(|| DpError::InvalidParameter {
-                name: "measurement",
-                reason: "noisy answer beyond 2^127".into(),
+        // Each chunk of NOISE_CHUNK answers draws from its own stream,
+        // split off the session's source in chunk order before any draw:
+        // the chunks run on rayon's pool, and a seeded session still gives
+        // the same noise on any number of threads.
+        let mut streams: Vec<NoiseSource> = (0..answers.len().div_ceil(NOISE_CHUNK))
+            .map(|_| self.noise.split())
+            .collect();
+        answers
+            .par_chunks_mut(NOISE_CHUNK)
+            .zip(streams.par_iter_mut())
+            .try_for_each(|(chunk, noise)| -> Result<()> {
+                for a in chunk {
+                    let z = match &plan.kind {
+                        PlanKind::Laplace { num, den } => signed(noise.discrete_laplace(num, den))?,
+                        PlanKind::Gaussian(gaussian) => signed(noise.discrete_gaussian(gaussian))?,
+                    };
+                    *a = a.checked_add(z).ok_or_else(|| DpError::InvalidParameter {
+                        name: "measurement",
+                        reason: "noisy answer beyond 2^127".into(),
+                    })?;
+                }
+                Ok(())
             })?;
-        }
         // i128 → f64 rounds to the nearest double, which is still a
         // multiple of the power of two G (see Measurement).
         let values = answers.iter().map(|&a| a as f64 * g).collect();
@@ -284,6 +298,9 @@ impl Session {
         })
     }
 }
+
+/// Answers per noise stream in [`Session::add_noise`].
+const NOISE_CHUNK: usize = 1 << 16;
 
 enum PlanKind {
     /// Discrete Laplace of integer scale `num/den`.
