@@ -226,3 +226,35 @@ fn bad_inputs_are_refused_before_any_charge() {
     assert!(MarginalStrategy::new(vec![2, 3], vec![(1.0, vec![(2, sample(2, 2, 0))])]).is_err());
     assert!(MarginalStrategy::new(vec![2, 3], vec![]).is_err());
 }
+
+/// A measurement of several noise chunks: a seeded session draws the same
+/// noise on one thread and on three (streams are split off in chunk
+/// order), and the chunks' streams differ.
+#[test]
+fn chunked_noise_does_not_depend_on_the_thread_count() {
+    let strategy = MarginalStrategy::new(
+        vec![400, 500],
+        vec![(
+            1.0,
+            vec![(0, Mat::identity(400, 400)), (1, Mat::identity(500, 500))],
+        )],
+    )
+    .unwrap();
+    let data = PrivateMarginals::new(vec![400, 500], vec![(vec![0, 1], vec![0; 200_000])]).unwrap();
+    let measure = |threads: usize| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap()
+            .install(|| {
+                SeededSession::unlimited(5)
+                    .measure_marginals(&strategy, &data, Cost::Epsilon(1.0))
+                    .unwrap()
+            })
+    };
+    let one = measure(1);
+    assert_eq!(one, measure(3));
+    let chunk = 1 << 16;
+    assert!(one.values.len() > 3 * chunk);
+    assert_ne!(one.values[..chunk], one.values[chunk..2 * chunk]);
+}
