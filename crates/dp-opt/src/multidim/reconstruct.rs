@@ -150,35 +150,122 @@ pub fn reconstruct(
     values: &[f64],
     noise_variance: f64,
 ) -> Result<Reconstruction> {
-    if !(noise_variance.is_finite() && noise_variance > 0.0) {
-        return Err(invalid(format!("noise variance {noise_variance}")));
+    Reconstructor::new(workload, measured)?.run(workload, measured, values, noise_variance)
+}
+
+/// A reconstruction prepared from the workload and the measured strategy
+/// alone (checks, and on the orthogonal-terms path every pseudo-inverse
+/// and per-query variance), so that a dry run before a charge and the
+/// release after it share that work: [`Reconstructor::run`] then does
+/// only what depends on the values.
+pub struct Reconstructor {
+    rows: usize,
+    /// The workload's query count (as [`StructuredWorkload::num_queries`]).
+    queries: f64,
+    /// Of the strategy prepared for: `run` refuses another one.
+    fingerprint: u64,
+    orthogonal: Option<OrthogonalPlan>,
+}
+
+impl Reconstructor {
+    /// Prepares the reconstruction of `workload` from `measured`: refuses
+    /// a strategy that does not fit the domain and, on the
+    /// orthogonal-terms path, a workload outside its row space.
+    pub fn new(workload: &StructuredWorkload, measured: &MeasuredStrategy) -> Result<Self> {
+        let rows = check_terms(measured, &workload.domain().shape())?;
+        let orthogonal = if orthogonal_terms(measured) {
+            Some(OrthogonalPlan::new(workload, measured)?)
+        } else {
+            None
+        };
+        Ok(Self {
+            rows,
+            queries: workload.num_queries(),
+            fingerprint: fingerprint(measured),
+            orthogonal,
+        })
     }
-    if values.iter().any(|v| !v.is_finite()) {
-        return Err(invalid("a measured value is not finite".into()));
+
+    /// The per-query variances at unit noise variance, when known without
+    /// the values (the orthogonal-terms path).
+    pub fn unit_variances(&self) -> Option<&[f64]> {
+        self.orthogonal.as_ref().map(|o| o.variances.as_slice())
     }
-    let shape = workload.domain().shape();
-    let rows = check_terms(measured, &shape)?;
-    if rows != values.len() {
-        return Err(DpError::DimensionMismatch {
-            what: format!("{} values for a strategy of {rows} rows", values.len()),
-        });
+
+    /// The answers and variances from the measured `values`, for the
+    /// workload and strategy this was prepared with (a different strategy
+    /// is refused).
+    pub fn run(
+        &self,
+        workload: &StructuredWorkload,
+        measured: &MeasuredStrategy,
+        values: &[f64],
+        noise_variance: f64,
+    ) -> Result<Reconstruction> {
+        if !(noise_variance.is_finite() && noise_variance > 0.0) {
+            return Err(invalid(format!("noise variance {noise_variance}")));
+        }
+        if values.iter().any(|v| !v.is_finite()) {
+            return Err(invalid("a measured value is not finite".into()));
+        }
+        if self.rows != values.len() {
+            return Err(DpError::DimensionMismatch {
+                what: format!(
+                    "{} values for a strategy of {} rows",
+                    values.len(),
+                    self.rows
+                ),
+            });
+        }
+        if workload.num_queries().to_bits() != self.queries.to_bits()
+            || fingerprint(measured) != self.fingerprint
+        {
+            return Err(invalid(
+                "the workload or strategy is not the one this reconstruction was prepared for"
+                    .into(),
+            ));
+        }
+        if let Some(plan) = &self.orthogonal {
+            return Ok(Reconstruction {
+                answers: plan.answers(workload, values)?,
+                variances: plan.variances.iter().map(|v| v * noise_variance).collect(),
+                method: ReconstructionMethod::OrthogonalTerms,
+                variance_method: VarianceMethod::Exact,
+                solver: None,
+            });
+        }
+        let problem = Problem {
+            workload,
+            measured,
+            values,
+            noise_variance,
+        };
+        if let Some(r) = super::reconstruct_symmetric::symmetric(&problem) {
+            return r;
+        }
+        if workload.domain().cells_f64() <= DENSE_RECONSTRUCTION_CELLS {
+            return dense(&problem);
+        }
+        super::reconstruct_iterative::iterative(&problem, &CgOptions::default())
     }
-    let problem = Problem {
-        workload,
-        measured,
-        values,
-        noise_variance,
-    };
-    if orthogonal_terms(measured) {
-        return orthogonal(&problem);
+}
+
+/// A hash of the strategy's supports and factor entries (their bits).
+fn fingerprint(measured: &MeasuredStrategy) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for t in &measured.terms {
+        t.support.hash(&mut h);
+        for f in &t.factors {
+            (f.nrows(), f.ncols()).hash(&mut h);
+            for j in 0..f.ncols() {
+                for i in 0..f.nrows() {
+                    f[(i, j)].to_bits().hash(&mut h);
+                }
+            }
+        }
     }
-    if let Some(r) = super::reconstruct_symmetric::symmetric(&problem) {
-        return r;
-    }
-    if workload.domain().cells_f64() <= DENSE_RECONSTRUCTION_CELLS {
-        return dense(&problem);
-    }
-    super::reconstruct_iterative::iterative(&problem, &CgOptions::default())
+    h.finish()
 }
 
 /// Validates the terms against the domain and returns the row count.
@@ -364,8 +451,18 @@ fn trace_gp(w: &Mat<f64>, f: &TermFactor) -> f64 {
                 .sum();
             s / *n as f64
         }
+        // W = I: tr(P).
+        TermFactor::Matrix { projector, .. } if is_identity(w) => {
+            (0..projector.nrows()).map(|i| projector[(i, i)]).sum()
+        }
         TermFactor::Matrix { projector, .. } => {
-            let wp = dp_linalg::gemm(w.as_ref(), projector.as_ref(), Par::Seq);
+            let work = w.nrows() * w.ncols() * projector.ncols();
+            let par = if work >= 1 << 22 {
+                Par::rayon(0)
+            } else {
+                Par::Seq
+            };
+            let wp = dp_linalg::gemm(w.as_ref(), projector.as_ref(), par);
             dp_linalg::frobenius_norm(wp.as_ref()).powi(2)
         }
     }
@@ -377,89 +474,138 @@ fn constant_rows(w: &Mat<f64>) -> bool {
 }
 
 /// `Wᵢ F⁺` (mᵢ × rows of F), or `Wᵢ 1/nᵢ` (mᵢ × 1) for the ones row.
+/// An identity `Wᵢ` (every marginal's kept attribute) gives `F⁺` itself,
+/// without an n³ product per workload product and term.
 fn query_factor(w: &Mat<f64>, f: &TermFactor) -> Mat<f64> {
     match f {
         TermFactor::Ones(n) => Mat::from_fn(w.nrows(), 1, |r, _| {
             (0..w.ncols()).map(|j| w[(r, j)]).sum::<f64>() / *n as f64
         }),
-        TermFactor::Matrix { pinv, .. } => dp_linalg::gemm(w.as_ref(), pinv.as_ref(), Par::Seq),
+        TermFactor::Matrix { pinv, .. } if is_identity(w) => pinv.clone(),
+        TermFactor::Matrix { pinv, .. } => {
+            let work = w.nrows() * w.ncols() * pinv.ncols();
+            let par = if work >= 1 << 22 {
+                Par::rayon(0)
+            } else {
+                Par::Seq
+            };
+            dp_linalg::gemm(w.as_ref(), pinv.as_ref(), par)
+        }
     }
 }
 
-fn orthogonal(problem: &Problem) -> Result<Reconstruction> {
-    let (workload, measured) = (problem.workload, problem.measured);
-    let (values, v) = (problem.values, problem.noise_variance);
-    let shape = workload.domain().shape();
-    let terms = build_terms(measured, &shape)?;
-    let mut answers = Vec::new();
-    let mut variances = Vec::new();
-    for (p, (c, ws)) in explicit_products(workload)?.into_iter().enumerate() {
-        // A term contributes nothing when, on some attribute, the query
-        // factor has constant rows (a multiple of 1ᵀ per row) and the
-        // term's factor is a contrast: then Wᵢ F⁺ = c 1ᵀFᵀ(FFᵀ)⁻¹ = 0
-        // exactly. Skipping it keeps marginal workloads on many
-        // attributes linear in the terms that matter.
-        let constant: Vec<bool> = ws.iter().map(constant_rows).collect();
-        let relevant: Vec<&Term> = terms
-            .iter()
-            .filter(|t| {
-                !t.factors
-                    .iter()
-                    .zip(&constant)
-                    .any(|(f, &c)| c && f.is_contrast())
-            })
-            .collect();
-        check_row_space(p, &ws, &relevant)?;
-        let m = ws
-            .iter()
-            .try_fold(1usize, |acc, w| acc.checked_mul(w.nrows()));
-        let mut ans = super::resources::try_zeros(m, "the answers")?;
-        let mut var = super::resources::try_zeros(m, "the variances")?;
-        let m = ans.len();
-        for t in relevant {
-            let qs: Vec<Mat<f64>> = ws
-                .iter()
-                .zip(&t.factors)
-                .map(|(w, f)| query_factor(w, f))
-                .collect();
-            let refs: Vec<&Mat<f64>> = qs.iter().collect();
-            let y = &values[t.offset..t.offset + t.rows];
-            // Square factors (e.g. a Kronecker plan's): in place on one
-            // copy of the term's values, no per-mode intermediates.
-            let part = if qs.iter().all(|q| q.nrows() == q.ncols()) {
-                let mut part = y.to_vec();
-                super::reconstruct_kron::kron_apply_in_place(&refs, &mut part, Par::rayon(0))?;
-                part
-            } else {
-                kron_matvec(&refs, y)?
-            };
-            // Row norms² of each Wᵢ F⁺, multiplied out over attributes.
-            let norms: Vec<Mat<f64>> = qs
-                .iter()
-                .map(|q| {
-                    Mat::from_fn(q.nrows(), 1, |r, _| {
-                        (0..q.ncols()).map(|j| q[(r, j)] * q[(r, j)]).sum::<f64>()
-                    })
+/// Whether `w` is exactly a square identity.
+fn is_identity(w: &Mat<f64>) -> bool {
+    w.nrows() == w.ncols()
+        && (0..w.ncols()).all(|j| (0..w.nrows()).all(|i| w[(i, j)] == f64::from(u8::from(i == j))))
+}
+
+/// The orthogonal-terms reconstruction's value-independent part: the
+/// terms' pseudo-inverses, which terms each query product reads, and every
+/// query's variance at unit noise variance.
+struct OrthogonalPlan {
+    terms: Vec<Term>,
+    /// Per workload product, the indices of the terms it reads.
+    relevant: Vec<Vec<usize>>,
+    variances: Vec<f64>,
+}
+
+impl OrthogonalPlan {
+    fn new(workload: &StructuredWorkload, measured: &MeasuredStrategy) -> Result<Self> {
+        let terms = build_terms(measured, &workload.domain().shape())?;
+        let mut relevant = Vec::new();
+        let mut variances = Vec::new();
+        for (p, (c, ws)) in explicit_products(workload)?.into_iter().enumerate() {
+            // A term contributes nothing when, on some attribute, the query
+            // factor has constant rows (a multiple of 1ᵀ per row) and the
+            // term's factor is a contrast: then Wᵢ F⁺ = c 1ᵀFᵀ(FFᵀ)⁻¹ = 0
+            // exactly. Skipping it keeps marginal workloads on many
+            // attributes linear in the terms that matter.
+            let constant: Vec<bool> = ws.iter().map(constant_rows).collect();
+            let reads: Vec<usize> = (0..terms.len())
+                .filter(|&t| {
+                    !terms[t]
+                        .factors
+                        .iter()
+                        .zip(&constant)
+                        .any(|(f, &c)| c && f.is_contrast())
                 })
                 .collect();
-            let nrefs: Vec<&Mat<f64>> = norms.iter().collect();
-            let vpart = kron_matvec(&nrefs, &[1.0])?;
-            let (s, s2) = (c / t.scalar, (c / t.scalar).powi(2) * v);
-            for r in 0..m {
-                ans[r] += s * part[r];
-                var[r] += s2 * vpart[r];
+            let read: Vec<&Term> = reads.iter().map(|&t| &terms[t]).collect();
+            check_row_space(p, &ws, &read)?;
+            let m = ws
+                .iter()
+                .try_fold(1usize, |acc, w| acc.checked_mul(w.nrows()));
+            let mut var = super::resources::try_zeros(m, "the variances")?;
+            for t in read {
+                // Row norms² of each Wᵢ F⁺, multiplied out over attributes.
+                let norms: Vec<Mat<f64>> = ws
+                    .iter()
+                    .zip(&t.factors)
+                    .map(|(w, f)| {
+                        let q = query_factor(w, f);
+                        Mat::from_fn(q.nrows(), 1, |r, _| {
+                            (0..q.ncols()).map(|j| q[(r, j)] * q[(r, j)]).sum::<f64>()
+                        })
+                    })
+                    .collect();
+                let nrefs: Vec<&Mat<f64>> = norms.iter().collect();
+                let vpart = kron_matvec(&nrefs, &[1.0])?;
+                let s2 = (c / t.scalar).powi(2);
+                for (v, p) in var.iter_mut().zip(&vpart) {
+                    *v += s2 * p;
+                }
             }
+            variances
+                .try_reserve(var.len())
+                .map_err(|_| invalid("the variances cannot be allocated".into()))?;
+            variances.extend(var);
+            relevant.push(reads);
         }
-        answers.extend(ans);
-        variances.extend(var);
+        Ok(Self {
+            terms,
+            relevant,
+            variances,
+        })
     }
-    Ok(Reconstruction {
-        answers,
-        variances,
-        method: ReconstructionMethod::OrthogonalTerms,
-        variance_method: VarianceMethod::Exact,
-        solver: None,
-    })
+
+    /// The workload's answers from the measured `values`.
+    fn answers(&self, workload: &StructuredWorkload, values: &[f64]) -> Result<Vec<f64>> {
+        let mut answers = Vec::new();
+        for ((c, ws), reads) in explicit_products(workload)?.into_iter().zip(&self.relevant) {
+            let m = ws
+                .iter()
+                .try_fold(1usize, |acc, w| acc.checked_mul(w.nrows()));
+            let mut ans = super::resources::try_zeros(m, "the answers")?;
+            for t in reads.iter().map(|&t| &self.terms[t]) {
+                let qs: Vec<Mat<f64>> = ws
+                    .iter()
+                    .zip(&t.factors)
+                    .map(|(w, f)| query_factor(w, f))
+                    .collect();
+                let refs: Vec<&Mat<f64>> = qs.iter().collect();
+                let y = &values[t.offset..t.offset + t.rows];
+                // Square factors (e.g. a Kronecker plan's): in place on one
+                // copy of the term's values, no per-mode intermediates.
+                let part = if qs.iter().all(|q| q.nrows() == q.ncols()) {
+                    let mut part = y.to_vec();
+                    super::reconstruct_kron::kron_apply_in_place(&refs, &mut part, Par::rayon(0))?;
+                    part
+                } else {
+                    kron_matvec(&refs, y)?
+                };
+                let s = c / t.scalar;
+                for (a, p) in ans.iter_mut().zip(&part) {
+                    *a += s * p;
+                }
+            }
+            answers
+                .try_reserve(ans.len())
+                .map_err(|_| invalid("the answers cannot be allocated".into()))?;
+            answers.extend(ans);
+        }
+        Ok(answers)
+    }
 }
 
 /// Refuses query product `p` (factors `ws`) when it leaves the row space
