@@ -80,6 +80,7 @@ pub struct PlanReport {
 /// a term has the factor `[[1, …, 1]]`. It holds no ε or δ: a plan is
 /// reusable at any budget (its errors scale with the noise variance).
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(from = "PlanFileFields")]
 pub struct PlanFile {
     /// Always 1.
     pub version: u32,
@@ -92,6 +93,38 @@ pub struct PlanFile {
     pub sensitivity: f64,
     /// The stacked terms.
     pub terms: Vec<PlanTerm>,
+}
+
+/// The plan file's fields as read: the figures as plain fields rather
+/// than `#[serde(flatten)]`, which would buffer the whole document (every
+/// factor entry) before reading it; a repeated key is still an error.
+#[derive(Deserialize)]
+struct PlanFileFields {
+    version: u32,
+    privacy: String,
+    objective_name: String,
+    objective: f64,
+    lower_bound: Option<f64>,
+    domain: Vec<DomainEntry>,
+    sensitivity: f64,
+    terms: Vec<PlanTerm>,
+}
+
+impl From<PlanFileFields> for PlanFile {
+    fn from(f: PlanFileFields) -> Self {
+        Self {
+            version: f.version,
+            figures: PlanFigures {
+                privacy: f.privacy,
+                objective_name: f.objective_name,
+                objective: f.objective,
+                lower_bound: f.lower_bound,
+            },
+            domain: f.domain,
+            sensitivity: f.sensitivity,
+            terms: f.terms,
+        }
+    }
 }
 
 /// What a plan says of itself besides its strategy: the privacy model it
