@@ -35,7 +35,9 @@ use dp_core::kernel::zcdp_cost_of_pure;
 use dp_core::ledger::{Ledger, LedgerBudget};
 use dp_core::{Cost, MarginalStrategy, Measurement, MeasurementNoise};
 use dp_opt::PrivacyModel;
-use dp_opt::multidim::reconstruct::{Reconstruction, VarianceMethod, reconstruct};
+use dp_opt::multidim::reconstruct::{
+    Reconstruction, ReconstructionMethod, Reconstructor, VarianceMethod, reconstruct,
+};
 use dp_opt::multidim::{PlanObjective, PlanOptions, plan_strategy};
 use dp_workloads::spec::load_spec;
 use dp_workloads::structured::StructuredWorkload;
@@ -47,7 +49,7 @@ use crate::Failure;
 use crate::release_figures::{
     Figures, check_plan_file as check_plan_figures, group_rmse, recompute,
 };
-use crate::release_plan::{Strategy, describe};
+use crate::release_plan::{QueryLabels, Strategy};
 use crate::resources::{MemoryArgs, Spinner, check_plan_file, release_need};
 
 /// The two-sided 95% standard normal quantile.
@@ -105,6 +107,8 @@ struct Prepared {
     workload: StructuredWorkload,
     strategy: Strategy,
     kernel_strategy: MarginalStrategy,
+    /// The reconstruction prepared (and dry-run) before the charge.
+    reconstructor: Reconstructor,
     /// The figures reported, recomputed from `kernel_strategy`.
     figures: Figures,
     layout: Layout,
@@ -142,7 +146,9 @@ pub fn run(args: &ReleaseArgs) -> Result<(), Failure> {
     let entry = p.ledger.entries().len() - 1;
     let m = session.measure_marginals(&p.kernel_strategy, &marginals, p.cost)?;
     drop(marginals);
-    let rec = reconstruct(&p.workload, &m.strategy, &m.values, m.variance)?;
+    let rec = p
+        .reconstructor
+        .run(&p.workload, &m.strategy, &m.values, m.variance)?;
     write_outputs(args, &p, &m, &rec, entry)
 }
 
@@ -210,7 +216,20 @@ fn prepare(args: &ReleaseArgs) -> Result<Prepared, Failure> {
         let h = (i.wrapping_add(1)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 11;
         2.0 * (h as f64 / (1u64 << 53) as f64) - 1.0
     }));
-    let dry = reconstruct(&workload, &kernel_strategy.measured_strategy(), &probe, 1.0)?;
+    let measured = kernel_strategy.measured_strategy();
+    let reconstructor = Reconstructor::new(&workload, &measured)?;
+    let dry = match reconstructor.unit_variances() {
+        // Closed form: the variances need no values and nothing iterates.
+        Some(variances) => Reconstruction {
+            answers: Vec::new(),
+            variances: variances.to_vec(),
+            method: ReconstructionMethod::OrthogonalTerms,
+            variance_method: VarianceMethod::Exact,
+            solver: None,
+        },
+        None => reconstructor.run(&workload, &measured, &probe, 1.0)?,
+    };
+    drop(measured);
     let figures = recompute(&workload, &kernel_strategy, model, &strategy.figures, &dry)?;
     if let Some(path) = &args.plan {
         let own = match &planned_for {
@@ -254,6 +273,7 @@ fn prepare(args: &ReleaseArgs) -> Result<Prepared, Failure> {
         workload,
         strategy,
         kernel_strategy,
+        reconstructor,
         figures,
         layout,
         ledger,
@@ -385,27 +405,53 @@ fn sidecar_path(out: &Path) -> PathBuf {
     PathBuf::from(format!("{}.json", out.display()))
 }
 
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
+/// `s` as one CSV field: quoted when it holds a separator, quote or line
+/// break.
+fn push_csv_field(out: &mut String, s: &str) {
+    if s.contains([',', '"', '\n', '\r']) {
+        out.push('"');
+        out.push_str(&s.replace('"', "\"\""));
+        out.push('"');
     } else {
-        s.to_string()
+        out.push_str(s);
     }
 }
 
+/// Queries per chunk of the answers CSV formatted on one thread.
+const CSV_CHUNK: usize = 1 << 16;
+
 /// The answers CSV: one row per query, unweighted (a spec weight steers
-/// the plan; the answer is of the query itself).
+/// the plan; the answer is of the query itself). Numbers are written by
+/// `ryu` (shortest round-trip form, exponent for very small or large
+/// values), chunks of rows formatted on rayon's pool.
 fn answers_csv(p: &Prepared, rec: &Reconstruction) -> String {
+    use rayon::prelude::*;
+    let labels = QueryLabels::new(&p.workload, &p.schema);
+    let n = labels.len().min(rec.answers.len()).min(rec.variances.len());
+    let chunks: Vec<String> = (0..n.div_ceil(CSV_CHUNK))
+        .into_par_iter()
+        .map(|c| {
+            let mut out = String::new();
+            let mut label = String::new();
+            let mut number = ryu::Buffer::new();
+            for q in c * CSV_CHUNK..((c + 1) * CSV_CHUNK).min(n) {
+                label.clear();
+                let w = labels.write(q, &mut label);
+                push_csv_field(&mut out, &label);
+                let (a, se) = (rec.answers[q] / w, rec.variances[q].max(0.0).sqrt() / w);
+                for v in [a, se, a - Z95 * se, a + Z95 * se] {
+                    out.push(',');
+                    out.push_str(number.format(v));
+                }
+                out.push('\n');
+            }
+            out
+        })
+        .collect();
     let mut out = String::from("query,answer,std_error,ci_low,ci_high\n");
-    let queries = describe(&p.workload, &p.schema);
-    for ((q, w), (a, v)) in queries.iter().zip(rec.answers.iter().zip(&rec.variances)) {
-        let (a, se) = (a / w, v.max(0.0).sqrt() / w);
-        out.push_str(&format!(
-            "{},{a},{se},{},{}\n",
-            csv_field(q),
-            a - Z95 * se,
-            a + Z95 * se
-        ));
+    out.reserve(chunks.iter().map(String::len).sum());
+    for chunk in chunks {
+        out.push_str(&chunk);
     }
     out
 }

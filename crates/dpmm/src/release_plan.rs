@@ -48,11 +48,15 @@ impl Strategy {
     ) -> Result<(Self, Option<StructuredWorkload>), String> {
         let at = |what: &str| format!("{}: {what}", path.display());
         let text = std::fs::read_to_string(path).map_err(|e| at(&e.to_string()))?;
-        let root: Value = serde_json::from_str(&text).map_err(|e| at(&format!("not JSON: {e}")))?;
-        // From the text, not from `root`: a JSON object may repeat a key,
-        // which `Value` silently collapses and the plan file's reader
-        // refuses.
         let file: PlanFile =
+            serde_json::from_str(&text).map_err(|e| at(&format!("not a plan file: {e}")))?;
+        // `dpmm plan` embeds the workload beside the plan file's fields;
+        // the rest of the text is skipped, not parsed into values again.
+        #[derive(serde::Deserialize)]
+        struct Embedded {
+            workload: Option<Value>,
+        }
+        let embedded: Embedded =
             serde_json::from_str(&text).map_err(|e| at(&format!("not a plan file: {e}")))?;
         if file.version != 1 {
             return Err(at(&format!(
@@ -103,7 +107,7 @@ impl Strategy {
             out.push((t.weight, fs));
         }
         // `dpmm plan` embeds the workload beside the plan file's fields.
-        let workload = match root.get("workload") {
+        let workload = match embedded.workload {
             None => None,
             Some(spec) => {
                 let w = parse_spec(&spec.to_string(), path.parent().unwrap_or(Path::new(".")))
@@ -230,35 +234,98 @@ fn factor_row(schema: &Schema, a: usize, f: &Factor, r: usize) -> Option<String>
     }
 }
 
-/// Every query's description, in workload order (DESIGN.md §7: products
-/// in order, rows row-major over the attributes, last fastest), with the
-/// product's weight.
-pub fn describe(workload: &StructuredWorkload, schema: &Schema) -> Vec<(String, f64)> {
-    let mut out = Vec::new();
-    for (weight, factors) in workload.products() {
-        let sizes: Vec<usize> = factors.iter().map(Factor::num_queries).collect();
-        let total: usize = sizes.iter().product();
-        let mut index = vec![0usize; sizes.len()];
-        for _ in 0..total {
-            let parts: Vec<String> = factors
+/// Attributes with at most this many query rows have their row labels
+/// formatted once rather than once per query.
+const LABEL_CACHE: usize = 1 << 20;
+
+/// Every query's description, by its index in workload order (DESIGN.md
+/// §7: products in order, rows row-major over the attributes, last
+/// fastest), and its product's weight. Row labels are formatted once per
+/// product and attribute, so that writing millions of answers costs one
+/// join per query, from any thread.
+pub struct QueryLabels<'a> {
+    schema: &'a Schema,
+    products: Vec<ProductLabels>,
+    /// Index of each product's first query; then the total.
+    starts: Vec<usize>,
+}
+
+struct ProductLabels {
+    weight: f64,
+    factors: Vec<Factor>,
+    sizes: Vec<usize>,
+    /// Each attribute's row labels, when it has at most [`LABEL_CACHE`].
+    cached: Vec<Option<Vec<Option<String>>>>,
+}
+
+impl<'a> QueryLabels<'a> {
+    /// The labels of `workload`'s queries, named by `schema`.
+    pub fn new(workload: &StructuredWorkload, schema: &'a Schema) -> Self {
+        let mut products = Vec::new();
+        let mut starts = vec![0];
+        for (weight, factors) in workload.products() {
+            let sizes: Vec<usize> = factors.iter().map(Factor::num_queries).collect();
+            let cached = factors
                 .iter()
                 .enumerate()
-                .filter_map(|(a, f)| factor_row(schema, a, f, index[a]))
+                .map(|(a, f)| {
+                    (sizes[a] <= LABEL_CACHE)
+                        .then(|| (0..sizes[a]).map(|r| factor_row(schema, a, f, r)).collect())
+                })
                 .collect();
-            let text = if parts.is_empty() {
-                "total".to_string()
-            } else {
-                parts.join(" & ")
-            };
-            out.push((text, weight));
-            for k in (0..sizes.len()).rev() {
-                index[k] += 1;
-                if index[k] < sizes[k] {
-                    break;
-                }
-                index[k] = 0;
-            }
+            let total = sizes.iter().product::<usize>();
+            starts.push(starts[starts.len() - 1] + total);
+            products.push(ProductLabels {
+                weight,
+                factors,
+                sizes,
+                cached,
+            });
+        }
+        Self {
+            schema,
+            products,
+            starts,
         }
     }
-    out
+
+    /// The number of queries.
+    pub fn len(&self) -> usize {
+        self.starts[self.starts.len() - 1]
+    }
+
+    /// Appends query `q`'s description to `out` and returns its product's
+    /// weight (`q < len()`).
+    pub fn write(&self, q: usize, out: &mut String) -> f64 {
+        let p = self.starts.partition_point(|&s| s <= q) - 1;
+        let product = &self.products[p];
+        let mut rest = q - self.starts[p];
+        let mut index = vec![0usize; product.sizes.len()];
+        for (k, &size) in product.sizes.iter().enumerate().rev() {
+            index[k] = rest % size;
+            rest /= size;
+        }
+        let mut empty = true;
+        for (a, f) in product.factors.iter().enumerate() {
+            let owned;
+            let part = match &product.cached[a] {
+                Some(cached) => cached[index[a]].as_deref(),
+                None => {
+                    owned = factor_row(self.schema, a, f, index[a]);
+                    owned.as_deref()
+                }
+            };
+            if let Some(part) = part {
+                if !empty {
+                    out.push_str(" & ");
+                }
+                out.push_str(part);
+                empty = false;
+            }
+        }
+        if empty {
+            out.push_str("total");
+        }
+        product.weight
+    }
 }

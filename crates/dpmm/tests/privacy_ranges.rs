@@ -10,7 +10,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{arg, dpmm, scratch_dir};
+use common::{arg, dpmm, remove_ledger, scratch_dir};
 
 /// The corners of the ranges and the reported failures (80, 1e-4),
 /// (100, 1e-4), (50, 0.5).
@@ -39,7 +39,7 @@ fn ledger_plan_and_release_work_across_the_documented_ranges() {
     );
     for (k, (eps, delta)) in POINTS.iter().enumerate() {
         let ledger = dir.join(format!("ledger-{k}.jsonl"));
-        let _ = std::fs::remove_file(&ledger);
+        remove_ledger(&ledger);
         let run = dpmm(&[
             "ledger",
             "init",
@@ -108,7 +108,7 @@ fn just_outside_the_ranges_is_one_line_and_exit_2() {
         ("1", "1e-101"),
     ] {
         let ledger = dir.join("ledger.jsonl");
-        let _ = std::fs::remove_file(&ledger);
+        remove_ledger(&ledger);
         let run = dpmm(&[
             "ledger",
             "init",

@@ -61,3 +61,10 @@ pub fn dpmm(args: &[&str]) -> Run {
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     }
 }
+
+/// Removes a ledger left by an earlier run, with its head anchor (which
+/// would otherwise refuse a new ledger at the same path).
+pub fn remove_ledger(ledger: &Path) {
+    let _ = std::fs::remove_file(ledger);
+    let _ = std::fs::remove_file(format!("{}.head", ledger.display()));
+}
