@@ -9,6 +9,9 @@
 //!
 //! `cargo xtask bench release`: `dpmm release` on generated records
 //! ([`dp_bench::release_bench`]).
+//!
+//! `cargo xtask bench guards`: huge domains through `dpmm plan` and
+//! `dpmm release`, a result or a refusal in 30 s ([`dp_bench::guards_bench`]).
 
 use clap::Args;
 use dp_bench::scaling::{
@@ -24,7 +27,8 @@ pub struct BenchArgs {
     /// residual; time against n and against the rank r) or `peers` (dpmm
     /// beside HDMM when `HDMM_SRC` is set; `--sizes` default 512) or
     /// `release` (`dpmm release` on generated records; `--sizes` are
-    /// record counts, default 1000000,10000000).
+    /// record counts, default 1000000,10000000) or `guards` (huge domains
+    /// through `dpmm plan` and `dpmm release`).
     #[arg(value_enum)]
     target: BenchTarget,
     /// Workload family.
@@ -43,7 +47,7 @@ pub struct BenchArgs {
     /// peers only: one privacy model's column (default: both).
     #[arg(long, value_enum)]
     privacy: Option<crate::output::Privacy>,
-    /// release only: the `dpmm` binary to run.
+    /// release and guards only: the `dpmm` binary to run.
     #[arg(long, default_value = "target/release/dpmm")]
     dpmm: std::path::PathBuf,
     /// Print one JSON object per row instead of the table (for scripts).
@@ -65,6 +69,8 @@ enum BenchTarget {
     Peers,
     /// `dpmm release` on generated records.
     Release,
+    /// Huge domains through `dpmm plan` and `dpmm release`.
+    Guards,
 }
 
 impl BenchTarget {
@@ -72,7 +78,7 @@ impl BenchTarget {
         match self {
             Self::Coa => Some(ScalingTarget::Coa),
             Self::Lrm => Some(ScalingTarget::Lrm),
-            Self::Peers | Self::Release => None,
+            Self::Peers | Self::Release | Self::Guards => None,
         }
     }
 }
@@ -94,6 +100,9 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             name: "sizes",
             reason: "need positive n and m".into(),
         });
+    }
+    if args.target == BenchTarget::Guards {
+        return dp_bench::guards_bench::print_bench(&args.dpmm);
     }
     if args.target == BenchTarget::Release {
         return dp_bench::release_bench::print_bench(&args.dpmm, sizes);

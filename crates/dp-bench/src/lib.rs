@@ -17,6 +17,7 @@
 
 pub mod audit;
 pub mod experiments;
+pub mod guards_bench;
 pub mod output;
 pub mod peers;
 pub mod procfs;

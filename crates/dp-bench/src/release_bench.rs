@@ -113,7 +113,7 @@ struct Inputs {
     table_rows: usize,
 }
 
-fn io_error(path: &Path, e: impl std::fmt::Display) -> DpError {
+pub(crate) fn io_error(path: &Path, e: impl std::fmt::Display) -> DpError {
     DpError::Io(format!("{}: {e}", path.display()))
 }
 
@@ -186,6 +186,17 @@ pub struct ChildCost {
 /// so it is exact. Its stderr goes to `log`; a failure is an error with
 /// that text.
 pub fn run_measured(cmd: &mut Command, log: &Path) -> Result<ChildCost> {
+    let (status, cost) = run_child(cmd, log)?;
+    if !status.success() {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        return Err(DpError::Io(format!("{cmd:?} failed: {}", text.trim())));
+    }
+    Ok(cost)
+}
+
+/// Runs `cmd` with stderr to `log`: its exit status, wall and CPU time
+/// and peak resident memory, whatever the status.
+pub fn run_child(cmd: &mut Command, log: &Path) -> Result<(std::process::ExitStatus, ChildCost)> {
     let err_file = File::create(log).map_err(|e| io_error(log, e))?;
     let start = Instant::now();
     let mut child = cmd
@@ -208,16 +219,12 @@ pub fn run_measured(cmd: &mut Command, log: &Path) -> Result<ChildCost> {
         std::thread::sleep(Duration::from_millis(2));
     }
     let status = child.wait().map_err(|e| DpError::Io(e.to_string()))?;
-    let wall_seconds = start.elapsed().as_secs_f64();
-    if !status.success() {
-        let text = std::fs::read_to_string(log).unwrap_or_default();
-        return Err(DpError::Io(format!("{cmd:?} failed: {}", text.trim())));
-    }
-    Ok(ChildCost {
-        wall_seconds,
+    let cost = ChildCost {
+        wall_seconds: start.elapsed().as_secs_f64(),
         cpu_seconds: cpu,
         peak_rss_bytes: peak,
-    })
+    };
+    Ok((status, cost))
 }
 
 /// One measured release.
@@ -273,7 +280,7 @@ impl ReleaseRow {
 }
 
 /// A scratch directory removed when dropped (the records are large).
-struct Scratch(PathBuf);
+pub(crate) struct Scratch(pub(crate) PathBuf);
 
 impl Drop for Scratch {
     fn drop(&mut self) {
