@@ -428,3 +428,29 @@ fn unions_past_the_dense_limit_are_solved_iteratively_and_unbiased() {
     assert_close(&r.answers, &w.answer(&x).unwrap(), "noiseless answers");
     assert!(r.variances.iter().all(|v| *v > 0.0 && v.is_finite()));
 }
+
+/// One prepared reconstruction run on two value vectors gives what two
+/// separate reconstructions give; its unit variances are the variances at
+/// noise variance 1; a different strategy or workload is refused.
+#[test]
+fn a_prepared_reconstruction_is_reused_and_refuses_another_strategy() {
+    let w = spec(DOMAIN, r#"[{"marginals":{"k":2}}, {"marginal":[]}]"#);
+    let plan = plan_strategy(&w, PrivacyModel::Approx, &PlanOptions::default()).unwrap();
+    let m = measured(&plan);
+    let rows = strategy_rows(&m);
+    let prepared = Reconstructor::new(&w, &m).unwrap();
+    for seed in [1, 2] {
+        let y = noise(rows, seed);
+        let once = reconstruct(&w, &m, &y, 2.5).unwrap();
+        let again = prepared.run(&w, &m, &y, 2.5).unwrap();
+        assert_eq!(once.answers, again.answers);
+        assert_eq!(once.variances, again.variances);
+    }
+    let unit = reconstruct(&w, &m, &noise(rows, 3), 1.0).unwrap();
+    assert_eq!(prepared.unit_variances().unwrap(), &unit.variances[..]);
+    let mut other = m.clone();
+    other.terms[1].factors[0][(0, 0)] *= 1.0 + 1e-12;
+    assert!(prepared.run(&w, &other, &noise(rows, 1), 1.0).is_err());
+    let fewer = spec(DOMAIN, r#"[{"marginals":{"k":2}}]"#);
+    assert!(prepared.run(&fewer, &m, &noise(rows, 1), 1.0).is_err());
+}
