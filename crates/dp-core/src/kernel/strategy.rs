@@ -522,10 +522,16 @@ fn apply_kronecker(factors: &[IntMatrix], x: &[u64]) -> Vec<i128> {
         let rows: Vec<Vec<Run>> = (0..f.rows).map(|i| f.runs(i)).collect();
         let runs: usize = rows.iter().map(Vec::len).sum();
         let nnz: usize = rows.iter().flatten().map(|r| r.end - r.start).sum();
+        let mode = Mode {
+            f,
+            rows: &rows,
+            outer,
+            inner,
+        };
         if f.cols + runs < nnz {
-            apply_mode_by_runs(f, &rows, outer, inner, &t, &mut next);
+            mode.by_runs(&t, &mut next);
         } else {
-            apply_mode_by_entries(f, &rows, outer, inner, &t, &mut next);
+            mode.by_entries(&t, &mut next);
         }
         shape[k] = f.rows;
         t = next;
@@ -562,66 +568,65 @@ impl IntMatrix {
     }
 }
 
-/// One mode product, entry by entry over each row's runs.
-fn apply_mode_by_entries(
-    f: &IntMatrix,
-    rows: &[Vec<Run>],
+/// One mode product: `f` (its rows as runs) along the middle axis of a
+/// row-major tensor of shape outer × f.cols × inner.
+struct Mode<'a> {
+    f: &'a IntMatrix,
+    rows: &'a [Vec<Run>],
     outer: usize,
     inner: usize,
-    t: &[i128],
-    next: &mut [i128],
-) {
-    for o in 0..outer {
-        for (i, row) in rows.iter().enumerate() {
-            let dst = &mut next[(o * f.rows + i) * inner..(o * f.rows + i + 1) * inner];
-            for run in row {
-                for j in run.start..run.end {
-                    let src = &t[(o * f.cols + j) * inner..(o * f.cols + j + 1) * inner];
-                    for (d, &s) in dst.iter_mut().zip(src) {
-                        // Bounded by the quantization check (< 2^120).
-                        *d += run.value * s;
+}
+
+impl Mode<'_> {
+    /// Entry by entry over each row's runs.
+    fn by_entries(&self, t: &[i128], next: &mut [i128]) {
+        let (f, rows, outer, inner) = (self.f, self.rows, self.outer, self.inner);
+        for o in 0..outer {
+            for (i, row) in rows.iter().enumerate() {
+                let dst = &mut next[(o * f.rows + i) * inner..(o * f.rows + i + 1) * inner];
+                for run in row {
+                    for j in run.start..run.end {
+                        let src = &t[(o * f.cols + j) * inner..(o * f.cols + j + 1) * inner];
+                        for (d, &s) in dst.iter_mut().zip(src) {
+                            // Bounded by the quantization check (< 2^120).
+                            *d += run.value * s;
+                        }
                     }
                 }
             }
         }
     }
-}
 
-/// One mode product through prefix sums along the mode: a run adds
-/// `value · (P[end] − P[start])`. The prefix sums themselves are not
-/// bounded by the quantization check (it bounds row sums, not whole
-/// fibres), so they wrap: two's-complement differences are exact modulo
-/// 2^128, and each run's sum is bounded by the check (|value| ≥ 1), so
-/// the difference is the exact run sum.
-fn apply_mode_by_runs(
-    f: &IntMatrix,
-    rows: &[Vec<Run>],
-    outer: usize,
-    inner: usize,
-    t: &[i128],
-    next: &mut [i128],
-) {
-    let mut prefix = vec![0i128; (f.cols + 1) * inner];
-    for o in 0..outer {
-        let src = &t[o * f.cols * inner..(o + 1) * f.cols * inner];
-        for j in 0..f.cols {
-            let (done, rest) = prefix.split_at_mut((j + 1) * inner);
-            let before = &done[j * inner..];
-            for ((p, &b), &s) in rest[..inner]
-                .iter_mut()
-                .zip(before)
-                .zip(&src[j * inner..(j + 1) * inner])
-            {
-                *p = b.wrapping_add(s);
+    /// Through prefix sums along the mode: a run adds
+    /// `value · (P[end] − P[start])`. The prefix sums themselves are not
+    /// bounded by the quantization check (it bounds row sums, not whole
+    /// fibres), so they wrap: two's-complement differences are exact modulo
+    /// 2^128, and each run's sum is bounded by the check (|value| ≥ 1), so
+    /// the difference is the exact run sum.
+    fn by_runs(&self, t: &[i128], next: &mut [i128]) {
+        let (f, rows, outer, inner) = (self.f, self.rows, self.outer, self.inner);
+        let mut prefix = vec![0i128; (f.cols + 1) * inner];
+        for o in 0..outer {
+            let src = &t[o * f.cols * inner..(o + 1) * f.cols * inner];
+            for j in 0..f.cols {
+                let (done, rest) = prefix.split_at_mut((j + 1) * inner);
+                let before = &done[j * inner..];
+                for ((p, &b), &s) in rest[..inner]
+                    .iter_mut()
+                    .zip(before)
+                    .zip(&src[j * inner..(j + 1) * inner])
+                {
+                    *p = b.wrapping_add(s);
+                }
             }
-        }
-        for (i, row) in rows.iter().enumerate() {
-            let dst = &mut next[(o * f.rows + i) * inner..(o * f.rows + i + 1) * inner];
-            for run in row {
-                let hi = &prefix[run.end * inner..(run.end + 1) * inner];
-                let lo = &prefix[run.start * inner..(run.start + 1) * inner];
-                for ((d, &h), &l) in dst.iter_mut().zip(hi).zip(lo) {
-                    *d += run.value * h.wrapping_sub(l);
+            for (i, row) in rows.iter().enumerate() {
+                let dst = &mut next[(o * f.rows + i) * inner..(o * f.rows + i + 1) * inner];
+                for run in row {
+                    let hi = &prefix[run.end * inner..(run.end + 1) * inner];
+                    let lo = &prefix[run.start * inner..(run.start + 1) * inner];
+                    for ((d, &h), &l) in dst.iter_mut().zip(hi).zip(lo) {
+                        *d += run.value * h.wrapping_sub(l);
+                    }
                 }
             }
         }

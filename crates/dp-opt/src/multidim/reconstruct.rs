@@ -456,14 +456,7 @@ fn trace_gp(w: &Mat<f64>, f: &TermFactor) -> f64 {
             (0..projector.nrows()).map(|i| projector[(i, i)]).sum()
         }
         TermFactor::Matrix { projector, .. } => {
-            let work = w.nrows() * w.ncols() * projector.ncols();
-            let par = if work >= 1 << 22 {
-                Par::rayon(0)
-            } else {
-                Par::Seq
-            };
-            let wp = dp_linalg::gemm(w.as_ref(), projector.as_ref(), par);
-            dp_linalg::frobenius_norm(wp.as_ref()).powi(2)
+            dp_linalg::frobenius_norm(product(w, projector).as_ref()).powi(2)
         }
     }
 }
@@ -482,16 +475,18 @@ fn query_factor(w: &Mat<f64>, f: &TermFactor) -> Mat<f64> {
             (0..w.ncols()).map(|j| w[(r, j)]).sum::<f64>() / *n as f64
         }),
         TermFactor::Matrix { pinv, .. } if is_identity(w) => pinv.clone(),
-        TermFactor::Matrix { pinv, .. } => {
-            let work = w.nrows() * w.ncols() * pinv.ncols();
-            let par = if work >= 1 << 22 {
-                Par::rayon(0)
-            } else {
-                Par::Seq
-            };
-            dp_linalg::gemm(w.as_ref(), pinv.as_ref(), par)
-        }
+        TermFactor::Matrix { pinv, .. } => product(w, pinv),
     }
+}
+
+/// `A B`, on rayon's pool when it is over 2²² multiply-adds.
+fn product(a: &Mat<f64>, b: &Mat<f64>) -> Mat<f64> {
+    let par = if a.nrows() * a.ncols() * b.ncols() >= 1 << 22 {
+        Par::rayon(0)
+    } else {
+        Par::Seq
+    };
+    dp_linalg::gemm(a.as_ref(), b.as_ref(), par)
 }
 
 /// Whether `w` is exactly a square identity.

@@ -222,18 +222,16 @@ pub fn kron_matvec(mats: &[&Mat<f64>], x: &[f64]) -> SResult<Vec<f64>> {
         let nnz = (0..mk)
             .map(|q| (0..dk).filter(|&j| m[(q, j)] != 0.0).count())
             .sum::<usize>();
-        let t0 = std::time::Instant::now();
-        let d = dense_mode(nnz, mk, dk, inner);
-        if d {
-            dense_mode_product(m, outer, dk, inner, &t, &mut out);
+        let mode = Mode {
+            m,
+            outer,
+            dk,
+            inner,
+        };
+        if dense_mode(nnz, mk, dk, inner) {
+            mode.dense(&t, &mut out);
         } else {
-            sparse_mode_product(m, outer, dk, inner, &t, &mut out);
-        }
-        if t0.elapsed().as_millis() > 20 {
-            eprintln!(
-                "KM outer {outer} dk {dk} mk {mk} inner {inner} nnz {nnz} dense {d} {:?}",
-                t0.elapsed()
-            );
+            mode.sparse(&t, &mut out);
         }
         t = out;
         dims[k] = mk;
@@ -253,71 +251,68 @@ fn dense_mode(nnz: usize, mk: usize, dk: usize, inner: usize) -> bool {
 /// Multiply-adds of one product above which it runs on rayon's pool.
 const PARALLEL_WORK: usize = 1 << 22;
 
-/// `out ← M` along the middle axis of `t` (outer × dk × inner, row-major),
-/// through faer's product: one `T Mᵀ` when `inner` is 1, else `M T_o` per
-/// slab.
-fn dense_mode_product(
-    m: &Mat<f64>,
+/// One mode product: `M` along the middle axis of a row-major tensor of
+/// shape outer × dk × inner.
+struct Mode<'a> {
+    m: &'a Mat<f64>,
     outer: usize,
     dk: usize,
     inner: usize,
-    t: &[f64],
-    out: &mut [f64],
-) {
-    use dp_linalg::{MatMut, MatRef, Par, gemm_into_view};
-    let mk = m.nrows();
-    let par = |work: usize| {
-        if work >= PARALLEL_WORK {
-            Par::rayon(0)
-        } else {
-            Par::Seq
-        }
-    };
-    if inner == 1 {
-        let x = MatRef::from_row_major_slice(t, outer, dk);
-        let dst = MatMut::from_row_major_slice_mut(out, outer, mk);
-        gemm_into_view(dst, x, m.transpose(), par(outer * dk * mk));
-        return;
-    }
-    let p = par(mk * dk * inner);
-    for (slab, o) in t
-        .chunks_exact(dk * inner)
-        .zip(out.chunks_exact_mut(mk * inner))
-    {
-        let x = MatRef::from_row_major_slice(slab, dk, inner);
-        let dst = MatMut::from_row_major_slice_mut(o, mk, inner);
-        gemm_into_view(dst, m.as_ref(), x, p);
-    }
 }
 
-/// `out ← M` along the middle axis of `t` (outer × dk × inner, row-major),
-/// visiting only M's nonzero entries; `out` starts at zero.
-fn sparse_mode_product(
-    m: &Mat<f64>,
-    outer: usize,
-    dk: usize,
-    inner: usize,
-    t: &[f64],
-    out: &mut [f64],
-) {
-    let mk = m.nrows();
-    let nonzero: Vec<Vec<(usize, f64)>> = (0..mk)
-        .map(|q| {
-            (0..dk)
-                .map(|j| (j, m[(q, j)]))
-                .filter(|&(_, a)| a != 0.0)
-                .collect()
-        })
-        .collect();
-    for o in 0..outer {
-        let src = &t[o * dk * inner..(o + 1) * dk * inner];
-        let dst = &mut out[o * mk * inner..(o + 1) * mk * inner];
-        for (q, entries) in nonzero.iter().enumerate() {
-            let row = &mut dst[q * inner..(q + 1) * inner];
-            for &(j, a) in entries {
-                let col = &src[j * inner..(j + 1) * inner];
-                for (r, c) in row.iter_mut().zip(col) {
-                    *r += a * c;
+impl Mode<'_> {
+    /// `out ← M t` through faer's product: one `T Mᵀ` when `inner` is 1,
+    /// else `M T_o` per slab.
+    fn dense(&self, t: &[f64], out: &mut [f64]) {
+        use dp_linalg::{MatMut, MatRef, Par, gemm_into_view};
+        let (m, outer, dk, inner) = (self.m, self.outer, self.dk, self.inner);
+        let mk = m.nrows();
+        let par = |work: usize| {
+            if work >= PARALLEL_WORK {
+                Par::rayon(0)
+            } else {
+                Par::Seq
+            }
+        };
+        if inner == 1 {
+            let x = MatRef::from_row_major_slice(t, outer, dk);
+            let dst = MatMut::from_row_major_slice_mut(out, outer, mk);
+            gemm_into_view(dst, x, m.transpose(), par(outer * dk * mk));
+            return;
+        }
+        let p = par(mk * dk * inner);
+        for (slab, o) in t
+            .chunks_exact(dk * inner)
+            .zip(out.chunks_exact_mut(mk * inner))
+        {
+            let x = MatRef::from_row_major_slice(slab, dk, inner);
+            let dst = MatMut::from_row_major_slice_mut(o, mk, inner);
+            gemm_into_view(dst, m.as_ref(), x, p);
+        }
+    }
+
+    /// `out ← M t` visiting only M's nonzero entries; `out` starts at zero.
+    fn sparse(&self, t: &[f64], out: &mut [f64]) {
+        let (m, outer, dk, inner) = (self.m, self.outer, self.dk, self.inner);
+        let mk = m.nrows();
+        let nonzero: Vec<Vec<(usize, f64)>> = (0..mk)
+            .map(|q| {
+                (0..dk)
+                    .map(|j| (j, m[(q, j)]))
+                    .filter(|&(_, a)| a != 0.0)
+                    .collect()
+            })
+            .collect();
+        for o in 0..outer {
+            let src = &t[o * dk * inner..(o + 1) * dk * inner];
+            let dst = &mut out[o * mk * inner..(o + 1) * mk * inner];
+            for (q, entries) in nonzero.iter().enumerate() {
+                let row = &mut dst[q * inner..(q + 1) * inner];
+                for &(j, a) in entries {
+                    let col = &src[j * inner..(j + 1) * inner];
+                    for (r, c) in row.iter_mut().zip(col) {
+                        *r += a * c;
+                    }
                 }
             }
         }
