@@ -77,33 +77,19 @@ fn the_valid_ledger_opens_with_its_charges() {
     assert_eq!(ledger.entries().len(), 3);
 }
 
+/// The valid ledger damaged by up to four byte edits, and sometimes cut.
 fn mutated() -> impl Strategy<Value = Vec<u8>> {
-    let byte = prop_oneof![
-        prop::sample::select(b"0123456789abcdef-.e{}[]\",: \n".to_vec()),
-        any::<u8>(),
-    ];
-    (
-        prop::collection::vec((any::<prop::sample::Index>(), byte, 0..3u8), 0..5),
-        any::<prop::sample::Index>(),
-        any::<bool>(),
-    )
-        .prop_map(|(edits, cut, truncate)| {
-            let mut bytes = valid_bytes().to_vec();
-            for (at, b, kind) in edits {
-                let i = at.index(bytes.len());
-                match kind {
-                    0 => bytes[i] = b,
-                    1 => bytes.insert(i, b),
-                    _ => {
-                        bytes.remove(i);
-                    }
-                }
-            }
-            if truncate {
-                bytes.truncate(cut.index(bytes.len() + 1));
-            }
-            bytes
-        })
+    let edits = dp_testkit::byte_edits(
+        valid_bytes().to_vec(),
+        b"0123456789abcdef-.e{}[]\",: \n",
+        0..5,
+    );
+    (edits, any::<prop::sample::Index>(), any::<bool>()).prop_map(|(mut bytes, cut, truncate)| {
+        if truncate {
+            bytes.truncate(cut.index(bytes.len() + 1));
+        }
+        bytes
+    })
 }
 
 proptest! {

@@ -52,24 +52,8 @@ fn check(text: &str) -> Result<(), TestCaseError> {
 /// `SPEC` with bytes overwritten, inserted and removed (digits and
 /// structure characters favoured, so numbers and nesting change).
 fn mutated() -> impl Strategy<Value = String> {
-    let byte = prop_oneof![
-        prop::sample::select(b"0123456789-.e{}[]\",: ".to_vec()),
-        any::<u8>(),
-    ];
-    prop::collection::vec((any::<prop::sample::Index>(), byte, 0..3u8), 1..6).prop_map(|edits| {
-        let mut bytes = SPEC.as_bytes().to_vec();
-        for (at, b, kind) in edits {
-            let i = at.index(bytes.len());
-            match kind {
-                0 => bytes[i] = b,
-                1 => bytes.insert(i, b),
-                _ => {
-                    bytes.remove(i);
-                }
-            }
-        }
-        String::from_utf8_lossy(&bytes).into_owned()
-    })
+    dp_testkit::byte_edits(SPEC.as_bytes().to_vec(), b"0123456789-.e{}[]\",: ", 1..6)
+        .prop_map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
 }
 
 /// Specs built from pieces: wrong types, odd sizes, names and factors.

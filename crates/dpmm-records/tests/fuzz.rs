@@ -53,22 +53,7 @@ fn read_all_ways(input: &[u8], rows: Rows) -> Vec<Result<(), RecordsError>> {
 
 /// `valid` with bytes overwritten, inserted and removed.
 fn mutated(valid: &'static [u8]) -> impl Strategy<Value = Vec<u8>> {
-    let edits = prop::collection::vec((any::<prop::sample::Index>(), any::<u8>(), 0..3u8), 1..8);
-    edits.prop_map(move |edits| {
-        let mut bytes = valid.to_vec();
-        for (at, byte, kind) in edits {
-            let i = at.index(bytes.len() + 1);
-            match kind {
-                0 if i < bytes.len() => bytes[i] = byte,
-                1 => bytes.insert(i, byte),
-                _ if i < bytes.len() => {
-                    bytes.remove(i);
-                }
-                _ => bytes.push(byte),
-            }
-        }
-        bytes
-    })
+    dp_testkit::byte_edits(valid.to_vec(), b"", 1..8)
 }
 
 /// Bytes from an alphabet where CSV and JSON structure is likely.
