@@ -167,6 +167,18 @@ pub struct Verification {
     pub torn: Option<TornLine>,
 }
 
+impl Verification {
+    fn of(scan: scan::Scan, anchor: Anchor) -> Self {
+        Self {
+            budget: scan.budget,
+            entries: scan.records.len(),
+            spent: scan.spent,
+            anchor,
+            torn: scan.torn,
+        }
+    }
+}
+
 impl Ledger {
     /// Creates a new ledger holding `budget`, with its head; refuses an
     /// existing file, and an existing head (a ledger was kept at this path:
@@ -243,13 +255,7 @@ impl Ledger {
         let file = open_locked(OpenOptions::new().read(true), path, "open")?;
         let scan = scan::scan(&file, path)?;
         let anchor = anchor::check(path, &scan.hashes)?;
-        Ok(Verification {
-            budget: scan.budget,
-            entries: scan.records.len(),
-            spent: scan.spent,
-            anchor,
-            torn: scan.torn,
-        })
+        Ok(Verification::of(scan, anchor))
     }
 
     /// Removes a torn final line, and nothing else: what
@@ -268,13 +274,7 @@ impl Ledger {
                 .map_err(|e| DpError::Ledger(format!("cannot repair {}: {e}", path.display())))?;
             anchor::write(path, scan.hashes.len(), scan.last_hash())?;
         }
-        Ok(Verification {
-            budget: scan.budget,
-            entries: scan.records.len(),
-            spent: scan.spent,
-            anchor,
-            torn: scan.torn,
-        })
+        Ok(Verification::of(scan, anchor))
     }
 
     /// Appends `record` as one line, fsync'ed. A failed write is undone

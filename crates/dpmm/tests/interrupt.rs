@@ -11,12 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{arg, dpmm, scratch_dir};
-
-const SCHEMA: &str = r#"{"domain": [
-  {"name": "sex", "column": "sex", "values": ["f", "m"]},
-  {"name": "age", "column": "age", "bins": {"start": 20, "stop": 60, "width": 10}}
-]}"#;
+use common::{SEX_AGE_SCHEMA, arg, dpmm, scratch_dir};
 
 const SPEC: &str = r#"{"domain": [{"name": "sex", "size": 2}, {"name": "age", "size": 4}],
   "queries": [{"marginals": {"k": 1}}, {"marginal": ["sex", "age"]}]}"#;
@@ -29,7 +24,7 @@ fn setup(test: &str) -> PathBuf {
     let dir = scratch_dir(&format!("interrupt-{test}"));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("schema.json"), SCHEMA).unwrap();
+    std::fs::write(dir.join("schema.json"), SEX_AGE_SCHEMA).unwrap();
     std::fs::write(dir.join("spec.json"), SPEC).unwrap();
     std::fs::write(dir.join("records.csv"), "sex,age\nf,25\nm,41\n").unwrap();
     let ledger = dir.join("ledger.jsonl");

@@ -8,12 +8,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{Run, arg, dpmm, scratch_dir};
-
-const SCHEMA: &str = r#"{"domain": [
-  {"name": "sex", "column": "sex", "values": ["f", "m"]},
-  {"name": "age", "column": "age", "bins": {"start": 20, "stop": 60, "width": 10}}
-]}"#;
+use common::{Run, SEX_AGE_SCHEMA, arg, dpmm, scratch_dir};
 
 const SPEC: &str = r#"{"domain": [{"name": "sex", "size": 2}, {"name": "age", "size": 4}],
   "queries": [{"marginal": ["sex", "age"]}]}"#;
@@ -24,7 +19,7 @@ fn setup(test: &str) -> (PathBuf, PathBuf) {
     let dir = scratch_dir(&format!("ledger-{test}"));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("schema.json"), SCHEMA).unwrap();
+    std::fs::write(dir.join("schema.json"), SEX_AGE_SCHEMA).unwrap();
     std::fs::write(dir.join("spec.json"), SPEC).unwrap();
     let mut records = String::from("sex,age\n");
     for i in 0..200 {

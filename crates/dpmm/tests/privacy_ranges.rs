@@ -10,7 +10,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{arg, dpmm, remove_ledger, scratch_dir};
+use common::{Run, arg, dpmm, remove_ledger, scratch_dir};
 
 /// The corners of the ranges and the reported failures (80, 1e-4),
 /// (100, 1e-4), (50, 0.5).
@@ -29,6 +29,39 @@ fn fertility(p: &str) -> String {
     root.join(p).to_str().unwrap().to_string()
 }
 
+/// `dpmm ledger init` of an (ε, δ) ledger at `ledger`.
+fn ledger_init(ledger: &Path, eps: &str, delta: &str) -> Run {
+    dpmm(&[
+        "ledger",
+        "init",
+        "--ledger",
+        arg(ledger),
+        "--total-epsilon",
+        eps,
+        "--total-delta",
+        delta,
+    ])
+}
+
+/// `dpmm plan` of `spec` under (ε, δ) into `plan`, with `extra` flags.
+fn plan_approx(spec: &str, eps: &str, delta: &str, plan: &Path, extra: &[&str]) -> Run {
+    let mut args = vec![
+        "plan",
+        "--workload",
+        spec,
+        "--privacy",
+        "approx",
+        "--epsilon",
+        eps,
+        "--delta",
+        delta,
+        "--out",
+    ];
+    args.push(arg(plan));
+    args.extend(extra);
+    dpmm(&args)
+}
+
 #[test]
 fn ledger_plan_and_release_work_across_the_documented_ranges() {
     let dir = scratch_dir("privacy-ranges");
@@ -40,32 +73,10 @@ fn ledger_plan_and_release_work_across_the_documented_ranges() {
     for (k, (eps, delta)) in POINTS.iter().enumerate() {
         let ledger = dir.join(format!("ledger-{k}.jsonl"));
         remove_ledger(&ledger);
-        let run = dpmm(&[
-            "ledger",
-            "init",
-            "--ledger",
-            arg(&ledger),
-            "--total-epsilon",
-            eps,
-            "--total-delta",
-            delta,
-        ]);
+        let run = ledger_init(&ledger, eps, delta);
         assert_eq!(run.code, 0, "ledger ({eps}, {delta}): {}", run.stderr);
         let plan = dir.join(format!("plan-{k}.json"));
-        let run = dpmm(&[
-            "plan",
-            "--workload",
-            &spec,
-            "--privacy",
-            "approx",
-            "--epsilon",
-            eps,
-            "--delta",
-            delta,
-            "--out",
-            arg(&plan),
-            "--json",
-        ]);
+        let run = plan_approx(&spec, eps, delta, &plan, &["--json"]);
         assert_eq!(run.code, 0, "plan ({eps}, {delta}): {}", run.stderr);
         let report: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
         let scale = report["noise_scale"].as_f64().unwrap();
@@ -109,32 +120,11 @@ fn just_outside_the_ranges_is_one_line_and_exit_2() {
     ] {
         let ledger = dir.join("ledger.jsonl");
         remove_ledger(&ledger);
-        let run = dpmm(&[
-            "ledger",
-            "init",
-            "--ledger",
-            arg(&ledger),
-            "--total-epsilon",
-            eps,
-            "--total-delta",
-            delta,
-        ]);
+        let run = ledger_init(&ledger, eps, delta);
         assert!(run.is_refusal(), "ledger ({eps}, {delta}): {run:?}");
         assert!(!ledger.exists());
         let plan = dir.join("plan.json");
-        let run = dpmm(&[
-            "plan",
-            "--workload",
-            &spec,
-            "--privacy",
-            "approx",
-            "--epsilon",
-            eps,
-            "--delta",
-            delta,
-            "--out",
-            arg(&plan),
-        ]);
+        let run = plan_approx(&spec, eps, delta, &plan, &[]);
         assert!(run.is_refusal(), "plan ({eps}, {delta}): {run:?}");
     }
 }

@@ -68,3 +68,10 @@ pub fn remove_ledger(ledger: &Path) {
     let _ = std::fs::remove_file(ledger);
     let _ = std::fs::remove_file(format!("{}.head", ledger.display()));
 }
+
+/// A records schema of two attributes, `sex` (f, m) and `age` (four
+/// ten-year bins from 20), for the tests that release small files.
+pub const SEX_AGE_SCHEMA: &str = r#"{"domain": [
+  {"name": "sex", "column": "sex", "values": ["f", "m"]},
+  {"name": "age", "column": "age", "bins": {"start": 20, "stop": 60, "width": 10}}
+]}"#;
