@@ -9,17 +9,18 @@
 //!    `--plan`, planning and the file's reading both sized first against
 //!    `--max-memory`), the memory every later step will hold (count
 //!    tables, measurement, reconstruction, answers: [`crate::resources`]),
-//!    the quantized strategy, a
-//!    dry-run reconstruction (the workload must lie in the strategy's row
-//!    space) and from it the figures reported (a plan file's own are
-//!    checked against them, never echoed), the ledger (opened, locked, its hash chain verified, enough
-//!    budget left).
+//!    the quantized strategy, the reconstruction prepared from it (the
+//!    workload must lie in the strategy's row space; an iterative solve is
+//!    dry-run on data-independent values) and from it the figures reported
+//!    (a plan file's own are checked against them, never echoed), the
+//!    ledger (opened, locked, its hash chain verified, enough budget left).
 //! 2. Aggregate the records (or the pre-aggregated table) into only the
 //!    count tables the strategy reads; memory is those tables.
 //! 3. Charge the ledger: written and fsync'ed under its lock.
 //! 4. Measure through the privacy kernel (exact discrete noise, CKS20).
-//! 5. Reconstruct by least squares with the strategy actually measured,
-//!    and every query's exact variance (post-processing).
+//! 5. Reconstruct by least squares with the strategy actually measured
+//!    (the prepared reconstruction refuses any other), and every query's
+//!    exact variance (post-processing).
 //! 6. Write the answers and the JSON sidecar to temporary files, then
 //!    rename them into place ([`crate::output`]: nothing is left behind on
 //!    an error or a signal).
