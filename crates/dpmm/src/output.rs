@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
 
-use crate::Failure;
+use crate::Error;
 
 /// Every temporary file that exists now.
 static TEMPORARIES: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
@@ -49,10 +49,10 @@ fn remove_all(temporaries: &mut Vec<PathBuf>) {
 /// Starts the thread that, on SIGINT, SIGTERM or SIGHUP, removes the
 /// registered temporary files and exits with 128 + the signal's number.
 #[cfg(unix)]
-pub fn exit_on_signals() -> Result<(), Failure> {
+pub fn exit_on_signals() -> Result<(), Error> {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     use signal_hook::iterator::Signals;
-    let internal = |e: std::io::Error| Failure::Internal(format!("cannot handle signals: {e}"));
+    let internal = |e: std::io::Error| Error::Internal(format!("cannot handle signals: {e}"));
     let mut signals = Signals::new([SIGINT, SIGTERM, SIGHUP]).map_err(internal)?;
     std::thread::Builder::new()
         .name("signals".into())
@@ -72,7 +72,7 @@ pub fn exit_on_signals() -> Result<(), Failure> {
 /// Elsewhere the platform's default handling stands (only the error and
 /// panic paths remove temporaries).
 #[cfg(not(unix))]
-pub fn exit_on_signals() -> Result<(), Failure> {
+pub fn exit_on_signals() -> Result<(), Error> {
     Ok(())
 }
 
@@ -99,10 +99,10 @@ impl Temporary {
     /// Creates `.NAME.tmp-PID-K` beside `target` (never an existing file:
     /// `create_new` follows no link an attacker may have planted) and
     /// registers it in the same step.
-    fn create(target: &Path) -> Result<(Self, File), Failure> {
+    fn create(target: &Path) -> Result<(Self, File), Error> {
         let name = target
             .file_name()
-            .ok_or_else(|| Failure::file(target, "not a file name"))?
+            .ok_or_else(|| Error::file(target, "not a file name"))?
             .to_string_lossy()
             .into_owned();
         let mut temporaries = registry();
@@ -121,18 +121,18 @@ impl Temporary {
                 }
                 // A stale file of an earlier process with this id.
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                Err(e) => return Err(Failure::file(target, e)),
+                Err(e) => return Err(Error::file(target, e)),
             }
         }
-        Err(Failure::file(target, "no free temporary name beside it"))
+        Err(Error::file(target, "no free temporary name beside it"))
     }
 
     /// A temporary beside `target` holding `bytes`, fsync'ed.
-    fn holding(target: &Path, bytes: &[u8]) -> Result<Self, Failure> {
+    fn holding(target: &Path, bytes: &[u8]) -> Result<Self, Error> {
         let (temporary, mut file) = Self::create(target)?;
         file.write_all(bytes)
             .and_then(|()| file.sync_all())
-            .map_err(|e| Failure::file(target, e))?;
+            .map_err(|e| Error::file(target, e))?;
         Ok(temporary)
     }
 }
@@ -149,12 +149,12 @@ impl Drop for Temporary {
 
 /// Checks, before anything is spent, that `target` can be written: a
 /// temporary beside it is created and removed.
-pub fn check_writable(target: &Path) -> Result<(), Failure> {
+pub fn check_writable(target: &Path) -> Result<(), Error> {
     Temporary::create(target).map(drop)
 }
 
 /// Writes `bytes` to `path` atomically ([`write_all_atomically`]).
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), Error> {
     write_all_atomically(&[(path, bytes)])
 }
 
@@ -164,7 +164,7 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
 /// rename fails, the files already renamed in this call are removed, so
 /// that a sidecar never sits beside answers it does not describe; every
 /// temporary is removed.
-pub fn write_all_atomically(files: &[(&Path, &[u8])]) -> Result<(), Failure> {
+pub fn write_all_atomically(files: &[(&Path, &[u8])]) -> Result<(), Error> {
     let mut temporaries = files
         .iter()
         .map(|(path, bytes)| Temporary::holding(path, bytes))
@@ -174,7 +174,7 @@ pub fn write_all_atomically(files: &[(&Path, &[u8])]) -> Result<(), Failure> {
     let mut dirs: Vec<&Path> = files.iter().map(|(path, _)| directory(path)).collect();
     dirs.dedup();
     for dir in dirs {
-        sync_dir(dir).map_err(|e| Failure::file(dir, e))?;
+        sync_dir(dir).map_err(|e| Error::file(dir, e))?;
     }
     Ok(())
 }
@@ -197,7 +197,7 @@ fn sync_dir(dir: &Path) -> std::io::Result<()> {
     }
 }
 
-fn rename_all(temporaries: &mut [Temporary]) -> Result<(), Failure> {
+fn rename_all(temporaries: &mut [Temporary]) -> Result<(), Error> {
     let mut registry = registry();
     for i in 0..temporaries.len() {
         let t = &temporaries[i];
@@ -205,7 +205,7 @@ fn rename_all(temporaries: &mut [Temporary]) -> Result<(), Failure> {
             for done in &temporaries[..i] {
                 let _ = std::fs::remove_file(&done.target);
             }
-            return Err(Failure::file(&t.target, e));
+            return Err(Error::file(&t.target, e));
         }
         let path = t.path.clone();
         temporaries[i].renamed = true;
@@ -294,12 +294,12 @@ mod tests {
         ];
         for target in &targets {
             assert!(
-                matches!(check_writable(target), Err(Failure::BadInput(_))),
+                matches!(check_writable(target), Err(Error::BadInput(_))),
                 "{}",
                 target.display()
             );
             let written = write_atomically(target, b"answers");
-            assert!(matches!(written, Err(Failure::BadInput(_))));
+            assert!(matches!(written, Err(Error::BadInput(_))));
         }
         // A directory without write permission (unless this runs as a
         // user who may write anyway, such as root).
@@ -332,7 +332,7 @@ mod tests {
         std::fs::create_dir(&answers).unwrap();
         std::fs::write(answers.join("inside"), "x").unwrap();
         let written = write_all_atomically(&[(&side, b"{}"), (&answers, b"q,a\n")]);
-        assert!(matches!(written, Err(Failure::BadInput(_))));
+        assert!(matches!(written, Err(Error::BadInput(_))));
         assert_eq!(names_in(&dir), ["answers.csv"]);
         assert_eq!(names_in(&answers), ["inside"]);
         assert!(none_registered(&dir));

@@ -30,7 +30,7 @@ use dp_workloads::marginals::{residual_spectrum, svd_bound};
 use dp_workloads::structured::StructuredWorkload;
 use serde::Serialize;
 
-use crate::Failure;
+use crate::Error;
 
 /// Largest relative difference between a plan file's recorded objective or
 /// lower bound and the recomputation. The two are computed differently
@@ -66,7 +66,7 @@ pub fn recompute(
     model: PrivacyModel,
     plan: &PlanFigures,
     dry: &Reconstruction,
-) -> Result<Figures, Failure> {
+) -> Result<Figures, Error> {
     let max_variance = plan.objective_name == "max_variance";
     let delta = sensitivity(&kernel.measured_strategy(), model)?;
     let objective = (dry.variance_method == VarianceMethod::Exact).then(|| {
@@ -104,7 +104,7 @@ pub fn recompute(
 /// `Δ(Ã)` as the kernel states it: per term the product of its factors'
 /// largest column norms (1 for an unlisted attribute's ones row), summed
 /// over terms (L1) or in quadrature (L2).
-fn sensitivity(measured: &MeasuredStrategy, model: PrivacyModel) -> Result<f64, Failure> {
+fn sensitivity(measured: &MeasuredStrategy, model: PrivacyModel) -> Result<f64, Error> {
     let mut total = 0.0;
     for term in &measured.terms {
         let mut product = 1.0;
@@ -133,9 +133,9 @@ pub fn check_plan_file(
     recorded: &PlanFigures,
     release: &Figures,
     own: Option<&Figures>,
-) -> Result<(), Failure> {
+) -> Result<(), Error> {
     let refuse = |what: String| {
-        Err(Failure::BadInput(format!(
+        Err(Error::BadInput(format!(
             "{}: {what}; plan again with `dpmm plan`",
             path.display()
         )))

@@ -12,17 +12,14 @@ use std::io::IsTerminal;
 use std::path::Path;
 use std::time::Duration;
 
-use clap::Args;
-use dp_opt::multidim::resources::{
-    MemoryNeed, TermShape, default_memory_limit, format_bytes, reconstruction_need,
-};
+use dp_opt::multidim::resources::{MemoryNeed, TermShape, format_bytes, reconstruction_need};
 use dp_workloads::domain::Domain;
 use dp_workloads::structured::StructuredWorkload;
 use dpmm_records::{DEFAULT_CELL_LIMIT, Layout};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::failure::Failure;
 use crate::release_plan::Strategy;
+use crate::{Error, Result};
 
 /// Bytes per strategy row during a measurement: the exact answer (i128),
 /// the noisy value, and the dry run's probe value, with room for the
@@ -42,28 +39,10 @@ const STRATEGY_COPIES: f64 = 5.0;
 /// number) and the factors parsed from it: this many times its length.
 const PLAN_FILE_READ_FACTOR: f64 = 8.0;
 
-/// `--max-memory`, shared by `dpmm plan` and `dpmm release`.
-#[derive(Debug, Clone, Args)]
-pub struct MemoryArgs {
-    /// The memory this command may use, in bytes or with a unit: 8G or 8GB
-    /// (10⁹ bytes each), 8GiB (2³⁰), also k, M, T and their binary forms.
-    /// Every step the inputs size (planning, count tables, measurement,
-    /// reconstruction) is checked against it before it runs, and before
-    /// anything is charged. Default: half the physical memory (MemTotal in
-    /// /proc/meminfo), 4 GiB where that cannot be read.
-    #[arg(long, value_parser = parse_memory, value_name = "SIZE")]
-    pub max_memory: Option<u64>,
-}
-
-impl MemoryArgs {
-    /// The limit in bytes.
-    pub fn limit(&self) -> u64 {
-        self.max_memory.unwrap_or_else(default_memory_limit)
-    }
-}
-
-/// A positive size in bytes, with an optional decimal or binary unit.
-fn parse_memory(text: &str) -> Result<u64, String> {
+/// A positive size in bytes, with an optional decimal or binary unit:
+/// 8G or 8GB (10⁹ bytes each), 8GiB (2³⁰), also k, M, T and their binary
+/// forms (`--max-memory`).
+pub fn parse_memory(text: &str) -> std::result::Result<u64, String> {
     let size: bytesize::ByteSize = text.trim().parse().map_err(|_| {
         format!("'{text}' is not a size: give bytes, or a number with a unit (8G, 512MiB)")
     })?;
@@ -75,9 +54,9 @@ fn parse_memory(text: &str) -> Result<u64, String> {
 
 /// Refuses a plan file whose reading would not fit `limit` (its text,
 /// JSON tree and parsed factors, sized from its length).
-pub fn check_plan_file(path: &Path, limit: u64) -> Result<(), Failure> {
+pub fn check_plan_file(path: &Path, limit: u64) -> Result<()> {
     let len = std::fs::metadata(path)
-        .map_err(|e| Failure::file(path, e))?
+        .map_err(|e| Error::file(path, e))?
         .len();
     let mut need = MemoryNeed::new("reading the plan file");
     need.add(
@@ -91,7 +70,7 @@ pub fn check_plan_file(path: &Path, limit: u64) -> Result<(), Failure> {
 /// domain has at most [`DEFAULT_CELL_LIMIT`] cells, else one table per
 /// attribute set `tables`, as many cells as `limit` holds (8 bytes each,
 /// half of the limit: the kernel copies each term's table once more).
-pub fn layout(domain: &Domain, tables: &[Vec<usize>], limit: u64) -> Result<Layout, Failure> {
+pub fn layout(domain: &Domain, tables: &[Vec<usize>], limit: u64) -> Result<Layout> {
     if domain.cells_f64() <= DEFAULT_CELL_LIMIT as f64 {
         return Ok(Layout::full(domain, DEFAULT_CELL_LIMIT)?);
     }
@@ -196,6 +175,11 @@ impl Spinner {
         bar.set_message(message);
         bar.enable_steady_tick(Duration::from_millis(200));
         Self(Some(bar))
+    }
+
+    /// No spinner (a library call that was not asked for progress).
+    pub fn hidden() -> Self {
+        Self(None)
     }
 
     /// Clears the spinner.

@@ -10,6 +10,9 @@ use std::time::{Duration, Instant};
 /// A fresh directory for `test` under Cargo's scratch directory.
 pub fn scratch_dir(test: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("dpmm-{test}"));
+    // Fresh on every run: a file left by an earlier run must not pass for
+    // one this run wrote.
+    let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }

@@ -1,7 +1,7 @@
-//! `dpmm plan`: optimize a strategy for a workload spec once (a plan
-//! depends on the workload and the privacy model, never on data), write
-//! the plan file (DESIGN.md §7) and print the expected error of every
-//! query group with the certificate.
+//! Plans: a strategy optimized for a workload spec once (a plan depends
+//! on the workload and the privacy model, never on data), its plan file
+//! (DESIGN.md §7) and the expected error of every query group with the
+//! certificate (`dpmm plan`).
 //!
 //! The planning is [`plan::plan_spec`], as in `cargo xtask plan`; the plan
 //! file is [`plan::plan_file`] plus the workload spec itself (matrix
@@ -14,131 +14,119 @@
 //! errors are upper bounds on the release's (up to the power-of-two
 //! granularity of the measurement).
 
-use std::path::PathBuf;
+use std::path::Path;
 
-use clap::{Args, ValueEnum};
 use dp_core::{GaussianCalibration, PrivacyBudget};
 use dp_opt::multidim::plan::{self, PlanFile, PlanReport};
 use dp_opt::multidim::resources::plan_file_need;
-use dp_opt::multidim::{PlanObjective, PlanOptions};
+use dp_opt::multidim::{PlanObjective, PlanOptions, StructuredPlan};
+use dp_workloads::structured::StructuredWorkload;
 use serde::Serialize;
 
-use crate::failure::Failure;
-use crate::release_plan;
-use crate::resources::{MemoryArgs, Spinner};
+use crate::resources::Spinner;
+use crate::{Error, Result, release_plan};
 
-/// The privacy model of `--privacy`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum PrivacyArg {
-    /// ε-DP: Laplace noise, objective l1_obj.
-    Pure,
-    /// (ε,δ)-DP: discrete Gaussian noise under zCDP, objective l2_obj.
-    Approx,
-}
-
-/// `dpmm plan`'s flags.
-#[derive(Debug, Args)]
-pub struct PlanArgs {
-    /// The workload spec v1 (JSON; DESIGN.md §7).
-    #[arg(long)]
-    pub workload: PathBuf,
-    /// pure (ε-DP) or approx ((ε,δ)-DP).
-    #[arg(long, value_enum)]
-    pub privacy: PrivacyArg,
-    /// ε, in [1e-6, 100].
-    #[arg(long, allow_hyphen_values = true)]
-    pub epsilon: f64,
-    /// δ, in [1e-100, 0.5]; required with `--privacy approx`, refused with
-    /// `pure`.
-    #[arg(long, allow_hyphen_values = true)]
-    pub delta: Option<f64>,
-    /// Write the plan file (JSON) here.
-    #[arg(long)]
-    pub out: PathBuf,
-    /// Print the report as one JSON object instead of a table.
-    #[arg(long)]
-    pub json: bool,
-    /// The loss to minimize: total (the sum of the queries' variances) or
-    /// max (the largest per-query variance; `--privacy approx` and
-    /// marginal workloads only).
-    #[arg(long, default_value = "total")]
-    pub objective: PlanObjective,
-    /// The memory limit (`--max-memory`).
-    #[command(flatten)]
-    pub memory: MemoryArgs,
-}
-
-/// What `dpmm plan` writes: the plan file's fields and the workload spec
-/// it was planned for (matrix factors inline).
+/// What a plan file written by [`Plan::save`] holds: the plan file's fields
+/// and the workload spec it was planned for (matrix factors inline).
 #[derive(Serialize)]
-struct PlanFileWithWorkload {
+struct PlanFileWithWorkload<'a> {
     #[serde(flatten)]
     file: PlanFile,
-    workload: serde_json::Value,
+    workload: &'a serde_json::Value,
 }
 
-impl PlanArgs {
-    /// The budget the flags state, validated (ranges of
-    /// `dp_core::kernel::accounting`).
-    pub fn budget(&self) -> Result<PrivacyBudget, Failure> {
-        match (self.privacy, self.delta) {
-            (PrivacyArg::Pure, None) => Ok(PrivacyBudget::pure(self.epsilon)?),
-            (PrivacyArg::Pure, Some(_)) => Err(Failure::BadInput(
-                "--delta applies to --privacy approx only (pure ε-DP has no δ)".into(),
-            )),
-            (PrivacyArg::Approx, Some(delta)) => Ok(PrivacyBudget::approx(self.epsilon, delta)?),
-            (PrivacyArg::Approx, None) => Err(Failure::BadInput(
-                "--privacy approx needs --delta (no default δ is assumed)".into(),
-            )),
+/// A strategy optimized for a workload spec, with its report.
+pub struct Plan {
+    workload: StructuredWorkload,
+    plan: StructuredPlan,
+    report: PlanReport,
+    /// The spec with its matrix factors inline.
+    spec: serde_json::Value,
+    max_memory: Option<u64>,
+}
+
+impl Plan {
+    /// Optimizes a strategy for the workload spec at `spec` under
+    /// `budget`, minimizing `objective`, within `max_memory` bytes (planning
+    /// is sized before it runs; `None`: unlimited). Under (ε, δ) the
+    /// figures are the release's: discrete Gaussian noise at the zCDP ρ of
+    /// the exact conversion ([`crate::privacy`]).
+    pub fn optimize(
+        spec: &Path,
+        budget: PrivacyBudget,
+        objective: PlanObjective,
+        max_memory: Option<u64>,
+    ) -> Result<Self> {
+        let spinner = Spinner::start("planning");
+        let planned = plan::plan_spec(
+            spec,
+            budget,
+            GaussianCalibration::Zcdp,
+            &PlanOptions {
+                objective,
+                max_memory,
+                ..PlanOptions::default()
+            },
+        );
+        spinner.finish();
+        let (workload, plan, report) = planned?;
+        // After planning, which has validated the spec and its matrix files.
+        let spec = release_plan::embedded_spec(spec).map_err(Error::BadInput)?;
+        Ok(Self {
+            workload,
+            plan,
+            report,
+            spec,
+            max_memory,
+        })
+    }
+
+    /// The figures: objective, certificate, noise, per-group RMSE.
+    pub fn report(&self) -> &PlanReport {
+        &self.report
+    }
+
+    /// The workload planned for.
+    pub fn workload(&self) -> &StructuredWorkload {
+        &self.workload
+    }
+
+    /// The optimized strategy and how it was found.
+    pub fn strategy(&self) -> &StructuredPlan {
+        &self.plan
+    }
+
+    /// Writes the plan file (atomically: whole or absent), which carries
+    /// the workload too, so that a release needs nothing else. Refused
+    /// before anything is written when it would not fit the memory limit.
+    pub fn save(&self, path: &Path) -> Result<()> {
+        if let Some(limit) = self.max_memory {
+            plan_file_need(&self.plan.strategy).check(limit)?;
         }
+        let file = PlanFileWithWorkload {
+            file: plan::plan_file(&self.workload, &self.plan),
+            workload: &self.spec,
+        };
+        let mut bytes = serde_json::to_vec(&file)
+            .map_err(|e| Error::Internal(format!("cannot format the plan file: {e}")))?;
+        bytes.push(b'\n');
+        crate::output::write_atomically(path, &bytes)
     }
-}
 
-/// Runs `dpmm plan`.
-pub fn run(args: &PlanArgs) -> Result<(), Failure> {
-    let budget = args.budget()?;
-    let limit = args.memory.limit();
-    let spinner = Spinner::start("planning");
-    let planned = plan::plan_spec(
-        &args.workload,
-        budget,
-        GaussianCalibration::Zcdp,
-        &PlanOptions {
-            objective: args.objective,
-            max_memory: Some(limit),
-            ..PlanOptions::default()
-        },
-    );
-    spinner.finish();
-    let (workload, plan, report) = planned?;
-    plan_file_need(&plan.strategy).check(limit)?;
-    // After planning, which has validated the spec and its matrix files.
-    let spec = release_plan::embedded_spec(&args.workload).map_err(Failure::BadInput)?;
-    let file = PlanFileWithWorkload {
-        file: plan::plan_file(&workload, &plan),
-        workload: spec,
-    };
-    let mut bytes = serde_json::to_vec(&file)
-        .map_err(|e| Failure::Internal(format!("cannot format the plan file: {e}")))?;
-    bytes.push(b'\n');
-    crate::output::write_atomically(&args.out, &bytes)?;
-    let text = if args.json {
-        json_report(&report, args)?
-    } else {
-        human_report(&report, args)
-    };
-    println!("{text}");
-    Ok(())
-}
-
-/// The report as pretty JSON, with the plan file's path.
-fn json_report(report: &PlanReport, args: &PlanArgs) -> Result<String, Failure> {
-    let internal = |e: serde_json::Error| Failure::Internal(format!("cannot format output: {e}"));
-    let mut value = serde_json::to_value(report).map_err(internal)?;
-    if let Some(obj) = value.as_object_mut() {
-        obj.insert("out".into(), args.out.display().to_string().into());
+    /// The report as pretty JSON, with the plan file's path when given.
+    pub fn report_json(&self, out: Option<&Path>) -> Result<String> {
+        let internal = |e: serde_json::Error| Error::Internal(format!("cannot format output: {e}"));
+        let mut value = serde_json::to_value(&self.report).map_err(internal)?;
+        if let (Some(obj), Some(out)) = (value.as_object_mut(), out) {
+            obj.insert("out".into(), out.display().to_string().into());
+        }
+        serde_json::to_string_pretty(&value).map_err(internal)
     }
-    serde_json::to_string_pretty(&value).map_err(internal)
+
+    /// The report as a table for people.
+    pub fn report_text(&self) -> String {
+        human_report(&self.report)
+    }
 }
 
 /// Integers (counts of cells and queries) exactly below 1e15; otherwise
@@ -156,7 +144,7 @@ fn sig(x: f64) -> String {
 }
 
 /// The report as a table for people.
-fn human_report(r: &PlanReport, args: &PlanArgs) -> String {
+fn human_report(r: &PlanReport) -> String {
     let budget = match (r.delta, r.calibration) {
         (Some(d), Some(c)) => format!("(ε, δ) = ({}, {d:e}), {c} calibration", r.epsilon),
         _ => format!("ε = {}", r.epsilon),
@@ -211,7 +199,6 @@ fn human_report(r: &PlanReport, args: &PlanArgs) -> String {
     if let Some(note) = stop_note(&r.termination, r.duality_gap) {
         out += &note;
     }
-    out += &format!("plan written to {}", args.out.display());
     out
 }
 

@@ -1,0 +1,373 @@
+//! `dpmm`: the command for people who hold records — flags and file paths
+//! over the `dpmm` library (docs/architecture.md).
+//!
+//! * `dpmm plan` optimizes a strategy for a workload spec and prints its
+//!   expected errors with the certificate ([`dpmm::Plan`]).
+//! * `dpmm release` and `dpmm ledger`: private answers from records
+//!   ([`dpmm::Release`]), and the persistent privacy budget
+//!   ([`dpmm::ledger`]).
+//! * `dpmm schema draft records.csv[.gz]` writes a starting schema from
+//!   the CSV's header line (and nothing after it) for a person to complete
+//!   from public knowledge.
+//!
+//! Every failure is one line on stderr, exit status 2 for bad input (a
+//! file, a flag, a spec, a schema, a record, a budget), 1 for an internal
+//! failure ([`dpmm::Error`]). SIGINT, SIGTERM and SIGHUP end the command
+//! at once at any step, with status 128 + the signal and no temporary file
+//! left ([`dpmm::output`]).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use dpmm::dp_opt::multidim::resources::default_memory_limit;
+use dpmm::dpmm_records::{DRAFT_NOTE, draft_from_path};
+use dpmm::resources::parse_memory;
+use dpmm::{Data, Error, Plan, PlanObjective, PrivacyBudget, Release, ledger, privacy};
+
+/// Optimized linear queries under differential privacy, for data curators.
+#[derive(Parser)]
+#[command(name = "dpmm", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Optimize a strategy for a workload spec (data-independent, reusable):
+    /// write the plan file, print the expected error per query group and
+    /// the certificate.
+    Plan(PlanArgs),
+    /// Records schemas: how CSV columns become the attributes of a domain.
+    #[command(subcommand)]
+    Schema(SchemaCommand),
+    /// Release private answers to a workload from records: validate,
+    /// aggregate, charge the ledger, measure (exact discrete noise),
+    /// reconstruct, write answers with standard errors and 95% intervals.
+    Release(ReleaseArgs),
+    /// The persistent privacy budget: create a ledger, show it, verify it,
+    /// repair a torn final line.
+    #[command(subcommand)]
+    Ledger(LedgerCommand),
+}
+
+#[derive(Subcommand)]
+enum SchemaCommand {
+    /// Write a starting schema from a CSV's header line only (plain or
+    /// gzip'ed). Domains must then be written from PUBLIC knowledge, never
+    /// from the private data; the draft is refused until they are.
+    Draft {
+        /// The records file (CSV with a header; gzip detected by content).
+        records: PathBuf,
+        /// Write the draft here instead of standard output.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+}
+
+/// The privacy model of `--privacy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum PrivacyArg {
+    /// ε-DP: Laplace noise, objective l1_obj.
+    Pure,
+    /// (ε,δ)-DP: discrete Gaussian noise under zCDP, objective l2_obj.
+    Approx,
+}
+
+/// `dpmm plan`'s flags.
+#[derive(Debug, Args)]
+struct PlanArgs {
+    /// The workload spec v1 (JSON; docs/formats.md).
+    #[arg(long)]
+    workload: PathBuf,
+    /// pure (ε-DP) or approx ((ε,δ)-DP).
+    #[arg(long, value_enum)]
+    privacy: PrivacyArg,
+    /// ε, in [1e-6, 100].
+    #[arg(long, allow_hyphen_values = true)]
+    epsilon: f64,
+    /// δ, in [1e-100, 0.5]; required with `--privacy approx`, refused with
+    /// `pure`.
+    #[arg(long, allow_hyphen_values = true)]
+    delta: Option<f64>,
+    /// Write the plan file (JSON) here.
+    #[arg(long)]
+    out: PathBuf,
+    /// Print the report as one JSON object instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// The loss to minimize: total (the sum of the queries' variances) or
+    /// max (the largest per-query variance; `--privacy approx` and
+    /// marginal workloads only).
+    #[arg(long, default_value = "total")]
+    objective: PlanObjective,
+    /// The memory limit (`--max-memory`).
+    #[command(flatten)]
+    memory: MemoryArgs,
+}
+
+/// `dpmm release`.
+#[derive(Args)]
+struct ReleaseArgs {
+    /// Records: CSV with a header row, plain or gzip'ed, or Parquet with the
+    /// `parquet` feature (detected by content).
+    #[arg(long, required_unless_present = "counts", conflicts_with = "counts")]
+    data: Option<PathBuf>,
+    /// Instead of records: a pre-aggregated table (the schema's columns
+    /// and a `count` column), e.g. from one GROUP BY in DuckDB.
+    #[arg(long)]
+    counts: Option<PathBuf>,
+    /// The records schema (columns and public domains, docs/formats.md).
+    #[arg(long)]
+    schema: PathBuf,
+    /// The workload spec: the queries to answer, in this order (optional
+    /// with `--plan`, whose file carries the spec it was planned for).
+    #[arg(long, required_unless_present = "plan")]
+    workload: Option<PathBuf>,
+    /// A plan file (from `dpmm plan`) to measure instead of optimizing now;
+    /// its domain must be the schema's. The queries are `--workload`'s when
+    /// given (the strategy must support them), else the plan's own.
+    #[arg(long)]
+    plan: Option<PathBuf>,
+    /// When planning now: total (the sum of the queries' variances, the
+    /// default) or max (the largest per-query variance; (ε, δ) and
+    /// marginal workloads only). A plan file states its own.
+    #[arg(long, conflicts_with = "plan")]
+    objective: Option<PlanObjective>,
+    /// ε of this release.
+    #[arg(long, allow_hyphen_values = true)]
+    epsilon: f64,
+    /// δ of this release: (ε, δ)-DP by the discrete Gaussian, charged in
+    /// ρ-zCDP; without it, pure ε-DP by the discrete Laplace.
+    #[arg(long, allow_hyphen_values = true)]
+    delta: Option<f64>,
+    /// The ledger to charge (`dpmm ledger init`).
+    #[arg(long)]
+    ledger: PathBuf,
+    /// The answers CSV; a JSON sidecar is written beside it (`<out>.json`).
+    #[arg(long)]
+    out: PathBuf,
+    /// The memory limit (`--max-memory`).
+    #[command(flatten)]
+    memory: MemoryArgs,
+}
+
+/// `dpmm ledger …`.
+#[derive(Subcommand)]
+enum LedgerCommand {
+    /// Create a ledger holding a total budget (refuses an existing file).
+    Init {
+        /// The ledger file to create (JSON lines).
+        #[arg(long)]
+        ledger: PathBuf,
+        /// Total ε of every release charged to this ledger.
+        #[arg(long, allow_hyphen_values = true)]
+        total_epsilon: f64,
+        /// Total δ: the ledger then holds ρ-zCDP, converted exactly
+        /// (CKS20 Corollary 13) from (ε, δ).
+        #[arg(long, allow_hyphen_values = true)]
+        total_delta: Option<f64>,
+    },
+    /// Show the budget, spent and left, entry by entry.
+    Show {
+        /// The ledger file.
+        #[arg(long)]
+        ledger: PathBuf,
+    },
+    /// Check the hash chain, the totals and the head anchor (a rollback)
+    /// without changing anything: exit 0 when sound, 2 otherwise.
+    Verify {
+        /// The ledger file.
+        #[arg(long)]
+        ledger: PathBuf,
+    },
+    /// Remove a torn final line (never completely written, so no noise was
+    /// drawn for it) and nothing else; refuses any other damage.
+    Repair {
+        /// The ledger file.
+        #[arg(long)]
+        ledger: PathBuf,
+    },
+}
+
+/// `--max-memory`, shared by `dpmm plan` and `dpmm release`.
+#[derive(Debug, Clone, Args)]
+struct MemoryArgs {
+    /// The memory this command may use, in bytes or with a unit: 8G or 8GB
+    /// (10⁹ bytes each), 8GiB (2³⁰), also k, M, T and their binary forms.
+    /// Every step the inputs size (planning, count tables, measurement,
+    /// reconstruction) is checked against it before it runs, and before
+    /// anything is charged. Default: half the physical memory (MemTotal in
+    /// /proc/meminfo), 4 GiB where that cannot be read.
+    #[arg(long, value_parser = parse_memory, value_name = "SIZE")]
+    max_memory: Option<u64>,
+}
+
+impl MemoryArgs {
+    /// The limit in bytes.
+    fn limit(&self) -> u64 {
+        self.max_memory.unwrap_or_else(default_memory_limit)
+    }
+}
+
+impl PlanArgs {
+    /// The budget the flags state, validated.
+    fn budget(&self) -> Result<PrivacyBudget, Error> {
+        match (self.privacy, self.delta) {
+            (PrivacyArg::Pure, Some(_)) => Err(Error::BadInput(
+                "--delta applies to --privacy approx only (pure ε-DP has no δ)".into(),
+            )),
+            (PrivacyArg::Approx, None) => Err(Error::BadInput(
+                "--privacy approx needs --delta (no default δ is assumed)".into(),
+            )),
+            (_, delta) => privacy::budget(self.epsilon, delta),
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<(), Error> {
+    match cli.command {
+        Command::Plan(args) => plan(&args),
+        Command::Release(args) => release(args),
+        Command::Ledger(command) => {
+            let text = match command {
+                LedgerCommand::Init {
+                    ledger,
+                    total_epsilon,
+                    total_delta,
+                } => {
+                    let budget = privacy::budget(total_epsilon, total_delta)?;
+                    eprintln!("{}", ledger::create(&ledger, budget)?);
+                    return Ok(());
+                }
+                LedgerCommand::Show { ledger } => ledger::show(&ledger)?,
+                LedgerCommand::Verify { ledger } => ledger::verify(&ledger)?,
+                LedgerCommand::Repair { ledger } => ledger::repair(&ledger)?,
+            };
+            println!("{text}");
+            Ok(())
+        }
+        Command::Schema(SchemaCommand::Draft { records, out }) => schema_draft(&records, out),
+    }
+}
+
+fn plan(args: &PlanArgs) -> Result<(), Error> {
+    let budget = args.budget()?;
+    let plan = Plan::optimize(
+        &args.workload,
+        budget,
+        args.objective,
+        Some(args.memory.limit()),
+    )?;
+    plan.save(&args.out)?;
+    if args.json {
+        println!("{}", plan.report_json(Some(&args.out))?);
+    } else {
+        println!(
+            "{}plan written to {}",
+            plan.report_text(),
+            args.out.display()
+        );
+    }
+    Ok(())
+}
+
+fn release(args: ReleaseArgs) -> Result<(), Error> {
+    let data = match (args.data, args.counts) {
+        (Some(d), None) => Data::Records(d),
+        (None, Some(c)) => Data::CountsTable(c),
+        _ => {
+            return Err(Error::BadInput(
+                "give exactly one of --data and --counts".into(),
+            ));
+        }
+    };
+    let release = Release {
+        schema: args.schema,
+        workload: args.workload,
+        plan: args.plan,
+        objective: args.objective,
+        budget: privacy::budget(args.epsilon, args.delta)?,
+        ledger: args.ledger,
+        out: Some(args.out.clone()),
+        max_memory: Some(args.memory.limit()),
+        progress: true,
+    };
+    let answers = release.run(data)?;
+    eprintln!(
+        "wrote {} ({} queries) and {}; ledger entry {}",
+        args.out.display(),
+        answers.len(),
+        dpmm::answers::sidecar_path(&args.out).display(),
+        answers.ledger_entry()
+    );
+    Ok(())
+}
+
+fn schema_draft(records: &Path, out: Option<PathBuf>) -> Result<(), Error> {
+    let draft = draft_from_path(records)?;
+    let mut json = draft.to_json();
+    json.push('\n');
+    match out {
+        Some(path) => std::fs::write(&path, json).map_err(|e| Error::file(&path, e))?,
+        None => std::io::stdout()
+            .write_all(json.as_bytes())
+            .map_err(|e| Error::BadInput(format!("standard output: {e}")))?,
+    }
+    eprintln!("NOTE: {DRAFT_NOTE}");
+    Ok(())
+}
+
+/// Prints `failure` as one line on stderr and returns its exit status: 2
+/// for bad input, 1 for an internal failure.
+fn report(failure: &Error) -> ExitCode {
+    match failure {
+        Error::BadInput(_) => {
+            eprintln!("error: {failure}");
+            ExitCode::from(2)
+        }
+        Error::Internal(_) => {
+            eprintln!("internal error: {failure}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// What a failed `clap` parse ends in: `--help` and `--version` print in
+/// full and succeed; a usage error is the line it prints first (`error:
+/// invalid value …`, without its usage block and `--help` hint) and
+/// status 2.
+fn parse_exit(e: &clap::Error) -> ExitCode {
+    if !e.use_stderr() {
+        let _ = e.print();
+        return ExitCode::SUCCESS;
+    }
+    let rendered = e.render().to_string();
+    let first = rendered
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("invalid command line");
+    report(&Error::BadInput(
+        first.strip_prefix("error: ").unwrap_or(first).to_string(),
+    ))
+}
+
+fn main() -> ExitCode {
+    // A panic is a bug: one line and the internal-failure status, never a
+    // backtrace.
+    std::panic::set_hook(Box::new(|info| {
+        dpmm::output::remove_temporaries();
+        report(&Error::Internal(format!("{info} (please report)")));
+        std::process::exit(1);
+    }));
+    if let Err(failure) = dpmm::output::exit_on_signals() {
+        return report(&failure);
+    }
+    match Cli::try_parse() {
+        Ok(cli) => run(cli).map_or_else(|failure| report(&failure), |()| ExitCode::SUCCESS),
+        Err(e) => parse_exit(&e),
+    }
+}

@@ -1,0 +1,102 @@
+//! The library's one error type: every fallible function of `dpmm`
+//! returns [`Result`], whose error says whether the caller's input was
+//! wrong ([`Error::BadInput`]) or dpmm failed on valid input
+//! ([`Error::Internal`]: a solver or factorization that failed, no
+//! operating-system entropy, a bug). Its message is one line, fit for a
+//! command line (the `dpmm` binary exits with status 2 or 1 accordingly)
+//! or a Python exception.
+
+use std::fmt;
+
+use dp_core::DpError;
+use dpmm_records::{RecordsError, SchemaError};
+
+/// Why an operation failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Error {
+    /// The caller's input is wrong (the `dpmm` binary: exit status 2).
+    BadInput(String),
+    /// dpmm failed on valid input (the `dpmm` binary: exit status 1).
+    Internal(String),
+}
+
+impl Error {
+    /// A bad-input failure whose message is `what: reason` (a path, a
+    /// flag) — for the operating system's errors on files the user named.
+    pub fn file(what: &std::path::Path, reason: impl fmt::Display) -> Self {
+        Self::BadInput(format!("{}: {reason}", what.display()))
+    }
+}
+
+impl fmt::Display for Error {
+    /// The message on one line: line breaks inside it (a parser's, the
+    /// operating system's) become `"; "`. Without a prefix: the `dpmm`
+    /// binary prints `error: …` or `internal error: …`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (Self::BadInput(m) | Self::Internal(m)) = self;
+        let one_line: Vec<&str> = m.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+        write!(f, "{}", one_line.join("; "))
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// The result of every fallible function of `dpmm`.
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl From<DpError> for Error {
+    fn from(e: DpError) -> Self {
+        match e {
+            DpError::NotConverged { .. } | DpError::Linalg(_) | DpError::Entropy(_) => {
+                Self::Internal(e.to_string())
+            }
+            _ => Self::BadInput(e.to_string()),
+        }
+    }
+}
+
+/// A message about the user's input (a file, a flag, a plan).
+impl From<String> for Error {
+    fn from(m: String) -> Self {
+        Self::BadInput(m)
+    }
+}
+
+impl From<&str> for Error {
+    fn from(m: &str) -> Self {
+        Self::BadInput(m.to_string())
+    }
+}
+
+impl From<SchemaError> for Error {
+    fn from(e: SchemaError) -> Self {
+        Self::BadInput(e.to_string())
+    }
+}
+
+impl From<RecordsError> for Error {
+    fn from(e: RecordsError) -> Self {
+        Self::BadInput(e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_are_one_line_and_codes_follow_the_kind() {
+        let f = Error::BadInput("a\n\n  b\r\nc".into());
+        assert_eq!(f.to_string(), "a; b; c");
+        assert!(matches!(f, Error::BadInput(_)));
+        let f: Error = DpError::InvalidEpsilon(0.0).into();
+        assert!(matches!(f, Error::BadInput(_)));
+        let f: Error = DpError::NotConverged {
+            solver: "s",
+            reason: "r".into(),
+        }
+        .into();
+        assert!(matches!(f, Error::Internal(_)));
+        assert_eq!(f.to_string(), "s did not converge: r");
+    }
+}
