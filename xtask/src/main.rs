@@ -1,4 +1,4 @@
-//! `cargo xtask`: the dpmm command line (DESIGN.md §4).
+//! `cargo xtask`: the dpmm command line (docs/commands.md).
 //!
 //! Every command prints its result as one JSON object on stdout; on bad
 //! input it prints one line `error: …` on stderr and exits with status 2.

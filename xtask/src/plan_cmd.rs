@@ -1,4 +1,4 @@
-//! `cargo xtask plan` (DESIGN.md §7): the same library entry point as
+//! `cargo xtask plan` (docs/formats.md): the same library entry point as
 //! `dpmm plan`, [`plan::plan_spec_to_file`], printed as JSON.
 use crate::output::{PrivacyArgs, print_json};
 use dp_core::Result;

@@ -1,11 +1,11 @@
 //! Experiment reproductions for `cargo xtask experiment`.
 //!
-//! Each [`Experiment`] reproduces one figure or table of a paper in
-//! `../shared/papers`: it measures points (a CSV row each, with the seed,
-//! repetitions, mean squared error and a 95% confidence interval, and the
-//! closed-form expectation where one exists), draws them as an SVG in the
-//! paper's layout, and writes a `SUMMARY.md` that puts the paper's claim
-//! beside what was measured.
+//! Each [`Experiment`] reproduces one figure or table of a paper
+//! (docs/architecture.md lists them): it measures points (a CSV row each,
+//! with the seed, repetitions, mean squared error and a 95% confidence
+//! interval, and the closed-form expectation where one exists), draws them
+//! as an SVG in the paper's layout, and writes a `SUMMARY.md` that puts the
+//! paper's claim beside what was measured.
 //!
 //! ```no_run
 //! use dp_bench::{RunConfig, registry, run_experiment};

@@ -31,7 +31,7 @@ use rand::{Rng, SeedableRng};
 
 use crate::procfs::{self, Pid};
 
-/// The records schema of the generated survey (DESIGN.md §7).
+/// The records schema of the generated survey (docs/formats.md).
 pub const SCHEMA: &str = r#"{"domain": [
   {"name": "sex", "column": "sex", "values": ["female", "male"], "missing": "drop"},
   {"name": "age", "column": "age", "bins": {"start": 0, "stop": 100, "width": 5}, "outside": "drop"},

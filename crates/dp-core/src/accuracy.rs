@@ -1,5 +1,5 @@
 //! Error formulas of the matrix mechanism (matrix mechanism paper,
-//! Proposition 4 and Definition 7; DESIGN.md §1).
+//! Proposition 4 and Definition 7; docs/privacy.md).
 //!
 //! With `x̂ = A⁺ y` and i.i.d. noise of variance `v` on each strategy row,
 //! the estimate of `W x` is unbiased when W's rows lie in A's row space and

@@ -3,7 +3,7 @@
 //!
 //! Changing one record changes one cell of `x` by one, so `A x` moves by
 //! one column of `A`; the sensitivity is the largest column norm
-//! (matrix mechanism paper, Proposition 2 / DESIGN.md §1).
+//! (matrix mechanism paper, Proposition 2 / docs/privacy.md).
 
 use dp_linalg::MatRef;
 

@@ -1,4 +1,4 @@
-//! Input validation shared by every public entry point (DESIGN.md §5).
+//! Input validation shared by every public entry point (docs/architecture.md).
 
 use dp_linalg::MatRef;
 

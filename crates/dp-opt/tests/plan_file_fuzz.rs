@@ -1,4 +1,4 @@
-//! The plan file reader (`PlanFile`, DESIGN.md §7) on untrusted text:
+//! The plan file reader (`PlanFile`, docs/formats.md) on untrusted text:
 //! arbitrary bytes and mutated valid plan files give a plan file or a
 //! typed error, never a panic or a hang.
 //!

@@ -2,9 +2,9 @@
 //! `datasets/manifest.json`), a search path, checksum verification and
 //! domain merging. The data files are never part of the repository.
 //!
-//! Search order (DESIGN.md, datasets README): an explicit directory
-//! (`--datasets DIR`), then `$DP_DATASETS`, then `datasets/` in the
-//! project, then `../shared/datasets` beside the project.
+//! Search order: an explicit directory (`--datasets DIR`), then
+//! `$DP_DATASETS`, then `datasets/` in the project, then
+//! `../shared/datasets` beside the project.
 
 use std::path::{Path, PathBuf};
 

@@ -1,4 +1,4 @@
-//! Multi-dimensional domains (DESIGN.md §7): an ordered list of named
+//! Multi-dimensional domains (docs/formats.md): an ordered list of named
 //! attributes with sizes; the histogram's cells are their product in
 //! row-major order (last attribute fastest).
 //!

@@ -12,7 +12,7 @@
 //! * [`datasets`]: the real histograms, verified against the manifest.
 //! * [`npy`]: `.npy` input and output.
 //! * [`domain`], [`structured`], [`marginals`]: multi-dimensional domains,
-//!   Kronecker/union/marginal workloads kept structured (DESIGN.md §7).
+//!   Kronecker/union/marginal workloads kept structured (docs/formats.md).
 //!
 //! ```
 //! use dp_workloads::workload::{AllRange, Workload};

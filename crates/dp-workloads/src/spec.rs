@@ -1,4 +1,4 @@
-//! The workload spec v1 (DESIGN.md §7): a JSON file with a `domain` and
+//! The workload spec v1 (docs/formats.md): a JSON file with a `domain` and
 //! `queries`, loaded into a [`StructuredWorkload`] with one typed,
 //! one-line error for every malformed case.
 //!

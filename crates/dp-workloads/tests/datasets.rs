@@ -1,5 +1,5 @@
-//! Real datasets: every file in ../shared/datasets loads with the totals
-//! its README lists, merging keeps totals, and missing, truncated and
+//! Real datasets: every file of the manifest loads with the totals its
+//! provenance states, merging keeps totals, and missing, truncated and
 //! corrupt files each give their own error.
 //!
 //! When the datasets are not beside the project these tests say so and
@@ -26,8 +26,8 @@ fn shared_dir() -> Option<PathBuf> {
     }
 }
 
-/// Totals and shapes from ../shared/datasets/README.md, written out here
-/// independently of the manifest.
+/// Totals and shapes as the datasets' publishers state them, written out
+/// here independently of the manifest.
 const README_TOTALS: [(&str, u64, &[usize]); 8] = [
     ("SEARCHLOGS", 335_889, &[4096]),
     ("NETTRACE", 25_714, &[4096]),

@@ -7,7 +7,7 @@
 //! dropped, or the line number (which tells how many records precede the
 //! offending one). `tests` in `aggregate` check this on every record error.
 
-/// Everything that can be wrong with a records schema (DESIGN.md §7).
+/// Everything that can be wrong with a records schema (docs/formats.md).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum SchemaError {
     /// The schema file cannot be read.

@@ -1,4 +1,4 @@
-//! Records in, counts out: the records schema (DESIGN.md §7) and the
+//! Records in, counts out: the records schema (docs/formats.md) and the
 //! streaming aggregation of CSV or gzip'ed CSV records (or a pre-aggregated
 //! contingency table) into the count tables the `dpmm release` command
 //! measures.

@@ -1,4 +1,4 @@
-//! The records schema (DESIGN.md §7): how each CSV column becomes one
+//! The records schema (docs/formats.md): how each CSV column becomes one
 //! attribute of the domain.
 //!
 //! ```json
@@ -119,7 +119,7 @@ pub struct Schema {
     missing_markers: Vec<String>,
     /// Policy for a malformed row (see [`crate::aggregate`]).
     malformed: Policy,
-    /// Names and sizes in order: the workload's domain (DESIGN.md §7).
+    /// Names and sizes in order: the workload's domain (docs/formats.md).
     domain: Domain,
 }
 

@@ -1,6 +1,6 @@
 //! Plans: a strategy optimized for a workload spec once (a plan depends
 //! on the workload and the privacy model, never on data), its plan file
-//! (DESIGN.md §7) and the expected error of every query group with the
+//! (docs/formats.md) and the expected error of every query group with the
 //! certificate (`dpmm plan`).
 //!
 //! The planning is [`plan::plan_spec`], as in `cargo xtask plan`; the plan

@@ -1,5 +1,5 @@
 //! The figures a release reports about its strategy, recomputed from the
-//! strategy it measures: a plan file is data, not truth (DESIGN.md §7).
+//! strategy it measures: a plan file is data, not truth (docs/formats.md).
 //!
 //! * The objective: `Δ(Ã)² Σ_q Var₁(q)` (`l1_obj` / `l2_obj`, the sum of
 //!   the queries' variances) or `Δ(Ã)² max_q Var₁(q)` (`max_variance`),

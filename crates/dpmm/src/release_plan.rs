@@ -1,5 +1,5 @@
 //! What `dpmm release` needs besides the data: the strategy (planned now
-//! or read from a plan file, DESIGN.md §7), the workload (from its spec,
+//! or read from a plan file, docs/formats.md), the workload (from its spec,
 //! or the one `dpmm plan` embedded in the plan file) and a readable
 //! description of every workload query, built from the schema.
 
@@ -238,8 +238,8 @@ fn factor_row(schema: &Schema, a: usize, f: &Factor, r: usize) -> Option<String>
 /// formatted once rather than once per query.
 const LABEL_CACHE: usize = 1 << 20;
 
-/// Every query's description, by its index in workload order (DESIGN.md
-/// §7: products in order, rows row-major over the attributes, last
+/// Every query's description, by its index in workload order (docs/formats.md:
+/// products in order, rows row-major over the attributes, last
 /// fastest), and its product's weight. Row labels are formatted once per
 /// product and attribute, so that writing millions of answers costs one
 /// join per query, from any thread.

@@ -224,7 +224,7 @@ pub type SparseTerm = (f64, Vec<(usize, Mat<f64>)>);
 
 /// A stacked union of weighted Kronecker terms over a multi-dimensional
 /// domain, each listing factors only on its support; the other attributes
-/// have the factor `[1, …, 1]` (DESIGN.md §7's plan file). Measured on
+/// have the factor `[1, …, 1]` (docs/formats.md's plan file). Measured on
 /// marginal tables by [`Session::measure_marginals`].
 #[derive(Debug, Clone)]
 pub struct MarginalStrategy {

@@ -49,7 +49,7 @@ use crate::{Certificate, PrivacyModel, Termination};
 
 /// One term `weight · ⊗ᵢ Fᵢ` of a structured strategy. Attributes not
 /// listed have the factor `1ᵀ` (a ones row), as in the plan file of
-/// DESIGN.md §7.
+/// docs/formats.md.
 #[derive(Debug, Clone)]
 pub struct KronTerm {
     /// Multiplies every row of the term.

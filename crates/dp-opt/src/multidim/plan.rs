@@ -1,4 +1,4 @@
-//! The `plan` entry point: a workload spec (DESIGN.md §7) and a privacy
+//! The `plan` entry point: a workload spec (docs/formats.md) and a privacy
 //! budget → an optimized structured strategy, a report of its expected
 //! error with the certificate, and the plan file.
 //!
@@ -75,7 +75,7 @@ pub struct PlanReport {
     pub seconds: f64,
 }
 
-/// The plan file (DESIGN.md §7): the strategy as a weighted union of
+/// The plan file (docs/formats.md): the strategy as a weighted union of
 /// Kronecker products of per-attribute matrices; an attribute not named in
 /// a term has the factor `[[1, …, 1]]`. It holds no ε or δ: a plan is
 /// reusable at any budget (its errors scale with the noise variance).
@@ -130,7 +130,7 @@ impl From<PlanFileFields> for PlanFile {
 /// What a plan says of itself besides its strategy: the privacy model it
 /// was optimized for, what its objective measures, the objective and its
 /// certified lower bound. The plan file carries them and a release
-/// reports them (DESIGN.md §7).
+/// reports them (docs/formats.md).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PlanFigures {
     /// `pure` or `approx`.

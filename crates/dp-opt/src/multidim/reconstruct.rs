@@ -78,7 +78,7 @@ pub enum VarianceMethod {
 }
 
 /// Every workload query's estimate and variance, in workload order
-/// (DESIGN.md §7): exact, or an upper bound where `variance_method` says
+/// (docs/formats.md): exact, or an upper bound where `variance_method` says
 /// [`VarianceMethod::SingleTermBound`].
 #[derive(Debug, Clone)]
 pub struct Reconstruction {

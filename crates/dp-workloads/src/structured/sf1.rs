@@ -17,7 +17,7 @@
 //! Each table is a union of Kronecker products (attributes not named are
 //! summed out); a table's total row that another table already has is
 //! kept, as the published tables repeat it. Rows within a product follow
-//! the spec order (DESIGN.md §7), not the published line order.
+//! the spec order (docs/formats.md), not the published line order.
 
 use dp_linalg::Mat;
 

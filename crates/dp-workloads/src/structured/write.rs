@@ -1,4 +1,4 @@
-//! A structured workload written as a workload spec v1 (DESIGN.md §7), the
+//! A structured workload written as a workload spec v1 (docs/formats.md), the
 //! inverse of [`crate::spec::load_spec`]: what a peer (HDMM) or a person
 //! needs to plan exactly the workload dpmm planned (e.g. the built-in
 //! SF1 Persons workload).
