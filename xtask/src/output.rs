@@ -35,8 +35,10 @@ pub struct PrivacyArgs {
     /// δ for approx (default 1e-6).
     #[arg(long, default_value_t = 1e-6, allow_negative_numbers = true)]
     pub delta: f64,
-    /// Gaussian calibration: analytic (default), classic, coa, projection.
-    #[arg(long, default_value = "analytic")]
+    /// Gaussian calibration: zcdp (default: what `dpmm plan` and a release
+    /// use, discrete Gaussian at the ρ of the exact (ε,δ) conversion),
+    /// analytic, classic, coa, projection.
+    #[arg(long, default_value = "zcdp")]
     pub calibration: String,
 }
 
