@@ -2,7 +2,7 @@
 //! `dpmm plan`, [`plan::plan_spec_to_file`], printed as JSON.
 use crate::output::{PrivacyArgs, print_json};
 use dp_core::Result;
-use dp_opt::multidim::{PlanObjective, PlanOptions, plan};
+use dp_plan::{PlanObjective, PlanOptions, plan};
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]

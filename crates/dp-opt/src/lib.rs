@@ -28,7 +28,6 @@ pub mod engine;
 pub mod esm;
 pub mod lbfgs;
 pub mod lrm;
-pub mod multidim;
 pub mod pidentity;
 mod problem;
 pub mod projected_newton;

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use dp_core::ledger::LedgerBudget;
 use dp_core::{Cost, Measurement, MeasurementNoise};
-use dp_opt::multidim::reconstruct::{Reconstruction, VarianceMethod};
+use dp_plan::reconstruct::{Reconstruction, VarianceMethod};
 use dp_workloads::structured::StructuredWorkload;
 use dpmm_records::Schema;
 use serde_json::json;

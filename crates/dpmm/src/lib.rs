@@ -22,8 +22,8 @@
 //!
 //! The research layer is re-exported: [`dp_core`] (the privacy kernel,
 //! the matrix mechanism, the audit's samplers), [`dp_opt`] (strategy
-//! optimizers and the structured planner), [`dp_workloads`] (workloads,
-//! classic strategies) and [`dpmm_records`] (schemas, count tables).
+//! optimizers), [`dp_plan`] (the multi-dimensional planner and
+//! reconstruction), [`dp_workloads`] (workloads, classic strategies) and [`dpmm_records`] (schemas, count tables).
 //!
 //! ```no_run
 //! use std::path::Path;
@@ -66,11 +66,12 @@ pub use plan::Plan;
 pub use release::{Data, Release};
 
 pub use dp_core::{Delta, Epsilon, PrivacyBudget};
-pub use dp_opt::multidim::PlanObjective;
+pub use dp_plan::PlanObjective;
 pub use dp_workloads::structured::StructuredWorkload;
 pub use dpmm_records::{Rows, Schema};
 
 pub use dp_core;
 pub use dp_opt;
+pub use dp_plan;
 pub use dp_workloads;
 pub use dpmm_records;

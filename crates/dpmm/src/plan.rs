@@ -17,9 +17,9 @@
 use std::path::Path;
 
 use dp_core::{GaussianCalibration, PrivacyBudget};
-use dp_opt::multidim::plan::{self, PlanFile, PlanReport};
-use dp_opt::multidim::resources::plan_file_need;
-use dp_opt::multidim::{PlanObjective, PlanOptions, StructuredPlan};
+use dp_plan::plan::{self, PlanFile, PlanReport};
+use dp_plan::resources::plan_file_need;
+use dp_plan::{PlanObjective, PlanOptions, StructuredPlan};
 use dp_workloads::structured::StructuredWorkload;
 use serde::Serialize;
 

@@ -35,11 +35,11 @@ use std::path::{Path, PathBuf};
 
 use dp_core::ledger::Ledger;
 use dp_core::{Cost, MarginalStrategy, PrivacyBudget};
-use dp_opt::multidim::reconstruct::{
+use dp_plan::reconstruct::{
     Reconstruction, ReconstructionMethod, Reconstructor, VarianceMethod, reconstruct,
 };
-use dp_opt::multidim::resources::default_memory_limit;
-use dp_opt::multidim::{PlanObjective, PlanOptions, plan_strategy};
+use dp_plan::resources::default_memory_limit;
+use dp_plan::{PlanObjective, PlanOptions, plan_strategy};
 use dp_workloads::spec::load_spec;
 use dp_workloads::structured::StructuredWorkload;
 use dpmm_records::{Layout, PrivateCounts, Rows, Schema, aggregate as aggregate_rows};

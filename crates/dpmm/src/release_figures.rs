@@ -24,8 +24,8 @@ use std::path::Path;
 
 use dp_core::{MarginalStrategy, MeasuredStrategy, sensitivity_l1, sensitivity_l2};
 use dp_opt::PrivacyModel;
-use dp_opt::multidim::plan::PlanFigures;
-use dp_opt::multidim::reconstruct::{Reconstruction, VarianceMethod};
+use dp_plan::plan::PlanFigures;
+use dp_plan::reconstruct::{Reconstruction, VarianceMethod};
 use dp_workloads::marginals::{residual_spectrum, svd_bound};
 use dp_workloads::structured::StructuredWorkload;
 use serde::Serialize;

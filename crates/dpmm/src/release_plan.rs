@@ -7,8 +7,8 @@ use std::path::Path;
 
 use dp_core::kernel::SparseTerm;
 use dp_linalg::Mat;
-use dp_opt::multidim::StructuredPlan;
-use dp_opt::multidim::plan::{PlanFigures, PlanFile};
+use dp_plan::StructuredPlan;
+use dp_plan::plan::{PlanFigures, PlanFile};
 use dp_workloads::spec::parse_spec;
 use dp_workloads::structured::{Factor, StructuredWorkload};
 use dpmm_records::{Encoding, Schema};

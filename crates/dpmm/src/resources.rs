@@ -2,7 +2,7 @@
 //! the release's sizing against it, and the progress shown while planning.
 //!
 //! Every step whose cost the inputs decide is sized before it runs:
-//! planning ([`dp_opt::multidim::resources::planning_need`], inside
+//! planning ([`dp_plan::resources::planning_need`], inside
 //! `plan_strategy`), a plan file read (its length) or written (its
 //! entries), and for a release the count tables, the measurement, the
 //! reconstruction and the answers ([`release_need`]) — all before the
@@ -12,7 +12,7 @@ use std::io::IsTerminal;
 use std::path::Path;
 use std::time::Duration;
 
-use dp_opt::multidim::resources::{MemoryNeed, TermShape, format_bytes, reconstruction_need};
+use dp_plan::resources::{MemoryNeed, TermShape, format_bytes, reconstruction_need};
 use dp_workloads::domain::Domain;
 use dp_workloads::structured::StructuredWorkload;
 use dpmm_records::{DEFAULT_CELL_LIMIT, Layout};

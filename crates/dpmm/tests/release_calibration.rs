@@ -19,8 +19,8 @@
 use dp_core::experiments::SeededSession;
 use dp_core::{Cost, MarginalStrategy};
 use dp_opt::PrivacyModel;
-use dp_opt::multidim::reconstruct::reconstruct;
-use dp_opt::multidim::{PlanOptions, plan_strategy};
+use dp_plan::reconstruct::reconstruct;
+use dp_plan::{PlanOptions, plan_strategy};
 use dp_workloads::spec::parse_spec;
 use dpmm_records::{DEFAULT_CELL_LIMIT, Layout, Rows, Schema, aggregate};
 

@@ -11,7 +11,7 @@ use std::path::Path;
 use dp_core::{Cost, DpError, Measurement, PrivacyBudget, Result, Session};
 use dp_core::{MarginalStrategy, PrivateMarginals};
 use dp_opt::PrivacyModel;
-use dp_opt::multidim::{PlanOptions, plan_strategy};
+use dp_plan::{PlanOptions, plan_strategy};
 use dp_workloads::spec::parse_spec;
 
 use super::likelihood::{Likelihood, dense_measured};

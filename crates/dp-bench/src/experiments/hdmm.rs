@@ -1,6 +1,6 @@
 //! HDMM (McKenna et al. VLDB 2018), §8: scalability of the structured
 //! optimizers (`hdmm-scalability`) through
-//! [`dp_opt::multidim::plan_strategy`], and what the side-by-sides of
+//! [`dp_plan::plan_strategy`], and what the side-by-sides of
 //! [`super::hdmm_peers`] share with it.
 //!
 //! Times are wall-clock seconds of one plan (one run, this machine, shared
@@ -10,7 +10,7 @@
 
 use dp_core::Result;
 use dp_opt::PrivacyModel;
-use dp_opt::multidim::{PlanOptions, StructuredPlan, plan_strategy};
+use dp_plan::{PlanOptions, StructuredPlan, plan_strategy};
 use dp_workloads::domain::Domain;
 use dp_workloads::structured::{Factor, Queries, QueryGroup, StructuredWorkload};
 

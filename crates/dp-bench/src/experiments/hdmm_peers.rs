@@ -12,7 +12,7 @@
 //! marginals template (≤ 16 attributes: 2^d parameters) and its union of
 //! Kronecker products (one Kronecker template per workload product, ≤ 8
 //! products). HDMM's objectives are recomputed here from its strategies
-//! ([`dp_opt::multidim::evaluate`]); a union's, which has no structured
+//! ([`dp_plan::evaluate`]); a union's, which has no structured
 //! evaluation, is HDMM's own loss (each product answered from its own
 //! block: an upper bound on the union's error), marked so. Times are the
 //! optimizations alone on both sides.
@@ -22,8 +22,8 @@ use std::path::{Path, PathBuf};
 use dp_core::{DpError, Result};
 use dp_linalg::Mat;
 use dp_opt::PrivacyModel;
-use dp_opt::multidim::PlanOptions;
-use dp_opt::multidim::evaluate::{kron_objective, marginals_objective};
+use dp_plan::PlanOptions;
+use dp_plan::evaluate::{kron_objective, marginals_objective};
 use dp_workloads::generators::{DiscreteEntries, wdiscrete, wrange};
 use dp_workloads::structured::sf1::{census_marginals, sf1_persons};
 use dp_workloads::structured::write::write_spec;
@@ -453,7 +453,7 @@ impl HdmmDriver {
             PrivacyModel::Approx => vec!["kron-yuan", "kron-mckenna"],
             PrivacyModel::Pure => vec!["kron-pidentity"],
         };
-        if d <= dp_opt::multidim::opt_m::FULL_FAMILY_MAX_ATTRIBUTES {
+        if d <= dp_plan::opt_m::FULL_FAMILY_MAX_ATTRIBUTES {
             templates.push("marginals");
         }
         if (2..=8).contains(&products.len()) {

@@ -8,7 +8,7 @@
 //! squares `x̂ = (⊗ Fᵢ⁺) y` in place, checked against `x` (the strategy has
 //! full column rank, so noiseless least squares returns `x`); the answers
 //! `W x̂ = (⊗ Wᵢ) x̂` in place; and the answers straight from a fresh
-//! measurement, `(⊗ Wᵢ Fᵢ⁺) y`, as [`dp_opt::multidim::reconstruct`] computes
+//! measurement, `(⊗ Wᵢ Fᵢ⁺) y`, as [`dp_plan::reconstruct`] computes
 //! them. One vector of the domain's size is held; the per-query variances
 //! `v Πᵢ ‖(Wᵢ Fᵢ⁺)_{rᵢ}‖²` are kept as their factors, and their sum is
 //! checked against the plan's objective.
@@ -22,8 +22,8 @@ use std::time::Instant;
 use dp_core::Result;
 use dp_linalg::{Mat, Par, pseudo_inverse};
 use dp_opt::PrivacyModel;
-use dp_opt::multidim::reconstruct_kron::kron_apply_in_place;
-use dp_opt::multidim::{PlanOptions, plan_strategy};
+use dp_plan::reconstruct_kron::kron_apply_in_place;
+use dp_plan::{PlanOptions, plan_strategy};
 use dp_workloads::domain::Domain;
 use dp_workloads::structured::{Factor, Queries, QueryGroup, StructuredWorkload};
 

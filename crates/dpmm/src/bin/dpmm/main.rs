@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use dpmm::dp_opt::multidim::resources::default_memory_limit;
+use dpmm::dp_plan::resources::default_memory_limit;
 use dpmm::dpmm_records::{DRAFT_NOTE, draft_from_path};
 use dpmm::resources::parse_memory;
 use dpmm::{Data, Error, Plan, PlanObjective, PrivacyBudget, Release, ledger, privacy};

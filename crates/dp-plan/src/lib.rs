@@ -3,7 +3,7 @@
 //! NeurIPS 2023).
 //!
 //! * [`kron`]: OPT_⊗ — a Kronecker strategy `⊗ Aᵢ`, each factor found by
-//!   the 1-D optimizers behind [`crate::StrategyOptimizer`] (COA for
+//!   the 1-D optimizers behind [`dp_opt::StrategyOptimizer`] (COA for
 //!   (ε,δ), p-Identity for ε-DP) on a weighted factor Gram, block
 //!   coordinate over attributes for unions. For a single Kronecker product
 //!   one pass is optimal and certified by the product of the factors'
@@ -18,9 +18,28 @@
 //!   union of marginals, objective and gradient in closed form over the
 //!   residual basis).
 //!
-//! [`plan_strategy`] picks the method from the workload's structure.
-//! Objectives use the normalization of [`crate::PrivacyModel`]:
-//! `l2_obj = Δ₂(A)² tr(WᵀW (AᵀA)⁺)`, `l1_obj` with `Δ₁`.
+//! [`plan_strategy`] picks the method from the workload's structure;
+//! [`plan`] adds the report and the plan file, [`reconstruct`] the least
+//! squares answers of a measured strategy, [`resources`] the memory every
+//! step needs before it runs. Objectives use the normalization of
+//! [`dp_opt::PrivacyModel`]: `l2_obj = Δ₂(A)² tr(WᵀW (AᵀA)⁺)`, `l1_obj`
+//! with `Δ₁`.
+//!
+//! ```
+//! use dp_opt::PrivacyModel;
+//! use dp_plan::{PlanOptions, plan_strategy};
+//! use dp_workloads::spec::parse_spec;
+//!
+//! // Every 2-way marginal of three attributes, under (ε, δ)-DP.
+//! let spec = r#"{"domain": [{"name": "a", "size": 2}, {"name": "b", "size": 3},
+//!                           {"name": "c", "size": 4}],
+//!                "queries": [{"marginals": {"k": 2}}]}"#;
+//! let workload = parse_spec(spec, std::path::Path::new(".")).unwrap();
+//! let plan = plan_strategy(&workload, PrivacyModel::Approx, &PlanOptions::default()).unwrap();
+//! // The optimal marginal mechanism attains the singular value bound.
+//! let bound = plan.certificate.as_ref().unwrap().lower_bound;
+//! assert!((plan.objective - bound).abs() <= 1e-9 * plan.objective);
+//! ```
 
 pub mod evaluate;
 pub mod kron;
@@ -45,7 +64,7 @@ use dp_workloads::marginals::{residual_spectrum, svd_bound};
 use dp_workloads::structured::StructuredWorkload;
 use serde::Serialize;
 
-use crate::{Certificate, PrivacyModel, Termination};
+use dp_opt::{Certificate, PrivacyModel, Termination};
 
 /// One term `weight · ⊗ᵢ Fᵢ` of a structured strategy. Attributes not
 /// listed have the factor `1ᵀ` (a ones row), as in the plan file of

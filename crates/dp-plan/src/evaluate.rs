@@ -2,7 +2,7 @@
 //! without densifying: for strategies planned elsewhere (HDMM's Kronecker
 //! and marginals templates, McKenna et al. VLDB 2018, §6.1 and §6.3), so
 //! that they are compared with ours on the normalization of
-//! [`crate::PrivacyModel`], recomputed here rather than taken from the
+//! [`dp_opt::PrivacyModel`], recomputed here rather than taken from the
 //! other tool's own loss.
 //!
 //! The workload Gram is `WᵀW = Σ_p c_p² ⊗ᵢ G_{p,i}` over its products
@@ -13,7 +13,7 @@ use dp_linalg::Mat;
 use dp_workloads::structured::{AttrSet, StructuredWorkload};
 
 use super::opt_m::FULL_FAMILY_MAX_ATTRIBUTES;
-use crate::PrivacyModel;
+use dp_opt::PrivacyModel;
 
 /// The workload's products as `(c², per-attribute Grams)`.
 fn gram_products(w: &StructuredWorkload) -> Result<Vec<(f64, Vec<Mat<f64>>)>> {

@@ -20,7 +20,7 @@ use dp_core::{DpError, Result};
 use dp_workloads::structured::{Factor, Queries, StructuredWorkload, members};
 
 use super::{PlanObjective, PlanOptions, StructuredStrategy};
-use crate::PrivacyModel;
+use dp_opt::PrivacyModel;
 
 /// The limit used when the physical memory cannot be read: 4 GiB.
 pub const FALLBACK_MEMORY_LIMIT: u64 = 4 << 30;

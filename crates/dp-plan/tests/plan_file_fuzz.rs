@@ -6,7 +6,7 @@
 //! `PROPTEST_CASES=100000 cargo test --release -p dp-opt --test plan_file_fuzz`.
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
-use dp_opt::multidim::plan::PlanFile;
+use dp_plan::plan::PlanFile;
 use proptest::prelude::*;
 
 /// A plan file as `cargo xtask plan` writes one (two terms, one with an

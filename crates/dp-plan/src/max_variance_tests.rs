@@ -12,7 +12,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::*;
-use crate::multidim::{PlanObjective, PlanOptions, plan_strategy};
+use crate::{PlanObjective, PlanOptions, plan_strategy};
 
 fn max_options() -> PlanOptions {
     PlanOptions {

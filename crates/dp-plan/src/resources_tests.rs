@@ -7,7 +7,7 @@ use dp_workloads::domain::Domain;
 use dp_workloads::structured::{Factor, Queries, QueryGroup, StructuredWorkload};
 
 use super::*;
-use crate::multidim::{PlanObjective, PlanOptions, plan_strategy};
+use crate::{PlanObjective, PlanOptions, plan_strategy};
 
 const GB: u64 = 1_000_000_000;
 

@@ -54,7 +54,7 @@ use dp_workloads::structured::{AttrSet, StructuredWorkload, members};
 
 use super::marginal::marginal_group_errors;
 use super::{KronTerm, PlanOptions, StructuredPlan, StructuredStrategy, certificate, overflow};
-use crate::{PrivacyModel, Termination};
+use dp_opt::{PrivacyModel, Termination};
 
 /// Largest exponent κ of the multiplicative step (κ = 2 is the exact step
 /// when every residual set lies in one marginal only).

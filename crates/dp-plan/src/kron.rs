@@ -10,7 +10,7 @@
 //! Fixing every factor but i leaves the 1-D problem
 //! `Δ(Aᵢ)² tr(Ĝᵢ Xᵢ⁺)` with `Ĝᵢ = Σ_p c_p² Π_{j≠i} tr(G_{p,j}Xⱼ⁺) G_{p,i}`,
 //! solved by COA ((ε,δ)) or p-Identity (ε-DP) through
-//! [`crate::StrategyOptimizer`]. With exact factor solves (COA, to its
+//! [`dp_opt::StrategyOptimizer`]. With exact factor solves (COA, to its
 //! certified gap) a pass never increases the objective beyond those gaps;
 //! p-Identity's are local, so one can, and the best pass is kept. For a
 //! single product `Ĝᵢ ∝ Gᵢ`, one pass is optimal, and
@@ -29,7 +29,7 @@ use super::{
     GroupError, KronTerm, PlanObjective, PlanOptions, StructuredPlan, StructuredStrategy,
     certificate, overflow,
 };
-use crate::{
+use dp_opt::{
     Certificate, PrivacyModel, Problem, StrategyOptimizer, Termination, coa::Coa,
     pidentity::PIdentity,
 };

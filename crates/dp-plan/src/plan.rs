@@ -16,7 +16,7 @@ use dp_workloads::structured::StructuredWorkload;
 use serde::{Deserialize, Serialize};
 
 use super::{PlanObjective, PlanOptions, StructuredPlan, plan_strategy};
-use crate::{PrivacyModel, Termination};
+use dp_opt::{PrivacyModel, Termination};
 
 /// Errors of one query group.
 #[derive(Debug, Clone, Serialize)]

@@ -1,10 +1,10 @@
 #![allow(clippy::unwrap_used, clippy::needless_range_loop)] // tests: a failed unwrap is a failed test
 
 use super::*;
-use crate::PrivacyModel;
-use crate::multidim::reconstruct::Problem;
-use crate::multidim::{PlanOptions, StructuredPlan, plan_strategy};
+use crate::reconstruct::Problem;
+use crate::{PlanOptions, StructuredPlan, plan_strategy};
 use dp_core::MarginalStrategy;
+use dp_opt::PrivacyModel;
 use dp_workloads::spec::parse_spec;
 use std::path::Path;
 

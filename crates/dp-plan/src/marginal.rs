@@ -28,7 +28,7 @@ use dp_workloads::structured::{AttrSet, StructuredWorkload, members};
 use super::{
     GroupError, KronTerm, PlanObjective, StructuredPlan, StructuredStrategy, certificate, overflow,
 };
-use crate::{PrivacyModel, Termination};
+use dp_opt::{PrivacyModel, Termination};
 
 /// The residual-basis plan for marginal weights `(S, w_S²)` of `w`.
 pub fn optimal_marginal_plan(
