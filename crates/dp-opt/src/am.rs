@@ -33,8 +33,8 @@ use std::time::Instant;
 use dp_core::{DpError, Result};
 use dp_linalg::{Mat, SymmetricEigen};
 
+use crate::descriptor::Descriptor;
 use crate::engine::Termination;
-use crate::registry::Descriptor;
 use crate::report::{BoundSource, Draft, Event, Stage};
 use crate::support::complete_on_touched_cells;
 use crate::{Observer, Optimized, PrivacyModel, Problem, StrategyOptimizer};

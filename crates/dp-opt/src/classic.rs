@@ -13,7 +13,7 @@ use dp_core::Result;
 use dp_linalg::Mat;
 use dp_workloads::strategies;
 
-use crate::registry::{Descriptor, Param};
+use crate::descriptor::{Descriptor, Param};
 use crate::{Draft, Observer, Optimized, Problem, StrategyOptimizer, Termination};
 
 /// The closed-form strategy `build(problem)`, timed from the call.

@@ -30,8 +30,8 @@ use dp_core::{DpError, Result};
 use dp_linalg::{Cholesky, Mat, Par, SymmetricEigen};
 
 use crate::dense::gemm;
+use crate::descriptor::{Descriptor, Param};
 use crate::engine::{Budget, Executor};
-use crate::registry::{Descriptor, Param};
 use crate::report::{Draft, Event, Stage};
 use crate::spg::{Spg, SpgOptions};
 use crate::{Observer, Optimized, Problem, StrategyOptimizer};

@@ -24,6 +24,7 @@ pub mod best_of;
 pub mod classic;
 pub mod coa;
 mod dense;
+pub mod descriptor;
 pub mod engine;
 pub mod esm;
 pub mod lbfgs;
@@ -36,6 +37,7 @@ pub mod registry;
 mod report;
 pub mod spg;
 pub mod support;
+mod termination;
 
 pub use best_of::{BestOf, Fallback};
 pub use engine::{Budget, Executor, Solver, Termination};

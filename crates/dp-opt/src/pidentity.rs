@@ -36,9 +36,9 @@ use rand_chacha::ChaCha8Rng;
 use crate::best_of::BestOf;
 use crate::classic::Identity;
 use crate::dense::gemm;
+use crate::descriptor::Descriptor;
 use crate::engine::{Executor, Termination};
 use crate::lbfgs::{Lbfgs, LbfgsOptions};
-use crate::registry::Descriptor;
 use crate::report::{Draft, Event, Stage};
 use crate::{Observer, Optimized, PrivacyModel, Problem, StrategyOptimizer};
 

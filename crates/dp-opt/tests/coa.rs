@@ -123,7 +123,7 @@ fn battery_of_workload_families_is_certified() {
     // Permute the columns of the same ranges.
     let perm: Vec<usize> = (0..n).map(|j| (j * 37 + 11) % n).collect();
     let permuted = Mat::from_fn(r.nrows(), n, |i, j| r[(i, perm[j])]);
-    let marg = dp_workloads::composite::k_way_marginals(&[4, 4, 4], 2)
+    let marg = dp_workloads::marginals::k_way_marginals(&[4, 4, 4], 2)
         .unwrap()
         .explicit()
         .unwrap();

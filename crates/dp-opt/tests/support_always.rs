@@ -123,7 +123,7 @@ fn svdb_supports_the_workload_families() {
         ranges[(i, j)] * 10f64.powf(((i * 7) % 5) as f64 - 2.0)
     });
     let sparse = wdiscrete(160, n, DiscreteEntries::ZeroOne { p: 0.05 }, 5).unwrap();
-    let marginals = dp_workloads::composite::k_way_marginals(&[4, 4, 4], 2).unwrap();
+    let marginals = dp_workloads::marginals::k_way_marginals(&[4, 4, 4], 2).unwrap();
     let families = vec![
         ("WRange 192x128", ranges),
         ("rows scaled over 4 orders", scaled),

@@ -51,6 +51,7 @@ pub mod reconstruct;
 mod reconstruct_iterative;
 pub mod reconstruct_kron;
 mod reconstruct_symmetric;
+mod reconstruction;
 pub mod resources;
 #[cfg(test)]
 mod tests;

@@ -38,63 +38,16 @@ use std::collections::HashMap;
 
 use dp_core::{DpError, MeasuredStrategy, Result};
 use dp_linalg::{Mat, Par, pseudo_inverse, pseudo_inverse_symmetric};
-use dp_workloads::structured::{Factor, StructuredWorkload, kron_matvec};
+use dp_workloads::structured::{StructuredWorkload, kron_matvec};
 
-pub use super::reconstruct_iterative::{
-    CgOptions, CgReport, CgStop, EXACT_VARIANCE_BUDGET, ITERATIVE_RECONSTRUCTION_CELLS,
+pub use crate::reconstruction::{
+    CgOptions, CgReport, CgStop, DENSE_RECONSTRUCTION_CELLS, EXACT_VARIANCE_BUDGET,
+    ITERATIVE_RECONSTRUCTION_CELLS, Reconstruction, ReconstructionMethod, VarianceMethod,
 };
-
-/// Largest domain the dense least squares handles (4096 cells: a 128 MiB
-/// normal matrix).
-pub const DENSE_RECONSTRUCTION_CELLS: f64 = 4096.0;
+use crate::reconstruction::{Problem, explicit_products, invalid, not_estimable};
 
 /// Relative tolerance of the row-space (unbiasedness) check.
 const ROW_SPACE_TOLERANCE: f64 = 1e-9;
-
-/// How the least squares was computed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub enum ReconstructionMethod {
-    /// Term by term, through factor pseudo-inverses.
-    OrthogonalTerms,
-    /// In the residual basis (factor Grams `aI + b11ᵀ`, e.g. OPT_M).
-    ResidualBasis,
-    /// Dense normal equations (small domains).
-    Dense,
-    /// Preconditioned conjugate gradients on the structured normal
-    /// equations ([`super::reconstruct_iterative`]).
-    ConjugateGradient,
-}
-
-/// How the per-query variances were computed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub enum VarianceMethod {
-    /// `v wᵀ(ÃᵀÃ)⁺w` exactly (in closed form, densely, or by one converged
-    /// conjugate-gradient solve per query).
-    Exact,
-    /// An upper bound: the smallest variance of the unbiased estimate
-    /// from a single strategy term whose row space holds the query
-    /// (Gauss–Markov; [`super::reconstruct_iterative`]).
-    SingleTermBound,
-}
-
-/// Every workload query's estimate and variance, in workload order
-/// (docs/formats.md): exact, or an upper bound where `variance_method` says
-/// [`VarianceMethod::SingleTermBound`].
-#[derive(Debug, Clone)]
-pub struct Reconstruction {
-    /// `W x̂`, one per query.
-    pub answers: Vec<f64>,
-    /// `Var[(W x̂)_q]`, one per query (or an upper bound on it, see
-    /// `variance_method`).
-    pub variances: Vec<f64>,
-    /// How it was computed.
-    pub method: ReconstructionMethod,
-    /// How the variances were computed.
-    pub variance_method: VarianceMethod,
-    /// How the iterative solve of the least squares stopped (the
-    /// conjugate-gradient path only).
-    pub solver: Option<CgReport>,
-}
 
 /// A term's factor on one attribute.
 enum TermFactor {
@@ -121,22 +74,6 @@ struct Term {
     factors: Vec<TermFactor>,
     rows: usize,
     offset: usize,
-}
-
-/// One least-squares problem: the workload asked, the measured strategy,
-/// its measured values and the noise variance per row.
-pub(super) struct Problem<'a> {
-    pub(super) workload: &'a StructuredWorkload,
-    pub(super) measured: &'a MeasuredStrategy,
-    pub(super) values: &'a [f64],
-    pub(super) noise_variance: f64,
-}
-
-fn invalid(reason: String) -> DpError {
-    DpError::InvalidParameter {
-        name: "reconstruction",
-        reason,
-    }
 }
 
 /// The least-squares answers and variances of `workload` from the
@@ -425,21 +362,6 @@ fn build_terms(measured: &MeasuredStrategy, shape: &[usize]) -> Result<Vec<Term>
     Ok(out)
 }
 
-/// The workload's Kronecker products, each factor written out.
-pub(super) fn explicit_products(
-    workload: &StructuredWorkload,
-) -> Result<Vec<(f64, Vec<Mat<f64>>)>> {
-    let mut out = Vec::new();
-    for (c, factors) in workload.products() {
-        let ws: Vec<Mat<f64>> = factors
-            .iter()
-            .map(Factor::explicit)
-            .collect::<std::result::Result<_, _>>()?;
-        out.push((c, ws));
-    }
-    Ok(out)
-}
-
 /// `tr(WᵀW P) = ‖W P‖²_F` for a workload factor `W` and a term factor's
 /// projector `P` (symmetric and idempotent), without forming the n×n
 /// Gram `WᵀW`: `P = 11ᵀ/n` for the ones row gives `Σ_r (row sum_r)²/n`.
@@ -627,13 +549,6 @@ fn check_row_space(p: usize, ws: &[Mat<f64>], terms: &[&Term]) -> Result<()> {
     } else {
         Err(not_estimable(p))
     }
-}
-
-pub(super) fn not_estimable(p: usize) -> DpError {
-    invalid(format!(
-        "query product {p} of the workload is not in the row space of the strategy (its \
-         estimate would be biased): the plan does not fit this workload"
-    ))
 }
 
 /// The dense measured strategy, ones rows written out.

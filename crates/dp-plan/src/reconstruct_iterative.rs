@@ -34,65 +34,17 @@ use dp_core::{DpError, MeasuredStrategy, Result};
 use dp_linalg::{Mat, Par, pseudo_inverse, pseudo_inverse_symmetric};
 use dp_workloads::structured::{StructuredWorkload, kron_matvec};
 
-use super::reconstruct::{Problem, Reconstruction, ReconstructionMethod, VarianceMethod};
 use super::reconstruct_kron::kron_apply_in_place;
-
-/// Largest domain the iterative least squares handles (five vectors of
-/// 64 MiB each).
-pub const ITERATIVE_RECONSTRUCTION_CELLS: f64 = (1u64 << 23) as f64;
-
-/// Most `queries × cells` for which every variance is solved exactly.
-pub const EXACT_VARIANCE_BUDGET: f64 = (1u64 << 26) as f64;
+use crate::reconstruction::{
+    CgOptions, CgReport, CgStop, EXACT_VARIANCE_BUDGET, ITERATIVE_RECONSTRUCTION_CELLS, Problem,
+    Reconstruction, ReconstructionMethod, VarianceMethod, explicit_products, invalid,
+};
 
 /// Relative tolerance of the single-term row-space test.
 const ROW_SPACE_TOLERANCE: f64 = 1e-9;
 
 /// Relative weight of the identity that keeps each `Mᵢ` invertible.
 const PRECONDITIONER_SHIFT: f64 = 1e-8;
-
-/// Options of the conjugate-gradient solves.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct CgOptions {
-    /// Stop when `‖b − ÃᵀÃ x‖ ≤ tolerance · ‖b‖`.
-    pub tolerance: f64,
-    /// Stop (unconverged) after this many iterations.
-    pub max_iterations: usize,
-    /// `queries × cells` up to which variances are solved exactly.
-    pub exact_variance_budget: f64,
-}
-
-impl Default for CgOptions {
-    fn default() -> Self {
-        Self {
-            tolerance: 1e-13,
-            max_iterations: 2000,
-            exact_variance_budget: EXACT_VARIANCE_BUDGET,
-        }
-    }
-}
-
-/// Why a conjugate-gradient solve stopped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub enum CgStop {
-    /// The relative residual reached the tolerance.
-    Converged,
-    /// The iteration cap came first.
-    IterationCap,
-    /// A search direction had `pᵀÃᵀÃp ≤ 0` or a non-finite value: the
-    /// right-hand side is (numerically) outside the operator's range.
-    Breakdown,
-}
-
-/// How a conjugate-gradient solve ended.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
-pub struct CgReport {
-    /// Why it stopped.
-    pub stop: CgStop,
-    /// Iterations run.
-    pub iterations: usize,
-    /// `‖b − ÃᵀÃ x‖ / ‖b‖` (recursive residual) at the stop.
-    pub relative_residual: f64,
-}
 
 /// One term `s ⊗_{i∈S} Fᵢ ⊗_{i∉S} 1ᵀ` of the measured strategy.
 struct OpTerm {
@@ -111,13 +63,6 @@ pub(super) struct NormalOperator {
     terms: Vec<OpTerm>,
     /// `Mᵢ⁻¹`, one per attribute.
     preconditioner: Vec<Mat<f64>>,
-}
-
-fn invalid(reason: String) -> DpError {
-    DpError::InvalidParameter {
-        name: "reconstruction",
-        reason,
-    }
 }
 
 fn dot(a: &[f64], b: &[f64]) -> f64 {
@@ -376,10 +321,7 @@ fn exact_variances(
     options: &CgOptions,
 ) -> Result<Vec<f64>> {
     let mut out = Vec::new();
-    for (p, (c, ws)) in super::reconstruct::explicit_products(workload)?
-        .into_iter()
-        .enumerate()
-    {
+    for (p, (c, ws)) in explicit_products(workload)?.into_iter().enumerate() {
         let dims: Vec<usize> = ws.iter().map(|w| w.nrows()).collect();
         for r in rows_of(&dims) {
             let cols: Vec<Mat<f64>> = ws
@@ -450,10 +392,7 @@ pub(super) fn single_term_bounds(
     v: f64,
 ) -> Result<Vec<f64>> {
     let mut out = Vec::new();
-    for (p, (c, ws)) in super::reconstruct::explicit_products(workload)?
-        .into_iter()
-        .enumerate()
-    {
+    for (p, (c, ws)) in explicit_products(workload)?.into_iter().enumerate() {
         // Per term, per attribute: (covered rows, row norms²).
         let per_term = op
             .terms

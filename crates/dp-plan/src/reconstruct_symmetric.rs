@@ -26,7 +26,9 @@ use dp_core::{DpError, Result};
 use dp_linalg::Mat;
 use dp_workloads::structured::{StructuredWorkload, kron_matvec};
 
-use super::reconstruct::{Problem, Reconstruction, ReconstructionMethod, VarianceMethod};
+use crate::reconstruction::{
+    Problem, Reconstruction, ReconstructionMethod, VarianceMethod, explicit_products, not_estimable,
+};
 
 /// Most attributes of one query group whose subsets are enumerated.
 const MAX_FREE_ATTRIBUTES: usize = 20;
@@ -195,10 +197,7 @@ fn answer_all(
         res.get(&t.support);
     }
     let (mut answers, mut variances) = (Vec::new(), Vec::new());
-    for (p, (c, ws)) in super::reconstruct::explicit_products(workload)?
-        .into_iter()
-        .enumerate()
-    {
+    for (p, (c, ws)) in explicit_products(workload)?.into_iter().enumerate() {
         let rowsum: Vec<Mat<f64>> = ws
             .iter()
             .map(|w| Mat::from_fn(w.nrows(), 1, |r, _| (0..w.ncols()).map(|j| w[(r, j)]).sum()))
@@ -236,7 +235,7 @@ fn answer_all(
                 set.sort_unstable();
                 let (lambda, table) = res.get(&set).clone();
                 if lambda.is_nan() || lambda <= TOL * res.max_lambda {
-                    return Err(super::reconstruct::not_estimable(p));
+                    return Err(not_estimable(p));
                 }
                 add_part(
                     &ws, &rowsum, &set, shape, &table, lambda, v, &mut ans, &mut var,

@@ -378,9 +378,9 @@ pub fn reconstruction_need(workload: &StructuredWorkload, terms: &[TermShape]) -
         .sum();
     need.add("the strategy factors' pseudo-inverses", factors);
     let cells = workload.domain().cells_f64();
-    if cells <= super::reconstruct::DENSE_RECONSTRUCTION_CELLS {
+    if cells <= crate::reconstruction::DENSE_RECONSTRUCTION_CELLS {
         need.add("the dense normal equations", 4.0 * cells * cells * 8.0);
-    } else if cells <= super::reconstruct::ITERATIVE_RECONSTRUCTION_CELLS {
+    } else if cells <= crate::reconstruction::ITERATIVE_RECONSTRUCTION_CELLS {
         need.add("the conjugate-gradient vectors", 8.0 * cells * 8.0);
     }
     need

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use dp_core::{DpError, Result};
 use dp_linalg::Mat;
 
-use crate::workload::{Identity, Total, Workload, check_x, fits};
+use crate::workload::{Workload, check_x, fits};
 
 /// `W₁ ⊗ W₂ ⊗ … ⊗ W_d` on a domain of shape `(n₁, …, n_d)` flattened in C
 /// order (the first factor's index varies slowest). A query picks one
@@ -213,38 +213,4 @@ impl Workload for Union {
         }
         Some(w)
     }
-}
-
-/// All k-way marginals of a domain with attribute sizes `shape`: for every
-/// set S of k attributes, the counts of every combination of values of S,
-/// i.e. `⊗ᵢ (I if i ∈ S else 1ᵀ)`, stacked over the C(d, k) sets in
-/// lexicographic order of their sorted positions (the spec's order).
-pub fn k_way_marginals(shape: &[usize], k: usize) -> Result<Union> {
-    let d = shape.len();
-    if d == 0 || k > d || shape.contains(&0) {
-        return Err(DpError::InvalidParameter {
-            name: "marginals",
-            reason: format!(
-                "need 0 <= k <= d attributes of size >= 1, got k = {k}, shape {shape:?}"
-            ),
-        });
-    }
-    // The C(d, k) sets directly (a walk over all 2^d masks would hang at
-    // d = 40 and overflow its shift at d = 64).
-    let mut parts: Vec<(f64, Arc<dyn Workload>)> = Vec::new();
-    for mask in crate::spec::k_subsets(d, k)? {
-        let factors: Vec<Arc<dyn Workload>> = shape
-            .iter()
-            .enumerate()
-            .map(|(i, &ni)| -> Result<Arc<dyn Workload>> {
-                if mask & (1u128 << i) != 0 {
-                    Ok(Arc::new(Identity::new(ni)?))
-                } else {
-                    Ok(Arc::new(Total::new(ni)?))
-                }
-            })
-            .collect::<Result<_>>()?;
-        parts.push((1.0, Arc::new(Kronecker::new(factors)?)));
-    }
-    Union::new(parts)
 }

@@ -6,7 +6,8 @@
 use std::sync::Arc;
 
 use dp_linalg::{Mat, Par, gram};
-use dp_workloads::composite::{Kronecker, Union, k_way_marginals};
+use dp_workloads::composite::{Kronecker, Union};
+use dp_workloads::marginals::k_way_marginals;
 use dp_workloads::workload::*;
 
 fn assert_exact(w: &dyn Workload) {

@@ -6,16 +6,11 @@
 
 use std::path::{Path, PathBuf};
 
-use dp_core::ledger::LedgerBudget;
-use dp_core::{Cost, Measurement, MeasurementNoise};
-use dp_plan::reconstruct::{Reconstruction, VarianceMethod};
+use dp_plan::reconstruct::Reconstruction;
 use dp_workloads::structured::StructuredWorkload;
 use dpmm_records::Schema;
-use serde_json::json;
 
 use crate::Result;
-use crate::release::{Prepared, Release};
-use crate::release_figures::group_rmse;
 use crate::release_plan::QueryLabels;
 
 /// The two-sided 95% standard normal quantile.
@@ -51,16 +46,15 @@ pub struct Answers {
 
 impl Answers {
     pub(crate) fn new(
-        release: &Release,
-        p: Prepared,
-        m: &Measurement,
+        workload: StructuredWorkload,
+        schema: Schema,
         reconstruction: Reconstruction,
+        sidecar: serde_json::Value,
         entry: usize,
     ) -> Self {
-        let sidecar = sidecar(release, &p, m, &reconstruction, entry);
         Self {
-            workload: p.workload,
-            schema: p.schema,
+            workload,
+            schema,
             reconstruction,
             sidecar,
             entry,
@@ -177,84 +171,5 @@ fn push_csv_field(out: &mut String, s: &str) {
         out.push('"');
     } else {
         out.push_str(s);
-    }
-}
-
-fn sidecar(
-    release: &Release,
-    p: &Prepared,
-    m: &Measurement,
-    rec: &Reconstruction,
-    entry: usize,
-) -> serde_json::Value {
-    let (noise, scale) = match m.noise {
-        MeasurementNoise::DiscreteLaplace { scale } => ("discrete Laplace (CKS20, exact)", scale),
-        MeasurementNoise::DiscreteGaussian { sigma } => ("discrete Gaussian (CKS20, exact)", sigma),
-    };
-    let rho = match p.cost {
-        Cost::Rho(r) => Some(r),
-        Cost::Epsilon(_) => None,
-    };
-    let unit = match p.ledger.budget() {
-        LedgerBudget::PureDp { .. } => "epsilon",
-        LedgerBudget::Zcdp { .. } => "rho (zCDP)",
-    };
-    let figures = &p.figures;
-    json!({
-        "mechanism": format!("matrix mechanism: {noise} noise on a structured strategy, least-squares reconstruction"),
-        "noise": noise,
-        "noise_scale": scale,
-        "noise_variance_per_row": m.variance,
-        "granularity": m.granularity,
-        "sensitivity": m.sensitivity,
-        "strategy_rows": m.values.len(),
-        "epsilon": release.budget.epsilon().get(),
-        "delta": release.budget.delta().map(|d| d.get()),
-        "rho": rho,
-        "charged": p.charge,
-        "charged_unit": unit,
-        "plan": {
-            "method": p.strategy.method,
-            "privacy": figures.privacy,
-            "objective_name": figures.objective_name,
-            "objective": figures.objective,
-            "lower_bound": figures.lower_bound,
-            "duality_gap": figures.duality_gap,
-            "figures": "recomputed from the strategy measured, on the queries answered; \
-                        lower_bound only where it has a closed form (marginal workloads)",
-        },
-        "groups": group_rmse(&p.workload, rec),
-        "reconstruction": rec.method,
-        "variances": match rec.variance_method {
-            VarianceMethod::Exact => "exact",
-            VarianceMethod::SingleTermBound => {
-                "upper bounds (the best single strategy term's Gauss-Markov variance): \
-                 std_error and the intervals are conservative"
-            }
-        },
-        "queries": rec.answers.len(),
-        "intervals": intervals_method(&m.noise),
-        "ledger": {"path": release.ledger.display().to_string(), "entry": entry},
-    })
-}
-
-/// How the 95% intervals are made, for the sidecar: a normal
-/// approximation around the exact variance. Each answer's noise is a
-/// linear combination of the strategy rows' independent draws; under pure
-/// ε-DP these are discrete Laplace, whose tails are heavier than normal,
-/// so an answer carrying few draws is covered less often (a single Laplace
-/// draw: P(|X| ≤ 1.96σ) = 1 − e^(−1.96·√2) ≈ 93.7%).
-fn intervals_method(noise: &MeasurementNoise) -> &'static str {
-    match noise {
-        MeasurementNoise::DiscreteLaplace { .. } => {
-            "95% normal approximation: answer ± 1.96 std_error, std_error from the exact variance \
-             of each answer; the noise is a sum of discrete Laplace draws, heavier-tailed than \
-             normal, so an answer carrying few draws is covered less often (a single draw: about \
-             93.7%)"
-        }
-        MeasurementNoise::DiscreteGaussian { .. } => {
-            "95% normal approximation: answer ± 1.96 std_error, std_error from the exact variance \
-             of each answer; the noise is a sum of discrete Gaussian draws"
-        }
     }
 }

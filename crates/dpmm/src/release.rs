@@ -33,8 +33,8 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use dp_core::ledger::Ledger;
-use dp_core::{Cost, MarginalStrategy, PrivacyBudget};
+use dp_core::ledger::{Ledger, LedgerBudget};
+use dp_core::{Cost, MarginalStrategy, Measurement, MeasurementNoise, PrivacyBudget};
 use dp_plan::reconstruct::{
     Reconstruction, ReconstructionMethod, Reconstructor, VarianceMethod, reconstruct,
 };
@@ -44,9 +44,12 @@ use dp_workloads::spec::load_spec;
 use dp_workloads::structured::StructuredWorkload;
 use dpmm_records::{Layout, PrivateCounts, Rows, Schema, aggregate as aggregate_rows};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde_json::json;
 
 use crate::answers::{Answers, sidecar_path};
-use crate::release_figures::{Figures, check_plan_file as check_plan_figures, recompute};
+use crate::release_figures::{
+    Figures, check_plan_file as check_plan_figures, group_rmse, recompute,
+};
 use crate::release_plan::Strategy;
 use crate::resources::{Spinner, check_plan_file, release_need};
 use crate::{Error, Result};
@@ -184,7 +187,8 @@ impl Release {
         let rec = p
             .reconstructor
             .run(&p.workload, &m.strategy, &m.values, m.variance)?;
-        let answers = Answers::new(self, p, &m, rec, entry);
+        let sidecar = sidecar(self, &p, &m, &rec, entry);
+        let answers = Answers::new(p.workload, p.schema, rec, sidecar, entry);
         if let Some(out) = &self.out {
             answers.write(out)?;
         }
@@ -437,4 +441,84 @@ fn aggregate_parquet(path: &Path, _: Rows, _: &Prepared) -> Result<PrivateCounts
         path.display()
     )
     .into())
+}
+
+/// The sidecar: how the answers were made (nothing exact about the data).
+fn sidecar(
+    release: &Release,
+    p: &Prepared,
+    m: &Measurement,
+    rec: &Reconstruction,
+    entry: usize,
+) -> serde_json::Value {
+    let (noise, scale) = match m.noise {
+        MeasurementNoise::DiscreteLaplace { scale } => ("discrete Laplace (CKS20, exact)", scale),
+        MeasurementNoise::DiscreteGaussian { sigma } => ("discrete Gaussian (CKS20, exact)", sigma),
+    };
+    let rho = match p.cost {
+        Cost::Rho(r) => Some(r),
+        Cost::Epsilon(_) => None,
+    };
+    let unit = match p.ledger.budget() {
+        LedgerBudget::PureDp { .. } => "epsilon",
+        LedgerBudget::Zcdp { .. } => "rho (zCDP)",
+    };
+    let figures = &p.figures;
+    json!({
+        "mechanism": format!("matrix mechanism: {noise} noise on a structured strategy, least-squares reconstruction"),
+        "noise": noise,
+        "noise_scale": scale,
+        "noise_variance_per_row": m.variance,
+        "granularity": m.granularity,
+        "sensitivity": m.sensitivity,
+        "strategy_rows": m.values.len(),
+        "epsilon": release.budget.epsilon().get(),
+        "delta": release.budget.delta().map(|d| d.get()),
+        "rho": rho,
+        "charged": p.charge,
+        "charged_unit": unit,
+        "plan": {
+            "method": p.strategy.method,
+            "privacy": figures.privacy,
+            "objective_name": figures.objective_name,
+            "objective": figures.objective,
+            "lower_bound": figures.lower_bound,
+            "duality_gap": figures.duality_gap,
+            "figures": "recomputed from the strategy measured, on the queries answered; \
+                        lower_bound only where it has a closed form (marginal workloads)",
+        },
+        "groups": group_rmse(&p.workload, rec),
+        "reconstruction": rec.method,
+        "variances": match rec.variance_method {
+            VarianceMethod::Exact => "exact",
+            VarianceMethod::SingleTermBound => {
+                "upper bounds (the best single strategy term's Gauss-Markov variance): \
+                 std_error and the intervals are conservative"
+            }
+        },
+        "queries": rec.answers.len(),
+        "intervals": intervals_method(&m.noise),
+        "ledger": {"path": release.ledger.display().to_string(), "entry": entry},
+    })
+}
+
+/// How the 95% intervals are made, for the sidecar: a normal
+/// approximation around the exact variance. Each answer's noise is a
+/// linear combination of the strategy rows' independent draws; under pure
+/// ε-DP these are discrete Laplace, whose tails are heavier than normal,
+/// so an answer carrying few draws is covered less often (a single Laplace
+/// draw: P(|X| ≤ 1.96σ) = 1 − e^(−1.96·√2) ≈ 93.7%).
+fn intervals_method(noise: &MeasurementNoise) -> &'static str {
+    match noise {
+        MeasurementNoise::DiscreteLaplace { .. } => {
+            "95% normal approximation: answer ± 1.96 std_error, std_error from the exact variance \
+             of each answer; the noise is a sum of discrete Laplace draws, heavier-tailed than \
+             normal, so an answer carrying few draws is covered less often (a single draw: about \
+             93.7%)"
+        }
+        MeasurementNoise::DiscreteGaussian { .. } => {
+            "95% normal approximation: answer ± 1.96 std_error, std_error from the exact variance \
+             of each answer; the noise is a sum of discrete Gaussian draws"
+        }
+    }
 }

@@ -17,6 +17,7 @@ use dp_workloads::strategies::{hierarchical, identity};
 use dp_workloads::workload::{AllRange, Prefix};
 
 use super::events::Event;
+use super::kernel_path::KernelPath;
 use super::likelihood::{Likelihood, dense_measured};
 use super::release_path::MarginalPath;
 use super::{AuditConfig, Side, mix};
@@ -163,14 +164,6 @@ fn noise_name(budget: PrivacyBudget) -> &'static str {
 /// release` charge (the zCDP ρ of an (ε,δ) session, or ε).
 fn claimed_cost(budget: PrivacyBudget) -> Result<Cost> {
     cost_for(budget, GaussianCalibration::Zcdp)
-}
-
-/// A kernel entry point under audit: its measurement of one dataset.
-pub(super) trait KernelPath: Sync {
-    /// The private data it reads.
-    type Data: Sync;
-    /// One measurement of `data` at `cost`.
-    fn measure(&self, data: &Self::Data, session: &mut Session, cost: Cost) -> Result<Measurement>;
 }
 
 /// `Session::measure_linear` on a dense strategy: the matrix mechanism's

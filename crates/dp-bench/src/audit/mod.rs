@@ -29,6 +29,7 @@
 
 pub mod bounds;
 pub mod events;
+mod kernel_path;
 pub mod likelihood;
 mod mechanisms;
 mod release_path;

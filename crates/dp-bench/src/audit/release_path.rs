@@ -14,8 +14,8 @@ use dp_opt::PrivacyModel;
 use dp_plan::{PlanOptions, plan_strategy};
 use dp_workloads::spec::parse_spec;
 
+use super::kernel_path::KernelPath;
 use super::likelihood::{Likelihood, dense_measured};
-use super::mechanisms::KernelPath;
 
 /// Three attributes; their 1-way marginals and one 2-way marginal at
 /// half weight: on this domain a strategy of several marginal terms under

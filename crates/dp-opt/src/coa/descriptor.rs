@@ -2,7 +2,7 @@
 
 use super::{Coa, CoaOptions};
 use crate::PrivacyModel;
-use crate::registry::Descriptor;
+use crate::descriptor::Descriptor;
 use crate::support::Completed;
 
 /// [`Coa`] in the registry, its support repaired where the Gram's

@@ -56,13 +56,14 @@ use dp_linalg::{GramSpectrum, Mat, Par, SymmetricEigen};
 use crate::best_of::{CandidateRun, choose};
 use crate::classic::Identity;
 use crate::dense::{append_rows, gemm, inner};
+use crate::descriptor::{Descriptor, Param};
 use crate::engine::Termination;
-use crate::registry::{Descriptor, Param};
 use crate::report::Draft;
 use crate::{Observer, Optimized, Problem, StrategyOptimizer};
 
 pub mod augmented_lagrangian;
 pub mod eliminated_b;
+mod eliminated_objective;
 pub mod l1_ball;
 #[cfg(test)]
 mod objective_tests;
@@ -70,7 +71,7 @@ mod options;
 pub mod quasi_newton;
 
 pub use augmented_lagrangian::reduced_objective;
-pub use eliminated_b::eliminated_b_objective;
+pub use eliminated_objective::eliminated_b_objective;
 pub use l1_ball::{ColumnNorm, project_l1_ball};
 pub use options::{
     AlternatingOptions, EliminatedMethod, EliminatedStart, LrmOptions, LrmSolver, PenaltyOptions,

@@ -9,7 +9,7 @@
 use dp_linalg::{Lu, Mat, Par};
 
 use super::augmented_lagrangian::{reduced_objective, ridge_b};
-use super::eliminated_b::{SplitRows, eliminated_b_objective};
+use super::eliminated_objective::{SplitRows, eliminated_b_objective};
 use super::quasi_newton::split_objective;
 use crate::dense::{assert_gradient_by_central_differences, inner};
 

@@ -22,7 +22,7 @@
 
 use dp_linalg::{Mat, MatMut, MatRef, Par};
 
-use super::eliminated_b::eliminated_b_objective_into;
+use super::eliminated_objective::eliminated_b_objective_into;
 use crate::Observer;
 use crate::engine::{Executor, Run};
 use crate::lbfgs::{Lbfgs, LbfgsOptions, LbfgsResult};
