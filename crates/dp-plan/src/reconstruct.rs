@@ -21,11 +21,11 @@
 //!   marginal workload on 10¹² cells costs what its tables cost.
 //! * **Permutation-invariant factor Grams** (`FᵀF = aI + b11ᵀ`, as in
 //!   HDMM's marginals template): the residual basis diagonalizes `ÃᵀÃ`
-//!   ([`super::reconstruct_symmetric`]), again by tables only.
+//!   (`reconstruct_symmetric`), again by tables only.
 //! * **Otherwise** a dense least squares on at most
 //!   [`DENSE_RECONSTRUCTION_CELLS`] cells, and beyond preconditioned
 //!   conjugate gradients on the structured normal equations
-//!   ([`super::reconstruct_iterative`]) up to
+//!   (`reconstruct_iterative`) up to
 //!   [`ITERATIVE_RECONSTRUCTION_CELLS`], refused beyond with an error
 //!   naming the size.
 //!

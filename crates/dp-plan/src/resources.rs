@@ -165,7 +165,7 @@ fn distinct_factors(w: &StructuredWorkload) -> Vec<f64> {
 }
 
 /// What OPT_⊗ holds: per attribute, its distinct factor Grams and
-/// [`KRON_WORKING_MATRICES`] more, all n×n.
+/// `KRON_WORKING_MATRICES` more, all n×n.
 pub fn kron_need(w: &StructuredWorkload) -> MemoryNeed {
     let mut need = MemoryNeed::new("planning (OPT_⊗)");
     for (a, k) in w.domain().attributes().iter().zip(distinct_factors(w)) {

@@ -26,7 +26,7 @@ pub enum DiscreteEntries {
     /// LRM paper, §6: "for each weight W_ij … we randomly select W_ij = 1
     /// with probability 0.02 and set W_ij = −1 otherwise". The COA paper
     /// states that it follows these settings ("each entry is a random
-    /// variable [that] follows the bernoulli distribution"), so this is the
+    /// variable \[that\] follows the bernoulli distribution"), so this is the
     /// default for both reproductions.
     PlusMinusOne {
         /// Probability of +1 (the paper: 0.02).

@@ -77,7 +77,7 @@ fn quoted(text: &str) -> String {
 
 /// Reads the header line of `input` (plain or gzip'ed) and nothing after
 /// it: the text is consumed one byte at a time up to the end of the first
-/// line that is not empty, the header as [`crate::aggregate`] reads it (a
+/// line that is not empty, the header as [`crate::aggregate()`] reads it (a
 /// gzip decoder may inflate a block ahead, which is never looked at).
 pub fn draft_from_header<R: Read>(
     input: R,

@@ -6,7 +6,7 @@
 //! * [`schema`]: each attribute's CSV column and its domain, categorical
 //!   `values` or numeric `bins`, with `outside`/`missing` policies
 //!   (`drop | error`); loaded from JSON with one typed error per mistake.
-//! * [`aggregate`]: one pass over the records, memory bounded by the counts
+//! * [`aggregate`](mod@aggregate): one pass over the records, memory bounded by the counts
 //!   kept (the full histogram, or one table per marginal), returning an
 //!   opaque [`PrivateCounts`] that only the privacy kernel is meant to read.
 //! * [`draft`]: a starting schema from a CSV's header line alone.
@@ -25,7 +25,7 @@
 //! structure, not a record: a damaged header is refused, and a line
 //! inserted before it becomes the header, so lines before the header are
 //! not covered. `error` policies are an opt-in check of one's own data
-//! (a refusal depends on the data). Details in [`aggregate`].
+//! (a refusal depends on the data). Details in [`aggregate`](mod@aggregate).
 //!
 //! ```
 //! use dpmm_records::{Layout, Rows, Schema, aggregate, DEFAULT_CELL_LIMIT};

@@ -25,7 +25,7 @@ use std::io::{self, BufRead, Read};
 use csv::ByteRecord;
 
 /// The longest line read (bytes, without its line break). A longer data
-/// line is one [`Malformed::TooLong`] record, skipped to its end without
+/// line is one `Malformed::TooLong` record, skipped to its end without
 /// being buffered; a longer header is refused. This bounds the memory one
 /// line can take, whatever the input.
 pub const MAX_LINE_BYTES: usize = 1 << 20;

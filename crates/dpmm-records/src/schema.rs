@@ -25,7 +25,7 @@
 //!
 //! Every policy defaults to `"drop"`, the stable choice: whether a record
 //! is kept depends on that record alone, so one person changes each count
-//! table by at most one (see [`crate::aggregate`]). `"error"` is an
+//! table by at most one (see [`crate::aggregate`](mod@crate::aggregate)). `"error"` is an
 //! explicit opt-in and a check of the curator's own data: whether the
 //! release is refused depends on the data (is some record outside the
 //! domain?), so a refusal is itself an unprotected answer about the
@@ -59,7 +59,7 @@ pub const DEFAULT_MISSING_MARKERS: [&str; 2] = ["", "NA"];
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Policy {
     /// Leave the record out of every count (a stable transformation: see
-    /// [`crate::aggregate`]).
+    /// [`crate::aggregate`](mod@crate::aggregate)).
     Drop,
     /// Stop with an error naming the column and the kind of problem (never
     /// the value or the line). Whether it stops depends on the data: an
@@ -233,7 +233,7 @@ impl Schema {
     }
 
     /// What a malformed row does: a line that is not one CSV record of the
-    /// header's width (see [`crate::aggregate`]).
+    /// header's width (see [`crate::aggregate`](mod@crate::aggregate)).
     pub fn malformed(&self) -> Policy {
         self.malformed
     }

@@ -25,28 +25,43 @@
 //! optimizers), [`dp_plan`] (the multi-dimensional planner and
 //! reconstruction), [`dp_workloads`] (workloads, classic strategies) and [`dpmm_records`] (schemas, count tables).
 //!
-//! ```no_run
+//! ```
 //! use std::path::Path;
 //!
-//! use dpmm::{Data, PrivacyBudget, Release, ledger};
+//! use dpmm::{Data, PrivacyBudget, Release, Rows, ledger};
 //!
-//! fn main() -> dpmm::Result<()> {
-//!     // A ledger holding ε = 1 in total, then one release of every
-//!     // 2-way marginal of the census extract at ε = 0.5.
-//!     let book = Path::new("results/ledger.jsonl");
-//!     ledger::create(book, PrivacyBudget::pure(1.0)?)?;
-//!     let release = Release::new(
-//!         Path::new("examples/fertility1980/schema.json"),
-//!         Path::new("examples/fertility1980/spec.json"),
-//!         PrivacyBudget::pure(0.5)?,
-//!         book,
-//!     );
-//!     let answers = release.run(Data::Records("datasets/fertility1980.csv.gz".into()))?;
-//!     for a in answers.iter().take(3) {
-//!         println!("{}: {:.1} ± {:.1}", a.query, a.answer, a.std_error);
-//!     }
-//!     answers.write(Path::new("results/answers.csv"))
-//! }
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/fertility1980");
+//! let dir = std::env::temp_dir().join(format!("dpmm-doc-{}", std::process::id()));
+//! // A ledger holding ε = 1 in total, then a release of every 2-way
+//! // marginal at ε = 0.6 from records the caller streams in.
+//! let book = dir.join("ledger.jsonl");
+//! ledger::create(&book, PrivacyBudget::pure(1.0)?)?;
+//! let release = Release::new(
+//!     &examples.join("schema.json"),
+//!     &examples.join("spec.json"),
+//!     PrivacyBudget::pure(0.6)?,
+//!     &book,
+//! );
+//! let records = "morekids,gender1,gender2,age,afam,hispanic,other,work\n\
+//!                no,male,female,27,no,no,no,0\n\
+//!                yes,female,female,33,no,yes,no,40\n";
+//! let csv = |text: &'static str| Data::Csv {
+//!     reader: Box::new(text.as_bytes()),
+//!     name: "records".into(),
+//!     rows: Rows::Records,
+//! };
+//! let answers = release.run(csv(records))?;
+//! assert_eq!(answers.len(), 1671);
+//! let first = answers.iter().next().unwrap();
+//! assert_eq!(first.query, "morekids = no & gender1 = male");
+//! assert!(first.ci_low < first.answer && first.answer < first.ci_high);
+//! // 0.4 is left: a second release at 0.6 is refused before any noise is
+//! // drawn, and spends nothing.
+//! assert!(release.run(csv(records)).is_err());
+//! # std::fs::remove_dir_all(&dir)?;
+//! # Ok(())
+//! # }
 //! ```
 
 pub mod answers;

@@ -5,7 +5,7 @@
 //!
 //! The planning is [`plan::plan_spec`], as in `cargo xtask plan`; the plan
 //! file is [`plan::plan_file`] plus the workload spec itself (matrix
-//! factors inline, [`crate::release_plan::embedded_spec`]), so that `dpmm
+//! factors inline, `release_plan::embedded_spec`), so that `dpmm
 //! release --plan` needs nothing else to know the queries. Under `--privacy approx` the errors are those of the
 //! release path: discrete Gaussian noise at the zCDP budget ρ whose exact
 //! conversion (Canonne, Kamath and Steinke 2020, Corollary 13) is (ε,δ)-DP,

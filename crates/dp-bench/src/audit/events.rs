@@ -70,7 +70,7 @@ impl Event {
 /// `fixed` (events known in advance, e.g. the largest privacy loss),
 /// then for each statistic the thresholds at the pooled pilot's
 /// quantiles `1 − p` (upper tail) and `p` (lower tail) for the tail
-/// probabilities of [`TAILS`] that the pilot resolves; repeated events
+/// probabilities of `TAILS` that the pilot resolves; repeated events
 /// (discrete outputs) once. `pilot[k]` holds statistic `k` of every
 /// pilot output.
 pub fn threshold_events(pilot: Vec<Vec<f64>>, fixed: Vec<Event>) -> Vec<Event> {

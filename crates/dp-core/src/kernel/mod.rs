@@ -12,7 +12,7 @@
 //!   drawn or released.
 //! - [`Session::measure_linear`]: `y = Ã x + G·z` for a [`LinearStrategy`]
 //!   quantized to the power-of-two granularity `G` (see
-//!   [`strategy`](self::strategy)), `z` i.i.d. discrete Laplace (cost
+//!   [`strategy`]), `z` i.i.d. discrete Laplace (cost
 //!   ε, scale `Δ₁(Ã)/(G ε)` on ℤ) or discrete Gaussian (cost ρ, variance
 //!   `(Δ₂(Ã)/G)²/(2ρ)` on ℤ), drawn exactly (CKS20). The kernel computes
 //!   the sensitivities itself; every value returned is an exact multiple
@@ -20,7 +20,7 @@
 //! - [`Session::measure_marginals`]: a [`MarginalStrategy`] (terms with
 //!   factors on a few attributes, ones rows elsewhere) measured on the
 //!   [`PrivateMarginals`] tables of one dataset, each term on the table of
-//!   its support (see [`marginals`](self::marginals)).
+//!   its support (see [`marginals`]).
 //! - Every [`Measurement`] carries the strategy actually measured
 //!   ([`MeasuredStrategy`]); reconstructing with it is exactly unbiased.
 
