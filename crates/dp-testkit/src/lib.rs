@@ -38,6 +38,20 @@ pub fn byte_edits(
     )
 }
 
+/// The names of the entries of `dir`, sorted: what a test sees a command
+/// leave behind (panics, failing the test, when `dir` cannot be read).
+pub fn names_in(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .expect("the directory is readable")
+        .map(|e| {
+            let entry = e.expect("the directory's entries are readable");
+            entry.file_name().to_string_lossy().into_owned()
+        })
+        .collect();
+    names.sort();
+    names
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 mod tests {

@@ -51,6 +51,18 @@ fn read_all_ways(input: &[u8], rows: Rows) -> Vec<Result<(), RecordsError>> {
     out
 }
 
+/// Every reading of `bytes` (gzip'ed when `gz`) as `rows` succeeds or
+/// fails with a one-line error.
+fn every_reading_ok_or_one_line(bytes: Vec<u8>, gz: bool, rows: Rows) -> Result<(), TestCaseError> {
+    let input = if gz { gzip(&bytes) } else { bytes };
+    for result in read_all_ways(&input, rows) {
+        if let Err(e) = result {
+            prop_assert!(one_line(&e), "{}", e);
+        }
+    }
+    Ok(())
+}
+
 /// `valid` with bytes overwritten, inserted and removed.
 fn mutated(valid: &'static [u8]) -> impl Strategy<Value = Vec<u8>> {
     dp_testkit::byte_edits(valid.to_vec(), b"", 1..8)
@@ -70,22 +82,12 @@ fn any_bytes() -> impl Strategy<Value = Vec<u8>> {
 proptest! {
     #[test]
     fn records_from_any_bytes(bytes in prop_oneof![any_bytes(), structured_bytes(), mutated(RECORDS)], gz in any::<bool>()) {
-        let input = if gz { gzip(&bytes) } else { bytes };
-        for result in read_all_ways(&input, Rows::Records) {
-            if let Err(e) = result {
-                prop_assert!(one_line(&e), "{}", e);
-            }
-        }
+        every_reading_ok_or_one_line(bytes, gz, Rows::Records)?;
     }
 
     #[test]
     fn counts_tables_from_any_bytes(bytes in prop_oneof![any_bytes(), structured_bytes(), mutated(TABLE)], gz in any::<bool>()) {
-        let input = if gz { gzip(&bytes) } else { bytes };
-        for result in read_all_ways(&input, Rows::CountsTable) {
-            if let Err(e) = result {
-                prop_assert!(one_line(&e), "{}", e);
-            }
-        }
+        every_reading_ok_or_one_line(bytes, gz, Rows::CountsTable)?;
     }
 
     /// A valid gzip stream with bytes flipped or cut: a typed error or a

@@ -230,6 +230,7 @@ mod tests {
     #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
     use super::*;
+    use dp_testkit::names_in;
 
     /// The registry is the process's: these tests take turns, so that one
     /// test's cleanup never removes another's temporaries.
@@ -239,118 +240,100 @@ mod tests {
         SERIAL.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// A fresh directory for `name`.
-    fn scratch(name: &str) -> PathBuf {
+    /// Runs `test` in a fresh directory for `name`, its turn taken
+    /// ([`serial`]); then no temporary under the directory may still be
+    /// registered, and the directory is removed.
+    fn in_scratch(name: &str, test: impl FnOnce(&Path)) {
+        let _turn = serial();
         let dir = std::env::temp_dir().join(format!("dpmm-output-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        dir
-    }
-
-    /// The names in `dir`, sorted.
-    fn names_in(dir: &Path) -> Vec<String> {
-        let mut names: Vec<String> = std::fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        names.sort();
-        names
-    }
-
-    /// No temporary under `dir` is still registered.
-    fn none_registered(dir: &Path) -> bool {
-        !registry().iter().any(|p| p.starts_with(dir))
+        test(&dir);
+        assert!(!registry().iter().any(|p| p.starts_with(&dir)));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn files_land_whole_and_nothing_else_remains() {
-        let _turn = serial();
-        let dir = scratch("whole");
-        let (a, b) = (dir.join("answers.csv"), dir.join("answers.csv.json"));
-        std::fs::write(&a, "old answers").unwrap();
-        write_all_atomically(&[(&b, b"{}\n"), (&a, b"query,answer\n")]).unwrap();
-        assert_eq!(std::fs::read(&a).unwrap(), b"query,answer\n");
-        assert_eq!(std::fs::read(&b).unwrap(), b"{}\n");
-        check_writable(&a).unwrap();
-        write_atomically(&dir.join("plan.json"), b"plan").unwrap();
-        assert_eq!(
-            names_in(&dir),
-            ["answers.csv", "answers.csv.json", "plan.json"]
-        );
-        assert!(none_registered(&dir));
-        std::fs::remove_dir_all(&dir).unwrap();
+        in_scratch("whole", |dir| {
+            let (a, b) = (dir.join("answers.csv"), dir.join("answers.csv.json"));
+            std::fs::write(&a, "old answers").unwrap();
+            write_all_atomically(&[(&b, b"{}\n"), (&a, b"query,answer\n")]).unwrap();
+            assert_eq!(std::fs::read(&a).unwrap(), b"query,answer\n");
+            assert_eq!(std::fs::read(&b).unwrap(), b"{}\n");
+            check_writable(&a).unwrap();
+            write_atomically(&dir.join("plan.json"), b"plan").unwrap();
+            assert_eq!(
+                names_in(dir),
+                ["answers.csv", "answers.csv.json", "plan.json"]
+            );
+        });
     }
 
     #[test]
     fn a_target_that_cannot_be_written_is_refused_and_leaves_nothing() {
-        let _turn = serial();
-        let dir = scratch("unwritable");
-        std::fs::write(dir.join("file"), "x").unwrap();
-        let targets = [
-            dir.join("missing").join("answers.csv"),
-            dir.join("file").join("answers.csv"),
-            PathBuf::from("/proc/dpmm-answers.csv"),
-            PathBuf::from("/"),
-        ];
-        for target in &targets {
-            assert!(
-                matches!(check_writable(target), Err(Error::BadInput(_))),
-                "{}",
-                target.display()
-            );
-            let written = write_atomically(target, b"answers");
-            assert!(matches!(written, Err(Error::BadInput(_))));
-        }
-        // A directory without write permission (unless this runs as a
-        // user who may write anyway, such as root).
-        let locked = dir.join("locked");
-        std::fs::create_dir(&locked).unwrap();
-        let mut permissions = std::fs::metadata(&locked).unwrap().permissions();
-        permissions.set_readonly(true);
-        std::fs::set_permissions(&locked, permissions.clone()).unwrap();
-        if std::fs::write(locked.join("probe"), "").is_err() {
-            assert!(write_atomically(&locked.join("answers.csv"), b"a").is_err());
-            assert!(names_in(&locked).is_empty());
-        }
-        #[allow(clippy::permissions_set_readonly_false)]
-        // undoes the line above, in a scratch directory
-        permissions.set_readonly(false);
-        std::fs::set_permissions(&locked, permissions).unwrap();
-        let _ = std::fs::remove_file(locked.join("probe"));
-        assert_eq!(names_in(&dir), ["file", "locked"]);
-        assert!(none_registered(&dir));
-        std::fs::remove_dir_all(&dir).unwrap();
+        in_scratch("unwritable", |dir| {
+            std::fs::write(dir.join("file"), "x").unwrap();
+            let targets = [
+                dir.join("missing").join("answers.csv"),
+                dir.join("file").join("answers.csv"),
+                PathBuf::from("/proc/dpmm-answers.csv"),
+                PathBuf::from("/"),
+            ];
+            for target in &targets {
+                assert!(
+                    matches!(check_writable(target), Err(Error::BadInput(_))),
+                    "{}",
+                    target.display()
+                );
+                let written = write_atomically(target, b"answers");
+                assert!(matches!(written, Err(Error::BadInput(_))));
+            }
+            // A directory without write permission (unless this runs as a
+            // user who may write anyway, such as root).
+            let locked = dir.join("locked");
+            std::fs::create_dir(&locked).unwrap();
+            let mut permissions = std::fs::metadata(&locked).unwrap().permissions();
+            permissions.set_readonly(true);
+            std::fs::set_permissions(&locked, permissions.clone()).unwrap();
+            if std::fs::write(locked.join("probe"), "").is_err() {
+                assert!(write_atomically(&locked.join("answers.csv"), b"a").is_err());
+                assert!(names_in(&locked).is_empty());
+            }
+            #[allow(clippy::permissions_set_readonly_false)]
+            // undoes the line above, in a scratch directory
+            permissions.set_readonly(false);
+            std::fs::set_permissions(&locked, permissions).unwrap();
+            let _ = std::fs::remove_file(locked.join("probe"));
+            assert_eq!(names_in(dir), ["file", "locked"]);
+        });
     }
 
     /// A rename that fails after another succeeded: the one renamed is
     /// removed, every temporary too, and the target in the way untouched.
     #[test]
     fn a_failed_rename_leaves_neither_half_nor_temporaries() {
-        let _turn = serial();
-        let dir = scratch("rename");
-        let (side, answers) = (dir.join("answers.csv.json"), dir.join("answers.csv"));
-        std::fs::create_dir(&answers).unwrap();
-        std::fs::write(answers.join("inside"), "x").unwrap();
-        let written = write_all_atomically(&[(&side, b"{}"), (&answers, b"q,a\n")]);
-        assert!(matches!(written, Err(Error::BadInput(_))));
-        assert_eq!(names_in(&dir), ["answers.csv"]);
-        assert_eq!(names_in(&answers), ["inside"]);
-        assert!(none_registered(&dir));
-        std::fs::remove_dir_all(&dir).unwrap();
+        in_scratch("rename", |dir| {
+            let (side, answers) = (dir.join("answers.csv.json"), dir.join("answers.csv"));
+            std::fs::create_dir(&answers).unwrap();
+            std::fs::write(answers.join("inside"), "x").unwrap();
+            let written = write_all_atomically(&[(&side, b"{}"), (&answers, b"q,a\n")]);
+            assert!(matches!(written, Err(Error::BadInput(_))));
+            assert_eq!(names_in(dir), ["answers.csv"]);
+            assert_eq!(names_in(&answers), ["inside"]);
+        });
     }
 
     /// The panic hook's cleanup removes every registered temporary.
     #[test]
     fn remove_temporaries_removes_what_is_registered() {
-        let _turn = serial();
-        let dir = scratch("panic");
-        let (temporary, file) = Temporary::create(&dir.join("answers.csv")).unwrap();
-        drop(file);
-        assert_eq!(names_in(&dir).len(), 1);
-        remove_temporaries();
-        assert!(names_in(&dir).is_empty());
-        assert!(none_registered(&dir));
-        drop(temporary);
-        std::fs::remove_dir_all(&dir).unwrap();
+        in_scratch("panic", |dir| {
+            let (temporary, file) = Temporary::create(&dir.join("answers.csv")).unwrap();
+            drop(file);
+            assert_eq!(names_in(dir).len(), 1);
+            remove_temporaries();
+            assert!(names_in(dir).is_empty());
+            drop(temporary);
+        });
     }
 }

@@ -12,6 +12,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{SEX_AGE_SCHEMA, arg, dpmm, scratch_dir};
+use dp_testkit::names_in;
 
 const SPEC: &str = r#"{"domain": [{"name": "sex", "size": 2}, {"name": "age", "size": 4}],
   "queries": [{"marginals": {"k": 1}}, {"marginal": ["sex", "age"]}]}"#;
@@ -76,16 +77,6 @@ fn exit_code(child: &mut Child) -> Option<i32> {
         assert!(start.elapsed() < Duration::from_secs(60), "dpmm hung");
         std::thread::sleep(Duration::from_millis(5));
     }
-}
-
-/// Every name in `dir`, sorted.
-fn names_in(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
 }
 
 const INPUTS: [&str; 5] = [

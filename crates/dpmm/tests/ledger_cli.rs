@@ -8,7 +8,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{Run, SEX_AGE_SCHEMA, arg, dpmm, scratch_dir};
+use common::{Run, arg, dpmm, sex_age_case};
 
 const SPEC: &str = r#"{"domain": [{"name": "sex", "size": 2}, {"name": "age", "size": 4}],
   "queries": [{"marginal": ["sex", "age"]}]}"#;
@@ -16,17 +16,7 @@ const SPEC: &str = r#"{"domain": [{"name": "sex", "size": 2}, {"name": "age", "s
 /// A scratch directory for `test` with a schema, a spec, records and a
 /// new pure ε = 1 ledger; returns the directory and the ledger.
 fn setup(test: &str) -> (PathBuf, PathBuf) {
-    let dir = scratch_dir(&format!("ledger-{test}"));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("schema.json"), SEX_AGE_SCHEMA).unwrap();
-    std::fs::write(dir.join("spec.json"), SPEC).unwrap();
-    let mut records = String::from("sex,age\n");
-    for i in 0..200 {
-        let sex = if i % 3 == 0 { "m" } else { "f" };
-        records.push_str(&format!("{sex},{}\n", 20 + (i * 7) % 40));
-    }
-    std::fs::write(dir.join("records.csv"), records).unwrap();
+    let dir = sex_age_case(&format!("ledger-{test}"), SPEC);
     let ledger = dir.join("ledger.jsonl");
     let init = ["ledger", "init", "--ledger", arg(&ledger)];
     assert_eq!(
@@ -118,12 +108,20 @@ fn a_torn_last_line_is_reported_repaired_and_the_next_release_works() {
     );
 }
 
+/// A fresh ledger charged by two releases (`a.csv`, `b.csv`) of `epsilon`
+/// each, and its text.
+fn charged_twice(test: &str, epsilon: &str) -> (PathBuf, PathBuf, String) {
+    let (dir, ledger) = setup(test);
+    for out in ["a.csv", "b.csv"] {
+        assert_eq!(release(&dir, &ledger, out, epsilon).code, 0);
+    }
+    let text = std::fs::read_to_string(&ledger).unwrap();
+    (dir, ledger, text)
+}
+
 #[test]
 fn a_ledger_with_its_last_entry_deleted_is_refused_as_rolled_back() {
-    let (dir, ledger) = setup("rollback");
-    assert_eq!(release(&dir, &ledger, "a.csv", "0.5").code, 0);
-    assert_eq!(release(&dir, &ledger, "b.csv", "0.5").code, 0);
-    let text = std::fs::read_to_string(&ledger).unwrap();
+    let (dir, ledger, text) = charged_twice("rollback", "0.5");
     let cut: String = text.lines().take(2).map(|l| format!("{l}\n")).collect();
     std::fs::write(&ledger, &cut).unwrap();
     for verb in ["verify", "show", "repair"] {
@@ -145,10 +143,7 @@ fn a_ledger_with_its_last_entry_deleted_is_refused_as_rolled_back() {
 
 #[test]
 fn repair_refuses_damage_that_is_not_a_torn_last_line() {
-    let (dir, ledger) = setup("damage");
-    assert_eq!(release(&dir, &ledger, "a.csv", "0.25").code, 0);
-    assert_eq!(release(&dir, &ledger, "b.csv", "0.25").code, 0);
-    let text = std::fs::read_to_string(&ledger).unwrap();
+    let (_, ledger, text) = charged_twice("damage", "0.25");
     let lines: Vec<&str> = text.lines().collect();
     for damaged in [
         format!(

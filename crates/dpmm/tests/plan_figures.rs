@@ -10,17 +10,11 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{arg, dpmm, scratch_dir};
+use common::{SEX_AGE_MIXED_SPEC, arg, dpmm, sex_age_case};
 use serde_json::Value;
 
-const SCHEMA: &str = r#"{"domain": [
-  {"name": "sex", "column": "sex", "values": ["f", "m"]},
-  {"name": "age", "column": "age", "bins": {"start": 20, "stop": 60, "width": 10}}
-]}"#;
-
 /// Marginals and a prefix over age: no closed-form lower bound.
-const MIXED: &str = r#"{"domain": [{"name": "sex", "size": 2}, {"name": "age", "size": 4}],
-  "queries": [{"marginals": {"k": 1}}, {"marginal": ["sex", "age"]}, {"kron": {"age": "prefix"}}]}"#;
+const MIXED: &str = SEX_AGE_MIXED_SPEC;
 
 /// Marginals only: the singular value bound is a closed form.
 const MARGINALS: &str = r#"{"domain": [{"name": "sex", "size": 2}, {"name": "age", "size": 4}],
@@ -34,18 +28,8 @@ struct Case {
 
 impl Case {
     fn new(name: &str, spec: &str, delta: Option<&'static str>) -> Self {
-        let dir = scratch_dir(&format!("plan-figures-{name}"));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = sex_age_case(&format!("plan-figures-{name}"), spec);
         let case = Self { dir, delta };
-        std::fs::write(case.path("schema.json"), SCHEMA).unwrap();
-        std::fs::write(case.path("spec.json"), spec).unwrap();
-        let mut records = String::from("sex,age\n");
-        for i in 0..200 {
-            let sex = if i % 3 == 0 { "m" } else { "f" };
-            records.push_str(&format!("{sex},{}\n", 20 + (i * 7) % 40));
-        }
-        std::fs::write(case.path("records.csv"), records).unwrap();
         let mut init = vec!["ledger", "init", "--ledger"];
         let ledger = case.path("ledger.jsonl");
         init.extend([arg(&ledger), "--total-epsilon", "50"]);

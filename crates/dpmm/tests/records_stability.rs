@@ -8,8 +8,11 @@
 //! the open-quote attack did (one line `x,"p` swallowed every line up to
 //! the next quote, ~900 records here).
 
+mod common;
+
 use std::path::PathBuf;
-use std::process::{Command, Output};
+
+use common::dpmm;
 
 /// Every policy left to its default (drop).
 const SCHEMA: &str = r#"{"domain": [
@@ -54,13 +57,6 @@ fn join(lines: &[Vec<u8>]) -> Vec<u8> {
     out
 }
 
-fn dpmm(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_dpmm"))
-        .args(args)
-        .output()
-        .expect("run dpmm")
-}
-
 /// Releases `records` at ε = 50 with a fresh ledger in its own directory;
 /// the answers in workload order.
 fn release(name: &str, records: &[u8]) -> Vec<f64> {
@@ -80,11 +76,7 @@ fn release(name: &str, records: &[u8]) -> Vec<f64> {
         "--total-epsilon",
         "50",
     ]);
-    assert!(
-        init.status.success(),
-        "{}",
-        String::from_utf8_lossy(&init.stderr)
-    );
+    assert!(init.code == 0, "{}", init.stderr);
     let out = dpmm(&[
         "release",
         "--data",
@@ -100,11 +92,7 @@ fn release(name: &str, records: &[u8]) -> Vec<f64> {
         "--out",
         &s("answers.csv"),
     ]);
-    assert!(
-        out.status.success(),
-        "{name}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.code == 0, "{name}: {}", out.stderr);
     let text = std::fs::read_to_string(path("answers.csv")).expect("answers");
     let _ = std::fs::remove_dir_all(&dir);
     let answers: Vec<f64> = text
@@ -141,21 +129,23 @@ fn files_one_line_apart_give_answers_less_than_five_apart() {
         let mut lines = base.clone();
         lines.insert(at, line.to_vec());
         let answers = release(name, &join(&lines));
-        let worst = reference
-            .iter()
-            .zip(&answers)
-            .map(|(a, b)| (a - b).abs())
-            .fold(0.0, f64::max);
+        let worst = largest_move(&reference, &answers);
         assert!(worst < 5.0, "{name}: an answer moved by {worst}");
     }
     // One line removed.
     let mut removed = base.clone();
     removed.remove(400);
     let answers = release("removed", &join(&removed));
-    let worst = reference
-        .iter()
-        .zip(&answers)
-        .map(|(a, b)| (a - b).abs())
-        .fold(0.0, f64::max);
+    let worst = largest_move(&reference, &answers);
     assert!(worst < 5.0, "removed: an answer moved by {worst}");
+}
+
+/// The largest change of an answer between two releases.
+fn largest_move(before: &[f64], after: &[f64]) -> f64 {
+    assert_eq!(before.len(), after.len());
+    before
+        .iter()
+        .zip(after)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f64::max)
 }

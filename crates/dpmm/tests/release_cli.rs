@@ -2,16 +2,12 @@
 //! writes one row per query; every bad input gives one line on stderr,
 //! exit status 2, no answers file and an unchanged ledger.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-const SCHEMA: &str = r#"{"domain": [
-  {"name": "sex", "column": "sex", "values": ["f", "m"]},
-  {"name": "age", "column": "age", "bins": {"start": 20, "stop": 60, "width": 10}}
-]}"#;
-
-const SPEC: &str = r#"{"domain": [{"name": "sex", "size": 2}, {"name": "age", "size": 4}],
-  "queries": [{"marginals": {"k": 1}}, {"marginal": ["sex", "age"]}, {"kron": {"age": "prefix"}}]}"#;
+use common::{SEX_AGE_MIXED_SPEC as SPEC, SEX_AGE_SCHEMA as SCHEMA};
 
 /// 2 + 4 + 8 + 4 queries.
 const QUERIES: usize = 18;

@@ -10,35 +10,15 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{Run, arg, dpmm, remove_ledger, scratch_dir};
+use common::{Run, arg, dpmm, dpmm_within, remove_ledger, scratch_dir};
 
 /// [`dpmm`] with a longer bound: a release of ten million answers takes
 /// minutes in a debug build (seconds in a release build, README). The
 /// bound catches a hang; it does not time the run.
 fn dpmm_long(args: &[&str]) -> Run {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_dpmm"))
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if start.elapsed() > Duration::from_secs(1200) {
-            let _ = child.kill();
-            panic!("dpmm {args:?} hung");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let out = child.wait_with_output().unwrap();
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::new(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    dpmm_within(args, Duration::from_secs(1200))
 }
 
 /// A domain of `sizes` named `a0, a1, …`: the spec with `queries`, a schema
@@ -80,6 +60,18 @@ fn case(dir: &Path, name: &str, sizes: &[usize], queries: &str) -> (PathBuf, Pat
     }
     std::fs::write(&data, csv).unwrap();
     (spec, schema, data)
+}
+
+/// Runs `dpmm args` ([`dpmm_long`]) and whether it succeeded
+/// ([`result_or_refusal`]), checking that `out` exists exactly then.
+fn succeeded_writing(args: &[&str], out: &Path, what: &str) -> bool {
+    let ok = result_or_refusal(&dpmm_long(args), what);
+    assert_eq!(
+        ok,
+        out.exists(),
+        "{what}: an output exactly when it succeeds"
+    );
+    ok
 }
 
 /// A result (status 0) or a refusal (status 2, one line); never anything
@@ -134,12 +126,7 @@ fn plan_and_release_under(
             arg(&plan),
         ];
         args.extend(delta_args(delta));
-        let planned = result_or_refusal(&dpmm_long(&args), &format!("plan {tag}"));
-        assert_eq!(
-            planned,
-            plan.exists(),
-            "{tag}: a plan file exactly when planned"
-        );
+        let planned = succeeded_writing(&args, &plan, &format!("plan {tag}"));
         let ledger = dir.join(format!("{tag}.ledger.jsonl"));
         remove_ledger(&ledger);
         let mut init = vec![
@@ -172,12 +159,7 @@ fn plan_and_release_under(
             arg(&answers),
         ];
         args.extend(delta_args(delta));
-        let released = result_or_refusal(&dpmm_long(&args), &format!("release {tag}"));
-        assert_eq!(
-            released,
-            answers.exists(),
-            "{tag}: answers exactly when released"
-        );
+        let released = succeeded_writing(&args, &answers, &format!("release {tag}"));
         let after = std::fs::read(&ledger).unwrap();
         if released {
             assert!(after.len() > before.len(), "{tag}: a release is charged");

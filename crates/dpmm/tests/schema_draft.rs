@@ -1,8 +1,11 @@
 //! `dpmm schema draft` as a user runs it.
 
+mod common;
+
 use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Command, Output};
+
+use common::dpmm;
 
 fn scratch(name: &str, bytes: &[u8]) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("dpmm-draft-test-{}", std::process::id()));
@@ -12,26 +15,15 @@ fn scratch(name: &str, bytes: &[u8]) -> PathBuf {
     path
 }
 
-fn dpmm(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_dpmm"))
-        .args(args)
-        .output()
-        .expect("run dpmm")
-}
-
 #[test]
 fn draft_prints_the_header_columns_and_the_public_knowledge_note() {
     // The second line is malformed and carries a "private" value: the
     // draft never reads it.
     let path = scratch("records.csv", b"age,sex,zip\n\"unterminated,secret-42\n");
     let out = dpmm(&["schema", "draft", path.to_str().expect("utf-8 path")]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8(out.stdout).expect("utf-8");
-    let stderr = String::from_utf8(out.stderr).expect("utf-8");
+    assert!(out.code == 0, "{}", out.stderr);
+    let stdout = out.stdout;
+    let stderr = out.stderr;
     for column in ["\"age\"", "\"sex\"", "\"zip\""] {
         assert!(stdout.contains(column), "{stdout}");
     }
@@ -52,11 +44,7 @@ fn draft_reads_gzip_and_writes_to_a_file() {
         "--out",
         target.to_str().expect("utf-8 path"),
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.code == 0, "{}", out.stderr);
     let written = std::fs::read_to_string(&target).expect("draft written");
     assert!(written.contains("\"wage\"") && written.contains("\"region\""));
 }
@@ -68,11 +56,11 @@ fn bad_input_is_one_line_and_exit_status_2() {
     let empty = scratch("empty.csv", b"");
     for path in [missing, duplicate, empty] {
         let out = dpmm(&["schema", "draft", path.to_str().expect("utf-8 path")]);
-        assert_eq!(out.status.code(), Some(2), "{}", path.display());
-        let stderr = String::from_utf8(out.stderr).expect("utf-8");
+        assert_eq!(out.code, 2, "{}", path.display());
+        let stderr = out.stderr;
         assert_eq!(stderr.lines().count(), 1, "{stderr}");
         assert!(out.stdout.is_empty());
     }
     // A usage error (clap) exits with 2 as well.
-    assert_eq!(dpmm(&["schema", "draft"]).status.code(), Some(2));
+    assert_eq!(dpmm(&["schema", "draft"]).code, 2);
 }

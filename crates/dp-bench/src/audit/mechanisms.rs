@@ -59,6 +59,9 @@ impl Broken {
     }
 }
 
+/// Where a mechanism hands each draw's statistics.
+pub type Sink<'a> = &'a mut dyn FnMut(&[f64]);
+
 /// A mechanism under audit.
 pub trait Audited: Sync {
     /// What it is, e.g. `Laplace MM, identity (n = 4)`.
@@ -73,13 +76,7 @@ pub trait Audited: Sync {
     }
     /// Draws `count` outputs on `side` from sessions seeded from `seed`
     /// and hands each one's statistics to `sink`.
-    fn project(
-        &self,
-        side: Side,
-        seed: u64,
-        count: u64,
-        sink: &mut dyn FnMut(&[f64]),
-    ) -> Result<()>;
+    fn project(&self, side: Side, seed: u64, count: u64, sink: Sink<'_>) -> Result<()>;
 }
 
 /// Domain size of the audited 1-D strategies: small, so that each output
@@ -292,13 +289,7 @@ impl<P: KernelPath> Audited for KernelAudit<P> {
         })
     }
 
-    fn project(
-        &self,
-        side: Side,
-        seed: u64,
-        count: u64,
-        sink: &mut dyn FnMut(&[f64]),
-    ) -> Result<()> {
+    fn project(&self, side: Side, seed: u64, count: u64, sink: Sink<'_>) -> Result<()> {
         let data = &self.data[side_index(side)];
         let mut session = SeededSession::unlimited(seed);
         for i in 0..count {
@@ -418,13 +409,7 @@ impl Audited for ProjectionAudit {
         vec!["whitened projection"]
     }
 
-    fn project(
-        &self,
-        side: Side,
-        seed: u64,
-        count: u64,
-        sink: &mut dyn FnMut(&[f64]),
-    ) -> Result<()> {
+    fn project(&self, side: Side, seed: u64, count: u64, sink: Sink<'_>) -> Result<()> {
         let mut s = SeededSession::unlimited(seed);
         for _ in 0..count {
             let y = self

@@ -43,6 +43,11 @@ impl Run {
 /// Runs the built `dpmm` with `args`. A run still going after a minute is
 /// a hang (the test fails); this bounds the test, it does not time it.
 pub fn dpmm(args: &[&str]) -> Run {
+    dpmm_within(args, Duration::from_secs(60))
+}
+
+/// [`dpmm`] with another bound on the run (a hang detector, not a timer).
+pub fn dpmm_within(args: &[&str], bound: Duration) -> Run {
     let mut child = Command::new(env!("CARGO_BIN_EXE_dpmm"))
         .args(args)
         .stdout(Stdio::piped())
@@ -51,7 +56,7 @@ pub fn dpmm(args: &[&str]) -> Run {
         .unwrap();
     let start = Instant::now();
     while child.try_wait().unwrap().is_none() {
-        if start.elapsed() > Duration::from_secs(60) {
+        if start.elapsed() > bound {
             let _ = child.kill();
             panic!("dpmm {args:?} hung");
         }
@@ -78,3 +83,24 @@ pub const SEX_AGE_SCHEMA: &str = r#"{"domain": [
   {"name": "sex", "column": "sex", "values": ["f", "m"]},
   {"name": "age", "column": "age", "bins": {"start": 20, "stop": 60, "width": 10}}
 ]}"#;
+
+/// A spec on [`SEX_AGE_SCHEMA`]'s domain mixing marginals and a prefix
+/// over age (2 + 4 + 8 + 4 queries; no closed-form lower bound).
+pub const SEX_AGE_MIXED_SPEC: &str = r#"{"domain": [{"name": "sex", "size": 2}, {"name": "age", "size": 4}],
+  "queries": [{"marginals": {"k": 1}}, {"marginal": ["sex", "age"]}, {"kron": {"age": "prefix"}}]}"#;
+
+/// A fresh scratch directory for `test` holding `schema.json`
+/// ([`SEX_AGE_SCHEMA`]), `spec.json` (`spec`) and `records.csv`: 200
+/// records spread over both sexes and every age bin.
+pub fn sex_age_case(test: &str, spec: &str) -> PathBuf {
+    let dir = scratch_dir(test);
+    std::fs::write(dir.join("schema.json"), SEX_AGE_SCHEMA).unwrap();
+    std::fs::write(dir.join("spec.json"), spec).unwrap();
+    let mut records = String::from("sex,age\n");
+    for i in 0..200 {
+        let sex = if i % 3 == 0 { "m" } else { "f" };
+        records.push_str(&format!("{sex},{}\n", 20 + (i * 7) % 40));
+    }
+    std::fs::write(dir.join("records.csv"), records).unwrap();
+    dir
+}
