@@ -11,7 +11,9 @@ use std::time::Instant;
 
 use dp_core::Result;
 use dp_linalg::Mat;
-use dp_opt::{PrivacyModel, Problem, StrategyOptimizer, Termination, coa::Coa, lrm};
+use dp_opt::{
+    PrivacyModel, Problem, StrategyOptimizer, Termination, optimizers::coa::Coa, optimizers::lrm,
+};
 use dp_workloads::Workload;
 use serde::{Deserialize, Serialize};
 

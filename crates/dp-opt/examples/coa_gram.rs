@@ -2,7 +2,7 @@
 //! `cargo run --release -p dp-opt --example coa_gram -- allrange|prefix|wrange|wdiscrete|wrelated N [M]`.
 
 use dp_core::{DpError, Result};
-use dp_opt::{Event, PrivacyModel, Problem, Stage, StrategyOptimizer, coa::Coa};
+use dp_opt::{Event, PrivacyModel, Problem, Stage, StrategyOptimizer, optimizers::coa::Coa};
 use dp_workloads::Workload;
 
 fn arg<T: std::str::FromStr>(args: &[String], i: usize, name: &'static str) -> Result<Option<T>> {
@@ -100,7 +100,7 @@ fn main() -> Result<()> {
     let mut rec = Timed::default();
     let mut coa = Coa::default();
     if std::env::var("COA_PAPER").is_ok() {
-        coa.options = dp_opt::coa::CoaOptions::paper();
+        coa.options = dp_opt::optimizers::coa::CoaOptions::paper();
     }
     if let Some(t) = std::env::var("COA_REUSE_BELOW")
         .ok()

@@ -2,7 +2,7 @@
 //! `cargo run --release -p dp-opt --example lrm_run -- PATH.npy [RANK]`.
 
 use dp_core::Result;
-use dp_opt::lrm::{Lrm, LrmOptions};
+use dp_opt::optimizers::lrm::{Lrm, LrmOptions};
 use dp_opt::{Event, Observer, PrivacyModel, Problem, StrategyOptimizer};
 
 struct Print(std::time::Instant);

@@ -31,15 +31,15 @@ impl Descriptor {
 
 /// Every optimizer, in the order the command line lists them.
 pub const REGISTRY: &[&Descriptor] = &[
-    &crate::classic::IDENTITY,
-    &crate::classic::HIERARCHICAL,
-    &crate::classic::WAVELET,
-    &crate::classic::SVDB,
-    &crate::coa::DESCRIPTOR,
-    &crate::pidentity::DESCRIPTOR,
-    &crate::am::DESCRIPTOR,
-    &crate::esm::DESCRIPTOR,
-    &crate::lrm::DESCRIPTOR,
+    &crate::optimizers::classic::IDENTITY,
+    &crate::optimizers::classic::HIERARCHICAL,
+    &crate::optimizers::classic::WAVELET,
+    &crate::optimizers::classic::SVDB,
+    &crate::optimizers::coa::DESCRIPTOR,
+    &crate::optimizers::pidentity::DESCRIPTOR,
+    &crate::optimizers::am::DESCRIPTOR,
+    &crate::optimizers::esm::DESCRIPTOR,
+    &crate::optimizers::lrm::DESCRIPTOR,
     &crate::EPSILON_DEFAULT,
 ];
 

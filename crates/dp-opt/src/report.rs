@@ -9,7 +9,7 @@ use dp_linalg::{Mat, MatRef};
 use serde::Serialize;
 
 use crate::Problem;
-use crate::termination::Termination;
+use crate::solvers::Termination;
 
 /// A certificate of (near-)optimality: a lower bound on the optimum.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]

@@ -4,8 +4,8 @@
 #![allow(clippy::unwrap_used)]
 
 use dp_linalg::Mat;
-use dp_opt::coa::Coa;
-use dp_opt::coa::interior_point::{InteriorPointOptions, minimize_trace_inverse};
+use dp_opt::optimizers::coa::Coa;
+use dp_opt::optimizers::coa::interior_point::{InteriorPointOptions, minimize_trace_inverse};
 use dp_opt::{PrivacyModel, Problem, StrategyOptimizer, by_name};
 use dp_workloads::Workload;
 use dp_workloads::workload::{AllRange, Prefix};
@@ -117,7 +117,7 @@ fn ranges(m: usize, n: usize, seed: u64) -> Mat<f64> {
 /// Algorithm 3 (identity start, full homotopy) to within the gaps.
 #[test]
 fn battery_of_workload_families_is_certified() {
-    use dp_opt::coa::CoaOptions;
+    use dp_opt::optimizers::coa::CoaOptions;
     let n = 64;
     let r = ranges(96, n, 3);
     // Permute the columns of the same ranges.

@@ -30,8 +30,8 @@ use super::{
     certificate, overflow,
 };
 use dp_opt::{
-    Certificate, PrivacyModel, Problem, StrategyOptimizer, Termination, coa::Coa,
-    pidentity::PIdentity,
+    Certificate, PrivacyModel, Problem, StrategyOptimizer, Termination, optimizers::coa::Coa,
+    optimizers::pidentity::PIdentity,
 };
 
 /// The distinct factor Grams per attribute and, per product, which one it

@@ -33,7 +33,7 @@
 //! (every subset of one of them), a restriction of the template that keeps
 //! 100-attribute workloads tractable. The objective is invariant to
 //! scaling θ, so `ln l1_obj` is minimized over the simplex `θ ≥ 0, Σθ = 1`
-//! (`Δ₁ = 1`) by the spectral projected gradient method ([`dp_opt::spg`];
+//! (`Δ₁ = 1`) by the spectral projected gradient method ([`dp_opt::solvers::spg`];
 //! HDMM uses L-BFGS-B with bounds: a parametrization `θ = φ²` would stop
 //! at `φ_S = 0` even where increasing `θ_S` lowers the objective, and a
 //! box lets scale-free steps grow without bound) from the uniform start.
@@ -52,9 +52,9 @@ use dp_opt::{PrivacyModel, Termination};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use dp_opt::engine::Budget;
-use dp_opt::lrm::l1_ball::project_l1_ball;
-use dp_opt::spg::{self, SpgOptions};
+use dp_opt::optimizers::lrm::l1_ball::project_l1_ball;
+use dp_opt::solvers::engine::Budget;
+use dp_opt::solvers::spg::{self, SpgOptions};
 
 /// Largest number of used attributes for which F is every subset of them
 /// (2¹⁶ marginals).

@@ -90,7 +90,7 @@ fn opt_kron_single_product_matches_dense_coa_within_the_certified_gap() {
     let cert = plan.certificate.unwrap();
     assert!(cert.relative_gap <= 1e-6, "{cert:?}");
     let problem = Problem::from_gram(w.dense_gram().unwrap(), PrivacyModel::Approx).unwrap();
-    let dense = dp_opt::coa::Coa::default()
+    let dense = dp_opt::optimizers::coa::Coa::default()
         .optimize(&problem, &mut ())
         .unwrap();
     let dense_cert = dense.report.certificate.unwrap();
@@ -115,7 +115,9 @@ fn identical_factors_and_closed_forms() {
     let plan = plan_strategy(&w, PrivacyModel::Approx, &PlanOptions::default()).unwrap();
     let one =
         Problem::from_gram(Factor::AllRange(4).gram().unwrap(), PrivacyModel::Approx).unwrap();
-    let one = dp_opt::coa::Coa::default().optimize(&one, &mut ()).unwrap();
+    let one = dp_opt::optimizers::coa::Coa::default()
+        .optimize(&one, &mut ())
+        .unwrap();
     let want = one.report.objective.powi(3);
     assert!((plan.objective - want).abs() <= 1e-10 * want);
     check_against_dense(&w, &plan);

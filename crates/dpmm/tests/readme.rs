@@ -28,7 +28,10 @@ fn the_readme_example_is_the_tour_and_releases_the_census_extract() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
     let example = std::fs::read_to_string(root.join("crates/dpmm/tests/readme/tour.rs")).unwrap();
-    assert_eq!(first_rust_block(&readme, "## A five-minute tour: the Rust library"), example);
+    assert_eq!(
+        first_rust_block(&readme, "## A five-minute tour: the Rust library"),
+        example
+    );
 
     // Run exactly as a user would, from the repository root (the only test
     // of this binary, so no other test sees the directory change).

@@ -10,8 +10,8 @@ use dp_core::{
     Cost, DpError, LinearStrategy, Measurement, PrivacyBudget, PrivateHistogram, Result, Session,
 };
 use dp_linalg::{Mat, MatRef};
-use dp_opt::projection::{GeneralizedGaussian, KyFanOptions, optimal_covariance};
-use dp_opt::{PrivacyModel, Problem, StrategyOptimizer, coa::Coa};
+use dp_opt::mechanisms::projection::{GeneralizedGaussian, KyFanOptions, optimal_covariance};
+use dp_opt::{PrivacyModel, Problem, StrategyOptimizer, optimizers::coa::Coa};
 use dp_workloads::Workload;
 use dp_workloads::strategies::{hierarchical, identity};
 use dp_workloads::workload::{AllRange, Prefix};

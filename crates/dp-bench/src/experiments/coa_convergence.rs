@@ -16,7 +16,7 @@
 use dp_core::calibration::GaussianCalibration;
 use dp_core::{MatrixMechanism, PrivacyBudget, Result};
 use dp_linalg::{Cholesky, Mat};
-use dp_opt::coa::{Coa, CoaOptions};
+use dp_opt::optimizers::coa::{Coa, CoaOptions};
 use dp_opt::{Event, Observer, PrivacyModel, Problem, StrategyOptimizer};
 use dp_workloads::datasets::Histogram;
 

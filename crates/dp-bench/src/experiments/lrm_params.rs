@@ -9,7 +9,7 @@
 //! `2 l1_obj / ε²` of the strategy L (least-squares answers).
 
 use dp_core::{MatrixMechanism, PrivacyBudget, Result};
-use dp_opt::lrm::{Lrm, LrmOptions, LrmSolver};
+use dp_opt::optimizers::lrm::{Lrm, LrmOptions, LrmSolver};
 use dp_opt::{PrivacyModel, Problem, StrategyOptimizer};
 use dp_workloads::datasets::Histogram;
 use dp_workloads::workload::ExplicitWorkload;

@@ -22,7 +22,7 @@
 use dp_core::calibration::GaussianCalibration;
 use dp_core::{MatrixMechanism, PrivacyBudget, Result};
 use dp_linalg::{Mat, MatRef, SymmetricEigen};
-use dp_opt::projection::{
+use dp_opt::mechanisms::projection::{
     GeneralizedGaussian, KyFanCovariance, KyFanOptions, ProjectionMechanism, optimal_covariance,
 };
 use dp_opt::{PrivacyModel, Problem, StrategyOptimizer};
@@ -171,7 +171,7 @@ impl GridExperiment for ProjectionSmallDb {
         // COA.
         let start = std::time::Instant::now();
         let problem = Problem::from_workload(w, PrivacyModel::Approx)?;
-        let coa = dp_opt::coa::Coa::default().optimize(&problem, &mut ())?;
+        let coa = dp_opt::optimizers::coa::Coa::default().optimize(&problem, &mut ())?;
         let coa_l2 = problem.objective(coa.strategy.as_ref())?;
         let coa_mech =
             MatrixMechanism::with_calibration(coa.strategy.as_ref(), budget, CALIBRATION)?;

@@ -9,7 +9,7 @@
 //! `∂f_μ/∂vᵢ = (Σⱼ exp((vⱼ − vᵢ)/μ))⁻¹` (Eq. (3)). The objective
 //! `F(M) = f_μ(diag M) · tr(V M⁻¹)` has gradient
 //! `tr(VM⁻¹)·diag(∇f_μ) − f_μ · M⁻¹VM⁻¹` and is minimized by the nonmonotone
-//! spectral projected gradient ([`crate::spg`]) over the closed convex set
+//! spectral projected gradient ([`crate::solvers::spg`]) over the closed convex set
 //! `{M = Mᵀ, M ⪰ κ I}` (projection: symmetrize, clamp eigenvalues at κ).
 //! The strategy is `A = M^{1/2}`.
 //!
@@ -31,9 +31,9 @@ use dp_linalg::{Cholesky, Mat, Par, SymmetricEigen};
 
 use crate::dense::gemm;
 use crate::descriptor::{Descriptor, Param};
-use crate::engine::{Budget, Executor};
 use crate::report::{Draft, Event, Stage};
-use crate::spg::{Spg, SpgOptions};
+use crate::solvers::engine::{Budget, Executor};
+use crate::solvers::spg::{Spg, SpgOptions};
 use crate::{Observer, Optimized, Problem, StrategyOptimizer};
 
 /// Options of [`Esm`].

@@ -4,8 +4,8 @@
 
 use dp_linalg::{Mat, MatMut, MatRef};
 
-use crate::engine::{Executor, Run};
-use crate::spg::{self, SpgOptions};
+use crate::solvers::engine::{Executor, Run};
+use crate::solvers::spg::{self, SpgOptions};
 use crate::{Observer, PrivacyModel};
 
 /// Euclidean projection of `v` onto the L1 ball of radius `radius`
@@ -111,7 +111,7 @@ pub(super) fn project_columns(l: &mut Mat<f64>, norm: ColumnNorm) {
     }
 }
 
-/// SPG ([`crate::spg`]) over L (r × n) with every column in the unit ball
+/// SPG ([`crate::solvers::spg`]) over L (r × n) with every column in the unit ball
 /// of `norm` (projection (11) for L1), from `l`. `eval(L, ∇)` sees L and writes the
 /// gradient through column-major views of SPG's vectors (column j at
 /// j·r), so nothing is copied. Runs through the [`Executor`], which

@@ -3,8 +3,8 @@
 //! with f concave and positively homogeneous of degree ½ (so the best point
 //! on each ray `{t y}` is known in closed form, `t = (f/Σy)²`).
 //!
-//! COA's dual ([`crate::coa::dual`], `f = tr(C D Cᵀ)^{1/2}`) and the Ky Fan dual
-//! of the projection mechanism's covariance ([`crate::projection`],
+//! COA's dual ([`crate::optimizers::coa::dual`], `f = tr(C D Cᵀ)^{1/2}`) and the Ky Fan dual
+//! of the projection mechanism's covariance ([`crate::mechanisms::projection`],
 //! `f = h_k(C D Cᵀ)`) are the two instances: they differ only in how a
 //! point is evaluated, which is what [`ConcaveDual`] abstracts.
 //!
@@ -33,7 +33,7 @@
 //! full evaluation. Hessian products are taken on the free rows only.
 //! (The measurements behind both rules: `benches/MEASUREMENTS.md`.)
 
-use crate::engine::Termination;
+use crate::solvers::engine::Termination;
 use dp_core::Result;
 use dp_linalg::Par;
 

@@ -34,8 +34,8 @@ use dp_core::{DpError, Result};
 use dp_linalg::{Mat, SymmetricEigen};
 
 use crate::descriptor::Descriptor;
-use crate::engine::Termination;
 use crate::report::{BoundSource, Draft, Event, Stage};
+use crate::solvers::engine::Termination;
 use crate::support::complete_on_touched_cells;
 use crate::{Observer, Optimized, PrivacyModel, Problem, StrategyOptimizer};
 
@@ -418,7 +418,9 @@ mod tests {
             let lb = r.report.diagnostics[0].1;
             assert!(lb <= r.report.objective * (1.0 + 1e-12));
             if privacy == PrivacyModel::Approx {
-                let coa = crate::coa::Coa::default().optimize(&pr, &mut ()).unwrap();
+                let coa = crate::optimizers::coa::Coa::default()
+                    .optimize(&pr, &mut ())
+                    .unwrap();
                 let coa_lb = coa.report.certificate.unwrap().lower_bound;
                 assert!(r.report.objective >= coa_lb * (1.0 - 1e-9));
             }

@@ -22,11 +22,11 @@ use super::{
     frob_residual,
 };
 use crate::dense::{gemm, inner};
-use crate::engine::Termination;
-use crate::lbfgs::LbfgsOptions;
-use crate::pidentity::{self, PIdentityOptions};
+use crate::optimizers::pidentity::{self, PIdentityOptions};
 use crate::report::{Event, Stage};
-use crate::spg::SpgOptions;
+use crate::solvers::engine::Termination;
+use crate::solvers::lbfgs::LbfgsOptions;
+use crate::solvers::spg::SpgOptions;
 use crate::{Observer, PrivacyModel, Problem, StrategyOptimizer};
 
 /// What the eliminated-B form works on: W's Gram scaled to unit largest

@@ -5,7 +5,7 @@
 //!
 //! - ε-DP (`l1_obj`): `Θ ≥ 0` and `δⱼ = 1 + Σᵢ Θᵢⱼ`, so every column of A
 //!   has L1 norm exactly 1 and `Δ₁(A) = 1`. The bound is kept by a
-//!   projected L-BFGS ([`crate::lbfgs`], `nonnegative`), HDMM's L-BFGS-B
+//!   projected L-BFGS ([`crate::solvers::lbfgs`], `nonnegative`), HDMM's L-BFGS-B
 //!   bounds.
 //! - (ε,δ)-DP (`l2_obj`): `Θ` free and `δⱼ = (1 + Σᵢ Θᵢⱼ²)^{1/2}`, so
 //!   `Δ₂(A) = 1`.
@@ -22,7 +22,7 @@
 //! `∂f/∂Θᵢⱼ = −2 (T − (TΘᵀ) Y)ᵢⱼ + 2 (V'ⱼⱼ − Σₖ Θₖⱼ Tₖⱼ)/δⱼ · ∂δⱼ/∂Θᵢⱼ`
 //!
 //! (the first term from `dP = −P(dΘᵀΘ + ΘᵀdΘ)P`, the second from
-//! `∂f/∂δⱼ = 2(V'P)ⱼⱼ/δⱼ`), minimized by L-BFGS ([`crate::lbfgs`]) from
+//! `∂f/∂δⱼ = 2(V'P)ⱼⱼ/δⱼ`), minimized by L-BFGS ([`crate::solvers::lbfgs`]) from
 //! HDMM's random start (`Θ` uniform on [0, 1)), best of `restarts` seeds
 //! (one by default, as HDMM).
 
@@ -33,13 +33,13 @@ use dp_linalg::{Cholesky, Mat, MatRef, Par};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::best_of::BestOf;
-use crate::classic::Identity;
 use crate::dense::gemm;
 use crate::descriptor::Descriptor;
-use crate::engine::{Executor, Termination};
-use crate::lbfgs::{Lbfgs, LbfgsOptions};
+use crate::optimizers::best_of::BestOf;
+use crate::optimizers::classic::Identity;
 use crate::report::{Draft, Event, Stage};
+use crate::solvers::engine::{Executor, Termination};
+use crate::solvers::lbfgs::{Lbfgs, LbfgsOptions};
 use crate::{Observer, Optimized, PrivacyModel, Problem, StrategyOptimizer};
 
 /// Options of [`PIdentity`].
@@ -193,7 +193,7 @@ pub fn strategy(theta: &Mat<f64>, privacy: PrivacyModel) -> Mat<f64> {
 
 /// The variables of the L-BFGS runs: Θ itself, column-major p×n (a view,
 /// not a copy), bounded below by 0 under ε-DP (the program's `Θ ≥ 0`,
-/// kept by the projected L-BFGS of [`crate::lbfgs`], as HDMM keeps it by
+/// kept by the projected L-BFGS of [`crate::solvers::lbfgs`], as HDMM keeps it by
 /// L-BFGS-B's bounds).
 fn theta_of(x: &[f64], p: usize) -> MatRef<'_, f64> {
     MatRef::from_column_major_slice(x, p, x.len() / p)

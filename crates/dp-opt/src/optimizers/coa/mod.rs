@@ -40,9 +40,9 @@ use std::time::Instant;
 use dp_core::{DpError, Result};
 use dp_linalg::{Cholesky, GramSpectrum, Mat, MatRef};
 
-use crate::engine::Termination;
-use crate::projected_newton::DualEvaluation;
 use crate::report::{BoundSource, Event};
+use crate::solvers::engine::Termination;
+use crate::solvers::projected_newton::DualEvaluation;
 use crate::{
     Certificate, Observer, OptimizeReport, Optimized, PrivacyModel, Problem, StrategyOptimizer,
 };

@@ -12,7 +12,7 @@
 //! column of X, and with `D = diag(d)` it is the eliminated-B objective of
 //! the column-scaled root at U: `f = tr(CD (UᵀU)⁻¹ DCᵀ)`. So the L1 ball
 //! becomes the bound `X ≥ 0`, which the projected L-BFGS of
-//! [`crate::lbfgs`] (Kim, Sra and Dhillon 2010, with Bertsekas' ε-active
+//! [`crate::solvers::lbfgs`] (Kim, Sra and Dhillon 2010, with Bertsekas' ε-active
 //! set) handles exactly, zeros included: the minimizers of (7) on range
 //! workloads are sparse.
 //!
@@ -24,8 +24,8 @@ use dp_linalg::{Mat, MatMut, MatRef, Par};
 
 use super::eliminated_objective::eliminated_b_objective_into;
 use crate::Observer;
-use crate::engine::{Executor, Run};
-use crate::lbfgs::{Lbfgs, LbfgsOptions, LbfgsResult};
+use crate::solvers::engine::{Executor, Run};
+use crate::solvers::lbfgs::{Lbfgs, LbfgsOptions, LbfgsResult};
 
 /// The objective of formulation (7) at `L = (P − Q) diag(d)⁻¹`,
 /// `dⱼ = 1ᵀ(Pⱼ + Qⱼ)`, for `x = [P; Q]` (2r × n, entries ≥ 0), with its

@@ -14,7 +14,7 @@
 use std::time::Instant;
 
 use crate::report::{Event, Observer};
-pub use crate::termination::Termination;
+pub use crate::solvers::termination::Termination;
 use dp_core::{DpError, Result};
 
 /// How long a run may go: iterations and, optionally, wall-clock seconds.

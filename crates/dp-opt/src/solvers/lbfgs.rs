@@ -27,8 +27,8 @@ use std::collections::VecDeque;
 
 use dp_core::DpError;
 
-use crate::engine::{Budget, Executor, Run, Solver, Termination};
 use crate::report::Observer;
+use crate::solvers::engine::{Budget, Executor, Run, Solver, Termination};
 use dp_linalg::dot;
 
 /// Options of [`minimize`].

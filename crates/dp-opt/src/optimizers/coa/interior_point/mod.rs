@@ -15,7 +15,7 @@
 //! the same minimum (the inequalities hold with equality wherever the
 //! multiplier is positive; cells with a zero multiplier are answered below
 //! unit norm, which is how rank-deficient workloads reach the boundary of
-//! Program (10)). Its Lagrange dual is the one of [`crate::coa::dual`]:
+//! Program (10)). Its Lagrange dual is the one of [`crate::optimizers::coa::dual`]:
 //! `g(y) = 2 tr(C D Cᵀ)^{1/2} − Σ yᵢ` for `y ≥ 0`.
 //!
 //! **The method** (Boyd & Vandenberghe, *Convex Optimization*, §11.3):
@@ -24,7 +24,7 @@
 //! divide μ by `mu_decrease` once the Newton decrement falls below
 //! `centering · n · μ`. On the central path `yᵢ = μ/σᵢ` are dual feasible,
 //! so every centred iterate yields the bound `ℓ(y) = f(y)²/Σyᵢ` of
-//! [`crate::coa::dual`] (valid for any `y ≥ 0`, so never an approximation) and
+//! [`crate::optimizers::coa::dual`] (valid for any `y ≥ 0`, so never an approximation) and
 //! the feasible strategy `Y^{1/2}C`: the run stops on their relative gap.
 //!
 //! **One Newton step.** In the eigenbasis `Y = U diag(λ) Uᵀ`, with
@@ -53,8 +53,8 @@ use dp_linalg::{Mat, MatRef, Par, SymmetricEigen};
 use super::dual::certified_lower_bound;
 use crate::Observer;
 use crate::dense::gemm;
-use crate::engine::Termination;
 use crate::report::{BoundSource, Event, Stage};
+use crate::solvers::engine::Termination;
 use newton_step::{Point, log_barrier_value, newton_step, quadratic_forms, slacks};
 
 /// Options of [`minimize_trace_inverse`].

@@ -1,5 +1,5 @@
 //! Why a run stopped: the one stopping vocabulary of every optimizer and
-//! solver ([`crate::engine`] reports it, [`crate::report`] records it).
+//! solver ([`crate::solvers::engine`] reports it, [`crate::report`] records it).
 
 use serde::{Deserialize, Serialize};
 

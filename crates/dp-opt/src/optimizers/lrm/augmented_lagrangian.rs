@@ -15,9 +15,9 @@ use super::l1_ball::{project_columns, spg_over_columns};
 use super::{ColumnNorm, Decomposition, Lrm, Scaled, fit_termination, frob_residual};
 use crate::Observer;
 use crate::dense::{gemm, inner};
-use crate::engine::Termination;
 use crate::report::Event;
-use crate::spg::SpgOptions;
+use crate::solvers::engine::Termination;
+use crate::solvers::spg::SpgOptions;
 
 impl Lrm {
     /// [`LrmSolver::Alternating`]: Algorithm 1 of the LRM paper on the

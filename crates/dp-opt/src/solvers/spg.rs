@@ -12,8 +12,8 @@
 //! `[σ₁, σ₂λ]`, else `λ/2`. Constants are the paper's: `M = 10`,
 //! `γ = 1e-4`, `σ₁ = 0.1`, `σ₂ = 0.9`, `α ∈ [1e-30, 1e30]`.
 
-use crate::engine::{Budget, Executor, Run, Solver, Termination};
 use crate::report::{Event, Observer};
+use crate::solvers::engine::{Budget, Executor, Run, Solver, Termination};
 
 /// Options of [`minimize`].
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -320,7 +320,7 @@ mod tests {
 
     /// Projection onto the unit L1 ball: the minimizer of ‖x − z‖² over
     /// the ball is the projection of z (checked against the exact
-    /// projection of `crate::lrm::project_l1_ball`).
+    /// projection of `crate::optimizers::lrm::project_l1_ball`).
     #[test]
     fn minimizes_over_l1_ball() {
         let z: Vec<f64> = (0..12).map(|i| ((i * 5 % 7) as f64 - 3.0) / 2.0).collect();
@@ -332,14 +332,14 @@ mod tests {
             }
             f
         };
-        let project = |x: &mut [f64]| crate::lrm::project_l1_ball(x, 1.0);
+        let project = |x: &mut [f64]| crate::optimizers::lrm::project_l1_ball(x, 1.0);
         let opts = SpgOptions {
             tolerance: 1e-13,
             ..SpgOptions::default()
         };
         let r = minimize(eval, project, vec![0.0; 12], &opts, &mut ());
         let mut expect = z.clone();
-        crate::lrm::project_l1_ball(&mut expect, 1.0);
+        crate::optimizers::lrm::project_l1_ball(&mut expect, 1.0);
         for (got, want) in r.output.x.iter().zip(&expect) {
             assert!((got - want).abs() < 1e-10);
         }

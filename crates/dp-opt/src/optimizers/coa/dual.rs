@@ -33,7 +33,7 @@ use dp_linalg::{Mat, MatRef, Par, SymmetricEigen};
 use crate::dense::{
     gemm, row_dots, spectral_hessian_diagonal, spectral_hessian_rows, weighted_gram,
 };
-use crate::projected_newton::{self, ConcaveDual, DualBase, DualEvaluation, NewtonSolve};
+use crate::solvers::projected_newton::{self, ConcaveDual, DualBase, DualEvaluation, NewtonSolve};
 
 /// What one dual point certifies: its [`DualEvaluation::lower_bound`]
 /// `ℓ(y) = f(y)² / Σ yᵢ` bounds the optimal `tr(X⁻¹V)` over `diag(X) ≤ 1`
@@ -191,7 +191,7 @@ impl ConcaveDual for TraceDual<'_> {
 }
 
 /// Maximizes the concave dual `g(y)` over `y ≥ 0` from `y0` by the
-/// projected Newton method of [`crate::projected_newton`] (exact
+/// projected Newton method of [`crate::solvers::projected_newton`] (exact
 /// Hessian-vector products, see the module notes), stopping when the
 /// primal-dual ratio [`DualPoint::relative_gap`] is at most `tolerance`.
 pub fn maximize_trace_dual(

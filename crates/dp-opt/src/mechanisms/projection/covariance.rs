@@ -41,7 +41,7 @@
 //!   costs two n×r×r multiplications.
 //!
 //! The dual is maximized by the projected Newton method of
-//! [`crate::projected_newton`] (the one COA's dual uses). At k ≥ r the
+//! [`crate::solvers::projected_newton`] (the one COA's dual uses). At k ≥ r the
 //! program is COA's (ε,δ) program in covariance form; there the optimum is
 //! not attained when m > r (Σ can shrink without bound on the complement
 //! of W's column space), and the returned Σ puts a small multiple of the
@@ -58,7 +58,7 @@ use dp_linalg::{Cholesky, Mat, MatRef, Par, ThinSvd};
 
 use super::ky_fan::{KyFanDual, ky_fan_norm};
 use crate::dense::gemm;
-use crate::projected_newton::{self, DualEvaluation};
+use crate::solvers::projected_newton::{self, DualEvaluation};
 
 /// Options of [`optimal_covariance`].
 #[derive(Debug, Clone, Copy)]
@@ -285,7 +285,7 @@ mod tests {
         // k ≥ rank (16): COA.
         let problem =
             crate::Problem::from_workload(w.as_ref(), crate::PrivacyModel::Approx).unwrap();
-        let coa = crate::coa::Coa::default();
+        let coa = crate::optimizers::coa::Coa::default();
         let out = crate::StrategyOptimizer::optimize(&coa, &problem, &mut ()).unwrap();
         let coa_obj = problem.objective(out.strategy.as_ref()).unwrap();
         for k in [16, 20, 30] {

@@ -10,7 +10,7 @@ use dp_linalg::{Mat, MatRef, Par, SymmetricEigen};
 use crate::dense::{
     gemm, row_dots, spectral_hessian_diagonal, spectral_hessian_rows, weighted_gram,
 };
-use crate::projected_newton::{ConcaveDual, DualBase, DualEvaluation};
+use crate::solvers::projected_newton::{ConcaveDual, DualBase, DualEvaluation};
 
 /// `(t, α, h)` of Definition 4.1 for `sig` in decreasing order (entries
 /// ≥ 0) and `1 ≤ k ≤ sig.len()` (a larger k is read as `sig.len()`; k = 0

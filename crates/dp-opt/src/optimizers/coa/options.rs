@@ -66,7 +66,7 @@ pub struct CoaOptions {
     /// Starting point of the homotopy.
     pub start: CoaStart,
     /// When the Newton paths end above `gap_tolerance`, run the
-    /// interior-point method of [`crate::coa::interior_point`] on the
+    /// interior-point method of [`crate::optimizers::coa::interior_point`] on the
     /// row-space form of Program (10) (robust on rank-deficient, badly
     /// scaled workloads; about fifty n×n Newton systems).
     pub interior_point_fallback: bool,

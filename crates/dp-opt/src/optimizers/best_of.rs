@@ -153,7 +153,8 @@ impl StrategyOptimizer for Fallback {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::{Draft, PrivacyModel, Termination, classic::Identity};
+    use crate::optimizers::classic::Identity;
+    use crate::{Draft, PrivacyModel, Termination};
     use dp_linalg::Mat;
     use dp_workloads::workload::{AllRange, Workload};
 
@@ -263,7 +264,7 @@ mod tests {
         let r = fb.optimize(&p, &mut ()).unwrap();
         assert_eq!(r.report.chosen, Some("identity"));
         let fb = Fallback {
-            primary: Box::new(crate::classic::Hierarchical::default()),
+            primary: Box::new(crate::optimizers::classic::Hierarchical::default()),
             fallback: Box::new(Identity),
         };
         let r = fb.optimize(&p, &mut ()).unwrap();

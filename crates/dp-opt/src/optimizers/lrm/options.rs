@@ -6,9 +6,9 @@ use dp_linalg::Par;
 
 #[allow(unused_imports)] // doc links
 use super::quasi_newton;
-use crate::engine::Budget;
-use crate::lbfgs::LbfgsOptions;
-use crate::spg::SpgOptions;
+use crate::solvers::engine::Budget;
+use crate::solvers::lbfgs::LbfgsOptions;
+use crate::solvers::spg::SpgOptions;
 
 /// Options of LRM. Defaults are the authors' reference implementation's
 /// where the paper fixes a value; each solver's own settings sit in its
@@ -146,7 +146,7 @@ pub enum EliminatedMethod {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EliminatedStart {
     /// The optimum of HDMM's p-Identity family (McKenna et al. 2018, §5,
-    /// [`crate::pidentity`]) with p = r − n extra rows: `L = [I; Θ] D`,
+    /// [`crate::optimizers::pidentity`]) with p = r − n extra rows: `L = [I; Θ] D`,
     /// the shape of LRM's L, with the extra rows optimized while the
     /// identity block is held (O(p n²) per evaluation by Woodbury, against
     /// the O(n³) of (7)); the eliminated-B iteration then frees every
@@ -177,7 +177,7 @@ pub enum LrmSolver {
     /// is `−β Bᵀ(T − BL)` at the optimal B (envelope theorem). It is
     /// minimized over the same feasible set (columns of L in the unit L1
     /// ball, the exact projection (11)) by the nonmonotone spectral
-    /// projected gradient ([`crate::spg`]); then the multiplier update
+    /// projected gradient ([`crate::solvers::spg`]); then the multiplier update
     /// `π ← π + β(W − BL)`, and β ×`beta_growth` when the residual did
     /// not fall by 4×.
     Reduced,

@@ -53,12 +53,12 @@ use std::time::Instant;
 use dp_core::{DpError, Result};
 use dp_linalg::{GramSpectrum, Mat, Par, SymmetricEigen};
 
-use crate::best_of::{CandidateRun, choose};
-use crate::classic::Identity;
 use crate::dense::{append_rows, gemm, inner};
 use crate::descriptor::{Descriptor, Param};
-use crate::engine::Termination;
+use crate::optimizers::best_of::{CandidateRun, choose};
+use crate::optimizers::classic::Identity;
 use crate::report::Draft;
+use crate::solvers::engine::Termination;
 use crate::{Observer, Optimized, Problem, StrategyOptimizer};
 
 pub mod augmented_lagrangian;
@@ -496,7 +496,7 @@ mod tests {
         let warm_run = |m: usize, n: usize, seed: u64| {
             let w = dp_workloads::generators::wrange(m, n, seed).unwrap();
             let p = Problem::from_gram(w.gram(), crate::PrivacyModel::Pure).unwrap();
-            let start = crate::pidentity::PIdentity::default()
+            let start = crate::optimizers::pidentity::PIdentity::default()
                 .optimize(&p, &mut ())
                 .unwrap();
             let from = Lrm::default()
