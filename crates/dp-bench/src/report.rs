@@ -30,11 +30,7 @@ pub fn error_report(
     let eval = evaluate_strategy(w, a)?;
     let noise = NoiseCalibration::for_strategy(a, budget, calibration)?;
     let supported = eval.support.supported;
-    let model = if budget.delta().is_some() {
-        PrivacyModel::Approx
-    } else {
-        PrivacyModel::Pure
-    };
+    let model = PrivacyModel::of(budget);
     // When W leaves A's row space the least-squares answers are biased by
     // an amount that depends on the data: no expected error exists, and the
     // objective is only the variance term.

@@ -9,7 +9,7 @@
 //! apart, and a command-line release path refuses them.
 
 use crate::Result;
-use crate::kernel::{Session, SessionBudget, check_epsilon, check_rho};
+use crate::kernel::{Session, TotalBudget, check_epsilon, check_rho};
 use crate::sampling::NoiseSource;
 
 /// Constructors of seeded sessions (experiments only).
@@ -21,14 +21,14 @@ impl SeededSession {
     /// validated and counted, none is refused for its cost. For measuring
     /// error over repeated releases.
     pub fn unlimited(seed: u64) -> Session {
-        Session::with_source(SessionBudget::Unlimited, NoiseSource::seeded(seed))
+        Session::with_source(None, NoiseSource::seeded(seed))
     }
 
     /// A seeded pure ε-DP session (tests of the accountant).
     pub fn pure(epsilon: f64, seed: u64) -> Result<Session> {
         let epsilon = check_epsilon(epsilon)?;
         Ok(Session::with_source(
-            SessionBudget::PureDp { epsilon },
+            Some(TotalBudget::PureDp { epsilon }),
             NoiseSource::seeded(seed),
         ))
     }
@@ -37,7 +37,7 @@ impl SeededSession {
     pub fn zcdp(rho: f64, seed: u64) -> Result<Session> {
         let rho = check_rho(rho)?;
         Ok(Session::with_source(
-            SessionBudget::Zcdp { rho },
+            Some(TotalBudget::Zcdp { rho }),
             NoiseSource::seeded(seed),
         ))
     }

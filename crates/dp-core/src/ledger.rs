@@ -70,34 +70,15 @@ use crate::{DpError, Result};
 pub use anchor::{Anchor, head_path};
 pub use scan::TornLine;
 
-/// The total budget a ledger guards.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub enum LedgerBudget {
-    /// Pure ε-DP.
-    PureDp {
-        /// Total ε.
-        epsilon: f64,
-    },
-    /// ρ-zCDP.
-    Zcdp {
-        /// Total ρ.
-        rho: f64,
-    },
-}
+/// The total budget a ledger guards: dp-core's one budget type (the
+/// name is kept for the ledger's readers).
+pub type LedgerBudget = crate::kernel::TotalBudget;
 
-impl LedgerBudget {
-    fn total(self) -> f64 {
-        match self {
-            Self::PureDp { epsilon } => epsilon,
-            Self::Zcdp { rho } => rho,
-        }
-    }
-
-    fn check_amount(self, amount: f64) -> Result<f64> {
-        match self {
-            Self::PureDp { .. } => check_epsilon(amount),
-            Self::Zcdp { .. } => check_rho(amount),
-        }
+/// Validates a ledger amount (a total or a charge) in `budget`'s unit.
+fn check_amount(budget: LedgerBudget, amount: f64) -> Result<f64> {
+    match budget {
+        LedgerBudget::PureDp { .. } => check_epsilon(amount),
+        LedgerBudget::Zcdp { .. } => check_rho(amount),
     }
 }
 
@@ -184,7 +165,7 @@ impl Ledger {
     /// existing file, and an existing head (a ledger was kept at this path:
     /// deleting it and starting again would reset its budget).
     pub fn init(path: &Path, budget: LedgerBudget) -> Result<()> {
-        budget.check_amount(budget.total())?;
+        check_amount(budget, budget.total())?;
         let head = anchor::head_path(path);
         if head.exists() {
             return Err(DpError::Ledger(format!(
@@ -323,7 +304,7 @@ impl Ledger {
     /// updated) on return. An error after the line was written (the head
     /// could not be) leaves the charge spent: budget lost, never privacy.
     pub fn charge(&mut self, amount: f64, label: &str) -> Result<()> {
-        let amount = self.budget.check_amount(amount)?;
+        let amount = check_amount(self.budget, amount)?;
         let after = add_up(self.spent, amount);
         if after > self.budget.total() {
             return Err(DpError::BudgetExceeded {
@@ -346,10 +327,10 @@ impl Ledger {
         let noise = NoiseSource::from_os_entropy()?;
         self.charge(amount, label)?;
         let budget = match self.budget {
-            LedgerBudget::PureDp { .. } => crate::SessionBudget::PureDp { epsilon: amount },
-            LedgerBudget::Zcdp { .. } => crate::SessionBudget::Zcdp { rho: amount },
+            LedgerBudget::PureDp { .. } => LedgerBudget::PureDp { epsilon: amount },
+            LedgerBudget::Zcdp { .. } => LedgerBudget::Zcdp { rho: amount },
         };
-        Ok(Session::with_source(budget, noise))
+        Ok(Session::with_source(Some(budget), noise))
     }
 
     /// The total budget.

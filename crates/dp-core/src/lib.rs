@@ -60,7 +60,7 @@ pub use calibration::{GaussianCalibration, NoiseCalibration, NoiseDistribution};
 pub use error::{DpError, Result};
 pub use kernel::{
     Cost, LinearStrategy, MarginalStrategy, MeasuredStrategy, MeasuredTerm, Measurement,
-    MeasurementNoise, PrivateHistogram, PrivateMarginals, Session, SessionBudget, SparseTerm,
+    MeasurementNoise, PrivateHistogram, PrivateMarginals, Session, SparseTerm, TotalBudget,
 };
 pub use mechanism::{MatrixMechanism, SupportCheck, check_support};
 pub use privacy::{Delta, Epsilon, PrivacyBudget};

@@ -128,7 +128,9 @@ fn the_accountant_refuses_an_overspend_before_drawing() {
     let real = Session::approx(1.0, 1e-6).unwrap();
     assert!(!real.is_reproducible());
     match real.budget() {
-        SessionBudget::Zcdp { rho } => assert_eq!(rho, kernel::zcdp_rho_for(1.0, 1e-6).unwrap()),
+        Some(TotalBudget::Zcdp { rho }) => {
+            assert_eq!(rho, kernel::zcdp_rho_for(1.0, 1e-6).unwrap())
+        }
         other => panic!("{other:?}"),
     }
     // Dimension mismatch is refused before charging.

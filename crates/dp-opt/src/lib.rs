@@ -77,11 +77,7 @@ pub fn optimized_mechanism(
     budget: dp_core::PrivacyBudget,
     observer: &mut dyn Observer,
 ) -> Result<(dp_core::MatrixMechanism, OptimizeReport)> {
-    let privacy = if budget.delta().is_some() {
-        PrivacyModel::Approx
-    } else {
-        PrivacyModel::Pure
-    };
+    let privacy = PrivacyModel::of(budget);
     let problem = Problem::from_workload(workload, privacy)?;
     let optimized = optimizer.optimize(&problem, observer)?;
     let mechanism = dp_core::MatrixMechanism::new(optimized.strategy.as_ref(), budget)?;

@@ -20,6 +20,15 @@ pub enum PrivacyModel {
 }
 
 impl PrivacyModel {
+    /// The model (and so the objective) a budget is optimized for: pure
+    /// ε-DP, or (ε, δ)-DP. The one step from a budget to a model.
+    pub fn of(budget: dp_core::PrivacyBudget) -> Self {
+        match budget {
+            dp_core::PrivacyBudget::Pure { .. } => Self::Pure,
+            dp_core::PrivacyBudget::Approx { .. } => Self::Approx,
+        }
+    }
+
     /// `"pure"` or `"approx"`.
     pub fn name(self) -> &'static str {
         match self {

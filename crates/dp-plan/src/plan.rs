@@ -268,10 +268,7 @@ pub fn plan_workload(
     calibration: GaussianCalibration,
     options: &PlanOptions,
 ) -> Result<(StructuredPlan, PlanReport)> {
-    let privacy = match budget {
-        PrivacyBudget::Pure { .. } => PrivacyModel::Pure,
-        PrivacyBudget::Approx { .. } => PrivacyModel::Approx,
-    };
+    let privacy = PrivacyModel::of(budget);
     let plan = plan_strategy(workload, privacy, options)?;
     let noise = match budget {
         PrivacyBudget::Pure { epsilon } => NoiseCalibration::laplace(plan.sensitivity, epsilon)?,

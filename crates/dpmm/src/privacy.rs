@@ -9,7 +9,6 @@
 
 use dp_core::ledger::LedgerBudget;
 use dp_core::{Cost, GaussianCalibration, PrivacyBudget};
-use dp_opt::PrivacyModel;
 
 use crate::{Error, Result};
 
@@ -31,35 +30,24 @@ pub fn cost(budget: PrivacyBudget) -> Result<Cost> {
     )?)
 }
 
-/// The privacy model (and so the objective) a plan for `budget` optimizes.
-pub fn model(budget: PrivacyBudget) -> PrivacyModel {
-    match budget {
-        PrivacyBudget::Pure { .. } => PrivacyModel::Pure,
-        PrivacyBudget::Approx { .. } => PrivacyModel::Approx,
-    }
-}
-
-/// The ledger budget for a total `budget`: pure ε, or ρ-zCDP.
+/// The ledger budget for a total `budget`: pure ε, or ρ-zCDP
+/// ([`LedgerBudget::holding`]).
 pub fn ledger_budget(budget: PrivacyBudget) -> Result<LedgerBudget> {
-    Ok(match cost(budget)? {
-        Cost::Epsilon(epsilon) => LedgerBudget::PureDp { epsilon },
-        Cost::Rho(rho) => LedgerBudget::Zcdp { rho },
-    })
+    Ok(LedgerBudget::holding(budget)?)
 }
 
 /// What a ledger holding `ledger` is charged for a release costing `cost`,
-/// in the ledger's unit: a pure ε release on a zCDP ledger costs ε²/2; an
-/// (ε, δ) release cannot be charged to a pure ε ledger.
+/// in the ledger's unit ([`LedgerBudget::charge_for`], as the kernel's
+/// session charges it): an (ε, δ) release cannot be charged to a pure ε
+/// ledger.
 pub fn charge(ledger: LedgerBudget, cost: Cost) -> Result<f64> {
-    match (ledger, cost) {
-        (LedgerBudget::PureDp { .. }, Cost::Epsilon(e)) => Ok(e),
-        (LedgerBudget::Zcdp { .. }, Cost::Epsilon(e)) => Ok(dp_core::kernel::zcdp_cost_of_pure(e)?),
-        (LedgerBudget::Zcdp { .. }, Cost::Rho(r)) => Ok(r),
-        (LedgerBudget::PureDp { .. }, Cost::Rho(_)) => Err(Error::BadInput(
+    if let (LedgerBudget::PureDp { .. }, Cost::Rho(_)) = (ledger, cost) {
+        return Err(Error::BadInput(
             "the ledger holds pure ε: an (ε, δ) release needs a ledger created with a total δ"
                 .into(),
-        )),
+        ));
     }
+    Ok(ledger.charge_for(cost)?)
 }
 
 /// The smallest ε (to 1e-9 relative, rounded up) whose CKS20 conversion of

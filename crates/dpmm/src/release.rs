@@ -198,7 +198,7 @@ impl Release {
     fn prepare(&self) -> Result<Prepared> {
         let args = self;
         let cost = crate::privacy::cost(self.budget)?;
-        let model = crate::privacy::model(self.budget);
+        let model = dp_opt::PrivacyModel::of(self.budget);
         let schema = Schema::from_path(&args.schema)?;
         let limit = args.max_memory.unwrap_or_else(default_memory_limit);
         // The workload a plan file carries, when another one is released.

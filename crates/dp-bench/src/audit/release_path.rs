@@ -56,11 +56,7 @@ impl MarginalPath {
             name: "audit workload",
             reason: e.to_string(),
         })?;
-        let model = if budget.delta().is_none() {
-            PrivacyModel::Pure
-        } else {
-            PrivacyModel::Approx
-        };
+        let model = PrivacyModel::of(budget);
         let plan = plan_strategy(&workload, model, &PlanOptions::default())?;
         let shape = workload.domain().shape();
         let strategy = MarginalStrategy::new(shape.clone(), plan.strategy.sparse_terms())?;

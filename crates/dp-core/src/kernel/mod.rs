@@ -44,9 +44,14 @@ use serde::Serialize;
 use crate::sampling::{DiscreteGaussian, NoiseSource, exact_ratio, signed};
 use crate::{DpError, Result};
 
-/// The total budget a session holds.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub enum SessionBudget {
+/// A total privacy budget in the unit it is kept and charged in: pure ε,
+/// or ρ-zCDP. What a [`crate::ledger::Ledger`] holds and what a limited
+/// [`Session`] may spend: one type, so that the ledger and the session
+/// charge a measurement the same way ([`TotalBudget::charge_for`]).
+/// Serialized as `{"PureDp":{"epsilon":…}}` or `{"Zcdp":{"rho":…}}` (the
+/// ledger's first line).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize)]
+pub enum TotalBudget {
     /// Pure ε-DP: only Laplace measurements.
     PureDp {
         /// Total ε.
@@ -58,9 +63,45 @@ pub enum SessionBudget {
         /// Total ρ.
         rho: f64,
     },
-    /// No limit: only [`crate::experiments`] sessions, which measure error
-    /// distributions over many hypothetical releases.
-    Unlimited,
+}
+
+impl TotalBudget {
+    /// What a budget of `budget` holds: ε for pure ε-DP; for (ε, δ) the
+    /// largest ρ whose exact conversion (CKS20 Corollary 13) is (ε, δ)-DP.
+    pub fn holding(budget: crate::PrivacyBudget) -> Result<Self> {
+        Ok(match budget {
+            crate::PrivacyBudget::Pure { epsilon } => Self::PureDp {
+                epsilon: epsilon.get(),
+            },
+            crate::PrivacyBudget::Approx { epsilon, delta } => Self::Zcdp {
+                rho: zcdp_rho_for(epsilon.get(), delta.get())?,
+            },
+        })
+    }
+
+    /// The total, in the budget's unit.
+    pub fn total(self) -> f64 {
+        match self {
+            Self::PureDp { epsilon } => epsilon,
+            Self::Zcdp { rho } => rho,
+        }
+    }
+
+    /// What a measurement costing `cost` is charged, in this budget's unit,
+    /// validated: ε under pure ε-DP; under ρ-zCDP its ρ, or ε²/2 for a
+    /// pure ε measurement. A zCDP (Gaussian) cost cannot be charged to a
+    /// pure budget.
+    pub fn charge_for(self, cost: Cost) -> Result<f64> {
+        match (self, cost) {
+            (Self::PureDp { .. }, Cost::Epsilon(e)) => check_epsilon(e),
+            (Self::PureDp { .. }, Cost::Rho(_)) => Err(DpError::InvalidParameter {
+                name: "cost",
+                reason: "a pure-DP budget cannot pay for a zCDP (Gaussian) measurement".into(),
+            }),
+            (Self::Zcdp { .. }, Cost::Epsilon(e)) => zcdp_cost_of_pure(e),
+            (Self::Zcdp { .. }, Cost::Rho(r)) => check_rho(r),
+        }
+    }
 }
 
 /// What a measurement costs, and so which noise it gets.
@@ -130,7 +171,8 @@ pub struct Measurement {
 /// ```
 #[derive(Debug)]
 pub struct Session {
-    budget: SessionBudget,
+    /// `None`: unlimited ([`crate::experiments`] sessions only).
+    budget: Option<TotalBudget>,
     spent: f64,
     measurements: usize,
     noise: NoiseSource,
@@ -141,7 +183,7 @@ impl Session {
     pub fn pure(epsilon: f64) -> Result<Self> {
         let epsilon = check_epsilon(epsilon)?;
         Ok(Self::with_source(
-            SessionBudget::PureDp { epsilon },
+            Some(TotalBudget::PureDp { epsilon }),
             NoiseSource::from_os_entropy()?,
         ))
     }
@@ -150,7 +192,7 @@ impl Session {
     pub fn zcdp(rho: f64) -> Result<Self> {
         let rho = check_rho(rho)?;
         Ok(Self::with_source(
-            SessionBudget::Zcdp { rho },
+            Some(TotalBudget::Zcdp { rho }),
             NoiseSource::from_os_entropy()?,
         ))
     }
@@ -161,7 +203,7 @@ impl Session {
         Self::zcdp(zcdp_rho_for(epsilon, delta)?)
     }
 
-    pub(crate) fn with_source(budget: SessionBudget, noise: NoiseSource) -> Self {
+    pub(crate) fn with_source(budget: Option<TotalBudget>, noise: NoiseSource) -> Self {
         Self {
             budget,
             spent: 0.0,
@@ -170,8 +212,9 @@ impl Session {
         }
     }
 
-    /// The total budget.
-    pub fn budget(&self) -> SessionBudget {
+    /// The total budget (`None`: an unlimited [`crate::experiments`]
+    /// session).
+    pub fn budget(&self) -> Option<TotalBudget> {
         self.budget
     }
 
@@ -182,11 +225,8 @@ impl Session {
 
     /// Left to spend (`+∞` for an unlimited experiments session).
     pub fn remaining(&self) -> f64 {
-        match self.budget {
-            SessionBudget::PureDp { epsilon } => (epsilon - self.spent).max(0.0),
-            SessionBudget::Zcdp { rho } => (rho - self.spent).max(0.0),
-            SessionBudget::Unlimited => f64::INFINITY,
-        }
+        self.budget
+            .map_or(f64::INFINITY, |b| (b.total() - self.spent).max(0.0))
     }
 
     /// Number of measurements charged.
@@ -203,22 +243,11 @@ impl Session {
     /// overspend or does not fit the budget's kind.
     fn charge(&mut self, cost: Cost) -> Result<()> {
         let amount = match (self.budget, cost) {
-            (SessionBudget::PureDp { .. }, Cost::Epsilon(e)) => check_epsilon(e)?,
-            (SessionBudget::PureDp { .. }, Cost::Rho(_)) => {
-                return Err(DpError::InvalidParameter {
-                    name: "cost",
-                    reason: "a pure-DP session cannot pay for a zCDP (Gaussian) measurement".into(),
-                });
-            }
-            (SessionBudget::Zcdp { .. }, Cost::Epsilon(e)) => zcdp_cost_of_pure(e)?,
-            (_, Cost::Rho(r)) => check_rho(r)?,
-            (SessionBudget::Unlimited, Cost::Epsilon(e)) => check_epsilon(e)?,
+            (Some(budget), cost) => budget.charge_for(cost)?,
+            (None, Cost::Epsilon(e)) => check_epsilon(e)?,
+            (None, Cost::Rho(r)) => check_rho(r)?,
         };
-        let total = match self.budget {
-            SessionBudget::PureDp { epsilon } => epsilon,
-            SessionBudget::Zcdp { rho } => rho,
-            SessionBudget::Unlimited => f64::INFINITY,
-        };
+        let total = self.budget.map_or(f64::INFINITY, TotalBudget::total);
         let after = add_up(self.spent, amount);
         if after > total {
             return Err(DpError::BudgetExceeded {

@@ -144,13 +144,11 @@ impl Entries {
         }
         match (&line.record, self.budget) {
             (Record::Init { budget }, None) => {
-                budget
-                    .check_amount(budget.total())
-                    .map_err(|_| "invalid budget")?;
+                super::check_amount(*budget, budget.total()).map_err(|_| "invalid budget")?;
                 self.budget = Some(*budget);
             }
             (Record::Charge { amount, .. }, Some(budget)) => {
-                budget.check_amount(*amount).map_err(|_| "invalid charge")?;
+                super::check_amount(budget, *amount).map_err(|_| "invalid charge")?;
                 self.spent = add_up(self.spent, *amount);
                 if self.spent > budget.total() {
                     return Err("charges exceed the budget");
