@@ -42,6 +42,8 @@ pub struct Answers {
     reconstruction: Reconstruction,
     sidecar: serde_json::Value,
     entry: usize,
+    /// The release's inputs, which [`Answers::write`] never overwrites.
+    inputs: Vec<PathBuf>,
 }
 
 impl Answers {
@@ -51,6 +53,7 @@ impl Answers {
         reconstruction: Reconstruction,
         sidecar: serde_json::Value,
         entry: usize,
+        inputs: Vec<PathBuf>,
     ) -> Self {
         Self {
             workload,
@@ -58,6 +61,7 @@ impl Answers {
             reconstruction,
             sidecar,
             entry,
+            inputs,
         }
     }
 
@@ -146,8 +150,14 @@ impl Answers {
 
     /// Writes the answers CSV to `out` and the sidecar to `<out>.json`,
     /// each whole or absent ([`crate::output`]); the sidecar first, so that
-    /// answers never appear without theirs.
+    /// answers never appear without theirs. Refused when either path is a
+    /// directory or one of the release's input files (its ledger and the
+    /// ledger's head above all); CSV a caller streamed in has no path to
+    /// protect.
     pub fn write(&self, out: &Path) -> Result<()> {
+        for path in [out.to_path_buf(), sidecar_path(out)] {
+            crate::release::check_output(&path, &self.inputs)?;
+        }
         let mut side = serde_json::to_string_pretty(&self.sidecar).unwrap_or_default();
         side.push('\n');
         crate::output::write_all_atomically(&[

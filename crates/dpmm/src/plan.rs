@@ -18,12 +18,11 @@ use std::path::Path;
 
 use dp_core::{GaussianCalibration, PrivacyBudget};
 use dp_plan::plan::{self, PlanFile, PlanReport};
-use dp_plan::resources::plan_file_need;
+use dp_plan::resources::{default_memory_limit, plan_file_need};
 use dp_plan::{PlanObjective, PlanOptions, StructuredPlan};
 use dp_workloads::structured::StructuredWorkload;
 use serde::Serialize;
 
-use crate::resources::Spinner;
 use crate::{Error, Result, release_plan};
 
 /// What a plan file written by [`Plan::save`] holds: the plan file's fields
@@ -48,7 +47,8 @@ pub struct Plan {
 impl Plan {
     /// Optimizes a strategy for the workload spec at `spec` under
     /// `budget`, minimizing `objective`, within `max_memory` bytes (planning
-    /// is sized before it runs; `None`: unlimited). Under (ε, δ) the
+    /// is sized before it runs; `None`: half the physical memory, as for a
+    /// [`crate::Release`]). Under (ε, δ) the
     /// figures are the release's: discrete Gaussian noise at the zCDP ρ of
     /// the exact conversion ([`crate::privacy`]).
     pub fn optimize(
@@ -57,7 +57,7 @@ impl Plan {
         objective: PlanObjective,
         max_memory: Option<u64>,
     ) -> Result<Self> {
-        let spinner = Spinner::start("planning");
+        let max_memory = Some(max_memory.unwrap_or_else(default_memory_limit));
         let planned = plan::plan_spec(
             spec,
             budget,
@@ -68,7 +68,6 @@ impl Plan {
                 ..PlanOptions::default()
             },
         );
-        spinner.finish();
         let (workload, plan, report) = planned?;
         // After planning, which has validated the spec and its matrix files.
         let spec = release_plan::embedded_spec(spec).map_err(Error::BadInput)?;

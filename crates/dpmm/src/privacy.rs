@@ -43,7 +43,8 @@ pub fn ledger_budget(budget: PrivacyBudget) -> Result<LedgerBudget> {
 pub fn charge(ledger: LedgerBudget, cost: Cost) -> Result<f64> {
     if let (LedgerBudget::PureDp { .. }, Cost::Rho(_)) = (ledger, cost) {
         return Err(Error::BadInput(
-            "the ledger holds pure ε: an (ε, δ) release needs a ledger created with a total δ"
+            "a ledger holding pure ε cannot be charged for an (ε, δ) release: create one with a \
+             total δ"
                 .into(),
         ));
     }

@@ -63,7 +63,8 @@ pub enum Data {
     /// CSV, plain or gzip'ed.
     CountsTable(PathBuf),
     /// CSV the caller streams in (records or a counts table, as `rows`
-    /// says), named `name` in messages.
+    /// says), named `name` in messages. It has no path, so an output
+    /// cannot be checked against it: do not write the answers over it.
     Csv {
         /// The CSV bytes, plain or gzip'ed.
         reader: Box<dyn Read + Send>,
@@ -159,9 +160,10 @@ impl Release {
         // The outputs must be writable before anything is charged: a
         // release whose answers cannot be written would spend budget for
         // nothing.
+        let inputs = self.inputs(&data);
         if let Some(out) = &self.out {
             for path in [out.clone(), sidecar_path(out)] {
-                self.check_output(&path, &data)?;
+                check_output(&path, &inputs)?;
                 crate::output::check_writable(&path)?;
             }
         }
@@ -188,7 +190,7 @@ impl Release {
             .reconstructor
             .run(&p.workload, &m.strategy, &m.values, m.variance)?;
         let sidecar = sidecar(self, &p, &m, &rec, entry);
-        let answers = Answers::new(p.workload, p.schema, rec, sidecar, entry);
+        let answers = Answers::new(p.workload, p.schema, rec, sidecar, entry, inputs);
         if let Some(out) = &self.out {
             answers.write(out)?;
         }
@@ -295,9 +297,8 @@ impl Release {
         }
         drop(probe);
         let ledger = crate::ledger::open(&args.ledger)?;
-        let charge = crate::privacy::charge(ledger.budget(), cost).map_err(|e| {
-            Error::BadInput(format!("{}: {e} (--total-delta)", args.ledger.display()))
-        })?;
+        let charge = crate::privacy::charge(ledger.budget(), cost)
+            .map_err(|e| Error::BadInput(format!("{}: {e}", args.ledger.display())))?;
         if charge > ledger.remaining() {
             return Err(Error::BadInput(format!(
                 "budget exceeded: this release needs {charge} but {} has {} left",
@@ -382,40 +383,18 @@ impl Release {
         Ok(counts?)
     }
 
-    /// Refuses an output path that is a directory or names one of the
-    /// inputs (the ledger and its head above all: renaming the answers over
-    /// them would erase the record of what was spent).
-    fn check_output(&self, out: &Path, data: &Data) -> Result<()> {
-        if out.is_dir() {
-            return Err(Error::file(out, "is a directory"));
-        }
-        let resolve = |p: &Path| -> Option<PathBuf> {
-            let dir = match p.parent() {
-                Some(d) if !d.as_os_str().is_empty() => d,
-                _ => Path::new("."),
-            };
-            Some(dir.canonicalize().ok()?.join(p.file_name()?))
-        };
-        let target = resolve(out);
-        let head = dp_core::ledger::head_path(&self.ledger);
-        let inputs = [
-            Some(&self.ledger),
-            Some(&head),
-            data.path(),
-            Some(&self.schema),
-            self.workload.as_ref(),
-            self.plan.as_ref(),
+    /// Every file this release reads or guards: the ledger and its head
+    /// above all (renaming answers over them would erase the record of what
+    /// was spent), the schema, spec, plan and records.
+    fn inputs(&self, data: &Data) -> Vec<PathBuf> {
+        let mut inputs = vec![
+            self.ledger.clone(),
+            dp_core::ledger::head_path(&self.ledger),
         ];
-        for input in inputs.into_iter().flatten() {
-            if target.is_some() && resolve(input) == target {
-                return Err(Error::BadInput(format!(
-                    "{}: the output would overwrite the input {}",
-                    out.display(),
-                    input.display()
-                )));
-            }
-        }
-        Ok(())
+        inputs.extend(data.path().cloned());
+        inputs.push(self.schema.clone());
+        inputs.extend(self.workload.iter().chain(&self.plan).cloned());
+        inputs
     }
 }
 
@@ -521,4 +500,32 @@ fn intervals_method(noise: &MeasurementNoise) -> &'static str {
              of each answer; the noise is a sum of discrete Gaussian draws"
         }
     }
+}
+
+/// Refuses an output path that is a directory or names one of `inputs`
+/// (resolved through their directories, so `./a` and `a` are one file).
+pub(crate) fn check_output(out: &Path, inputs: &[PathBuf]) -> Result<()> {
+    if out.is_dir() {
+        return Err(Error::file(out, "is a directory"));
+    }
+    let resolve = |p: &Path| -> Option<PathBuf> {
+        let dir = match p.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        Some(dir.canonicalize().ok()?.join(p.file_name()?))
+    };
+    let Some(target) = resolve(out) else {
+        return Ok(());
+    };
+    for input in inputs {
+        if resolve(input).as_ref() == Some(&target) {
+            return Err(Error::BadInput(format!(
+                "{}: the output would overwrite the input {}",
+                out.display(),
+                input.display()
+            )));
+        }
+    }
+    Ok(())
 }

@@ -23,7 +23,7 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use dpmm::dp_plan::resources::default_memory_limit;
 use dpmm::dpmm_records::{DRAFT_NOTE, draft_from_path};
-use dpmm::resources::parse_memory;
+use dpmm::resources::{Spinner, parse_memory};
 use dpmm::{Data, Error, Plan, PlanObjective, PrivacyBudget, Release, ledger, privacy};
 
 /// Optimized linear queries under differential privacy, for data curators.
@@ -255,12 +255,15 @@ fn run(cli: Cli) -> Result<(), Error> {
 
 fn plan(args: &PlanArgs) -> Result<(), Error> {
     let budget = args.budget()?;
+    let spinner = Spinner::start("planning");
     let plan = Plan::optimize(
         &args.workload,
         budget,
         args.objective,
         Some(args.memory.limit()),
-    )?;
+    );
+    spinner.finish();
+    let plan = plan?;
     plan.save(&args.out)?;
     if args.json {
         println!("{}", plan.report_json(Some(&args.out))?);

@@ -1,0 +1,49 @@
+//! The library's own guarantees, beside the command's: answers written by
+//! `Answers::write` never replace one of the release's inputs, the ledger
+//! above all, whatever path the caller gives.
+
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+
+mod common;
+
+use common::{SEX_AGE_MIXED_SPEC, sex_age_case};
+use dpmm::{Data, PrivacyBudget, Release, ledger};
+
+#[test]
+fn answers_are_never_written_over_the_releases_inputs() {
+    let dir = sex_age_case("library-write", SEX_AGE_MIXED_SPEC);
+    let book = dir.join("ledger.jsonl");
+    ledger::create(&book, PrivacyBudget::pure(1.0).unwrap()).unwrap();
+    let release = Release::new(
+        &dir.join("schema.json"),
+        &dir.join("spec.json"),
+        PrivacyBudget::pure(0.5).unwrap(),
+        &book,
+    );
+    let answers = release.run(Data::Records(dir.join("records.csv"))).unwrap();
+    assert_eq!(answers.len(), 18);
+    let ledger_bytes = std::fs::read(&book).unwrap();
+    let head = dp_core_head(&book);
+    let head_bytes = std::fs::read(&head).unwrap();
+    for input in [
+        &book,
+        &head,
+        &dir.join("schema.json"),
+        &dir.join("records.csv"),
+    ] {
+        assert!(answers.write(input).is_err(), "{}", input.display());
+    }
+    // The sidecar's path (`<out>.json`) is checked too: `ledger` would put
+    // it on `ledger.json`, but `spec` puts it on the spec itself.
+    assert!(answers.write(&dir.join("spec")).is_err());
+    assert_eq!(std::fs::read(&book).unwrap(), ledger_bytes);
+    assert_eq!(std::fs::read(&head).unwrap(), head_bytes);
+    // Elsewhere it writes.
+    answers.write(&dir.join("answers.csv")).unwrap();
+    let csv = std::fs::read_to_string(dir.join("answers.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 1 + 18);
+}
+
+fn dp_core_head(ledger: &std::path::Path) -> std::path::PathBuf {
+    dpmm::dp_core::ledger::head_path(ledger)
+}
