@@ -37,34 +37,16 @@ pub struct Answer {
 
 /// The answers of one release, in workload order, and its sidecar.
 pub struct Answers {
-    workload: StructuredWorkload,
-    schema: Schema,
-    reconstruction: Reconstruction,
-    sidecar: serde_json::Value,
-    entry: usize,
+    pub(crate) workload: StructuredWorkload,
+    pub(crate) schema: Schema,
+    pub(crate) reconstruction: Reconstruction,
+    pub(crate) sidecar: serde_json::Value,
+    pub(crate) entry: usize,
     /// The release's inputs, which [`Answers::write`] never overwrites.
-    inputs: Vec<PathBuf>,
+    pub(crate) inputs: Vec<PathBuf>,
 }
 
 impl Answers {
-    pub(crate) fn new(
-        workload: StructuredWorkload,
-        schema: Schema,
-        reconstruction: Reconstruction,
-        sidecar: serde_json::Value,
-        entry: usize,
-        inputs: Vec<PathBuf>,
-    ) -> Self {
-        Self {
-            workload,
-            schema,
-            reconstruction,
-            sidecar,
-            entry,
-            inputs,
-        }
-    }
-
     /// The number of answers (the workload's queries).
     pub fn len(&self) -> usize {
         self.reconstruction
@@ -156,7 +138,7 @@ impl Answers {
     /// protect.
     pub fn write(&self, out: &Path) -> Result<()> {
         for path in [out.to_path_buf(), sidecar_path(out)] {
-            crate::release::check_output(&path, &self.inputs)?;
+            crate::output::check_output(&path, &self.inputs)?;
         }
         let mut side = serde_json::to_string_pretty(&self.sidecar).unwrap_or_default();
         side.push('\n');

@@ -225,6 +225,34 @@ fn pause_for_tests() {
     }
 }
 
+/// Refuses an output path that is a directory or names one of `inputs`
+/// (resolved through their directories, so `./a` and `a` are one file).
+pub fn check_output(out: &Path, inputs: &[PathBuf]) -> Result<(), Error> {
+    if out.is_dir() {
+        return Err(Error::file(out, "is a directory"));
+    }
+    let resolve = |p: &Path| -> Option<PathBuf> {
+        let dir = match p.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        Some(dir.canonicalize().ok()?.join(p.file_name()?))
+    };
+    let Some(target) = resolve(out) else {
+        return Ok(());
+    };
+    for input in inputs {
+        if resolve(input).as_ref() == Some(&target) {
+            return Err(Error::BadInput(format!(
+                "{}: the output would overwrite the input {}",
+                out.display(),
+                input.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test

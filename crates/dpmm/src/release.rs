@@ -163,7 +163,7 @@ impl Release {
         let inputs = self.inputs(&data);
         if let Some(out) = &self.out {
             for path in [out.clone(), sidecar_path(out)] {
-                check_output(&path, &inputs)?;
+                crate::output::check_output(&path, &inputs)?;
                 crate::output::check_writable(&path)?;
             }
         }
@@ -190,7 +190,14 @@ impl Release {
             .reconstructor
             .run(&p.workload, &m.strategy, &m.values, m.variance)?;
         let sidecar = sidecar(self, &p, &m, &rec, entry);
-        let answers = Answers::new(p.workload, p.schema, rec, sidecar, entry, inputs);
+        let answers = Answers {
+            workload: p.workload,
+            schema: p.schema,
+            reconstruction: rec,
+            sidecar,
+            entry,
+            inputs,
+        };
         if let Some(out) = &self.out {
             answers.write(out)?;
         }
@@ -500,32 +507,4 @@ fn intervals_method(noise: &MeasurementNoise) -> &'static str {
              of each answer; the noise is a sum of discrete Gaussian draws"
         }
     }
-}
-
-/// Refuses an output path that is a directory or names one of `inputs`
-/// (resolved through their directories, so `./a` and `a` are one file).
-pub(crate) fn check_output(out: &Path, inputs: &[PathBuf]) -> Result<()> {
-    if out.is_dir() {
-        return Err(Error::file(out, "is a directory"));
-    }
-    let resolve = |p: &Path| -> Option<PathBuf> {
-        let dir = match p.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
-        Some(dir.canonicalize().ok()?.join(p.file_name()?))
-    };
-    let Some(target) = resolve(out) else {
-        return Ok(());
-    };
-    for input in inputs {
-        if resolve(input).as_ref() == Some(&target) {
-            return Err(Error::BadInput(format!(
-                "{}: the output would overwrite the input {}",
-                out.display(),
-                input.display()
-            )));
-        }
-    }
-    Ok(())
 }
