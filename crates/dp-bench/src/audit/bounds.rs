@@ -6,29 +6,43 @@
 //! `1 − β`, `ε ≥ ln((p_lo − δ)/q_hi)` holds with probability at least
 //! `1 − 2β` (the δ-adjusted hockey-stick divergence; `δ = 0` for pure DP).
 
-use statrs::distribution::{Beta, ContinuousCDF};
+use statrs::function::factorial::ln_binomial;
 
 use dp_core::{DpError, Result};
 
 /// The exact (Clopper–Pearson) one-sided lower bound on a binomial
-/// proportion from `k` successes in `n` trials at level `beta`: the
-/// `beta` quantile of `Beta(k, n − k + 1)` (0 when `k = 0`).
+/// proportion from `k` successes in `n` trials at level `beta`: the `p`
+/// with `P[Bin(n, p) ≥ k] = beta` (0 when `k = 0`), rounded down.
+///
+/// Solved by bisection on the binomial tail itself rather than through an
+/// inverse incomplete beta function: at the audit's 10⁷ samples the
+/// library inverse does not return for `k` near 0 or `n`.
 pub fn clopper_pearson_lower(k: u64, n: u64, beta: f64) -> Result<f64> {
     check(k, n, beta)?;
     if k == 0 {
         return Ok(0.0);
     }
-    quantile(k as f64, (n - k + 1) as f64, beta)
+    // P[X ≥ k] rises with p, from 0 at p = 0 to at least one half at
+    // p = k/n (k is then a median), above beta < 1/2.
+    let (lo, _) = bisect(0.0, k as f64 / n as f64, |p| {
+        ln_tail_at_least(n, k, p.ln(), (-p).ln_1p()) - beta.ln()
+    })?;
+    Ok(lo)
 }
 
-/// The exact one-sided upper bound: the `1 − beta` quantile of
-/// `Beta(k + 1, n − k)` (1 when `k = n`).
+/// The exact one-sided upper bound: the `p` with `P[Bin(n, p) ≤ k] =
+/// beta` (1 when `k = n`), rounded up.
 pub fn clopper_pearson_upper(k: u64, n: u64, beta: f64) -> Result<f64> {
     check(k, n, beta)?;
     if k == n {
         return Ok(1.0);
     }
-    quantile((k + 1) as f64, (n - k) as f64, 1.0 - beta)
+    // P[X ≤ k] = P[n − X ≥ n − k] falls with p; the root is bracketed by
+    // k/n (at least one half) and 1 (0, as k < n).
+    let (_, hi) = bisect(k as f64 / n as f64, 1.0, |p| {
+        ln_tail_at_least(n, n - k, (-p).ln_1p(), p.ln()) - beta.ln()
+    })?;
+    Ok(hi)
 }
 
 fn check(k: u64, n: u64, beta: f64) -> Result<()> {
@@ -42,20 +56,72 @@ fn check(k: u64, n: u64, beta: f64) -> Result<()> {
     }
     Ok(())
 }
+/// A bracket `(a, b)`, `b − a ≤ 10⁻¹⁴ b`, of the root of `f` in
+/// `[lo, hi]`, where `f(lo)` and `f(hi)` differ in sign.
+fn bisect(mut lo: f64, mut hi: f64, f: impl Fn(f64) -> f64) -> Result<(f64, f64)> {
+    let below_at_lo = f(lo) < 0.0;
+    if below_at_lo == (f(hi) < 0.0) {
+        return Err(DpError::NotConverged {
+            solver: "clopper-pearson",
+            reason: format!("the binomial tail does not cross the level in [{lo}, {hi}]"),
+        });
+    }
+    while hi - lo > 1e-14 * hi {
+        let mid = 0.5 * (lo + hi);
+        if mid <= lo || mid >= hi {
+            break;
+        }
+        if (f(mid) < 0.0) == below_at_lo {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Ok((lo, hi))
+}
 
-fn quantile(a: f64, b: f64, p: f64) -> Result<f64> {
-    let dist = Beta::new(a, b).map_err(|e| DpError::InvalidParameter {
-        name: "clopper-pearson",
-        reason: e.to_string(),
-    })?;
-    let q = dist.inverse_cdf(p);
-    if q.is_finite() && (0.0..=1.0).contains(&q) {
-        Ok(q)
-    } else {
-        Err(DpError::NotConverged {
-            solver: "beta quantile",
-            reason: format!("Beta({a}, {b}) quantile at {p} is {q}"),
+/// `ln P[Bin(n, p) ≥ k]` for `p` given as `ln p` and `ln(1 − p)`.
+///
+/// The pmf is summed from `k` outward by the ratio of consecutive terms,
+/// which fall off geometrically beyond the mode, until a term is below
+/// 10⁻¹⁸ of the sum: on the upper tail when `k` is above the mean,
+/// otherwise as one minus the lower tail `P[X ≤ k − 1]` (then at least
+/// about one half, so nothing cancels).
+fn ln_tail_at_least(n: u64, k: u64, ln_p: f64, ln_q: f64) -> f64 {
+    if k == 0 || ln_q == f64::NEG_INFINITY {
+        return 0.0;
+    }
+    if ln_p == f64::NEG_INFINITY {
+        return f64::NEG_INFINITY;
+    }
+    let ln_pmf = |j: u64| ln_binomial(n, j) + j as f64 * ln_p + (n - j) as f64 * ln_q;
+    let odds = (ln_p - ln_q).exp();
+    let upper = k as f64 > n as f64 * ln_p.exp();
+    let (start, step): (u64, fn(u64, u64, f64) -> Option<(u64, f64)>) = if upper {
+        (k, |n, j, odds| {
+            (j < n).then(|| (j + 1, (n - j) as f64 / (j + 1) as f64 * odds))
         })
+    } else {
+        (k - 1, |n, j, odds| {
+            (j > 0).then(|| (j - 1, j as f64 / ((n - j + 1) as f64 * odds)))
+        })
+    };
+    let (mut j, mut term, mut sum) = (start, 1.0f64, 1.0f64);
+    while term >= 1e-18 * sum {
+        let Some((next, ratio)) = step(n, j, odds) else {
+            break;
+        };
+        j = next;
+        term *= ratio;
+        sum += term;
+    }
+    let ln_side = ln_pmf(start) + sum.ln();
+    if upper {
+        ln_side
+    } else if ln_side > -std::f64::consts::LN_2 {
+        (-ln_side.exp_m1()).ln()
+    } else {
+        (-ln_side.exp()).ln_1p()
     }
 }
 
@@ -113,15 +179,44 @@ mod tests {
     #[test]
     fn bounds_at_the_ends_are_closed_forms() {
         // k = 0: upper bound 1 − β^{1/n}; k = n: lower bound β^{1/n}.
-        for &(n, beta) in &[(10u64, 0.05), (1000, 1e-3)] {
+        // n = 10⁷ is the full audit's sample size (where an inverse
+        // incomplete beta function once never returned).
+        for &(n, beta) in &[(10u64, 0.05), (1000, 1e-3), (10_000_000, 1.25e-5)] {
             let hi = ok(clopper_pearson_upper(0, n, beta));
             let exact = -(beta.ln() / n as f64).exp_m1();
             assert!((hi - exact).abs() <= 1e-9 * exact, "{n}: {hi} vs {exact}");
+            assert!(hi >= exact * (1.0 - 1e-15), "rounded up");
             let lo = ok(clopper_pearson_lower(n, n, beta));
-            assert!((lo - beta.powf(1.0 / n as f64)).abs() <= 1e-12);
+            let exact = beta.powf(1.0 / n as f64);
+            assert!((lo - exact).abs() <= 1e-12 && lo <= exact, "{n}");
         }
         assert_eq!(ok(clopper_pearson_lower(0, 5, 0.01)), 0.0);
         assert_eq!(ok(clopper_pearson_upper(5, 5, 0.01)), 1.0);
+    }
+
+    /// `P[Bin(n, p) < k]` for small `k`, term by term in log space.
+    fn binomial_lower_tail(n: u64, k: u64, p: f64) -> f64 {
+        let ln_choose =
+            |i: u64| -> f64 { (1..=i).map(|j| ((n - i + j) as f64 / j as f64).ln()).sum() };
+        (0..k)
+            .map(|i| (ln_choose(i) + i as f64 * p.ln() + (n - i) as f64 * (-p).ln_1p()).exp())
+            .sum()
+    }
+
+    #[test]
+    fn the_audits_sample_size_near_the_ends_solves_the_equations() {
+        // n = 10⁷ with a handful of outputs in an event on one side: the
+        // upper bound solves P[Bin(n, p) ≤ k] = β, the lower bound on the
+        // complementary count solves P[Bin(n, p) ≥ n − k] = β.
+        let (n, beta) = (10_000_000u64, 1.25e-5);
+        for k in [1u64, 2, 5, 10, 40] {
+            let hi = ok(clopper_pearson_upper(k, n, beta));
+            let at = binomial_lower_tail(n, k + 1, hi);
+            assert!((at - beta).abs() <= 1e-6 * beta, "{k}: {at}");
+            let lo = ok(clopper_pearson_lower(n - k, n, beta));
+            let at = binomial_lower_tail(n, k + 1, 1.0 - lo);
+            assert!((at - beta).abs() <= 1e-6 * beta, "{k}: {at}");
+        }
     }
 
     #[test]
