@@ -7,7 +7,7 @@
 //! the mechanism's tolerance, and the objective weighs it too); the
 //! singular value bound from the Gram `WᵀW` (`σᵢ(W)² = λᵢ(WᵀW)`) at O(n³).
 
-use dp_core::{DpError, Result, evaluate_strategy};
+use dp_core::{Result, evaluate_strategy};
 use dp_linalg::MatRef;
 use dp_opt::{Certificate, Problem};
 
@@ -47,13 +47,7 @@ pub fn verify_strategy(
     // scaled W (or its Gram) carries rounding the objective amplifies
     // (3.6e-7 relative on COA's strategy for WRange 64x48 with rows over
     // eight decades, against an exact rational evaluation; this: 1e-13).
-    let eval = evaluate_strategy(workload, strategy)?;
-    if !eval.support.supported {
-        return Err(DpError::UnsupportedWorkload {
-            relative_residual: eval.support.relative_residual,
-            tolerance: eval.support.tolerance,
-        });
-    }
+    let eval = evaluate_strategy(workload, strategy)?.supported()?;
     let objective = problem.privacy().objective(&eval);
     let lower_bound = certificate.map(|c| c.lower_bound);
     Ok(VerifiedStrategy {
@@ -68,6 +62,7 @@ pub fn verify_strategy(
 mod tests {
     use dp_linalg::Mat;
 
+    use dp_core::DpError;
     use dp_core::accuracy::{l1_obj, l2_obj};
     use dp_opt::PrivacyModel;
 

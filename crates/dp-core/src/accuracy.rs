@@ -41,6 +41,20 @@ pub struct StrategyEvaluation {
 }
 
 impl StrategyEvaluation {
+    /// The evaluation, or [`DpError::UnsupportedWorkload`] when the
+    /// strategy does not support the workload (its answers would be biased
+    /// and no objective exists).
+    pub fn supported(self) -> Result<Self> {
+        if self.support.supported {
+            Ok(self)
+        } else {
+            Err(DpError::UnsupportedWorkload {
+                relative_residual: self.support.relative_residual,
+                tolerance: self.support.tolerance,
+            })
+        }
+    }
+
     /// `Δ₁(A)² tr(WᵀW (AᵀA)⁺)`.
     pub fn l1_obj(&self) -> f64 {
         self.sensitivity_l1 * self.sensitivity_l1 * self.trace
@@ -76,14 +90,7 @@ fn supported_evaluation(
     workload: MatRef<'_, f64>,
     strategy: MatRef<'_, f64>,
 ) -> Result<StrategyEvaluation> {
-    let eval = evaluate_strategy(workload, strategy)?;
-    if !eval.support.supported {
-        return Err(DpError::UnsupportedWorkload {
-            relative_residual: eval.support.relative_residual,
-            tolerance: eval.support.tolerance,
-        });
-    }
-    Ok(eval)
+    evaluate_strategy(workload, strategy)?.supported()
 }
 
 /// `tr(WᵀW (AᵀA)⁺)`; refuses a strategy that does not support W.

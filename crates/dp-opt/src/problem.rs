@@ -163,13 +163,8 @@ impl Problem {
 
     fn evaluate(&self, strategy: MatRef<'_, f64>) -> Result<f64> {
         let root = self.root.as_ref().map(|(r, _)| r.as_ref());
-        let eval = evaluate_strategy_gram_with_root(self.gram.as_ref(), root, strategy)?;
-        if !eval.support.supported {
-            return Err(DpError::UnsupportedWorkload {
-                relative_residual: eval.support.relative_residual,
-                tolerance: eval.support.tolerance,
-            });
-        }
+        let eval =
+            evaluate_strategy_gram_with_root(self.gram.as_ref(), root, strategy)?.supported()?;
         Ok(self.privacy.objective(&eval))
     }
 

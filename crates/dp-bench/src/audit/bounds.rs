@@ -97,21 +97,22 @@ fn ln_tail_at_least(n: u64, k: u64, ln_p: f64, ln_q: f64) -> f64 {
     let ln_pmf = |j: u64| ln_binomial(n, j) + j as f64 * ln_p + (n - j) as f64 * ln_q;
     let odds = (ln_p - ln_q).exp();
     let upper = k as f64 > n as f64 * ln_p.exp();
-    let (start, step): (u64, fn(u64, u64, f64) -> Option<(u64, f64)>) = if upper {
-        (k, |n, j, odds| {
-            (j < n).then(|| (j + 1, (n - j) as f64 / (j + 1) as f64 * odds))
-        })
-    } else {
-        (k - 1, |n, j, odds| {
-            (j > 0).then(|| (j - 1, j as f64 / ((n - j + 1) as f64 * odds)))
-        })
-    };
+    let start = if upper { k } else { k - 1 };
     let (mut j, mut term, mut sum) = (start, 1.0f64, 1.0f64);
     while term >= 1e-18 * sum {
-        let Some((next, ratio)) = step(n, j, odds) else {
-            break;
+        let ratio = if upper {
+            if j == n {
+                break;
+            }
+            j += 1;
+            (n - j + 1) as f64 / (j as f64) * odds
+        } else {
+            if j == 0 {
+                break;
+            }
+            j -= 1;
+            (j + 1) as f64 / ((n - j) as f64 * odds)
         };
-        j = next;
         term *= ratio;
         sum += term;
     }
