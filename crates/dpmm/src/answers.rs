@@ -44,6 +44,7 @@ pub struct Answers {
     pub(crate) entry: usize,
     /// The release's inputs, which [`Answers::write`] never overwrites.
     pub(crate) inputs: Vec<PathBuf>,
+    pub(crate) warnings: Vec<String>,
 }
 
 impl Answers {
@@ -75,6 +76,13 @@ impl Answers {
                 ci_high: answer + Z95 * std_error,
             }
         })
+    }
+
+    /// What the release warns its caller of, one line each: the ledger had
+    /// charges but no head anchor, so a rollback before this release could
+    /// not be detected (one is written from now on).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
     }
 
     /// The ledger entry that charged this release.

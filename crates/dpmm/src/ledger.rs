@@ -27,14 +27,15 @@ use dp_core::ledger::{Anchor, Ledger, LedgerBudget, Record, Verification};
 use crate::privacy::{epsilon_for, ledger_budget};
 use crate::{Error, Result};
 
-/// Opens the ledger at `path` for a command ([`Ledger::open`]), warning in
-/// one line on stderr when it had charges but no head.
-pub fn open(path: &Path) -> Result<Ledger> {
+/// Opens the ledger at `path` for a release ([`Ledger::open`]), with a
+/// one-line warning when it had charges but no head (the caller decides
+/// where the warning goes: the command prints it, [`crate::Answers`]
+/// carries it).
+pub fn open(path: &Path) -> Result<(Ledger, Option<String>)> {
     let ledger = Ledger::open(path)?;
-    if ledger.anchor() == Anchor::Missing && ledger.entries().len() > 1 {
-        eprintln!("warning: {}", missing_head(path));
-    }
-    Ok(ledger)
+    let warning = (ledger.anchor() == Anchor::Missing && ledger.entries().len() > 1)
+        .then(|| missing_head(path));
+    Ok((ledger, warning))
 }
 
 fn missing_head(path: &Path) -> String {
@@ -147,8 +148,9 @@ pub fn create(path: &Path, budget: PrivacyBudget) -> Result<String> {
 }
 
 /// `dpmm ledger show`: the budget, spent and left, entry by entry.
+/// A ledger with charges but no head ends with a `warning:` line.
 pub fn show(path: &Path) -> Result<String> {
-    let ledger = open(path)?;
+    let (ledger, warning) = open(path)?;
     let mut out = String::new();
     let (unit, total) = match ledger.budget() {
         LedgerBudget::PureDp { epsilon } => {
@@ -180,6 +182,9 @@ pub fn show(path: &Path) -> Result<String> {
                 epsilon_for(ledger.spent(), delta)
             );
         }
+    }
+    if let Some(warning) = warning {
+        let _ = write!(out, "\nwarning: {warning}");
     }
     Ok(out)
 }

@@ -125,6 +125,8 @@ pub(crate) struct Prepared {
     pub(crate) figures: Figures,
     layout: Layout,
     pub(crate) ledger: Ledger,
+    /// Warnings for the caller (a ledger without its head).
+    pub(crate) warnings: Vec<String>,
     pub(crate) cost: Cost,
     /// What the ledger is charged, in its unit.
     pub(crate) charge: f64,
@@ -197,6 +199,7 @@ impl Release {
             sidecar,
             entry,
             inputs,
+            warnings: p.warnings,
         };
         if let Some(out) = &self.out {
             answers.write(out)?;
@@ -303,7 +306,7 @@ impl Release {
             check_plan_figures(path, &strategy.figures, &figures, own.as_ref())?;
         }
         drop(probe);
-        let ledger = crate::ledger::open(&args.ledger)?;
+        let (ledger, ledger_warning) = crate::ledger::open(&args.ledger)?;
         let charge = crate::privacy::charge(ledger.budget(), cost)
             .map_err(|e| Error::BadInput(format!("{}: {e}", args.ledger.display())))?;
         if charge > ledger.remaining() {
@@ -322,6 +325,7 @@ impl Release {
             figures,
             layout,
             ledger,
+            warnings: ledger_warning.into_iter().collect(),
             cost,
             charge,
         })

@@ -1,6 +1,7 @@
 //! The library's own guarantees, beside the command's: answers written by
 //! `Answers::write` never replace one of the release's inputs, the ledger
-//! above all, whatever path the caller gives.
+//! above all, whatever path the caller gives; warnings reach the caller
+//! as values.
 
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
@@ -46,4 +47,34 @@ fn answers_are_never_written_over_the_releases_inputs() {
 
 fn dp_core_head(ledger: &std::path::Path) -> std::path::PathBuf {
     dpmm::dp_core::ledger::head_path(ledger)
+}
+
+/// A ledger whose head anchor was deleted releases, and the answers carry
+/// the one warning (the library prints nothing); the release writes a new
+/// head, so the next one has none.
+#[test]
+fn a_missing_head_is_a_warning_on_the_answers() {
+    let dir = sex_age_case("library-warning", SEX_AGE_MIXED_SPEC);
+    let book = dir.join("ledger.jsonl");
+    ledger::create(&book, PrivacyBudget::pure(1.0).unwrap()).unwrap();
+    let release = Release::new(
+        &dir.join("schema.json"),
+        &dir.join("spec.json"),
+        PrivacyBudget::pure(0.25).unwrap(),
+        &book,
+    );
+    let data = || Data::Records(dir.join("records.csv"));
+    assert!(release.run(data()).unwrap().warnings().is_empty());
+    std::fs::remove_file(dp_core_head(&book)).unwrap();
+    let warned = release.run(data()).unwrap();
+    assert_eq!(warned.warnings().len(), 1);
+    assert!(warned.warnings()[0].contains("no head anchor"));
+    assert!(dp_core_head(&book).exists());
+    assert!(release.run(data()).unwrap().warnings().is_empty());
+    assert!(
+        ledger::show(&book)
+            .unwrap()
+            .lines()
+            .all(|l| !l.starts_with("warning"))
+    );
 }

@@ -299,6 +299,9 @@ fn release(args: ReleaseArgs) -> Result<(), Error> {
         progress: true,
     };
     let answers = release.run(data)?;
+    for warning in answers.warnings() {
+        eprintln!("warning: {warning}");
+    }
     eprintln!(
         "wrote {} ({} queries) and {}; ledger entry {}",
         args.out.display(),
