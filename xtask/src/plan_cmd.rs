@@ -18,6 +18,11 @@ pub struct PlanArgs {
     /// The loss: total (sum of variances) or max (worst query; (ε,δ) marginals).
     #[arg(long, default_value = "total")]
     objective: PlanObjective,
+    /// The registered optimizer that solves OPT_⊗'s factors (`xtask
+    /// optimize --help` lists them; default coa under approx, pidentity
+    /// under pure).
+    #[arg(long)]
+    factor_optimizer: Option<String>,
 }
 
 pub fn run(args: &PlanArgs) -> Result<()> {
@@ -28,6 +33,11 @@ pub fn run(args: &PlanArgs) -> Result<()> {
         calibration,
         &PlanOptions {
             objective: args.objective,
+            factor_optimizer: args
+                .factor_optimizer
+                .as_deref()
+                .map(dp_opt::registry::descriptor)
+                .transpose()?,
             ..PlanOptions::default()
         },
         args.out.as_deref(),

@@ -17,6 +17,9 @@ pub enum Param {
     Branching,
     /// [`Params::effort`]: a time budget relative to a fast first stage.
     Effort,
+    /// [`Params::support_repair`]: whether the strategy built from the Gram
+    /// gets the directions it misses ([`crate::support::Completed`]).
+    SupportRepair,
 }
 
 /// Parameters for [`Descriptor::build`]; `None` keeps the default.
@@ -31,6 +34,14 @@ pub struct Params {
     /// (optimizers listing [`Param::Effort`], e.g. `epsilon-default`:
     /// a multiple of p-Identity's time); at least 1.
     pub effort: Option<f64>,
+    /// Whether a strategy built from the Gram's numerically nonzero
+    /// spectrum gets the directions it misses on the cells W touches
+    /// appended ([`crate::support::Completed`]; optimizers listing
+    /// [`Param::SupportRepair`], default on): needed when W's small rows
+    /// vanish in a rounded Gram, a small cost where W truly lacks them. A
+    /// caller whose Gram is exact (the structured planner's factors) turns
+    /// it off.
+    pub support_repair: Option<bool>,
 }
 
 /// One registered optimizer.
@@ -132,6 +143,12 @@ impl Descriptor {
             if b < 2 {
                 return refuse("branching", format!("must be at least 2, got {b}"));
             }
+        }
+        if params.support_repair.is_some() && !self.params.contains(&Param::SupportRepair) {
+            return refuse(
+                "support_repair",
+                format!("'{}' has no support repair to turn on or off", self.name),
+            );
         }
         if let Some(e) = params.effort {
             if !self.params.contains(&Param::Effort) {

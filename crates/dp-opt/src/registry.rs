@@ -174,4 +174,29 @@ mod tests {
         }
         assert!(h.build(&effort(2.0)).is_err());
     }
+
+    /// COA repairs the support of its strategy unless told not to: on W =
+    /// [[1,1,0],[0,1,1]] (rank 2, touching all 3 cells) the repaired
+    /// strategy has one row more (the direction W lacks, appended) and a
+    /// slightly larger objective; an optimizer without the option refuses it.
+    #[test]
+    fn support_repair_is_a_parameter_of_coa_only() {
+        let w = dp_linalg::Mat::from_fn(2, 3, |i, j| f64::from(u8::from(j == i || j == i + 1)));
+        let gram = dp_linalg::gram(w.as_ref(), dp_linalg::Par::Seq);
+        let p = crate::Problem::from_gram(gram, PrivacyModel::Approx).unwrap();
+        let coa = descriptor("coa").unwrap();
+        let off = Params {
+            support_repair: Some(false),
+            ..Params::default()
+        };
+        let plain = coa.build(&off).unwrap().optimize(&p, &mut ()).unwrap();
+        let repaired = coa
+            .build(&Params::default())
+            .unwrap()
+            .optimize(&p, &mut ())
+            .unwrap();
+        assert_eq!(repaired.strategy.nrows(), plain.strategy.nrows() + 1);
+        assert!(repaired.report.objective >= plain.report.objective);
+        assert!(descriptor("hierarchical").unwrap().build(&off).is_err());
+    }
 }

@@ -29,10 +29,8 @@ use super::{
     GroupError, KronTerm, PlanObjective, PlanOptions, StructuredPlan, StructuredStrategy,
     certificate, overflow,
 };
-use dp_opt::{
-    Certificate, PrivacyModel, Problem, StrategyOptimizer, Termination, optimizers::coa::Coa,
-    optimizers::pidentity::PIdentity,
-};
+use dp_opt::registry::{self, Descriptor, Param, Params};
+use dp_opt::{Certificate, PrivacyModel, Problem, Termination};
 
 /// The distinct factor Grams per attribute and, per product, which one it
 /// uses.
@@ -139,10 +137,44 @@ fn proportional_to(g: &Mat<f64>, pattern: impl Fn(usize, usize) -> f64) -> bool 
     (0..g.ncols()).all(|j| (0..g.nrows()).all(|i| g[(i, j)] == c * pattern(i, j)))
 }
 
+/// The registered optimizer ([`dp_opt::registry`]) that solves each
+/// factor: [`PlanOptions::factor_optimizer`], or by default COA under
+/// (ε,δ) (certified: its gap bounds each pass's rise) and p-Identity under
+/// ε (HDMM's choice). One that does not optimize for `privacy` is refused.
+pub(crate) fn factor_optimizer(
+    options: &PlanOptions,
+    privacy: PrivacyModel,
+) -> Result<&'static Descriptor> {
+    let optimizer = match options.factor_optimizer {
+        Some(d) => d,
+        None => registry::descriptor(match privacy {
+            PrivacyModel::Approx => "coa",
+            PrivacyModel::Pure => "pidentity",
+        })?,
+    };
+    if !optimizer.supports(privacy) {
+        return Err(DpError::InvalidParameter {
+            name: "factor_optimizer",
+            reason: format!(
+                "'{}' does not optimize for {} privacy",
+                optimizer.name,
+                privacy.name()
+            ),
+        });
+    }
+    Ok(optimizer)
+}
+
 /// Solves `min Δ(A)² tr(g (AᵀA)⁺)` for one factor: closed forms for `cI`
 /// and `c11ᵀ` (both attain the SVD bound, which is a lower bound for
-/// `l1_obj` ≥ `l2_obj` too), COA or p-Identity otherwise.
-fn solve_factor(g: &Mat<f64>, privacy: PrivacyModel) -> Result<FactorSolution> {
+/// `l1_obj` ≥ `l2_obj` too), `optimizer` otherwise. The factor's lower
+/// bound is the optimizer's certificate under (ε,δ) and the SVD bound
+/// otherwise (an `l2` bound, so a valid but loose `l1` one).
+fn solve_factor(
+    g: &Mat<f64>,
+    privacy: PrivacyModel,
+    optimizer: &Descriptor,
+) -> Result<FactorSolution> {
     let n = g.nrows();
     let (a, lower, termination, slack) = if proportional_to(g, |i, j| f64::from(u8::from(i == j))) {
         let lower = Some(g[(0, 0)] * n as f64);
@@ -157,13 +189,19 @@ fn solve_factor(g: &Mat<f64>, privacy: PrivacyModel) -> Result<FactorSolution> {
         )
     } else {
         let problem = Problem::from_gram(g.clone(), privacy)?;
-        let out = match privacy {
-            PrivacyModel::Approx => Coa::default().optimize(&problem, &mut ())?,
-            PrivacyModel::Pure => PIdentity::default().optimize(&problem, &mut ())?,
+        // The factor Grams are exact (built from the structured factors),
+        // so no support repair: it would only add directions W lacks.
+        let params = Params {
+            support_repair: optimizer
+                .params
+                .contains(&Param::SupportRepair)
+                .then_some(false),
+            ..Params::default()
         };
-        let lower = match privacy {
-            PrivacyModel::Approx => out.report.certificate.map(|c| c.lower_bound),
-            PrivacyModel::Pure => Some(problem.svd_bound()?),
+        let out = optimizer.build(&params)?.optimize(&problem, &mut ())?;
+        let lower = match (privacy, out.report.certificate) {
+            (PrivacyModel::Approx, Some(c)) => Some(c.lower_bound),
+            _ => Some(problem.svd_bound()?),
         };
         let slack = certified_slack(&out.report.termination, out.report.certificate);
         (out.strategy, lower, out.report.termination, slack)
@@ -314,7 +352,7 @@ impl<'t> Passes<'t> {
     /// and the sum of its factor solves' [`FactorSolution::slack`] (a
     /// factor solved to relative gap gᵢ can raise the objective by that
     /// much, so the pass by at most `1 − Π(1 − gᵢ) ≤ Σgᵢ`).
-    fn pass(&mut self, privacy: PrivacyModel) -> Result<(f64, f64)> {
+    fn pass(&mut self, privacy: PrivacyModel, optimizer: &Descriptor) -> Result<(f64, f64)> {
         let t = self.t;
         let d = t.d;
         let mut cache: HashMap<Vec<u64>, FactorSolution> = HashMap::new();
@@ -340,7 +378,7 @@ impl<'t> Passes<'t> {
             let sol = match cache.get(&key) {
                 Some(s) => s.clone(),
                 None => {
-                    let s = solve_factor(&g, privacy)?;
+                    let s = solve_factor(&g, privacy, optimizer)?;
                     cache.insert(key, s.clone());
                     s
                 }
@@ -397,6 +435,7 @@ pub(crate) fn opt_kron_against(
     rival: f64,
 ) -> Result<StructuredPlan> {
     options.check()?;
+    let optimizer = factor_optimizer(options, privacy)?;
     let t = Table::build(w)?;
     let mut passes = Passes::new(&t)?;
     let mut best: Option<(f64, Vec<FactorSolution>, Vec<f64>)> = None;
@@ -407,7 +446,7 @@ pub(crate) fn opt_kron_against(
     };
     while rounds < options.max_rounds {
         rounds += 1;
-        let (ln_obj, slack) = passes.pass(privacy)?;
+        let (ln_obj, slack) = passes.pass(privacy, optimizer)?;
         if best.as_ref().is_none_or(|b| ln_obj < b.0) {
             let sols = passes.sols.iter().flatten().cloned().collect();
             best = Some((ln_obj, sols, passes.log_p.clone()));
@@ -428,13 +467,22 @@ pub(crate) fn opt_kron_against(
         .find(|t| !t.converged())
         .unwrap_or(&end)
         .clone();
-    finish(w, &t, privacy, sols, &log_p, ln_obj, (rounds, termination))
+    let method = format!("kron-{}", optimizer.name);
+    finish(
+        w,
+        &t,
+        (privacy, method),
+        sols,
+        &log_p,
+        ln_obj,
+        (rounds, termination),
+    )
 }
 
 fn finish(
     w: &StructuredWorkload,
     t: &Table,
-    privacy: PrivacyModel,
+    (privacy, method): (PrivacyModel, String),
     sols: Vec<FactorSolution>,
     log_p: &[f64],
     ln_obj: f64,
@@ -481,10 +529,7 @@ fn finish(
     };
     Ok(StructuredPlan {
         privacy,
-        method: match privacy {
-            PrivacyModel::Approx => "kron-coa",
-            PrivacyModel::Pure => "kron-pidentity",
-        },
+        method,
         objective_kind: PlanObjective::TotalVariance,
         strategy,
         sensitivity,

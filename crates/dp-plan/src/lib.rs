@@ -132,9 +132,11 @@ impl StructuredStrategy {
 pub struct StructuredPlan {
     /// The privacy model whose objective was minimized.
     pub privacy: PrivacyModel,
-    /// Which method produced it (`"kron-coa"`, `"kron-pidentity"`,
-    /// `"residual"`, `"residual-max-variance"`, `"opt-m"`).
-    pub method: &'static str,
+    /// Which method produced it: `"kron-<optimizer>"` (OPT_⊗ with the
+    /// registered optimizer that solved its factors, by default
+    /// `"kron-coa"` or `"kron-pidentity"`), `"residual"`,
+    /// `"residual-max-variance"` or `"opt-m"`.
+    pub method: String,
     /// The loss minimized: the sum of the queries' variances (`objective`
     /// is `l2_obj`/`l1_obj`) or the largest one.
     pub objective_kind: PlanObjective,
@@ -230,6 +232,10 @@ pub struct PlanOptions {
     /// ([`resources::planning_need`]) and refused past it; `None` is
     /// [`resources::default_memory_limit`] (half the physical memory).
     pub max_memory: Option<u64>,
+    /// The registered optimizer ([`dp_opt::registry`]) that solves each
+    /// attribute's factor in OPT_⊗; `None` is COA under (ε,δ) and
+    /// p-Identity under ε. It must optimize for the plan's privacy model.
+    pub factor_optimizer: Option<&'static dp_opt::registry::Descriptor>,
 }
 
 impl PlanOptions {
@@ -260,6 +266,7 @@ impl Default for PlanOptions {
             gap_tolerance: 1e-6,
             max_iterations: 10_000,
             max_memory: None,
+            factor_optimizer: None,
         }
     }
 }
@@ -282,6 +289,9 @@ pub fn plan_strategy(
     options: &PlanOptions,
 ) -> Result<StructuredPlan> {
     options.check()?;
+    // A factor optimizer the model cannot use is refused here, not only
+    // where OPT_⊗ runs (as a rival, its failure would go unseen).
+    kron::factor_optimizer(options, privacy)?;
     let limit = options.memory_limit();
     resources::planning_need(workload, privacy, options).check(limit)?;
     let start = Instant::now();

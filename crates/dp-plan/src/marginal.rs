@@ -78,7 +78,7 @@ pub fn optimal_marginal_plan(
     let bound = svd_bound(domain, &spectrum)?;
     Ok(StructuredPlan {
         privacy: PrivacyModel::Approx,
-        method: "residual",
+        method: "residual".into(),
         objective_kind: PlanObjective::TotalVariance,
         strategy: StructuredStrategy { shape, terms },
         sensitivity: (0.5 * ln_sens2).exp(),

@@ -316,7 +316,7 @@ pub fn max_variance_marginal_plan(
     }
     Ok(StructuredPlan {
         privacy: PrivacyModel::Approx,
-        method: "residual-max-variance",
+        method: "residual-max-variance".into(),
         objective_kind: super::PlanObjective::MaxVariance,
         strategy: StructuredStrategy { shape, terms },
         sensitivity,

@@ -418,7 +418,7 @@ fn finish(
         .collect();
     Ok(StructuredPlan {
         privacy: PrivacyModel::Pure,
-        method: "opt-m",
+        method: "opt-m".into(),
         objective_kind: super::PlanObjective::TotalVariance,
         strategy: StructuredStrategy { shape, terms },
         sensitivity,

@@ -46,7 +46,7 @@ pub struct PlanReport {
     /// The Gaussian calibration behind `noise_scale` (approx only).
     pub calibration: Option<&'static str>,
     /// Which method produced the strategy.
-    pub method: &'static str,
+    pub method: String,
     /// Number of attributes.
     pub attributes: usize,
     /// Number of cells (f64: it may exceed every integer type).
@@ -301,7 +301,7 @@ pub fn plan_workload(
         epsilon: budget.epsilon().get(),
         delta: budget.delta().map(|d| d.get()),
         calibration: budget.delta().map(|_| calibration.name()),
-        method: plan.method,
+        method: plan.method.clone(),
         attributes: workload.domain().len(),
         cells: workload.domain().cells_f64(),
         queries: workload.num_queries(),

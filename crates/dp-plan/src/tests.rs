@@ -76,6 +76,50 @@ fn domain3() -> Domain {
     Domain::from_pairs(&[("a", 5), ("b", 4), ("c", 3)]).unwrap()
 }
 
+/// OPT_⊗ solves its factors with the registered optimizer it is given:
+/// with `identity` under ε-DP the single product's strategy is I ⊗ I ⊗ I
+/// (Δ₁ = 1), whose `l1_obj` is the trace of the densified workload Gram.
+/// An optimizer that does not optimize for the plan's model is refused.
+#[test]
+fn the_factor_optimizer_comes_from_the_registry() {
+    let factors = vec![
+        Factor::AllRange(5),
+        Factor::Prefix(4),
+        Factor::ranges("c", 3, vec![(0, 1), (1, 2)]).unwrap(),
+    ];
+    let w = StructuredWorkload::new(domain3(), vec![kron_group("k", 1.5, factors)]).unwrap();
+    let options = PlanOptions {
+        factor_optimizer: Some(dp_opt::registry::descriptor("identity").unwrap()),
+        ..PlanOptions::default()
+    };
+    let plan = plan_strategy(&w, PrivacyModel::Pure, &options).unwrap();
+    assert_eq!(plan.method, "kron-identity");
+    let g = w.dense_gram().unwrap();
+    let trace: f64 = (0..g.nrows()).map(|i| g[(i, i)]).sum();
+    assert!(
+        (plan.objective - trace).abs() <= 1e-12 * trace,
+        "{} vs {trace}",
+        plan.objective
+    );
+    let default = plan_strategy(&w, PrivacyModel::Pure, &PlanOptions::default()).unwrap();
+    assert_eq!(default.method, "kron-pidentity");
+    let coa = PlanOptions {
+        factor_optimizer: Some(dp_opt::registry::descriptor("coa").unwrap()),
+        ..PlanOptions::default()
+    };
+    let refused = plan_strategy(&w, PrivacyModel::Pure, &coa);
+    assert!(
+        matches!(
+            &refused,
+            Err(DpError::InvalidParameter {
+                name: "factor_optimizer",
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
+}
+
 #[test]
 fn opt_kron_single_product_matches_dense_coa_within_the_certified_gap() {
     let factors = vec![
@@ -614,7 +658,10 @@ fn opt_m_is_no_worse_than_hdmms_point_on_weighted_census_marginals() {
     let general = evaluate::marginals_objective(&w, &pairs, PrivacyModel::Pure).unwrap();
     assert!((general - hdmm).abs() <= 1e-10 * hdmm);
     let plan = plan_strategy(&w, PrivacyModel::Pure, &PlanOptions::default()).unwrap();
-    assert_eq!((plan.method, plan.objective), ("opt-m", m.objective));
+    assert_eq!(
+        (plan.method.as_str(), plan.objective),
+        ("opt-m", m.objective)
+    );
 }
 
 #[test]

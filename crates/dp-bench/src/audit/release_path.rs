@@ -33,7 +33,7 @@ fn base(cells: usize) -> Vec<u64> {
 /// The release path's measurement of one count table.
 pub(super) struct MarginalPath {
     strategy: MarginalStrategy,
-    method: &'static str,
+    method: String,
 }
 
 impl KernelPath for MarginalPath {

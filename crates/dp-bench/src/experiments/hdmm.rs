@@ -25,7 +25,7 @@ pub fn peak_memory_mib() -> Option<f64> {
 /// What one plan reached, without its strategy.
 pub(crate) struct Planned {
     pub privacy: PrivacyModel,
-    pub method: &'static str,
+    pub method: String,
     pub objective: f64,
     pub lower_bound: Option<f64>,
     pub seconds: f64,
@@ -53,7 +53,7 @@ impl Planned {
     fn from_plan(plan: &StructuredPlan) -> Self {
         Self {
             privacy: plan.privacy,
-            method: plan.method,
+            method: plan.method.clone(),
             objective: plan.objective,
             lower_bound: plan.certificate.map(|c| c.lower_bound),
             seconds: plan.seconds,
