@@ -46,7 +46,7 @@ pub struct BenchArgs {
     ranks: Vec<usize>,
     /// peers only: one privacy model's column (default: both).
     #[arg(long, value_enum)]
-    privacy: Option<crate::output::Privacy>,
+    privacy: Option<dpmm::cli::PrivacyFlag>,
     /// release and guards only: the `dpmm` binary to run.
     #[arg(long, default_value = "target/release/dpmm")]
     dpmm: std::path::PathBuf,

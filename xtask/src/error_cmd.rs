@@ -8,7 +8,7 @@ use dp_bench::report::error_report;
 use dp_core::Result;
 use dp_workloads::npy::read_matrix;
 
-use crate::output::{PrivacyArgs, print_json};
+use crate::output::{PrivacyAndCalibration, print_json};
 
 #[derive(Debug, Args)]
 pub struct ErrorArgs {
@@ -19,7 +19,7 @@ pub struct ErrorArgs {
     #[arg(long)]
     strategy: PathBuf,
     #[command(flatten)]
-    privacy: PrivacyArgs,
+    privacy: PrivacyAndCalibration,
 }
 
 pub fn run(args: &ErrorArgs) -> Result<()> {

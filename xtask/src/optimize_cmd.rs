@@ -10,7 +10,8 @@ use dp_opt::{Params, Problem};
 use dp_workloads::npy::{read_matrix, write_matrix};
 use serde_json::json;
 
-use crate::output::{Privacy, print_json};
+use crate::output::print_json;
+use dpmm::cli::PrivacyFlag;
 
 #[derive(Debug, Args)]
 pub struct OptimizeArgs {
@@ -22,7 +23,7 @@ pub struct OptimizeArgs {
     optimizer: String,
     /// pure (minimize l1_obj) or approx (minimize l2_obj).
     #[arg(long, value_enum)]
-    privacy: Privacy,
+    privacy: PrivacyFlag,
     /// Write the strategy here (.npy, float64).
     #[arg(long)]
     out: Option<PathBuf>,

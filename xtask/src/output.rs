@@ -1,40 +1,14 @@
 //! Shared command-line plumbing: privacy flags and JSON output.
 
-use clap::builder::PossibleValue;
-use clap::{Args, ValueEnum};
+use clap::Args;
 use dp_core::{DpError, GaussianCalibration, PrivacyBudget, Result};
-use dp_opt::PrivacyModel;
 
-/// `--privacy pure|approx`: [`PrivacyModel`] as a command-line value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Privacy(pub PrivacyModel);
-
-impl ValueEnum for Privacy {
-    fn value_variants<'a>() -> &'a [Self] {
-        &[Privacy(PrivacyModel::Pure), Privacy(PrivacyModel::Approx)]
-    }
-
-    fn to_possible_value(&self) -> Option<PossibleValue> {
-        let help = match self.0 {
-            PrivacyModel::Pure => "ε-DP, Laplace noise, objective l1_obj",
-            PrivacyModel::Approx => "(ε,δ)-DP, Gaussian noise, objective l2_obj",
-        };
-        Some(PossibleValue::new(self.0.name()).help(help))
-    }
-}
-
-/// `--privacy`, `--epsilon`, `--delta`, `--calibration`.
+/// `--privacy`, `--epsilon`, `--delta` (the flags `dpmm` states a budget
+/// with, [`dpmm::cli::PrivacyArgs`]) and `--calibration`.
 #[derive(Debug, Args)]
-pub struct PrivacyArgs {
-    /// pure (ε-DP, Laplace) or approx ((ε,δ)-DP, Gaussian).
-    #[arg(long, value_enum)]
-    pub privacy: Privacy,
-    /// ε (default 1).
-    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
-    pub epsilon: f64,
-    /// δ for approx (default 1e-6).
-    #[arg(long, default_value_t = 1e-6, allow_negative_numbers = true)]
-    pub delta: f64,
+pub struct PrivacyAndCalibration {
+    #[command(flatten)]
+    pub budget: dpmm::cli::PrivacyArgs,
     /// Gaussian calibration: zcdp (default: what `dpmm plan` and a release
     /// use, discrete Gaussian at the ρ of the exact (ε,δ) conversion),
     /// analytic, classic, coa, projection.
@@ -42,12 +16,11 @@ pub struct PrivacyArgs {
     pub calibration: String,
 }
 
-impl PrivacyArgs {
+impl PrivacyAndCalibration {
+    /// The budget, ε = 1 and (under `--privacy approx`) δ = 10⁻⁶ where
+    /// the flags leave them out (docs/commands.md).
     pub fn budget(&self) -> Result<PrivacyBudget> {
-        match self.privacy.0 {
-            PrivacyModel::Pure => PrivacyBudget::pure(self.epsilon),
-            PrivacyModel::Approx => PrivacyBudget::approx(self.epsilon, self.delta),
-        }
+        self.budget.budget_or(1.0, 1e-6)
     }
 
     pub fn calibration(&self) -> Result<GaussianCalibration> {

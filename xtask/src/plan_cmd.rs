@@ -1,6 +1,6 @@
 //! `cargo xtask plan` (docs/formats.md): the same library entry point as
 //! `dpmm plan`, [`plan::plan_spec_to_file`], printed as JSON.
-use crate::output::{PrivacyArgs, print_json};
+use crate::output::{PrivacyAndCalibration, print_json};
 use dp_core::Result;
 use dp_plan::{PlanObjective, PlanOptions, plan};
 use std::path::PathBuf;
@@ -11,7 +11,7 @@ pub struct PlanArgs {
     #[arg(long)]
     workload: PathBuf,
     #[command(flatten)]
-    privacy: PrivacyArgs,
+    privacy: PrivacyAndCalibration,
     /// Write the plan file (JSON) here.
     #[arg(long)]
     out: Option<PathBuf>,

@@ -65,6 +65,8 @@
 //! ```
 
 pub mod answers;
+#[cfg(feature = "cli")]
+pub mod cli;
 mod error;
 pub mod ledger;
 pub mod output;

@@ -20,11 +20,12 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
+use dpmm::cli::PrivacyArgs;
 use dpmm::dp_plan::resources::default_memory_limit;
 use dpmm::dpmm_records::{DRAFT_NOTE, draft_from_path};
 use dpmm::resources::{Spinner, parse_memory};
-use dpmm::{Data, Error, Plan, PlanObjective, PrivacyBudget, Release, ledger, privacy};
+use dpmm::{Data, Error, Plan, PlanObjective, Release, ledger, privacy};
 
 /// Optimized linear queries under differential privacy, for data curators.
 #[derive(Parser)]
@@ -67,31 +68,15 @@ enum SchemaCommand {
     },
 }
 
-/// The privacy model of `--privacy`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum PrivacyArg {
-    /// ε-DP: Laplace noise, objective l1_obj.
-    Pure,
-    /// (ε,δ)-DP: discrete Gaussian noise under zCDP, objective l2_obj.
-    Approx,
-}
-
 /// `dpmm plan`'s flags.
 #[derive(Debug, Args)]
 struct PlanArgs {
     /// The workload spec v1 (JSON; docs/formats.md).
     #[arg(long)]
     workload: PathBuf,
-    /// pure (ε-DP) or approx ((ε,δ)-DP).
-    #[arg(long, value_enum)]
-    privacy: PrivacyArg,
-    /// ε, in [1e-6, 100].
-    #[arg(long, allow_hyphen_values = true)]
-    epsilon: f64,
-    /// δ, in [1e-100, 0.5]; required with `--privacy approx`, refused with
-    /// `pure`.
-    #[arg(long, allow_hyphen_values = true)]
-    delta: Option<f64>,
+    /// `--privacy`, `--epsilon`, `--delta`.
+    #[command(flatten)]
+    privacy: PrivacyArgs,
     /// Write the plan file (JSON) here.
     #[arg(long)]
     out: PathBuf,
@@ -136,13 +121,10 @@ struct ReleaseArgs {
     /// marginal workloads only). A plan file states its own.
     #[arg(long, conflicts_with = "plan")]
     objective: Option<PlanObjective>,
-    /// ε of this release.
-    #[arg(long, allow_hyphen_values = true)]
-    epsilon: f64,
-    /// δ of this release: (ε, δ)-DP by the discrete Gaussian, charged in
-    /// ρ-zCDP; without it, pure ε-DP by the discrete Laplace.
-    #[arg(long, allow_hyphen_values = true)]
-    delta: Option<f64>,
+    /// This release's `--epsilon` and `--delta` (without δ, pure ε-DP by
+    /// the discrete Laplace).
+    #[command(flatten)]
+    privacy: PrivacyArgs,
     /// The ledger to charge (`dpmm ledger init`).
     #[arg(long)]
     ledger: PathBuf,
@@ -212,21 +194,6 @@ impl MemoryArgs {
     }
 }
 
-impl PlanArgs {
-    /// The budget the flags state, validated.
-    fn budget(&self) -> Result<PrivacyBudget, Error> {
-        match (self.privacy, self.delta) {
-            (PrivacyArg::Pure, Some(_)) => Err(Error::BadInput(
-                "--delta applies to --privacy approx only (pure ε-DP has no δ)".into(),
-            )),
-            (PrivacyArg::Approx, None) => Err(Error::BadInput(
-                "--privacy approx needs --delta (no default δ is assumed)".into(),
-            )),
-            (_, delta) => privacy::budget(self.epsilon, delta),
-        }
-    }
-}
-
 fn run(cli: Cli) -> Result<(), Error> {
     match cli.command {
         Command::Plan(args) => plan(&args),
@@ -254,7 +221,7 @@ fn run(cli: Cli) -> Result<(), Error> {
 }
 
 fn plan(args: &PlanArgs) -> Result<(), Error> {
-    let budget = args.budget()?;
+    let budget = args.privacy.budget()?;
     let spinner = Spinner::start("planning");
     let plan = Plan::optimize(
         &args.workload,
@@ -292,7 +259,7 @@ fn release(args: ReleaseArgs) -> Result<(), Error> {
         workload: args.workload,
         plan: args.plan,
         objective: args.objective,
-        budget: privacy::budget(args.epsilon, args.delta)?,
+        budget: args.privacy.budget()?,
         ledger: args.ledger,
         out: Some(args.out.clone()),
         max_memory: Some(args.memory.limit()),
