@@ -39,18 +39,59 @@ fn spec_err(at: &str, what: impl std::fmt::Display) -> StructuredError {
 
 /// Reads and validates the spec at `path`.
 pub fn load_spec(path: &Path) -> SResult<StructuredWorkload> {
+    let base = path.parent().unwrap_or(Path::new("."));
+    parse_spec_value(&read_spec_json(path)?, base)
+}
+
+/// The spec at `path` and its JSON with every `{"matrix": "file.npy"}`
+/// factor replaced by its rows inline, taken from the matrices just loaded
+/// (each file is read once): the spec a plan file embeds so that it
+/// stands alone. Everything else, labels' sources included, is the
+/// user's text unchanged.
+pub fn load_spec_inlined(path: &Path) -> SResult<(StructuredWorkload, Value)> {
+    let mut root = read_spec_json(path)?;
+    let base = path.parent().unwrap_or(Path::new("."));
+    let workload = parse_spec_value(&root, base)?;
+    let queries = root.get_mut("queries").and_then(Value::as_array_mut);
+    for (query, group) in queries.into_iter().flatten().zip(workload.groups()) {
+        let (Some(kron), Queries::Kron(factors)) = (
+            query.get_mut("kron").and_then(Value::as_object_mut),
+            &group.queries,
+        ) else {
+            continue;
+        };
+        for (name, factor) in kron.iter_mut() {
+            let from_file = factor.get("matrix").is_some_and(Value::is_string);
+            let i = workload.domain().position(name)?;
+            if let (true, Factor::Matrix(m)) = (from_file, &factors[i]) {
+                let rows: Vec<Vec<f64>> = (0..m.nrows())
+                    .map(|r| (0..m.ncols()).map(|c| m[(r, c)]).collect())
+                    .collect();
+                factor["matrix"] = Value::from(rows);
+            }
+        }
+    }
+    Ok((workload, root))
+}
+
+fn read_spec_json(path: &Path) -> SResult<Value> {
     let text = std::fs::read_to_string(path).map_err(|e| StructuredError::File {
         path: path.display().to_string(),
         reason: format!("cannot read: {e}"),
     })?;
-    let base = path.parent().unwrap_or(Path::new("."));
-    parse_spec(&text, base)
+    parse_json(&text)
+}
+
+fn parse_json(text: &str) -> SResult<Value> {
+    serde_json::from_str(text).map_err(|e| StructuredError::Spec(format!("not valid JSON: {e}")))
 }
 
 /// Parses a spec from its text; matrix files are relative to `base`.
 pub fn parse_spec(text: &str, base: &Path) -> SResult<StructuredWorkload> {
-    let root: Value = serde_json::from_str(text)
-        .map_err(|e| StructuredError::Spec(format!("not valid JSON: {e}")))?;
+    parse_spec_value(&parse_json(text)?, base)
+}
+
+fn parse_spec_value(root: &Value, base: &Path) -> SResult<StructuredWorkload> {
     let obj = root.as_object().ok_or_else(|| {
         spec_err(
             "top level",

@@ -82,6 +82,48 @@ fn well_formed_spec_loads_in_order() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+/// The inlined spec stands alone: parsed where no matrix file exists it is
+/// the same workload (labels, weights, every query of the dense matrix);
+/// the file's rows are inline, an inline or named factor is the user's
+/// text unchanged.
+#[test]
+fn an_inlined_spec_is_the_same_workload_without_its_files() {
+    let dir = temp_dir("inline");
+    let m = Mat::from_fn(2, 3, |i, j| (1 + i * 3 + j) as f64 / 4.0);
+    crate::npy::write_matrix(&dir.join("race.npy"), m.as_ref()).unwrap();
+    let text = with_queries(
+        r#"[{"kron": {"age": {"ranges": [[0, 1], [2, 3]]}, "race": {"matrix": "race.npy"}}, "weight": 2.0},
+            {"kron": {"sex": {"matrix": [[1, 0], [1, 1]]}, "race": "total"}},
+            {"marginals": {"k": 2}, "weight": 0.5}]"#,
+    );
+    std::fs::write(dir.join("w.json"), &text).unwrap();
+    let (w, inlined) = load_spec_inlined(&dir.join("w.json")).unwrap();
+    let rows = &inlined["queries"][0]["kron"]["race"]["matrix"];
+    assert_eq!(
+        rows,
+        &serde_json::json!([[0.25, 0.5, 0.75], [1.0, 1.25, 1.5]])
+    );
+    let original: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(inlined["queries"][1], original["queries"][1]);
+    assert_eq!(inlined["queries"][2], original["queries"][2]);
+    assert_eq!(inlined["domain"], original["domain"]);
+    let elsewhere = temp_dir("inline-elsewhere");
+    let alone = parse_spec(&inlined.to_string(), &elsewhere).unwrap();
+    let from_file = load_spec(&dir.join("w.json")).unwrap();
+    for other in [&alone, &from_file] {
+        let labels = |w: &StructuredWorkload| -> Vec<(String, f64)> {
+            w.groups()
+                .iter()
+                .map(|g| (g.label.clone(), g.weight))
+                .collect()
+        };
+        assert_eq!(labels(other), labels(&w));
+        assert_eq!(other.dense_matrix().unwrap(), w.dense_matrix().unwrap());
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+    std::fs::remove_dir_all(elsewhere).unwrap();
+}
+
 #[test]
 fn k_subsets_lexicographic() {
     assert_eq!(

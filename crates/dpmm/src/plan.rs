@@ -3,10 +3,11 @@
 //! (docs/formats.md) and the expected error of every query group with the
 //! certificate (`dpmm plan`).
 //!
-//! The planning is [`plan::plan_spec`], as in `cargo xtask plan`; the plan
-//! file is [`plan::plan_file`] plus the workload spec itself (matrix
-//! factors inline, `release_plan::embedded_spec`), so that `dpmm
-//! release --plan` needs nothing else to know the queries. Under `--privacy approx` the errors are those of the
+//! The planning is [`plan::plan_workload`], as in `cargo xtask plan`; the
+//! plan file is [`plan::plan_file`] plus the workload spec itself (matrix
+//! factors inline, [`load_spec_inlined`], which reads the spec and each
+//! matrix file once), so that `dpmm release --plan` needs nothing else to
+//! know the queries. Under `--privacy approx` the errors are those of the
 //! release path: discrete Gaussian noise at the zCDP budget ρ whose exact
 //! conversion (Canonne, Kamath and Steinke 2020, Corollary 13) is (ε,δ)-DP,
 //! `σ = Δ₂/√(2ρ)`; under `pure`, Laplace noise of scale `Δ₁/ε` (variance
@@ -16,14 +17,15 @@
 
 use std::path::Path;
 
-use dp_core::{GaussianCalibration, PrivacyBudget};
+use dp_core::{DpError, GaussianCalibration, PrivacyBudget};
 use dp_plan::plan::{self, PlanFile, PlanReport};
 use dp_plan::resources::{default_memory_limit, plan_file_need};
 use dp_plan::{PlanObjective, PlanOptions, StructuredPlan};
+use dp_workloads::spec::load_spec_inlined;
 use dp_workloads::structured::StructuredWorkload;
 use serde::Serialize;
 
-use crate::{Error, Result, release_plan};
+use crate::{Error, Result};
 
 /// What a plan file written by [`Plan::save`] holds: the plan file's fields
 /// and the workload spec it was planned for (matrix factors inline).
@@ -58,8 +60,9 @@ impl Plan {
         max_memory: Option<u64>,
     ) -> Result<Self> {
         let max_memory = Some(max_memory.unwrap_or_else(default_memory_limit));
-        let planned = plan::plan_spec(
-            spec,
+        let (workload, spec) = load_spec_inlined(spec).map_err(DpError::from)?;
+        let (plan, report) = plan::plan_workload(
+            &workload,
             budget,
             GaussianCalibration::Zcdp,
             &PlanOptions {
@@ -67,10 +70,7 @@ impl Plan {
                 max_memory,
                 ..PlanOptions::default()
             },
-        );
-        let (workload, plan, report) = planned?;
-        // After planning, which has validated the spec and its matrix files.
-        let spec = release_plan::embedded_spec(spec).map_err(Error::BadInput)?;
+        )?;
         Ok(Self {
             workload,
             plan,

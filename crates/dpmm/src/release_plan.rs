@@ -147,34 +147,6 @@ impl Strategy {
     }
 }
 
-/// The workload spec at `path` as JSON with every matrix factor's rows
-/// inline instead of its `.npy` file (the plan file embeds it: a file that
-/// stands alone). Only the JSON is read and rewritten here; the spec is
-/// validated by the planning that follows.
-pub fn embedded_spec(path: &Path) -> Result<Value, String> {
-    let at = |what: &dyn std::fmt::Display| format!("{}: {what}", path.display());
-    let text = std::fs::read_to_string(path).map_err(|e| at(&e))?;
-    let mut spec: Value = serde_json::from_str(&text).map_err(|e| at(&e))?;
-    let base = path.parent().unwrap_or(Path::new("."));
-    let queries = spec.get_mut("queries").and_then(Value::as_array_mut);
-    let krons = queries
-        .into_iter()
-        .flatten()
-        .filter_map(|q| q.get_mut("kron").and_then(Value::as_object_mut));
-    for factor in krons.flat_map(|k| k.values_mut()) {
-        let Some(file) = factor.get("matrix").and_then(Value::as_str) else {
-            continue;
-        };
-        let file = base.join(file);
-        let m = dp_workloads::npy::read_matrix(&file).map_err(|e| e.to_string())?;
-        let rows: Vec<Vec<f64>> = (0..m.nrows())
-            .map(|i| (0..m.ncols()).map(|j| m[(i, j)]).collect())
-            .collect();
-        factor["matrix"] = serde_json::json!(rows);
-    }
-    Ok(spec)
-}
-
 fn matrix(rows: &[Vec<f64>], size: usize) -> Result<Mat<f64>, String> {
     if rows.is_empty() {
         return Err("a factor must be a non-empty array of rows".into());
