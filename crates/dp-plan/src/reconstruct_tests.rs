@@ -22,6 +22,7 @@ fn measured(plan: &StructuredPlan) -> MeasuredStrategy {
     MarginalStrategy::new(plan.strategy.shape.clone(), terms)
         .unwrap()
         .measured_strategy()
+        .clone()
 }
 
 /// The number of rows of the stacked measured strategy.
@@ -167,7 +168,8 @@ fn a_kronecker_plan_and_a_general_union_match_the_dense_least_squares() {
         ],
     )
     .unwrap()
-    .measured_strategy();
+    .measured_strategy()
+    .clone();
     check_against_dense(&w, &union, 5, 1.3, ReconstructionMethod::Dense);
 }
 
@@ -234,7 +236,8 @@ fn marginal_template_strategies_use_the_residual_basis_and_match_the_dense_least
         ],
     )
     .unwrap()
-    .measured_strategy();
+    .measured_strategy()
+    .clone();
     let w = spec(
         DOMAIN,
         r#"[{"marginal":["a","c"]}, {"marginal":["b","c"]}, {"marginal":["a"]},
@@ -279,7 +282,8 @@ fn random_unions() -> (MeasuredStrategy, MeasuredStrategy) {
         ],
     )
     .unwrap()
-    .measured_strategy();
+    .measured_strategy()
+    .clone();
     let deficient = MarginalStrategy::new(
         vec![3, 4, 5],
         vec![
@@ -294,7 +298,8 @@ fn random_unions() -> (MeasuredStrategy, MeasuredStrategy) {
         ],
     )
     .unwrap()
-    .measured_strategy();
+    .measured_strategy()
+    .clone();
     (full, deficient)
 }
 
@@ -367,7 +372,8 @@ fn the_single_term_bound_is_exact_for_one_term_and_the_iteration_cap_is_reported
         )],
     )
     .unwrap()
-    .measured_strategy();
+    .measured_strategy()
+    .clone();
     let w = spec(
         SMALL,
         r#"[{"kron":{"a":"prefix","c":"allrange"}}, {"marginal":["c"]}]"#,
@@ -412,7 +418,8 @@ fn unions_past_the_dense_limit_are_solved_iteratively_and_unbiased() {
         ],
     )
     .unwrap()
-    .measured_strategy();
+    .measured_strategy()
+    .clone();
     let domain = r#"[{"name":"a","size":16},{"name":"b","size":16},{"name":"c","size":17}]"#;
     let w = spec(
         domain,

@@ -215,7 +215,7 @@ impl Release {
         let limit = args.max_memory.unwrap_or_else(default_memory_limit);
         // The workload a plan file carries, when another one is released.
         let mut planned_for = None;
-        let (workload, strategy) = match &args.plan {
+        let (workload, mut strategy) = match &args.plan {
             Some(path) => {
                 check_plan_file(path, limit)?;
                 let (strategy, embedded) = Strategy::from_file(path, &schema)?;
@@ -257,7 +257,10 @@ impl Release {
         let layout = crate::resources::layout(schema.domain(), &strategy.tables(), limit)?;
         release_need(&workload, &strategy, &layout).check(limit)?;
         let shape = schema.domain().shape();
-        let kernel_strategy = MarginalStrategy::new(shape.clone(), strategy.terms.clone())?;
+        // The terms move into the kernel's strategy (quantized once, and
+        // measured as the dry run and the figures saw it).
+        let terms = std::mem::take(&mut strategy.terms);
+        let kernel_strategy = MarginalStrategy::new(shape.clone(), terms)?;
         // Dry run before anything is spent, with the same checks as the real
         // reconstruction (row space, sizes, and, on the conjugate-gradient
         // path, convergence): on values that depend on nothing private (a
@@ -274,7 +277,7 @@ impl Release {
             2.0 * (h as f64 / (1u64 << 53) as f64) - 1.0
         }));
         let measured = kernel_strategy.measured_strategy();
-        let reconstructor = Reconstructor::new(&workload, &measured)?;
+        let reconstructor = Reconstructor::new(&workload, measured)?;
         let dry = match reconstructor.unit_variances() {
             // Closed form: the variances need no values and nothing iterates.
             Some(variances) => Reconstruction {
@@ -284,16 +287,15 @@ impl Release {
                 variance_method: VarianceMethod::Exact,
                 solver: None,
             },
-            None => reconstructor.run(&workload, &measured, &probe, 1.0)?,
+            None => reconstructor.run(&workload, measured, &probe, 1.0)?,
         };
-        drop(measured);
         let figures = recompute(&workload, &kernel_strategy, model, &strategy.figures, &dry)?;
         if let Some(path) = &args.plan {
             let own = match &planned_for {
                 None if args.workload.is_none() => Some(figures.clone()),
                 None => None,
                 Some(w) => {
-                    let dry = reconstruct(w, &kernel_strategy.measured_strategy(), &probe, 1.0)?;
+                    let dry = reconstruct(w, kernel_strategy.measured_strategy(), &probe, 1.0)?;
                     Some(recompute(
                         w,
                         &kernel_strategy,

@@ -68,7 +68,7 @@ pub fn recompute(
     dry: &Reconstruction,
 ) -> Result<Figures, Error> {
     let max_variance = plan.objective_name == "max_variance";
-    let delta = sensitivity(&kernel.measured_strategy(), model)?;
+    let delta = sensitivity(kernel.measured_strategy(), model)?;
     let objective = (dry.variance_method == VarianceMethod::Exact).then(|| {
         let v = dry.variances.iter().copied();
         let unit = if max_variance {

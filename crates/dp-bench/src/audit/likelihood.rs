@@ -246,7 +246,7 @@ mod tests {
             (0.5, vec![(1, g1.clone())]),
         ];
         let marginal = ok(dp_core::MarginalStrategy::new(vec![2, 3], terms));
-        let dense = ok(dense_measured(&marginal.measured_strategy(), &[2, 3]));
+        let dense = ok(dense_measured(marginal.measured_strategy(), &[2, 3]));
         let union = ok(LinearStrategy::union(vec![
             (1.0, vec![f0, f1]),
             (0.5, vec![ones, g1]),

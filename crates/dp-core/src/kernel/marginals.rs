@@ -28,6 +28,9 @@
 
 use dp_linalg::Mat;
 
+use std::sync::Arc;
+
+use super::MeasuredStrategy;
 use super::strategy::{QuantizedStrategy, quantize_terms};
 use super::{Cost, MAX_COUNT, Measurement, NoisePlan, Session};
 use crate::validate::check_matrix;
@@ -232,6 +235,9 @@ pub struct MarginalStrategy {
     supports: Vec<Vec<usize>>,
     rows: usize,
     quantized: QuantizedStrategy,
+    /// `quantized` as the reconstruction reads it, built once: the dry run,
+    /// the figures and every measurement share it.
+    measured: Arc<MeasuredStrategy>,
 }
 
 impl MarginalStrategy {
@@ -289,11 +295,13 @@ impl MarginalStrategy {
             flat.push((weight, mats));
         }
         let quantized = quantize_terms(&flat)?;
+        let measured = Arc::new(quantized.measured(Some(&supports)));
         Ok(Self {
             shape,
             supports,
             rows,
             quantized,
+            measured,
         })
     }
 
@@ -314,8 +322,8 @@ impl MarginalStrategy {
 
     /// The quantized strategy the kernel measures (public,
     /// data-independent).
-    pub fn measured_strategy(&self) -> super::MeasuredStrategy {
-        self.quantized.measured(Some(&self.supports))
+    pub fn measured_strategy(&self) -> &MeasuredStrategy {
+        &self.measured
     }
 }
 
@@ -354,7 +362,7 @@ impl Session {
         for (t, x) in inputs.iter().enumerate() {
             answers.extend(q.apply_term(t, x));
         }
-        self.add_noise(answers, q, &plan, cost, Some(&strategy.supports))
+        self.add_noise(answers, q, &plan, cost, Arc::clone(&strategy.measured))
     }
 }
 

@@ -91,7 +91,7 @@ fn sensitivity_is_that_of_the_densified_union() {
     let data = PrivateMarginals::new(vec![2, 3, 4], vec![(vec![0, 1, 2], counts())]).unwrap();
     let mut session = SeededSession::unlimited(5);
     for (strategy, exact) in [(residual_strategy(), true), (mixed, false)] {
-        let dense = densify(&strategy.measured_strategy(), &[2, 3, 4]);
+        let dense = densify(strategy.measured_strategy(), &[2, 3, 4]);
         assert_eq!(dense.nrows(), strategy.nrows());
         for cost in [Cost::Epsilon(0.5), Cost::Rho(0.1)] {
             let m = session.measure_marginals(&strategy, &data, cost).unwrap();

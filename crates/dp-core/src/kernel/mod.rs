@@ -37,6 +37,8 @@ pub use histogram::PrivateHistogram;
 pub use marginals::{MarginalStrategy, PrivateMarginals, SparseTerm};
 pub use strategy::{LinearStrategy, MAX_COUNT, MeasuredStrategy, MeasuredTerm};
 
+use std::sync::Arc;
+
 use num_bigint::BigUint;
 use rayon::prelude::*;
 use serde::Serialize;
@@ -151,7 +153,7 @@ pub struct Measurement {
     /// The strategy actually measured (quantized, public): reconstruct
     /// with it for exactly unbiased estimates.
     #[serde(skip)]
-    pub strategy: MeasuredStrategy,
+    pub strategy: Arc<MeasuredStrategy>,
 }
 
 /// A privacy session: the total budget, what has been spent, the noise
@@ -276,7 +278,7 @@ impl Session {
         let plan = NoisePlan::new(q, cost)?;
         self.charge(cost)?;
         let answers = q.apply(data.counts());
-        self.add_noise(answers, q, &plan, cost, None)
+        self.add_noise(answers, q, &plan, cost, Arc::new(q.measured(None)))
     }
 
     /// Adds the exact discrete noise of `plan` to `Ã x / G` (already
@@ -287,7 +289,7 @@ impl Session {
         q: &strategy::QuantizedStrategy,
         plan: &NoisePlan,
         cost: Cost,
-        supports: Option<&[Vec<usize>]>,
+        strategy: Arc<MeasuredStrategy>,
     ) -> Result<Measurement> {
         let g = q.granularity();
         // Each chunk of NOISE_CHUNK answers draws from its own stream,
@@ -323,7 +325,7 @@ impl Session {
             variance: plan.variance_in_units(g),
             sensitivity: plan.sensitivity * g,
             cost,
-            strategy: q.measured(supports),
+            strategy,
         })
     }
 }
