@@ -59,8 +59,8 @@ pub use accuracy::{
 pub use calibration::{GaussianCalibration, NoiseCalibration, NoiseDistribution};
 pub use error::{DpError, Result};
 pub use kernel::{
-    Cost, LinearStrategy, MarginalStrategy, MeasuredStrategy, MeasuredTerm, Measurement,
-    MeasurementNoise, PrivateHistogram, PrivateMarginals, Session, SparseTerm, TotalBudget,
+    Cost, KronTerm, LinearStrategy, MarginalStrategy, MeasuredStrategy, MeasuredTerm, Measurement,
+    MeasurementNoise, PrivateHistogram, PrivateMarginals, Session, TotalBudget,
 };
 pub use mechanism::{MatrixMechanism, SupportCheck, check_support};
 pub use privacy::{Delta, Epsilon, PrivacyBudget};

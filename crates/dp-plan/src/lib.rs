@@ -56,7 +56,6 @@ pub mod resources;
 #[cfg(test)]
 mod tests;
 
-use std::sync::Arc;
 use std::time::Instant;
 
 use dp_core::{DpError, Result};
@@ -67,16 +66,7 @@ use serde::Serialize;
 
 use dp_opt::{Certificate, PrivacyModel, Termination};
 
-/// One term `weight · ⊗ᵢ Fᵢ` of a structured strategy. Attributes not
-/// listed have the factor `1ᵀ` (a ones row), as in the plan file of
-/// docs/formats.md.
-#[derive(Debug, Clone)]
-pub struct KronTerm {
-    /// Multiplies every row of the term.
-    pub weight: f64,
-    /// `(attribute position, factor rows)` in increasing position.
-    pub factors: Vec<(usize, Arc<Mat<f64>>)>,
-}
+pub use dp_core::KronTerm;
 
 /// A strategy as the stacked union of weighted Kronecker products of
 /// per-attribute matrices.
@@ -89,18 +79,6 @@ pub struct StructuredStrategy {
 }
 
 impl StructuredStrategy {
-    /// The terms as the privacy kernel takes them
-    /// ([`dp_core::MarginalStrategy::new`]): weight and listed factors.
-    pub fn sparse_terms(&self) -> Vec<dp_core::SparseTerm> {
-        self.terms
-            .iter()
-            .map(|t| {
-                let factors = t.factors.iter().map(|(p, m)| (*p, m.as_ref().clone()));
-                (t.weight, factors.collect())
-            })
-            .collect()
-    }
-
     /// The factor of `term` on attribute `i` as a dense matrix (`1ᵀ` when
     /// not listed).
     pub fn factor(&self, term: &KronTerm, i: usize) -> Mat<f64> {

@@ -3,7 +3,7 @@
 use super::*;
 use crate::reconstruct::Problem;
 use crate::{PlanOptions, StructuredPlan, plan_strategy};
-use dp_core::MarginalStrategy;
+use dp_core::{KronTerm, MarginalStrategy};
 use dp_opt::PrivacyModel;
 use dp_workloads::spec::parse_spec;
 use std::path::Path;
@@ -16,10 +16,17 @@ fn spec(domain: &str, queries: &str) -> StructuredWorkload {
     .unwrap()
 }
 
+/// `(attribute position, factor)` pairs.
+type Factors = Vec<(usize, Mat<f64>)>;
+
+/// Terms from `(weight, factors)` pairs.
+fn terms(v: Vec<(f64, Factors)>) -> Vec<KronTerm> {
+    v.into_iter().map(|(w, f)| KronTerm::new(w, f)).collect()
+}
+
 /// The kernel's quantization of a plan (no data involved).
 fn measured(plan: &StructuredPlan) -> MeasuredStrategy {
-    let terms = plan.strategy.sparse_terms();
-    MarginalStrategy::new(plan.strategy.shape.clone(), terms)
+    MarginalStrategy::new(plan.strategy.shape.clone(), &plan.strategy.terms)
         .unwrap()
         .measured_strategy()
         .clone()
@@ -162,10 +169,10 @@ fn a_kronecker_plan_and_a_general_union_match_the_dense_least_squares() {
     };
     let union = MarginalStrategy::new(
         vec![2, 3, 4],
-        vec![
+        &terms(vec![
             (1.0, vec![(0, f(2, 2, 1)), (1, f(3, 3, 2)), (2, f(4, 4, 3))]),
             (0.5, vec![(1, f(2, 3, 4))]),
-        ],
+        ]),
     )
     .unwrap()
     .measured_strategy()
@@ -228,12 +235,12 @@ fn marginal_template_strategies_use_the_residual_basis_and_match_the_dense_least
     let eye = |n: usize| Mat::<f64>::identity(n, n);
     let strategy = MarginalStrategy::new(
         vec![2, 3, 4],
-        vec![
+        &terms(vec![
             (0.5, vec![]),
             (1.3, vec![(0, eye(2))]),
             (0.7, vec![(1, eye(3)), (2, eye(4))]),
             (1.1, vec![(0, eye(2)), (2, eye(4))]),
-        ],
+        ]),
     )
     .unwrap()
     .measured_strategy()
@@ -268,7 +275,7 @@ fn random_unions() -> (MeasuredStrategy, MeasuredStrategy) {
     let mut s = 0x9e37_79b9_7f4a_7c15u64;
     let full = MarginalStrategy::new(
         vec![3, 4, 5],
-        vec![
+        &terms(vec![
             (
                 1.0,
                 vec![
@@ -279,14 +286,14 @@ fn random_unions() -> (MeasuredStrategy, MeasuredStrategy) {
             ),
             (0.6, vec![(1, random_mat(2, 4, &mut s))]),
             (0.7, vec![]),
-        ],
+        ]),
     )
     .unwrap()
     .measured_strategy()
     .clone();
     let deficient = MarginalStrategy::new(
         vec![3, 4, 5],
-        vec![
+        &terms(vec![
             (
                 1.0,
                 vec![(0, random_mat(3, 3, &mut s)), (1, random_mat(4, 4, &mut s))],
@@ -295,7 +302,7 @@ fn random_unions() -> (MeasuredStrategy, MeasuredStrategy) {
                 0.8,
                 vec![(1, random_mat(4, 4, &mut s)), (2, random_mat(5, 5, &mut s))],
             ),
-        ],
+        ]),
     )
     .unwrap()
     .measured_strategy()
@@ -366,10 +373,10 @@ fn the_single_term_bound_is_exact_for_one_term_and_the_iteration_cap_is_reported
     let mut s = 7u64;
     let one = MarginalStrategy::new(
         vec![3, 4, 5],
-        vec![(
+        &terms(vec![(
             1.0,
             vec![(0, random_mat(3, 3, &mut s)), (2, random_mat(6, 5, &mut s))],
-        )],
+        )]),
     )
     .unwrap()
     .measured_strategy()
@@ -412,10 +419,10 @@ fn unions_past_the_dense_limit_are_solved_iteratively_and_unbiased() {
     };
     let m = MarginalStrategy::new(
         vec![16, 16, 17],
-        vec![
+        &terms(vec![
             (1.0, vec![(0, f(16)), (1, f(16))]),
             (0.5, vec![(1, f(16)), (2, f(17))]),
-        ],
+        ]),
     )
     .unwrap()
     .measured_strategy()

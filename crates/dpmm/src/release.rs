@@ -215,7 +215,7 @@ impl Release {
         let limit = args.max_memory.unwrap_or_else(default_memory_limit);
         // The workload a plan file carries, when another one is released.
         let mut planned_for = None;
-        let (workload, mut strategy) = match &args.plan {
+        let (workload, strategy) = match &args.plan {
             Some(path) => {
                 check_plan_file(path, limit)?;
                 let (strategy, embedded) = Strategy::from_file(path, &schema)?;
@@ -257,10 +257,7 @@ impl Release {
         let layout = crate::resources::layout(schema.domain(), &strategy.tables(), limit)?;
         release_need(&workload, &strategy, &layout).check(limit)?;
         let shape = schema.domain().shape();
-        // The terms move into the kernel's strategy (quantized once, and
-        // measured as the dry run and the figures saw it).
-        let terms = std::mem::take(&mut strategy.terms);
-        let kernel_strategy = MarginalStrategy::new(shape.clone(), terms)?;
+        let kernel_strategy = MarginalStrategy::new(shape.clone(), &strategy.terms)?;
         // Dry run before anything is spent, with the same checks as the real
         // reconstruction (row space, sizes, and, on the conjugate-gradient
         // path, convergence): on values that depend on nothing private (a

@@ -5,7 +5,9 @@
 
 use std::path::Path;
 
-use dp_core::kernel::SparseTerm;
+use std::sync::Arc;
+
+use dp_core::KronTerm;
 use dp_linalg::Mat;
 use dp_plan::StructuredPlan;
 use dp_plan::plan::{PlanFigures, PlanFile};
@@ -19,7 +21,7 @@ use serde_json::Value;
 /// [`crate::release_figures`]).
 pub struct Strategy {
     /// Terms `(weight, [(attribute position, factor)])`.
-    pub terms: Vec<SparseTerm>,
+    pub terms: Vec<KronTerm>,
     /// Where it came from (`"residual"`, `"kron-coa"`, …, or `"plan file"`).
     pub method: String,
     /// The privacy model it was optimized for, what its objective
@@ -32,7 +34,7 @@ impl Strategy {
     /// From a plan just computed.
     pub fn from_plan(plan: &StructuredPlan) -> Self {
         Self {
-            terms: plan.strategy.sparse_terms(),
+            terms: plan.strategy.terms.clone(),
             method: plan.method.to_string(),
             figures: PlanFigures::of(plan),
         }
@@ -101,10 +103,14 @@ impl Strategy {
                     .domain()
                     .position(name)
                     .map_err(|e| bad(&e.to_string()))?;
-                fs.push((p, matrix(rows, attrs[p].size).map_err(|e| bad(&e))?));
+                let m = matrix(rows, attrs[p].size).map_err(|e| bad(&e))?;
+                fs.push((p, Arc::new(m)));
             }
             fs.sort_by_key(|(p, _)| *p);
-            out.push((t.weight, fs));
+            out.push(KronTerm {
+                weight: t.weight,
+                factors: fs,
+            });
         }
         // `dpmm plan` embeds the workload beside the plan file's fields.
         let workload = match embedded.workload {
@@ -132,7 +138,7 @@ impl Strategy {
         let supports: Vec<Vec<usize>> = self
             .terms
             .iter()
-            .map(|(_, f)| f.iter().map(|(p, _)| *p).collect())
+            .map(|t| t.factors.iter().map(|(p, _)| *p).collect())
             .collect();
         let mut out: Vec<Vec<usize>> = Vec::new();
         for s in &supports {

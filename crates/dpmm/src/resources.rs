@@ -82,10 +82,10 @@ fn term_shapes(strategy: &Strategy) -> Vec<TermShape> {
     strategy
         .terms
         .iter()
-        .map(|(_, f)| {
+        .map(|t| {
             (
-                f.iter().map(|(p, _)| *p).collect(),
-                f.iter().map(|(_, m)| m.nrows()).collect(),
+                t.factors.iter().map(|(p, _)| *p).collect(),
+                t.factors.iter().map(|(_, m)| m.nrows()).collect(),
             )
         })
         .collect()
@@ -141,7 +141,7 @@ pub fn release_need(
     let entries: f64 = strategy
         .terms
         .iter()
-        .flat_map(|(_, f)| f.iter())
+        .flat_map(|t| t.factors.iter())
         .map(|(_, m)| m.nrows() as f64 * m.ncols() as f64)
         .sum();
     need.add("the strategy's factors", entries * 8.0 * STRATEGY_COPIES);

@@ -83,16 +83,7 @@ fn answers_are_unbiased_and_standard_errors_calibrated() {
         let truth = workload.answer(&x).unwrap();
         let plan = plan_strategy(&workload, model, &PlanOptions::default()).unwrap();
         assert_eq!(plan.method, method);
-        let terms = plan
-            .strategy
-            .terms
-            .iter()
-            .map(|t| {
-                let f = t.factors.iter().map(|(p, m)| (*p, m.as_ref().clone()));
-                (t.weight, f.collect())
-            })
-            .collect();
-        let strategy = MarginalStrategy::new(vec![3, 4, 2], terms).unwrap();
+        let strategy = MarginalStrategy::new(vec![3, 4, 2], &plan.strategy.terms).unwrap();
         let tables: Vec<Vec<usize>> = strategy.supports().to_vec();
         let mut unique: Vec<Vec<usize>> = Vec::new();
         for t in tables {

@@ -241,11 +241,11 @@ mod tests {
         let f1 = Mat::from_fn(2, 3, |i, j| (i * 3 + j) as f64 / 3.0);
         let g1 = Mat::from_fn(3, 3, |i, j| if j <= i { 1.0 } else { 0.0 });
         let ones = Mat::from_fn(1, 2, |_, _| 1.0);
-        let terms: Vec<dp_core::SparseTerm> = vec![
-            (1.0, vec![(0, f0.clone()), (1, f1.clone())]),
-            (0.5, vec![(1, g1.clone())]),
+        let terms = [
+            dp_core::KronTerm::new(1.0, vec![(0, f0.clone()), (1, f1.clone())]),
+            dp_core::KronTerm::new(0.5, vec![(1, g1.clone())]),
         ];
-        let marginal = ok(dp_core::MarginalStrategy::new(vec![2, 3], terms));
+        let marginal = ok(dp_core::MarginalStrategy::new(vec![2, 3], &terms));
         let dense = ok(dense_measured(marginal.measured_strategy(), &[2, 3]));
         let union = ok(LinearStrategy::union(vec![
             (1.0, vec![f0, f1]),

@@ -59,7 +59,7 @@ impl MarginalPath {
         let model = PrivacyModel::of(budget);
         let plan = plan_strategy(&workload, model, &PlanOptions::default())?;
         let shape = workload.domain().shape();
-        let strategy = MarginalStrategy::new(shape.clone(), plan.strategy.sparse_terms())?;
+        let strategy = MarginalStrategy::new(shape.clone(), &plan.strategy.terms)?;
         let dense = dense_measured(strategy.measured_strategy(), &shape)?;
         let without = base(dense.ncols());
         let loss = Likelihood::new(dense.as_ref(), &without, claimed)?;

@@ -221,9 +221,29 @@ pub fn sum_table<T: Copy + Default>(
     out
 }
 
-/// One term of a [`MarginalStrategy`]: a weight and `(attribute
-/// position, factor)` pairs.
-pub type SparseTerm = (f64, Vec<(usize, Mat<f64>)>);
+/// One term `weight · ⊗ᵢ Fᵢ` of a [`MarginalStrategy`] (and of the
+/// planner's strategies): factors listed only on the term's support, in
+/// increasing attribute position; the attributes not listed have the
+/// factor `[1, …, 1]`, as in docs/formats.md's plan file. The factors are
+/// shared, so that the planner, a plan file's reader and the kernel hold
+/// one copy of each matrix.
+#[derive(Debug, Clone)]
+pub struct KronTerm {
+    /// Multiplies every row of the term.
+    pub weight: f64,
+    /// `(attribute position, factor rows)` in increasing position.
+    pub factors: Vec<(usize, Arc<Mat<f64>>)>,
+}
+
+impl KronTerm {
+    /// `weight · ⊗ᵢ Fᵢ` from owned factors `(attribute position, Fᵢ)`.
+    pub fn new(weight: f64, factors: Vec<(usize, Mat<f64>)>) -> Self {
+        Self {
+            weight,
+            factors: factors.into_iter().map(|(p, f)| (p, Arc::new(f))).collect(),
+        }
+    }
+}
 
 /// A stacked union of weighted Kronecker terms over a multi-dimensional
 /// domain, each listing factors only on its support; the other attributes
@@ -241,11 +261,10 @@ pub struct MarginalStrategy {
 }
 
 impl MarginalStrategy {
-    /// Validates and quantizes `terms`: `(weight, [(attribute position,
-    /// factor)])`, positions strictly increasing, each factor with
-    /// `shape[position]` columns, finite and not all zero; weights finite
-    /// and nonzero.
-    pub fn new(shape: Vec<usize>, terms: Vec<SparseTerm>) -> Result<Self> {
+    /// Validates and quantizes `terms` (read, not copied): positions
+    /// strictly increasing, each factor with `shape[position]` columns,
+    /// finite and not all zero; weights finite and nonzero.
+    pub fn new(shape: Vec<usize>, terms: &[KronTerm]) -> Result<Self> {
         check_shape("strategy", &shape)?;
         if terms.is_empty() {
             return Err(invalid("strategy", "has no terms".into()));
@@ -253,7 +272,9 @@ impl MarginalStrategy {
         let mut supports = Vec::with_capacity(terms.len());
         let mut flat = Vec::with_capacity(terms.len());
         let mut rows = 0usize;
-        for (weight, factors) in terms {
+        let one = Mat::from_fn(1, 1, |_, _| 1.0);
+        for KronTerm { weight, factors } in terms {
+            let weight = *weight;
             if !(weight.is_finite() && weight != 0.0) {
                 return Err(invalid(
                     "strategy weight",
@@ -263,8 +284,8 @@ impl MarginalStrategy {
             let support: Vec<usize> = factors.iter().map(|(p, _)| *p).collect();
             table_cells(&shape, &support, "strategy term")?;
             let mut term_rows = 1usize;
-            for (p, f) in &factors {
-                check_matrix("strategy factor", f.as_ref())?;
+            for (p, f) in factors {
+                check_matrix("strategy factor", f.as_ref().as_ref())?;
                 if f.ncols() != shape[*p] {
                     return Err(DpError::DimensionMismatch {
                         what: format!(
@@ -286,10 +307,10 @@ impl MarginalStrategy {
             rows = rows
                 .checked_add(term_rows)
                 .ok_or_else(|| invalid("strategy", "dimensions overflow".into()))?;
-            let mats: Vec<Mat<f64>> = if factors.is_empty() {
-                vec![Mat::from_fn(1, 1, |_, _| 1.0)]
+            let mats: Vec<&Mat<f64>> = if factors.is_empty() {
+                vec![&one]
             } else {
-                factors.into_iter().map(|(_, f)| f).collect()
+                factors.iter().map(|(_, f)| f.as_ref()).collect()
             };
             supports.push(support);
             flat.push((weight, mats));

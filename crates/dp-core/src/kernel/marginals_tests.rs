@@ -6,6 +6,14 @@ use crate::kernel::{MeasuredStrategy, MeasurementNoise};
 use crate::{sensitivity_l1, sensitivity_l2};
 use dp_linalg::helmert;
 
+/// `(attribute position, factor)` pairs.
+type Factors = Vec<(usize, Mat<f64>)>;
+
+/// Terms from `(weight, factors)` pairs.
+fn terms(v: Vec<(f64, Factors)>) -> Vec<KronTerm> {
+    v.into_iter().map(|(w, f)| KronTerm::new(w, f)).collect()
+}
+
 fn kron(a: &Mat<f64>, b: &Mat<f64>) -> Mat<f64> {
     Mat::from_fn(a.nrows() * b.nrows(), a.ncols() * b.ncols(), |i, j| {
         a[(i / b.nrows(), j / b.ncols())] * b[(i % b.nrows(), j % b.ncols())]
@@ -67,12 +75,12 @@ fn brute_marginal(full: &[u64], attrs: &[usize]) -> Vec<u64> {
 fn residual_strategy() -> MarginalStrategy {
     MarginalStrategy::new(
         vec![2, 3, 4],
-        vec![
+        &terms(vec![
             (0.7, vec![]),
             (1.3, vec![(0, helmert(2)), (2, helmert(4))]),
             (0.4, vec![(1, helmert(3))]),
             (0.9, vec![(0, helmert(2)), (1, helmert(3)), (2, helmert(4))]),
-        ],
+        ]),
     )
     .unwrap()
 }
@@ -81,11 +89,11 @@ fn residual_strategy() -> MarginalStrategy {
 fn sensitivity_is_that_of_the_densified_union() {
     let mixed = MarginalStrategy::new(
         vec![2, 3, 4],
-        vec![
+        &terms(vec![
             (1.5, vec![(1, sample(2, 3, 1))]),
             (-0.5, vec![(0, sample(3, 2, 2)), (2, sample(2, 4, 3))]),
             (2.0, vec![]),
-        ],
+        ]),
     )
     .unwrap();
     let data = PrivateMarginals::new(vec![2, 3, 4], vec![(vec![0, 1, 2], counts())]).unwrap();
@@ -164,7 +172,7 @@ fn quantization_counts_the_listed_factors_and_keeps_contrasts_exact() {
     let h7 = helmert(7);
     let s = MarginalStrategy::new(
         shape.clone(),
-        vec![(1.0, vec![(1, h5.clone()), (7, h7.clone())])],
+        &terms(vec![(1.0, vec![(1, h5.clone()), (7, h7.clone())])]),
     )
     .unwrap();
     let m = s.measured_strategy();
@@ -221,10 +229,14 @@ fn bad_inputs_are_refused_before_any_charge() {
         .is_err()
     );
     assert!(PrivateMarginals::new(vec![2], vec![(vec![0], vec![MAX_COUNT + 1, 0])]).is_err());
-    assert!(MarginalStrategy::new(vec![2, 3], vec![(1.0, vec![(0, sample(2, 3, 0))])]).is_err());
-    assert!(MarginalStrategy::new(vec![2, 3], vec![(0.0, vec![])]).is_err());
-    assert!(MarginalStrategy::new(vec![2, 3], vec![(1.0, vec![(2, sample(2, 2, 0))])]).is_err());
-    assert!(MarginalStrategy::new(vec![2, 3], vec![]).is_err());
+    assert!(
+        MarginalStrategy::new(vec![2, 3], &terms(vec![(1.0, vec![(0, sample(2, 3, 0))])])).is_err()
+    );
+    assert!(MarginalStrategy::new(vec![2, 3], &terms(vec![(0.0, vec![])])).is_err());
+    assert!(
+        MarginalStrategy::new(vec![2, 3], &terms(vec![(1.0, vec![(2, sample(2, 2, 0))])])).is_err()
+    );
+    assert!(MarginalStrategy::new(vec![2, 3], &terms(vec![])).is_err());
 }
 
 /// A measurement of several noise chunks: a seeded session draws the same
@@ -234,10 +246,10 @@ fn bad_inputs_are_refused_before_any_charge() {
 fn chunked_noise_does_not_depend_on_the_thread_count() {
     let strategy = MarginalStrategy::new(
         vec![400, 500],
-        vec![(
+        &terms(vec![(
             1.0,
             vec![(0, Mat::identity(400, 400)), (1, Mat::identity(500, 500))],
-        )],
+        )]),
     )
     .unwrap();
     let data = PrivateMarginals::new(vec![400, 500], vec![(vec![0, 1], vec![0; 200_000])]).unwrap();

@@ -34,7 +34,7 @@ pub use accounting::{
     check_epsilon, check_rho, zcdp_cost_of_pure, zcdp_delta, zcdp_rho_for,
 };
 pub use histogram::PrivateHistogram;
-pub use marginals::{MarginalStrategy, PrivateMarginals, SparseTerm};
+pub use marginals::{KronTerm, MarginalStrategy, PrivateMarginals};
 pub use strategy::{LinearStrategy, MAX_COUNT, MeasuredStrategy, MeasuredTerm};
 
 use std::sync::Arc;

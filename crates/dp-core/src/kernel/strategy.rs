@@ -20,6 +20,8 @@
 //! `‖col‖₂² = Σ_t ‖col_t‖₂² ≤ Σ_t w_t² Π_k Δ₂(A_{t,k})²`: the maximum of
 //! a sum is at most the sum of the maxima (equality for one term).
 
+use std::borrow::Borrow;
+
 use dp_linalg::{Mat, MatRef};
 use num_bigint::BigUint;
 
@@ -166,7 +168,9 @@ impl LinearStrategy {
 /// Quantizes weighted Kronecker terms (factors of each term in order;
 /// the terms need not share a domain) to one common grid, retrying with
 /// fewer bits until 128-bit arithmetic provably holds every answer.
-pub(crate) fn quantize_terms(terms: &[(f64, Vec<Mat<f64>>)]) -> Result<QuantizedStrategy> {
+pub(crate) fn quantize_terms<M: Borrow<Mat<f64>>>(
+    terms: &[(f64, Vec<M>)],
+) -> Result<QuantizedStrategy> {
     let mut bits = TARGET_BITS;
     loop {
         if let Some(q) = quantize_with(terms, bits)? {
@@ -185,7 +189,10 @@ pub(crate) fn quantize_terms(terms: &[(f64, Vec<Mat<f64>>)]) -> Result<Quantized
 /// Quantization keeping about `bits` bits per term, or `None` when the
 /// answers could overflow 127 bits for some histogram with counts up to
 /// [`MAX_COUNT`] (a bound that does not look at the data).
-fn quantize_with(terms: &[(f64, Vec<Mat<f64>>)], bits: i32) -> Result<Option<QuantizedStrategy>> {
+fn quantize_with<M: Borrow<Mat<f64>>>(
+    terms: &[(f64, Vec<M>)],
+    bits: i32,
+) -> Result<Option<QuantizedStrategy>> {
     // Grids of factors 2..K: a power of two 2^-per below the factor's
     // largest entry. The first factor's grid is set per term so that
     // every term lands on one common output grid G = 2^g_exp.
@@ -200,24 +207,27 @@ fn quantize_with(terms: &[(f64, Vec<Mat<f64>>)], bits: i32) -> Result<Option<Qua
         let per = (bits / factors.len() as i32).clamp(1, MAX_FACTOR_BITS);
         let exps: Vec<i32> = factors[1..]
             .iter()
-            .map(|f| exponent_of(f.norm_max()) - per)
+            .map(|f| exponent_of(f.borrow().norm_max()) - per)
             .collect();
-        let first = exponent_of(w.abs() * factors[0].norm_max()) - per;
+        let first = exponent_of(w.abs() * factors[0].borrow().norm_max()) - per;
         g_exp = g_exp.min(first + exps.iter().sum::<i32>());
         later_exps.push(exps);
-        rows += factors.iter().map(|f| f.nrows()).product::<usize>();
+        rows += factors
+            .iter()
+            .map(|f| f.borrow().nrows())
+            .product::<usize>();
     }
     let mut out = Vec::with_capacity(terms.len());
     for ((w, factors), exps) in terms.iter().zip(later_exps) {
         let first_exp = g_exp - exps.iter().sum::<i32>();
         // An entry beyond 53 bits (terms of very different scales on one
         // grid): retry with fewer bits.
-        let Some(first_ints) = to_integers(factors[0].as_ref(), *w, first_exp) else {
+        let Some(first_ints) = to_integers(factors[0].borrow().as_ref(), *w, first_exp) else {
             return Ok(None);
         };
         let mut ints = vec![first_ints];
         for (f, &e) in factors[1..].iter().zip(&exps) {
-            let Some(next) = to_integers(f.as_ref(), 1.0, e) else {
+            let Some(next) = to_integers(f.borrow().as_ref(), 1.0, e) else {
                 return Ok(None);
             };
             ints.push(next);
