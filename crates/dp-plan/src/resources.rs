@@ -16,7 +16,7 @@
 //! `/proc/meminfo`), or [`FALLBACK_MEMORY_LIMIT`] where that cannot be
 //! read: the rest is left to the operating system and other processes.
 
-use dp_core::{DpError, Result};
+use dp_core::{DpError, KronTerm, Result};
 use dp_workloads::structured::{Factor, Queries, StructuredWorkload, members};
 
 use super::{PlanObjective, PlanOptions, StructuredStrategy};
@@ -273,12 +273,7 @@ pub(super) fn kron_rival_skipped() -> DpError {
 /// What writing the plan file of `strategy` holds: every factor entry of
 /// every term, as numbers and as JSON text.
 pub fn plan_file_need(strategy: &StructuredStrategy) -> MemoryNeed {
-    let entries: f64 = strategy
-        .terms
-        .iter()
-        .flat_map(|t| t.factors.iter())
-        .map(|(_, m)| m.nrows() as f64 * m.ncols() as f64)
-        .sum();
+    let entries: f64 = strategy.terms.iter().map(KronTerm::entries).sum();
     let mut need = MemoryNeed::new("writing the plan file");
     need.add(
         format!("{entries:.3e} factor entries written out"),

@@ -82,12 +82,7 @@ fn domain3() -> Domain {
 /// An optimizer that does not optimize for the plan's model is refused.
 #[test]
 fn the_factor_optimizer_comes_from_the_registry() {
-    let factors = vec![
-        Factor::AllRange(5),
-        Factor::Prefix(4),
-        Factor::ranges("c", 3, vec![(0, 1), (1, 2)]).unwrap(),
-    ];
-    let w = StructuredWorkload::new(domain3(), vec![kron_group("k", 1.5, factors)]).unwrap();
+    let w = single_product();
     let options = PlanOptions {
         factor_optimizer: Some(dp_opt::registry::descriptor("identity").unwrap()),
         ..PlanOptions::default()
@@ -120,14 +115,19 @@ fn the_factor_optimizer_comes_from_the_registry() {
     );
 }
 
-#[test]
-fn opt_kron_single_product_matches_dense_coa_within_the_certified_gap() {
+/// AllRange(5) ⊗ Prefix(4) ⊗ two ranges of 3, weight 1.5.
+fn single_product() -> StructuredWorkload {
     let factors = vec![
         Factor::AllRange(5),
         Factor::Prefix(4),
         Factor::ranges("c", 3, vec![(0, 1), (1, 2)]).unwrap(),
     ];
-    let w = StructuredWorkload::new(domain3(), vec![kron_group("k", 1.5, factors)]).unwrap();
+    StructuredWorkload::new(domain3(), vec![kron_group("k", 1.5, factors)]).unwrap()
+}
+
+#[test]
+fn opt_kron_single_product_matches_dense_coa_within_the_certified_gap() {
+    let w = single_product();
     let plan = plan_strategy(&w, PrivacyModel::Approx, &PlanOptions::default()).unwrap();
     assert_eq!(plan.method, "kron-coa");
     check_against_dense(&w, &plan);

@@ -12,6 +12,7 @@ use std::io::IsTerminal;
 use std::path::Path;
 use std::time::Duration;
 
+use dp_core::KronTerm;
 use dp_plan::resources::{MemoryNeed, TermShape, format_bytes, reconstruction_need};
 use dp_workloads::domain::Domain;
 use dp_workloads::structured::StructuredWorkload;
@@ -30,10 +31,11 @@ const BYTES_PER_ROW: f64 = 40.0;
 /// line (both held until the file is written).
 const BYTES_PER_QUERY: f64 = 256.0;
 
-/// Copies of the strategy's factor entries held at once: the plan's, the
-/// kernel's quantized integers and their rounding buffer, the measured
-/// strategy and the measurement's.
-const STRATEGY_COPIES: f64 = 5.0;
+/// Copies of the strategy's factor entries held at once: the plan's (which
+/// the kernel reads in place), the kernel's quantized integers and their
+/// rounding buffer, and the measured strategy (which the measurement
+/// shares).
+const STRATEGY_COPIES: f64 = 4.0;
 
 /// A plan file read holds its text, the JSON tree (several words per
 /// number) and the factors parsed from it: this many times its length.
@@ -138,12 +140,7 @@ pub fn release_need(
         "the largest term's exact answers in flight",
         in_flight * 32.0,
     );
-    let entries: f64 = strategy
-        .terms
-        .iter()
-        .flat_map(|t| t.factors.iter())
-        .map(|(_, m)| m.nrows() as f64 * m.ncols() as f64)
-        .sum();
+    let entries: f64 = strategy.terms.iter().map(KronTerm::entries).sum();
     need.add("the strategy's factors", entries * 8.0 * STRATEGY_COPIES);
     let queries = workload.num_queries();
     need.add(

@@ -7,20 +7,30 @@
 
 mod common;
 
+use std::path::{Path, PathBuf};
+
 use common::{SEX_AGE_MIXED_SPEC, sex_age_case};
 use dpmm::{Data, PrivacyBudget, Release, ledger};
 
-#[test]
-fn answers_are_never_written_over_the_releases_inputs() {
-    let dir = sex_age_case("library-write", SEX_AGE_MIXED_SPEC);
+/// A sex × age case in a directory named after `tag`, a ledger of pure
+/// ε = 1 and a release of ε = `epsilon` on it: (directory, ledger,
+/// release).
+fn case(tag: &str, epsilon: f64) -> (PathBuf, PathBuf, Release) {
+    let dir = sex_age_case(tag, SEX_AGE_MIXED_SPEC);
     let book = dir.join("ledger.jsonl");
     ledger::create(&book, PrivacyBudget::pure(1.0).unwrap()).unwrap();
     let release = Release::new(
         &dir.join("schema.json"),
         &dir.join("spec.json"),
-        PrivacyBudget::pure(0.5).unwrap(),
+        PrivacyBudget::pure(epsilon).unwrap(),
         &book,
     );
+    (dir, book, release)
+}
+
+#[test]
+fn answers_are_never_written_over_the_releases_inputs() {
+    let (dir, book, release) = case("library-write", 0.5);
     let answers = release.run(Data::Records(dir.join("records.csv"))).unwrap();
     assert_eq!(answers.len(), 18);
     let ledger_bytes = std::fs::read(&book).unwrap();
@@ -45,7 +55,7 @@ fn answers_are_never_written_over_the_releases_inputs() {
     assert_eq!(csv.lines().count(), 1 + 18);
 }
 
-fn dp_core_head(ledger: &std::path::Path) -> std::path::PathBuf {
+fn dp_core_head(ledger: &Path) -> PathBuf {
     dpmm::dp_core::ledger::head_path(ledger)
 }
 
@@ -54,15 +64,7 @@ fn dp_core_head(ledger: &std::path::Path) -> std::path::PathBuf {
 /// head, so the next one has none.
 #[test]
 fn a_missing_head_is_a_warning_on_the_answers() {
-    let dir = sex_age_case("library-warning", SEX_AGE_MIXED_SPEC);
-    let book = dir.join("ledger.jsonl");
-    ledger::create(&book, PrivacyBudget::pure(1.0).unwrap()).unwrap();
-    let release = Release::new(
-        &dir.join("schema.json"),
-        &dir.join("spec.json"),
-        PrivacyBudget::pure(0.25).unwrap(),
-        &book,
-    );
+    let (dir, book, release) = case("library-warning", 0.25);
     let data = || Data::Records(dir.join("records.csv"));
     assert!(release.run(data()).unwrap().warnings().is_empty());
     std::fs::remove_file(dp_core_head(&book)).unwrap();

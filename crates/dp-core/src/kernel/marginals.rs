@@ -243,6 +243,15 @@ impl KronTerm {
             factors: factors.into_iter().map(|(p, f)| (p, Arc::new(f))).collect(),
         }
     }
+
+    /// How many factor entries it holds (as `f64`, for sizing: never
+    /// overflows).
+    pub fn entries(&self) -> f64 {
+        self.factors
+            .iter()
+            .map(|(_, m)| m.nrows() as f64 * m.ncols() as f64)
+            .sum()
+    }
 }
 
 /// A stacked union of weighted Kronecker terms over a multi-dimensional
