@@ -41,7 +41,7 @@ use dp_linalg::{Mat, Par, pseudo_inverse, pseudo_inverse_symmetric};
 use dp_workloads::structured::{StructuredWorkload, kron_matvec};
 
 pub use crate::reconstruction::{
-    CgOptions, CgReport, CgStop, DENSE_RECONSTRUCTION_CELLS, EXACT_VARIANCE_BUDGET,
+    CgOptions, CgReport, DENSE_RECONSTRUCTION_CELLS, EXACT_VARIANCE_BUDGET,
     ITERATIVE_RECONSTRUCTION_CELLS, Reconstruction, ReconstructionMethod, VarianceMethod,
 };
 use crate::reconstruction::{Problem, explicit_products, invalid, not_estimable};

@@ -32,11 +32,12 @@
 use dp_core::kernel::marginals::{sum_table, table_indices};
 use dp_core::{DpError, MeasuredStrategy, Result};
 use dp_linalg::{Mat, Par, pseudo_inverse, pseudo_inverse_symmetric};
+use dp_opt::{Budget, Executor, Solver, Termination};
 use dp_workloads::structured::{StructuredWorkload, kron_matvec};
 
 use super::reconstruct_kron::kron_apply_in_place;
 use crate::reconstruction::{
-    CgOptions, CgReport, CgStop, EXACT_VARIANCE_BUDGET, ITERATIVE_RECONSTRUCTION_CELLS, Problem,
+    CgOptions, CgReport, EXACT_VARIANCE_BUDGET, ITERATIVE_RECONSTRUCTION_CELLS, Problem,
     Reconstruction, ReconstructionMethod, VarianceMethod, explicit_products, invalid,
 };
 
@@ -163,56 +164,122 @@ impl NormalOperator {
         Ok(out)
     }
 
-    /// Solves `ÃᵀÃ x = b` by preconditioned conjugate gradients from 0.
+    /// Solves `ÃᵀÃ x = b` by preconditioned conjugate gradients from 0,
+    /// run by dp-opt's [`Executor`] (its iteration budget and one
+    /// [`Termination`]): converged when the relative residual reaches the
+    /// tolerance, stalled on a breakdown.
     pub(super) fn solve(&self, b: &[f64], options: &CgOptions) -> Result<(Vec<f64>, CgReport)> {
         let n = self.cells();
-        let mut x = vec![0.0; n];
         let norm_b = dot(b, b).sqrt();
-        let mut report = CgReport {
-            stop: CgStop::Converged,
-            iterations: 0,
-            relative_residual: 0.0,
-        };
         if norm_b == 0.0 {
-            return Ok((x, report));
+            let report = CgReport {
+                termination: Termination::Converged {
+                    criterion: "the right-hand side is zero".into(),
+                },
+                iterations: 0,
+                relative_residual: 0.0,
+            };
+            return Ok((vec![0.0; n], report));
         }
-        let mut r = b.to_vec();
-        let mut z = r.clone();
         let refs: Vec<&Mat<f64>> = self.preconditioner.iter().collect();
+        let mut z = b.to_vec();
         kron_apply_in_place(&refs, &mut z, Par::rayon(0))?;
-        let mut p = z.clone();
-        let mut q = vec![0.0; n];
-        let mut rz = dot(&r, &z);
-        loop {
-            report.relative_residual = dot(&r, &r).sqrt() / norm_b;
-            if report.relative_residual <= options.tolerance {
-                return Ok((x, report));
-            }
-            if report.iterations >= options.max_iterations {
-                report.stop = CgStop::IterationCap;
-                return Ok((x, report));
-            }
-            self.apply(&p, &mut q)?;
-            let pq = dot(&p, &q);
-            if !(pq > 0.0 && pq.is_finite() && rz.is_finite()) {
-                report.stop = CgStop::Breakdown;
-                return Ok((x, report));
-            }
-            let alpha = rz / pq;
-            for i in 0..n {
-                x[i] += alpha * p[i];
-                r[i] -= alpha * q[i];
-            }
-            z.copy_from_slice(&r);
-            kron_apply_in_place(&refs, &mut z, Par::rayon(0))?;
-            let rz_next = dot(&r, &z);
-            let beta = rz_next / rz;
-            rz = rz_next;
-            for i in 0..n {
-                p[i] = z[i] + beta * p[i];
-            }
-            report.iterations += 1;
+        let cg = ConjugateGradients {
+            op: self,
+            preconditioner: refs,
+            x: vec![0.0; n],
+            r: b.to_vec(),
+            rz: dot(b, &z),
+            p: z.clone(),
+            z,
+            q: vec![0.0; n],
+            norm_b,
+            tolerance: options.tolerance,
+        };
+        let run = Executor::new(Budget::iterations(options.max_iterations), &mut ()).run(cg);
+        let (x, relative_residual) = run.output;
+        let report = CgReport {
+            termination: run.termination,
+            iterations: run.iterations,
+            relative_residual,
+        };
+        Ok((x, report))
+    }
+}
+
+/// The state of one preconditioned conjugate-gradient solve of
+/// `ÃᵀÃ x = b`; its objective is the relative residual `‖r‖/‖b‖`.
+struct ConjugateGradients<'a> {
+    op: &'a NormalOperator,
+    preconditioner: Vec<&'a Mat<f64>>,
+    x: Vec<f64>,
+    r: Vec<f64>,
+    z: Vec<f64>,
+    p: Vec<f64>,
+    q: Vec<f64>,
+    rz: f64,
+    norm_b: f64,
+    tolerance: f64,
+}
+
+impl ConjugateGradients<'_> {
+    fn residual(&self) -> f64 {
+        dot(&self.r, &self.r).sqrt() / self.norm_b
+    }
+
+    fn step(&mut self) -> std::result::Result<f64, String> {
+        self.op
+            .apply(&self.p, &mut self.q)
+            .map_err(|e| e.to_string())?;
+        let pq = dot(&self.p, &self.q);
+        if !(pq > 0.0 && pq.is_finite() && self.rz.is_finite()) {
+            return Err(
+                "breakdown: a search direction has pᵀÃᵀÃp ≤ 0 or a non-finite value (the \
+                 right-hand side is numerically outside the operator's range)"
+                    .into(),
+            );
         }
+        let alpha = self.rz / pq;
+        for i in 0..self.x.len() {
+            self.x[i] += alpha * self.p[i];
+            self.r[i] -= alpha * self.q[i];
+        }
+        self.z.copy_from_slice(&self.r);
+        kron_apply_in_place(&self.preconditioner, &mut self.z, Par::rayon(0))
+            .map_err(|e| e.to_string())?;
+        let rz_next = dot(&self.r, &self.z);
+        let beta = rz_next / self.rz;
+        self.rz = rz_next;
+        for i in 0..self.p.len() {
+            self.p[i] = self.z[i] + beta * self.p[i];
+        }
+        Ok(self.residual())
+    }
+}
+
+impl Solver for ConjugateGradients<'_> {
+    /// The iterate and its relative residual.
+    type Output = (Vec<f64>, f64);
+
+    fn init(&mut self) -> f64 {
+        self.residual()
+    }
+
+    fn terminate(&self) -> Option<Termination> {
+        let residual = self.residual();
+        (residual <= self.tolerance).then(|| Termination::Converged {
+            criterion: format!("relative residual {residual:.1e} <= {:.1e}", self.tolerance),
+        })
+    }
+
+    fn next_iter(&mut self) -> std::result::Result<f64, Termination> {
+        self.step()
+            .map_err(|reason| Termination::Stalled { reason })
+    }
+
+    fn finish(self, _termination: &Termination) -> Self::Output {
+        let residual = self.residual();
+        (self.x, residual)
     }
 }
 
@@ -271,7 +338,7 @@ pub(super) fn iterative(problem: &Problem, options: &CgOptions) -> Result<Recons
     let op = NormalOperator::new(problem.measured, &shape)?;
     let b = op.adjoint(problem.values)?;
     let (x, report) = op.solve(&b, options)?;
-    if report.stop != CgStop::Converged {
+    if !report.termination.converged() {
         return Err(not_converged(&report, "the least squares"));
     }
     let answers = workload.answer(&x)?;
@@ -294,8 +361,10 @@ pub(super) fn iterative(problem: &Problem, options: &CgOptions) -> Result<Recons
 
 fn not_converged(report: &CgReport, what: &str) -> DpError {
     invalid(format!(
-        "{what} did not converge ({:?} after {} iterations, relative residual {:.1e})",
-        report.stop, report.iterations, report.relative_residual
+        "{what} did not converge ({} after {} iterations, relative residual {:.1e})",
+        report.termination.kind(),
+        report.iterations,
+        report.relative_residual
     ))
 }
 
@@ -332,12 +401,13 @@ fn exact_variances(
             let refs: Vec<&Mat<f64>> = cols.iter().collect();
             let w = kron_matvec(&refs, &[1.0])?;
             let (z, report) = op.solve(&w, options)?;
-            if report.stop != CgStop::Converged {
+            if !report.termination.converged() {
                 return Err(invalid(format!(
                     "query product {p} of the workload is not in the row space of the \
                      strategy (its estimate would be biased) or its variance solve did not \
-                     converge ({:?}, relative residual {:.1e})",
-                    report.stop, report.relative_residual
+                     converge ({}, relative residual {:.1e})",
+                    report.termination.kind(),
+                    report.relative_residual
                 )));
             }
             out.push(v * dot(&w, &z));

@@ -4,7 +4,7 @@ use super::*;
 use crate::reconstruct::Problem;
 use crate::{PlanOptions, StructuredPlan, plan_strategy};
 use dp_core::{KronTerm, MarginalStrategy};
-use dp_opt::PrivacyModel;
+use dp_opt::{PrivacyModel, Termination};
 use dp_workloads::spec::parse_spec;
 use std::path::Path;
 
@@ -340,7 +340,7 @@ fn conjugate_gradients_match_the_dense_least_squares_on_random_unions() {
         let r = iterative(&problem(w, m, &y), &CgOptions::default()).unwrap();
         assert_eq!(r.method, ReconstructionMethod::ConjugateGradient);
         assert_eq!(r.variance_method, VarianceMethod::Exact);
-        assert_eq!(r.solver.unwrap().stop, CgStop::Converged);
+        assert!(r.solver.unwrap().termination.converged());
         let (ans, var) = dense_truth(w, &a, &y, 1.7);
         assert_close(&r.answers, &ans, "cg answers");
         assert_close(&r.variances, &var, "cg variances");
@@ -398,7 +398,10 @@ fn the_single_term_bound_is_exact_for_one_term_and_the_iteration_cap_is_reported
     };
     let op = NormalOperator::new(&full, &[3, 4, 5]).unwrap();
     let (_, report) = op.solve(&op.adjoint(&y).unwrap(), &capped).unwrap();
-    assert_eq!((report.stop, report.iterations), (CgStop::IterationCap, 1));
+    assert_eq!(
+        (report.termination, report.iterations),
+        (Termination::MaxIterations { iterations: 1 }, 1)
+    );
     assert!(report.relative_residual > capped.tolerance);
     let e = iterative(&problem(&w, &full, &y), &capped).unwrap_err();
     assert!(e.to_string().contains("did not converge"), "{e}");

@@ -7,6 +7,7 @@
 
 use dp_core::{DpError, MeasuredStrategy, Result};
 use dp_linalg::Mat;
+use dp_opt::Termination;
 use dp_workloads::structured::{Factor, StructuredWorkload};
 
 /// Largest domain the dense least squares handles (4096 cells: a 128 MiB
@@ -86,23 +87,14 @@ impl Default for CgOptions {
     }
 }
 
-/// Why a conjugate-gradient solve stopped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub enum CgStop {
-    /// The relative residual reached the tolerance.
-    Converged,
-    /// The iteration cap came first.
-    IterationCap,
-    /// A search direction had `pᵀÃᵀÃp ≤ 0` or a non-finite value: the
-    /// right-hand side is (numerically) outside the operator's range.
-    Breakdown,
-}
-
 /// How a conjugate-gradient solve ended.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct CgReport {
-    /// Why it stopped.
-    pub stop: CgStop,
+    /// Why it stopped: converged (the relative residual reached the
+    /// tolerance), the iteration cap, or stalled (a search direction had
+    /// `pᵀÃᵀÃp ≤ 0` or a non-finite value: the right-hand side is
+    /// numerically outside the operator's range).
+    pub termination: Termination,
     /// Iterations run.
     pub iterations: usize,
     /// `‖b − ÃᵀÃ x‖ / ‖b‖` (recursive residual) at the stop.
