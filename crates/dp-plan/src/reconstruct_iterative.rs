@@ -195,9 +195,15 @@ impl NormalOperator {
             q: vec![0.0; n],
             norm_b,
             tolerance: options.tolerance,
+            failure: None,
         };
         let run = Executor::new(Budget::iterations(options.max_iterations), &mut ()).run(cg);
-        let (x, relative_residual) = run.output;
+        let (x, relative_residual, failure) = run.output;
+        // An operator that failed (not a breakdown) is an error, not a
+        // stop: it says nothing about the right-hand side.
+        if let Some(e) = failure {
+            return Err(e);
+        }
         let report = CgReport {
             termination: run.termination,
             iterations: run.iterations,
@@ -220,6 +226,8 @@ struct ConjugateGradients<'a> {
     rz: f64,
     norm_b: f64,
     tolerance: f64,
+    /// The error of an operator application, which ends the run.
+    failure: Option<DpError>,
 }
 
 impl ConjugateGradients<'_> {
@@ -228,9 +236,11 @@ impl ConjugateGradients<'_> {
     }
 
     fn step(&mut self) -> std::result::Result<f64, String> {
-        self.op
-            .apply(&self.p, &mut self.q)
-            .map_err(|e| e.to_string())?;
+        if let Err(e) = self.op.apply(&self.p, &mut self.q) {
+            let reason = e.to_string();
+            self.failure = Some(e);
+            return Err(reason);
+        }
         let pq = dot(&self.p, &self.q);
         if !(pq > 0.0 && pq.is_finite() && self.rz.is_finite()) {
             return Err(
@@ -245,8 +255,11 @@ impl ConjugateGradients<'_> {
             self.r[i] -= alpha * self.q[i];
         }
         self.z.copy_from_slice(&self.r);
-        kron_apply_in_place(&self.preconditioner, &mut self.z, Par::rayon(0))
-            .map_err(|e| e.to_string())?;
+        if let Err(e) = kron_apply_in_place(&self.preconditioner, &mut self.z, Par::rayon(0)) {
+            let reason = e.to_string();
+            self.failure = Some(e);
+            return Err(reason);
+        }
         let rz_next = dot(&self.r, &self.z);
         let beta = rz_next / self.rz;
         self.rz = rz_next;
@@ -258,8 +271,8 @@ impl ConjugateGradients<'_> {
 }
 
 impl Solver for ConjugateGradients<'_> {
-    /// The iterate and its relative residual.
-    type Output = (Vec<f64>, f64);
+    /// The iterate, its relative residual and an operator's error.
+    type Output = (Vec<f64>, f64, Option<DpError>);
 
     fn init(&mut self) -> f64 {
         self.residual()
@@ -279,7 +292,7 @@ impl Solver for ConjugateGradients<'_> {
 
     fn finish(self, _termination: &Termination) -> Self::Output {
         let residual = self.residual();
-        (self.x, residual)
+        (self.x, residual, self.failure)
     }
 }
 

@@ -21,6 +21,15 @@ pub enum Error {
 }
 
 impl Error {
+    /// The same error, its message followed by `(warning: …)`: a warning
+    /// that must reach the caller even though the operation failed.
+    pub fn with_warning(self, warning: &str) -> Self {
+        match self {
+            Self::BadInput(m) => Self::BadInput(format!("{m} (warning: {warning})")),
+            Self::Internal(m) => Self::Internal(format!("{m} (warning: {warning})")),
+        }
+    }
+
     /// A bad-input failure whose message is `what: reason` (a path, a
     /// flag) — for the operating system's errors on files the user named.
     pub fn file(what: &std::path::Path, reason: impl fmt::Display) -> Self {

@@ -27,15 +27,15 @@ use dp_core::ledger::{Anchor, Ledger, LedgerBudget, Record, Verification};
 use crate::privacy::{epsilon_for, ledger_budget};
 use crate::{Error, Result};
 
-/// Opens the ledger at `path` for a release ([`Ledger::open`]), with a
-/// one-line warning when it had charges but no head (the caller decides
-/// where the warning goes: the command prints it, [`crate::Answers`]
-/// carries it).
-pub fn open(path: &Path) -> Result<(Ledger, Option<String>)> {
-    let ledger = Ledger::open(path)?;
-    let warning = (ledger.anchor() == Anchor::Missing && ledger.entries().len() > 1)
-        .then(|| missing_head(path));
-    Ok((ledger, warning))
+/// The one-line warning for a ledger at `path` that has charges but no
+/// head anchor (a rollback before now cannot be detected), read without
+/// changing anything ([`Ledger::verify`]); `None` otherwise, and when it
+/// cannot be read (opening it says why). Opening the ledger writes a head,
+/// so the warning exists once: [`crate::Release::run`] asks before it
+/// opens and hands the warning back on success and failure alike.
+pub fn head_warning(path: &Path) -> Option<String> {
+    let v = Ledger::verify(path).ok()?;
+    (v.anchor == Anchor::Missing && v.entries > 1).then(|| missing_head(path))
 }
 
 fn missing_head(path: &Path) -> String {
@@ -150,7 +150,8 @@ pub fn create(path: &Path, budget: PrivacyBudget) -> Result<String> {
 /// `dpmm ledger show`: the budget, spent and left, entry by entry.
 /// A ledger with charges but no head ends with a `warning:` line.
 pub fn show(path: &Path) -> Result<String> {
-    let (ledger, warning) = open(path)?;
+    let warning = head_warning(path);
+    let ledger = Ledger::open(path)?;
     let mut out = String::new();
     let (unit, total) = match ledger.budget() {
         LedgerBudget::PureDp { epsilon } => {

@@ -125,8 +125,6 @@ pub(crate) struct Prepared {
     pub(crate) figures: Figures,
     layout: Layout,
     pub(crate) ledger: Ledger,
-    /// Warnings for the caller (a ledger without its head).
-    pub(crate) warnings: Vec<String>,
     pub(crate) cost: Cost,
     /// What the ledger is charged, in its unit.
     pub(crate) charge: f64,
@@ -158,6 +156,22 @@ impl Release {
     /// refused before the ledger is charged (a refusal spends nothing).
     /// With `out`, the answers and sidecar are written too.
     pub fn run(&self, data: Data) -> Result<Answers> {
+        // Asked before the ledger is opened (which writes a head): a
+        // missing head is reported once, so it goes back on every outcome.
+        let warning = crate::ledger::head_warning(&self.ledger);
+        match self.run_once(data) {
+            Ok(mut answers) => {
+                answers.warnings.extend(warning);
+                Ok(answers)
+            }
+            Err(e) => Err(match warning {
+                None => e,
+                Some(w) => e.with_warning(&w),
+            }),
+        }
+    }
+
+    fn run_once(&self, data: Data) -> Result<Answers> {
         let mut p = self.prepare()?;
         // The outputs must be writable before anything is charged: a
         // release whose answers cannot be written would spend budget for
@@ -199,7 +213,7 @@ impl Release {
             sidecar,
             entry,
             inputs,
-            warnings: p.warnings,
+            warnings: Vec::new(),
         };
         if let Some(out) = &self.out {
             answers.write(out)?;
@@ -305,7 +319,7 @@ impl Release {
             check_plan_figures(path, &strategy.figures, &figures, own.as_ref())?;
         }
         drop(probe);
-        let (ledger, ledger_warning) = crate::ledger::open(&args.ledger)?;
+        let ledger = Ledger::open(&args.ledger)?;
         let charge = crate::privacy::charge(ledger.budget(), cost)
             .map_err(|e| Error::BadInput(format!("{}: {e}", args.ledger.display())))?;
         if charge > ledger.remaining() {
@@ -324,7 +338,6 @@ impl Release {
             figures,
             layout,
             ledger,
-            warnings: ledger_warning.into_iter().collect(),
             cost,
             charge,
         })

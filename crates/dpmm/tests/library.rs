@@ -61,7 +61,8 @@ fn dp_core_head(ledger: &Path) -> PathBuf {
 
 /// A ledger whose head anchor was deleted releases, and the answers carry
 /// the one warning (the library prints nothing); the release writes a new
-/// head, so the next one has none.
+/// head, so the next one has none; a refused release carries it in its
+/// error.
 #[test]
 fn a_missing_head_is_a_warning_on_the_answers() {
     let (dir, book, release) = case("library-warning", 0.25);
@@ -73,6 +74,17 @@ fn a_missing_head_is_a_warning_on_the_answers() {
     assert!(warned.warnings()[0].contains("no head anchor"));
     assert!(dp_core_head(&book).exists());
     assert!(release.run(data()).unwrap().warnings().is_empty());
+    // Opening the ledger writes a head, so the warning exists once: a
+    // release refused after that (here, for want of budget) carries it in
+    // its error.
+    std::fs::remove_file(dp_core_head(&book)).unwrap();
+    let greedy = Release {
+        budget: PrivacyBudget::pure(0.9).unwrap(),
+        ..release
+    };
+    let refused = greedy.run(data()).err().unwrap().to_string();
+    assert!(refused.contains("budget exceeded") && refused.contains("no head anchor"));
+    assert!(dp_core_head(&book).exists());
     assert!(
         ledger::show(&book)
             .unwrap()
