@@ -18,16 +18,19 @@ use serde::{Deserialize, Serialize};
 use super::{PlanObjective, PlanOptions, StructuredPlan, plan_strategy};
 use dp_opt::{PrivacyModel, Termination};
 
-/// Errors of one query group.
+/// Errors of one query group, per answer as released: a group's weight
+/// says how much its errors count in the objective, but its answers are
+/// the queries' own values (a weight-3 group's answers are not tripled),
+/// so its errors here are the weighted ones over the weight squared.
 #[derive(Debug, Clone, Serialize)]
 pub struct GroupReport {
     /// The group's label.
     pub label: String,
     /// Number of queries.
     pub queries: f64,
-    /// Expected total squared error of the group.
+    /// Expected total squared error of the group's answers.
     pub expected_squared_error: f64,
-    /// Root mean squared error per query of the group.
+    /// Root mean squared error per answer of the group.
     pub rmse: f64,
 }
 
@@ -61,9 +64,12 @@ pub struct PlanReport {
     pub sensitivity: f64,
     /// Laplace scale or Gaussian σ per strategy row.
     pub noise_scale: f64,
-    /// Expected total squared error over every query.
+    /// Expected total squared error over every answer as released (the
+    /// groups' sum; the objective when every weight is 1).
     pub expected_total_squared_error: f64,
-    /// Expected squared error of the worst query (max-variance plans).
+    /// Expected squared error of the worst query (max-variance plans), in
+    /// the objective's terms: a weighted group's variances times its weight
+    /// squared.
     pub expected_max_squared_error: Option<f64>,
     /// Per query group.
     pub groups: Vec<GroupReport>,
@@ -281,21 +287,21 @@ pub fn plan_workload(
     // A max-variance plan's objective is its worst query's; the groups
     // hold the totals.
     let max_variance = plan.objective_kind == PlanObjective::MaxVariance;
-    let total = if max_variance {
-        plan.groups.iter().map(|g| g.objective).sum()
-    } else {
-        plan.objective
-    };
-    let groups = plan
+    let groups: Vec<GroupReport> = plan
         .groups
         .iter()
-        .map(|g| GroupReport {
-            label: g.label.clone(),
-            queries: g.queries,
-            expected_squared_error: per_unit * g.objective,
-            rmse: (per_unit * g.objective / g.queries).sqrt(),
+        .zip(workload.groups())
+        .map(|(g, spec)| {
+            let error = per_unit * g.objective / (spec.weight * spec.weight);
+            GroupReport {
+                label: g.label.clone(),
+                queries: g.queries,
+                expected_squared_error: error,
+                rmse: (error / g.queries).sqrt(),
+            }
         })
         .collect();
+    let total = groups.iter().map(|g| g.expected_squared_error).sum::<f64>();
     let report = PlanReport {
         figures: PlanFigures::of(&plan),
         epsilon: budget.epsilon().get(),
@@ -309,7 +315,7 @@ pub fn plan_workload(
         duality_gap: plan.certificate.map(|c| c.relative_gap),
         sensitivity: plan.sensitivity,
         noise_scale: noise.scale,
-        expected_total_squared_error: per_unit * total,
+        expected_total_squared_error: total,
         expected_max_squared_error: max_variance.then_some(per_unit * plan.objective),
         groups,
         strategy_terms: plan.strategy.terms.len(),

@@ -405,19 +405,28 @@ fn plan_report_errors_match_dense_per_query_errors() {
         let wm = w.dense_matrix().unwrap();
         let per_query =
             dp_core::expected_per_query_squared_error(wm.as_ref(), a.as_ref(), &noise).unwrap();
-        let total: f64 = per_query.iter().sum();
-        assert!((total - report.expected_total_squared_error).abs() <= 1e-10 * total);
-        // The groups' rows, in order: 20, 30 and 15 + 1.
+        let weighted: f64 = per_query.iter().sum();
+        let objective =
+            report.figures.objective * noise.variance() / (plan.sensitivity * plan.sensitivity);
+        assert!((weighted - objective).abs() <= 1e-10 * weighted);
+        // The groups' rows, in order: 20, 30 and 15 + 1, of weights 1,
+        // 0.5 and 2; errors per answer as released, unweighted.
         let mut start = 0;
-        for (rows, g) in [20, 30, 16].into_iter().zip(&report.groups) {
-            let err: f64 = per_query[start..start + rows].iter().sum();
+        let mut total = 0.0;
+        for ((rows, weight), g) in [(20, 1.0), (30, 0.5), (16, 2.0)]
+            .into_iter()
+            .zip(&report.groups)
+        {
+            let err: f64 = per_query[start..start + rows].iter().sum::<f64>() / (weight * weight);
+            total += err;
             let rmse = (err / rows as f64).sqrt();
             assert_eq!(g.queries, rows as f64);
-            assert!((err - g.expected_squared_error).abs() <= 1e-10 * total);
+            assert!((err - g.expected_squared_error).abs() <= 1e-10 * err);
             assert!((rmse - g.rmse).abs() <= 1e-10 * rmse, "{}", g.label);
             start += rows;
         }
         assert_eq!((start, report.groups.len()), (per_query.len(), 3));
+        assert!((total - report.expected_total_squared_error).abs() <= 1e-10 * total);
         let file = plan::plan_file(&w, &plan);
         assert_eq!(file.terms.len(), plan.strategy.terms.len());
     }

@@ -76,6 +76,9 @@ fn to_mat(rows: &[Vec<f64>]) -> Mat<f64> {
     Mat::from_fn(rows.len(), rows[0].len(), |i, j| rows[i][j])
 }
 
+/// The weights of [`UNION_SPEC`]'s groups.
+const UNION_WEIGHTS: [f64; 3] = [1.0, 2.0, 1.0];
+
 /// The groups of [`UNION_SPEC`], densified by hand (cells row-major, last
 /// attribute fastest).
 fn union_groups() -> Vec<Vec<Vec<f64>>> {
@@ -186,16 +189,21 @@ fn check_union(privacy: &[&str], p: i32, per_row_variance: impl Fn(f64) -> f64) 
     let v = per_row_variance(delta);
     let reported = report["groups"].as_array().unwrap();
     assert_eq!(reported.len(), groups.len());
-    for (g, r) in groups.iter().zip(reported) {
-        let rmse = (v * trace(g, &a) / g.len() as f64).sqrt();
+    // Errors per answer as released: a group's answers are its queries'
+    // own values, its weight only what its errors count in the objective.
+    let mut total = 0.0;
+    for ((g, weight), r) in groups.iter().zip(UNION_WEIGHTS).zip(reported) {
+        let error = v * trace(g, &a) / (weight * weight);
+        let rmse = (error / g.len() as f64).sqrt();
+        total += error;
         assert_eq!(r["queries"].as_f64().unwrap(), g.len() as f64);
         assert!(
             close(r["rmse"].as_f64().unwrap(), rmse, 1e-9),
             "{r} vs {rmse}"
         );
     }
-    let total = report["expected_total_squared_error"].as_f64().unwrap();
-    assert!(close(total, v * trace(&w, &a), 1e-9));
+    let reported_total = report["expected_total_squared_error"].as_f64().unwrap();
+    assert!(close(reported_total, total, 1e-9));
 }
 
 #[test]
@@ -279,8 +287,16 @@ fn max_variance_plan_file_recomputes_its_worst_query_and_beats_the_sum_plan_ther
     let per_unit = 1.0 / (2.0 * rho);
     let max_error = report["expected_max_squared_error"].as_f64().unwrap();
     assert!(close(max_error, per_unit * worst, 1e-9));
+    // The total is over the answers as released: each row's variance over
+    // its group's weight squared (rows: a, a×b at weight 2, c at 0.5).
+    let weights = [[1.0; 2].as_slice(), &[2.0; 6], &[0.5; 4]].concat();
+    let released: f64 = variances
+        .iter()
+        .zip(&weights)
+        .map(|(v, w)| v / (w * w))
+        .sum();
     let total = report["expected_total_squared_error"].as_f64().unwrap();
-    assert!(close(total, per_unit * variances.iter().sum::<f64>(), 1e-9));
+    assert!(close(total, per_unit * released, 1e-9));
     // The sum-of-variances plan is worse at its worst query, better in
     // total.
     let (sum_report, _, sum_variances) = plan_marginals("total");
