@@ -49,8 +49,19 @@ pub fn load_spec(path: &Path) -> SResult<StructuredWorkload> {
 /// stands alone. Everything else, labels' sources included, is the
 /// user's text unchanged.
 pub fn load_spec_inlined(path: &Path) -> SResult<(StructuredWorkload, Value)> {
-    let mut root = read_spec_json(path)?;
-    let base = path.parent().unwrap_or(Path::new("."));
+    inline_matrices(
+        read_spec_json(path)?,
+        path.parent().unwrap_or(Path::new(".")),
+    )
+}
+
+/// [`load_spec_inlined`] for a spec held as text, whose matrix files are
+/// relative to `base`.
+pub fn parse_spec_inlined(text: &str, base: &Path) -> SResult<(StructuredWorkload, Value)> {
+    inline_matrices(parse_json(text)?, base)
+}
+
+fn inline_matrices(mut root: Value, base: &Path) -> SResult<(StructuredWorkload, Value)> {
     let workload = parse_spec_value(&root, base)?;
     let queries = root.get_mut("queries").and_then(Value::as_array_mut);
     for (query, group) in queries.into_iter().flatten().zip(workload.groups()) {

@@ -110,7 +110,10 @@ fn an_inlined_spec_is_the_same_workload_without_its_files() {
     let elsewhere = temp_dir("inline-elsewhere");
     let alone = parse_spec(&inlined.to_string(), &elsewhere).unwrap();
     let from_file = load_spec(&dir.join("w.json")).unwrap();
-    for other in [&alone, &from_file] {
+    // The text form with its base directory inlines the same rows.
+    let (from_text, inlined_text) = parse_spec_inlined(&text, &dir).unwrap();
+    assert_eq!(inlined_text, inlined);
+    for other in [&alone, &from_file, &from_text] {
         let labels = |w: &StructuredWorkload| -> Vec<(String, f64)> {
             w.groups()
                 .iter()

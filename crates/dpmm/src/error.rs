@@ -1,8 +1,10 @@
 //! The library's one error type: every fallible function of `dpmm`
 //! returns [`Result`], whose error says whether the caller's input was
-//! wrong ([`Error::BadInput`]) or dpmm failed on valid input
-//! ([`Error::Internal`]: a solver or factorization that failed, no
-//! operating-system entropy, a bug). Its message is one line, fit for a
+//! wrong ([`Error::BadInput`]), would spend more privacy than the ledger
+//! holds ([`Error::BudgetExceeded`], a refusal of valid input that spends
+//! nothing), or dpmm failed on valid input ([`Error::Internal`]: a solver
+//! or factorization that failed, no operating-system entropy, a bug). Its
+//! message is one line, fit for a
 //! command line (the `dpmm` binary exits with status 2 or 1 accordingly)
 //! or a Python exception.
 
@@ -13,9 +15,14 @@ use dpmm_records::{RecordsError, SchemaError};
 
 /// Why an operation failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Error {
     /// The caller's input is wrong (the `dpmm` binary: exit status 2).
     BadInput(String),
+    /// The release costs more than the ledger (or session) has left; it
+    /// was refused before any noise was drawn and nothing was spent (the
+    /// `dpmm` binary: exit status 2).
+    BudgetExceeded(String),
     /// dpmm failed on valid input (the `dpmm` binary: exit status 1).
     Internal(String),
 }
@@ -26,6 +33,7 @@ impl Error {
     pub fn with_warning(self, warning: &str) -> Self {
         match self {
             Self::BadInput(m) => Self::BadInput(format!("{m} (warning: {warning})")),
+            Self::BudgetExceeded(m) => Self::BudgetExceeded(format!("{m} (warning: {warning})")),
             Self::Internal(m) => Self::Internal(format!("{m} (warning: {warning})")),
         }
     }
@@ -42,7 +50,7 @@ impl fmt::Display for Error {
     /// operating system's) become `"; "`. Without a prefix: the `dpmm`
     /// binary prints `error: …` or `internal error: …`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (Self::BadInput(m) | Self::Internal(m)) = self;
+        let (Self::BadInput(m) | Self::BudgetExceeded(m) | Self::Internal(m)) = self;
         let one_line: Vec<&str> = m.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
         write!(f, "{}", one_line.join("; "))
     }
@@ -59,6 +67,7 @@ impl From<DpError> for Error {
             DpError::NotConverged { .. } | DpError::Linalg(_) | DpError::Entropy(_) => {
                 Self::Internal(e.to_string())
             }
+            DpError::BudgetExceeded { .. } => Self::BudgetExceeded(e.to_string()),
             _ => Self::BadInput(e.to_string()),
         }
     }
@@ -107,5 +116,13 @@ mod tests {
         .into();
         assert!(matches!(f, Error::Internal(_)));
         assert_eq!(f.to_string(), "s did not converge: r");
+        let f: Error = DpError::BudgetExceeded {
+            requested: 2.0,
+            remaining: 1.0,
+        }
+        .into();
+        assert!(matches!(f, Error::BudgetExceeded(_)));
+        let warned = f.with_warning("w");
+        assert!(matches!(&warned, Error::BudgetExceeded(m) if m.ends_with("(warning: w)")));
     }
 }

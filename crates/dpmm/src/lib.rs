@@ -67,6 +67,7 @@
 pub mod answers;
 #[cfg(feature = "cli")]
 pub mod cli;
+pub mod document;
 mod error;
 pub mod ledger;
 pub mod output;
@@ -76,11 +77,15 @@ pub mod release;
 mod release_figures;
 mod release_plan;
 pub mod resources;
+pub mod workload;
 
 pub use answers::{Answer, Answers};
+pub use document::Document;
 pub use error::{Error, Result};
-pub use plan::Plan;
+pub use plan::{Plan, PlanSummary, SavedPlan};
 pub use release::{Data, Release};
+pub use release_figures::GroupRmse;
+pub use workload::Workload;
 
 pub use dp_core::{Delta, Epsilon, PrivacyBudget};
 pub use dp_plan::PlanObjective;

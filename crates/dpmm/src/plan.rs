@@ -5,7 +5,7 @@
 //!
 //! The planning is [`plan::plan_workload`], as in `cargo xtask plan`; the
 //! plan file is [`plan::plan_file`] plus the workload spec itself (matrix
-//! factors inline, [`load_spec_inlined`], which reads the spec and each
+//! factors inline, [`Workload::load`], which reads the spec and each
 //! matrix file once), so that `dpmm release --plan` needs nothing else to
 //! know the queries. Under `--privacy approx` the errors are those of the
 //! release path: discrete Gaussian noise at the zCDP budget ρ whose exact
@@ -17,15 +17,18 @@
 
 use std::path::Path;
 
-use dp_core::{DpError, GaussianCalibration, PrivacyBudget};
+use dp_core::{GaussianCalibration, NoiseCalibration, PrivacyBudget};
+use dp_opt::PrivacyModel;
 use dp_plan::plan::{self, PlanFile, PlanReport};
 use dp_plan::resources::{default_memory_limit, plan_file_need};
 use dp_plan::{PlanObjective, PlanOptions, StructuredPlan};
-use dp_workloads::spec::load_spec_inlined;
-use dp_workloads::structured::StructuredWorkload;
 use serde::Serialize;
 
-use crate::{Error, Result};
+use crate::release::Ready;
+use crate::release_figures::{GroupRmse, check_plan_file as check_plan_figures, group_rmse};
+use crate::release_plan::{PlannedAt, Strategy};
+use crate::resources::check_plan_file;
+use crate::{Document, Error, Result, Workload};
 
 /// What a plan file written by [`Plan::save`] holds: the plan file's fields
 /// and the workload spec it was planned for (matrix factors inline).
@@ -33,36 +36,35 @@ use crate::{Error, Result};
 struct PlanFileWithWorkload<'a> {
     #[serde(flatten)]
     file: PlanFile,
+    planned_at: PlannedAt,
     workload: &'a serde_json::Value,
 }
 
 /// A strategy optimized for a workload spec, with its report.
 pub struct Plan {
-    workload: StructuredWorkload,
+    workload: Workload,
     plan: StructuredPlan,
     report: PlanReport,
-    /// The spec with its matrix factors inline.
-    spec: serde_json::Value,
+    budget: PrivacyBudget,
     max_memory: Option<u64>,
 }
 
 impl Plan {
-    /// Optimizes a strategy for the workload spec at `spec` under
+    /// Optimizes a strategy for `workload` under
     /// `budget`, minimizing `objective`, within `max_memory` bytes (planning
     /// is sized before it runs; `None`: half the physical memory, as for a
     /// [`crate::Release`]). Under (ε, δ) the
     /// figures are the release's: discrete Gaussian noise at the zCDP ρ of
     /// the exact conversion ([`crate::privacy`]).
     pub fn optimize(
-        spec: &Path,
+        workload: &Workload,
         budget: PrivacyBudget,
         objective: PlanObjective,
         max_memory: Option<u64>,
     ) -> Result<Self> {
         let max_memory = Some(max_memory.unwrap_or_else(default_memory_limit));
-        let (workload, spec) = load_spec_inlined(spec).map_err(DpError::from)?;
         let (plan, report) = plan::plan_workload(
-            &workload,
+            workload.structured(),
             budget,
             GaussianCalibration::Zcdp,
             &PlanOptions {
@@ -72,10 +74,10 @@ impl Plan {
             },
         )?;
         Ok(Self {
-            workload,
+            workload: workload.clone(),
             plan,
             report,
-            spec,
+            budget,
             max_memory,
         })
     }
@@ -86,7 +88,7 @@ impl Plan {
     }
 
     /// The workload planned for.
-    pub fn workload(&self) -> &StructuredWorkload {
+    pub fn workload(&self) -> &Workload {
         &self.workload
     }
 
@@ -99,17 +101,48 @@ impl Plan {
     /// the workload too, so that a release needs nothing else. Refused
     /// before anything is written when it would not fit the memory limit.
     pub fn save(&self, path: &Path) -> Result<()> {
+        let mut bytes = self.to_json()?.into_bytes();
+        bytes.push(b'\n');
+        crate::output::write_atomically(path, &bytes)
+    }
+
+    /// The plan file's text (what [`Plan::save`] writes, without its final
+    /// newline), for a program that keeps the plan in memory; refused when
+    /// it would not fit the memory limit.
+    pub fn to_json(&self) -> Result<String> {
         if let Some(limit) = self.max_memory {
             plan_file_need(&self.plan.strategy).check(limit)?;
         }
         let file = PlanFileWithWorkload {
-            file: plan::plan_file(&self.workload, &self.plan),
-            workload: &self.spec,
+            file: plan::plan_file(self.workload.structured(), &self.plan),
+            planned_at: self.budget.into(),
+            workload: self.workload.spec(),
         };
-        let mut bytes = serde_json::to_vec(&file)
-            .map_err(|e| Error::Internal(format!("cannot format the plan file: {e}")))?;
-        bytes.push(b'\n');
-        crate::output::write_atomically(path, &bytes)
+        serde_json::to_string(&file)
+            .map_err(|e| Error::Internal(format!("cannot format the plan file: {e}")))
+    }
+
+    /// The figures a user chooses a plan by, as [`SavedPlan::summary`]
+    /// gives them for the plan file read back.
+    pub fn summary(&self) -> PlanSummary {
+        let r = &self.report;
+        PlanSummary {
+            privacy: r.figures.privacy.clone(),
+            objective_name: r.figures.objective_name.clone(),
+            objective: Some(r.figures.objective),
+            lower_bound: r.figures.lower_bound,
+            duality_gap: r.duality_gap,
+            budget: self.budget,
+            groups: r
+                .groups
+                .iter()
+                .map(|g| GroupRmse {
+                    label: g.label.clone(),
+                    queries: g.queries as usize,
+                    rmse: g.rmse,
+                })
+                .collect(),
+        }
     }
 
     /// The report as pretty JSON, with the plan file's path when given.
@@ -126,6 +159,136 @@ impl Plan {
     pub fn report_text(&self) -> String {
         human_report(&self.report)
     }
+}
+
+/// What a plan states to someone choosing it: the privacy model, the
+/// objective with its certified lower bound, and every query group's
+/// expected RMSE (in counts, per released answer) at the budget it was
+/// planned at.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PlanSummary {
+    /// `pure` or `approx`.
+    pub privacy: String,
+    /// `l1_obj`, `l2_obj` or `max_variance`.
+    pub objective_name: String,
+    /// The objective (`None` for a plan file whose reconstruction only
+    /// bounds the variances).
+    pub objective: Option<f64>,
+    /// A proven lower bound on the optimum, when one is known.
+    pub lower_bound: Option<f64>,
+    /// `(objective − lower_bound)/objective`.
+    pub duality_gap: Option<f64>,
+    /// The budget the errors are stated at (a release chooses its own).
+    pub budget: PrivacyBudget,
+    /// Per query group, in workload order.
+    pub groups: Vec<GroupRmse>,
+}
+
+/// A plan file written by [`Plan::save`], read back: its strategy checked
+/// against the figures it states, which are recomputed from the strategy
+/// the kernel would measure (a plan file is data, not truth; an edited
+/// one is refused).
+pub struct SavedPlan {
+    workload: Workload,
+    text: String,
+    summary: PlanSummary,
+}
+
+impl SavedPlan {
+    /// Reads and checks the plan file (sized against `max_memory` bytes
+    /// first; `None`: half the physical memory). It must embed its
+    /// workload and the budget it was planned at, as `dpmm plan` writes.
+    pub fn load(plan: impl Into<Document>, max_memory: Option<u64>) -> Result<Self> {
+        let doc = plan.into();
+        let limit = max_memory.unwrap_or_else(default_memory_limit);
+        check_plan_file(&doc, limit)?;
+        let (strategy, embedded) = Strategy::from_document(&doc, None)?;
+        let refuse = |what: &str| {
+            Error::BadInput(format!(
+                "{}: {what}; plan again with `dpmm plan`",
+                doc.name()
+            ))
+        };
+        let Some((structured, spec)) = embedded.workload else {
+            return Err(refuse("the plan file carries no workload"));
+        };
+        let Some(budget) = embedded.planned_at else {
+            return Err(refuse(
+                "the plan file does not say the budget it was planned at",
+            ));
+        };
+        let model = PrivacyModel::of(budget);
+        let ready = Ready::new(structured.domain(), &structured, &strategy, model, limit)?;
+        check_plan_figures(
+            &doc.name(),
+            &strategy.figures,
+            &ready.figures,
+            Some(&ready.figures),
+        )?;
+        let noise = unit_noise_variance(&ready, budget)?;
+        let groups = group_rmse(&structured, &ready.dry)
+            .into_iter()
+            .map(|g| GroupRmse {
+                rmse: g.rmse * noise.sqrt(),
+                ..g
+            })
+            .collect();
+        let f = ready.figures;
+        let summary = PlanSummary {
+            privacy: f.privacy.into(),
+            objective_name: f.objective_name.into(),
+            objective: f.objective,
+            lower_bound: f.lower_bound,
+            duality_gap: f.duality_gap,
+            budget,
+            groups,
+        };
+        let text = doc.read()?.into_owned();
+        Ok(Self {
+            workload: Workload::from_parts(structured, spec),
+            text,
+            summary,
+        })
+    }
+
+    /// The figures, recomputed.
+    pub fn summary(&self) -> &PlanSummary {
+        &self.summary
+    }
+
+    /// The workload the plan was made for.
+    pub fn workload(&self) -> &Workload {
+        &self.workload
+    }
+
+    /// The plan file's text, as read.
+    pub fn to_json(&self) -> &str {
+        &self.text
+    }
+
+    /// Writes the plan file again (atomically).
+    pub fn save(&self, path: &Path) -> Result<()> {
+        let mut bytes = self.text.trim_end().as_bytes().to_vec();
+        bytes.push(b'\n');
+        crate::output::write_atomically(path, &bytes)
+    }
+}
+
+/// The noise variance per strategy row of the measured strategy under
+/// `budget`, as a release calibrates it (Laplace `Δ₁/ε`, or the discrete
+/// Gaussian at the zCDP ρ of the exact conversion), before the kernel's
+/// rounding to its grid.
+fn unit_noise_variance(ready: &Ready, budget: PrivacyBudget) -> Result<f64> {
+    let model = PrivacyModel::of(budget);
+    let delta =
+        crate::release_figures::sensitivity(ready.kernel_strategy.measured_strategy(), model)?;
+    let noise = match budget {
+        PrivacyBudget::Pure { epsilon } => NoiseCalibration::laplace(delta, epsilon)?,
+        PrivacyBudget::Approx { epsilon, delta: d } => {
+            NoiseCalibration::gaussian(delta, epsilon, d, GaussianCalibration::Zcdp)?
+        }
+    };
+    Ok(noise.variance())
 }
 
 /// Integers (counts of cells and queries) exactly below 1e15; otherwise

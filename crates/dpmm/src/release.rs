@@ -35,12 +35,14 @@ use std::path::{Path, PathBuf};
 
 use dp_core::ledger::{Ledger, LedgerBudget};
 use dp_core::{Cost, MarginalStrategy, Measurement, MeasurementNoise, PrivacyBudget};
+use dp_opt::PrivacyModel;
 use dp_plan::reconstruct::{
     Reconstruction, ReconstructionMethod, Reconstructor, VarianceMethod, reconstruct,
 };
 use dp_plan::resources::default_memory_limit;
 use dp_plan::{PlanObjective, PlanOptions, plan_strategy};
-use dp_workloads::spec::load_spec;
+use dp_workloads::domain::Domain;
+use dp_workloads::spec::{load_spec, parse_spec};
 use dp_workloads::structured::StructuredWorkload;
 use dpmm_records::{Layout, PrivateCounts, Rows, Schema, aggregate as aggregate_rows};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -52,7 +54,7 @@ use crate::release_figures::{
 };
 use crate::release_plan::Strategy;
 use crate::resources::{Spinner, check_plan_file, release_need};
-use crate::{Error, Result};
+use crate::{Document, Error, Result};
 
 /// The records a release reads.
 pub enum Data {
@@ -92,11 +94,11 @@ impl Data {
 #[derive(Debug, Clone)]
 pub struct Release {
     /// The records schema (columns and public domains).
-    pub schema: PathBuf,
+    pub schema: Document,
     /// The workload spec: the queries to answer, in this order.
-    pub workload: Option<PathBuf>,
+    pub workload: Option<Document>,
     /// A plan file to measure instead of optimizing now.
-    pub plan: Option<PathBuf>,
+    pub plan: Option<Document>,
     /// When planning now: the loss to minimize (default: total).
     pub objective: Option<PlanObjective>,
     /// ε, or (ε, δ), of this release.
@@ -138,10 +140,15 @@ impl Release {
     /// A release of `budget` answering the workload spec at `workload`
     /// (planned now) from records read through `schema`, charged to
     /// `ledger`; the answers are returned, not written (set `out`).
-    pub fn new(schema: &Path, workload: &Path, budget: PrivacyBudget, ledger: &Path) -> Self {
+    pub fn new(
+        schema: impl Into<Document>,
+        workload: impl Into<Document>,
+        budget: PrivacyBudget,
+        ledger: &Path,
+    ) -> Self {
         Self {
-            schema: schema.to_path_buf(),
-            workload: Some(workload.to_path_buf()),
+            schema: schema.into(),
+            workload: Some(workload.into()),
             plan: None,
             objective: None,
             budget,
@@ -224,15 +231,19 @@ impl Release {
     fn prepare(&self) -> Result<Prepared> {
         let args = self;
         let cost = crate::privacy::cost(self.budget)?;
-        let model = dp_opt::PrivacyModel::of(self.budget);
-        let schema = Schema::from_path(&args.schema)?;
+        let model = PrivacyModel::of(self.budget);
+        let schema = match &args.schema {
+            Document::File(path) => Schema::from_path(path)?,
+            doc => Schema::from_json(&doc.read()?)?,
+        };
         let limit = args.max_memory.unwrap_or_else(default_memory_limit);
         // The workload a plan file carries, when another one is released.
         let mut planned_for = None;
         let (workload, strategy) = match &args.plan {
-            Some(path) => {
-                check_plan_file(path, limit)?;
-                let (strategy, embedded) = Strategy::from_file(path, &schema)?;
+            Some(plan) => {
+                check_plan_file(plan, limit)?;
+                let (strategy, embedded) = Strategy::from_document(plan, Some(schema.domain()))?;
+                let embedded = embedded.workload.map(|(w, _)| w);
                 let workload = match (&args.workload, embedded) {
                     (Some(spec), embedded) => {
                         planned_for = embedded;
@@ -243,7 +254,7 @@ impl Release {
                         return Err(Error::BadInput(format!(
                             "{}: the plan file carries no workload (plans from `cargo xtask plan` \
                          do not): give the workload spec with --workload",
-                            path.display()
+                            plan.name()
                         )));
                     }
                 };
@@ -267,63 +278,32 @@ impl Release {
                 (workload, Strategy::from_plan(&plan?))
             }
         };
-        // Every later step sized before any of them runs.
-        let layout = crate::resources::layout(schema.domain(), &strategy.tables(), limit)?;
-        release_need(&workload, &strategy, &layout).check(limit)?;
-        let shape = schema.domain().shape();
-        let kernel_strategy = MarginalStrategy::new(shape.clone(), &strategy.terms)?;
-        // Dry run before anything is spent, with the same checks as the real
-        // reconstruction (row space, sizes, and, on the conjugate-gradient
-        // path, convergence): on values that depend on nothing private (a
-        // fixed pseudo-random sequence in [-1, 1]), so that an iterative solve
-        // has a nonzero right-hand side to converge on; all zeros would stop
-        // at iteration 0 and leave a failing solve to after the charge.
-        let rows = kernel_strategy.nrows();
-        let mut probe: Vec<f64> = Vec::new();
-        probe
-            .try_reserve_exact(rows)
-            .map_err(|_| format!("the dry run's {rows} values cannot be allocated"))?;
-        probe.extend((0..rows as u64).map(|i| {
-            let h = (i.wrapping_add(1)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 11;
-            2.0 * (h as f64 / (1u64 << 53) as f64) - 1.0
-        }));
-        let measured = kernel_strategy.measured_strategy();
-        let reconstructor = Reconstructor::new(&workload, measured)?;
-        let dry = match reconstructor.unit_variances() {
-            // Closed form: the variances need no values and nothing iterates.
-            Some(variances) => Reconstruction {
-                answers: Vec::new(),
-                variances: variances.to_vec(),
-                method: ReconstructionMethod::OrthogonalTerms,
-                variance_method: VarianceMethod::Exact,
-                solver: None,
-            },
-            None => reconstructor.run(&workload, measured, &probe, 1.0)?,
-        };
-        let figures = recompute(&workload, &kernel_strategy, model, &strategy.figures, &dry)?;
-        if let Some(path) = &args.plan {
+        let ready = Ready::new(schema.domain(), &workload, &strategy, model, limit)?;
+        if let Some(plan) = &args.plan {
             let own = match &planned_for {
-                None if args.workload.is_none() => Some(figures.clone()),
+                None if args.workload.is_none() => Some(ready.figures.clone()),
                 None => None,
-                Some(w) => {
-                    let dry = reconstruct(w, kernel_strategy.measured_strategy(), &probe, 1.0)?;
-                    Some(recompute(
-                        w,
-                        &kernel_strategy,
-                        model,
-                        &strategy.figures,
-                        &dry,
-                    )?)
-                }
+                Some(w) => Some(ready.figures_on(w, &strategy, model)?),
             };
-            check_plan_figures(path, &strategy.figures, &figures, own.as_ref())?;
+            check_plan_figures(
+                &plan.name(),
+                &strategy.figures,
+                &ready.figures,
+                own.as_ref(),
+            )?;
         }
-        drop(probe);
+        let Ready {
+            kernel_strategy,
+            reconstructor,
+            figures,
+            layout,
+            ..
+        } = ready;
         let ledger = Ledger::open(&args.ledger)?;
         let charge = crate::privacy::charge(ledger.budget(), cost)
             .map_err(|e| Error::BadInput(format!("{}: {e}", args.ledger.display())))?;
         if charge > ledger.remaining() {
-            return Err(Error::BadInput(format!(
+            return Err(Error::BudgetExceeded(format!(
                 "budget exceeded: this release needs {charge} but {} has {} left",
                 args.ledger.display(),
                 ledger.remaining()
@@ -344,13 +324,103 @@ impl Release {
     }
 }
 
-/// The workload spec at `spec`, which must be on the schema's domain.
-fn load_workload(spec: &Path, schema: &Schema) -> Result<StructuredWorkload> {
-    let workload = load_spec(spec).map_err(text)?;
+/// A strategy made ready to measure, before anything is spent: every
+/// later step sized, the kernel's quantization of it built, its
+/// reconstruction prepared and dry-run, its figures recomputed.
+pub(crate) struct Ready {
+    pub(crate) kernel_strategy: MarginalStrategy,
+    pub(crate) reconstructor: Reconstructor,
+    /// The dry run: the workload's variances at unit noise.
+    pub(crate) dry: Reconstruction,
+    pub(crate) figures: Figures,
+    pub(crate) layout: Layout,
+    /// The dry run's values (for [`Ready::figures_on`]).
+    probe: Vec<f64>,
+}
+
+impl Ready {
+    /// `strategy` made ready to answer `workload` on `domain` under
+    /// `model`, within `limit` bytes.
+    pub(crate) fn new(
+        domain: &Domain,
+        workload: &StructuredWorkload,
+        strategy: &Strategy,
+        model: PrivacyModel,
+        limit: u64,
+    ) -> Result<Self> {
+        let layout = crate::resources::layout(domain, &strategy.tables(), limit)?;
+        release_need(workload, strategy, &layout).check(limit)?;
+        let kernel_strategy = MarginalStrategy::new(domain.shape(), &strategy.terms)?;
+        // Dry run before anything is spent, with the same checks as the real
+        // reconstruction (row space, sizes, and, on the conjugate-gradient
+        // path, convergence): on values that depend on nothing private (a
+        // fixed pseudo-random sequence in [-1, 1]), so that an iterative solve
+        // has a nonzero right-hand side to converge on; all zeros would stop
+        // at iteration 0 and leave a failing solve to after the charge.
+        let rows = kernel_strategy.nrows();
+        let mut probe: Vec<f64> = Vec::new();
+        probe
+            .try_reserve_exact(rows)
+            .map_err(|_| format!("the dry run's {rows} values cannot be allocated"))?;
+        probe.extend((0..rows as u64).map(|i| {
+            let h = (i.wrapping_add(1)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 11;
+            2.0 * (h as f64 / (1u64 << 53) as f64) - 1.0
+        }));
+        let measured = kernel_strategy.measured_strategy();
+        let reconstructor = Reconstructor::new(workload, measured)?;
+        let dry = match reconstructor.unit_variances() {
+            // Closed form: the variances need no values and nothing iterates.
+            Some(variances) => Reconstruction {
+                answers: Vec::new(),
+                variances: variances.to_vec(),
+                method: ReconstructionMethod::OrthogonalTerms,
+                variance_method: VarianceMethod::Exact,
+                solver: None,
+            },
+            None => reconstructor.run(workload, measured, &probe, 1.0)?,
+        };
+        let figures = recompute(workload, &kernel_strategy, model, &strategy.figures, &dry)?;
+        Ok(Self {
+            kernel_strategy,
+            reconstructor,
+            dry,
+            figures,
+            layout,
+            probe,
+        })
+    }
+
+    /// The figures of the same measured strategy on another workload (the
+    /// one a plan file was planned for).
+    pub(crate) fn figures_on(
+        &self,
+        workload: &StructuredWorkload,
+        strategy: &Strategy,
+        model: PrivacyModel,
+    ) -> Result<Figures> {
+        let measured = self.kernel_strategy.measured_strategy();
+        let dry = reconstruct(workload, measured, &self.probe, 1.0)?;
+        recompute(
+            workload,
+            &self.kernel_strategy,
+            model,
+            &strategy.figures,
+            &dry,
+        )
+    }
+}
+
+/// The workload spec `spec`, which must be on the schema's domain.
+fn load_workload(spec: &Document, schema: &Schema) -> Result<StructuredWorkload> {
+    let workload = match spec {
+        Document::File(path) => load_spec(path),
+        doc => parse_spec(&doc.read()?, doc.base()),
+    }
+    .map_err(text)?;
     if workload.domain() != schema.domain() {
         return Err(Error::BadInput(format!(
             "{}: its domain (names and sizes, in order) is not the schema's",
-            spec.display()
+            spec.name()
         )));
     }
     Ok(workload)
@@ -415,8 +485,17 @@ impl Release {
             dp_core::ledger::head_path(&self.ledger),
         ];
         inputs.extend(data.path().cloned());
-        inputs.push(self.schema.clone());
-        inputs.extend(self.workload.iter().chain(&self.plan).cloned());
+        let documents = [
+            Some(&self.schema),
+            self.workload.as_ref(),
+            self.plan.as_ref(),
+        ];
+        inputs.extend(
+            documents
+                .into_iter()
+                .flatten()
+                .filter_map(|d| d.path().map(Path::to_path_buf)),
+        );
         inputs
     }
 }

@@ -20,8 +20,6 @@
 //! anything is spent: its figures were what its user chose it by, and a
 //! file that misdescribes its strategy is damaged or edited.
 
-use std::path::Path;
-
 use dp_core::{MarginalStrategy, MeasuredStrategy, sensitivity_l1, sensitivity_l2};
 use dp_opt::PrivacyModel;
 use dp_plan::plan::PlanFigures;
@@ -104,7 +102,7 @@ pub fn recompute(
 /// `Δ(Ã)` as the kernel states it: per term the product of its factors'
 /// largest column norms (1 for an unlisted attribute's ones row), summed
 /// over terms (L1) or in quadrature (L2).
-fn sensitivity(measured: &MeasuredStrategy, model: PrivacyModel) -> Result<f64, Error> {
+pub(crate) fn sensitivity(measured: &MeasuredStrategy, model: PrivacyModel) -> Result<f64, Error> {
     let mut total = 0.0;
     for term in &measured.terms {
         let mut product = 1.0;
@@ -129,15 +127,14 @@ fn sensitivity(measured: &MeasuredStrategy, model: PrivacyModel) -> Result<f64, 
 /// [`FIGURE_TOLERANCE`] of them (a lower bound above the objective
 /// included).
 pub fn check_plan_file(
-    path: &Path,
+    name: &str,
     recorded: &PlanFigures,
     release: &Figures,
     own: Option<&Figures>,
 ) -> Result<(), Error> {
     let refuse = |what: String| {
         Err(Error::BadInput(format!(
-            "{}: {what}; plan again with `dpmm plan`",
-            path.display()
+            "{name}: {what}; plan again with `dpmm plan`"
         )))
     };
     if recorded.privacy != release.privacy {

@@ -3,18 +3,48 @@
 //! or the one `dpmm plan` embedded in the plan file) and a readable
 //! description of every workload query, built from the schema.
 
-use std::path::Path;
-
 use std::sync::Arc;
 
-use dp_core::KronTerm;
+use dp_core::{KronTerm, PrivacyBudget};
 use dp_linalg::Mat;
 use dp_plan::StructuredPlan;
 use dp_plan::plan::{PlanFigures, PlanFile};
+use dp_workloads::domain::Domain;
 use dp_workloads::spec::parse_spec;
 use dp_workloads::structured::{Factor, StructuredWorkload};
 use dpmm_records::{Encoding, Schema};
+
+use crate::Document;
 use serde_json::Value;
+
+/// What `dpmm plan` writes into a plan file beside the plan's own fields.
+pub struct Embedded {
+    /// The workload planned for, and its spec (matrix factors inline).
+    pub workload: Option<(StructuredWorkload, Value)>,
+    /// The budget the plan reported its expected errors at (a release
+    /// chooses its own).
+    pub planned_at: Option<PrivacyBudget>,
+}
+
+/// The budget a plan reported its errors at, as a plan file holds it.
+#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlannedAt {
+    /// ε.
+    pub epsilon: f64,
+    /// δ; absent or null under pure ε-DP.
+    #[serde(default)]
+    pub delta: Option<f64>,
+}
+
+impl From<PrivacyBudget> for PlannedAt {
+    fn from(b: PrivacyBudget) -> Self {
+        Self {
+            epsilon: b.epsilon().get(),
+            delta: b.delta().map(|d| d.get()),
+        }
+    }
+}
 
 /// The strategy to measure and the figures its plan states (checked
 /// against a recomputation, never reported as such: see
@@ -41,24 +71,28 @@ impl Strategy {
     }
 
     /// Reads a plan file written by `dpmm plan` / `cargo xtask plan`; its
-    /// domain must be the schema's (names and sizes, in order). Also
-    /// returns the workload the file embeds (`dpmm plan` writes it; `cargo
-    /// xtask plan` does not), which must be on the same domain.
-    pub fn from_file(
-        path: &Path,
-        schema: &Schema,
-    ) -> Result<(Self, Option<StructuredWorkload>), String> {
-        let at = |what: &str| format!("{}: {what}", path.display());
-        let text = std::fs::read_to_string(path).map_err(|e| at(&e.to_string()))?;
+    /// domain must be `domain` (names and sizes, in order), or, without
+    /// one, the domain of the workload it embeds. Also returns what `dpmm
+    /// plan` writes beside the plan's fields (`cargo xtask plan` does not):
+    /// the workload, which must be on the same domain, and the budget the
+    /// plan reported its errors at.
+    pub fn from_document(
+        doc: &Document,
+        domain: Option<&Domain>,
+    ) -> Result<(Self, Embedded), String> {
+        let name = doc.name();
+        let at = |what: &str| format!("{name}: {what}");
+        let text = doc.read().map_err(|e| e.to_string())?;
         let file: PlanFile =
             serde_json::from_str(&text).map_err(|e| at(&format!("not a plan file: {e}")))?;
         // `dpmm plan` embeds the workload beside the plan file's fields;
         // the rest of the text is skipped, not parsed into values again.
         #[derive(serde::Deserialize)]
-        struct Embedded {
+        struct Beside {
             workload: Option<Value>,
+            planned_at: Option<PlannedAt>,
         }
-        let embedded: Embedded =
+        let beside: Beside =
             serde_json::from_str(&text).map_err(|e| at(&format!("not a plan file: {e}")))?;
         if file.version != 1 {
             return Err(at(&format!(
@@ -81,7 +115,31 @@ impl Strategy {
                  max_variance, and the objective and lower bound finite (the objective positive)",
             ));
         }
-        let attrs = schema.domain().attributes();
+        let workload = match beside.workload {
+            None => None,
+            Some(spec) => {
+                let w = parse_spec(&spec.to_string(), doc.base())
+                    .map_err(|e| at(&format!("workload: {e}")))?;
+                Some((w, spec))
+            }
+        };
+        let domain = match (domain, &workload) {
+            (Some(d), _) => d,
+            (None, Some((w, _))) => w.domain(),
+            (None, None) => {
+                return Err(at(
+                    "the plan file carries no workload (plans from `cargo xtask plan` do not)",
+                ));
+            }
+        };
+        let planned_at = match beside.planned_at {
+            None => None,
+            Some(p) => Some(
+                crate::privacy::budget(p.epsilon, p.delta)
+                    .map_err(|e| at(&format!("planned_at: {e}")))?,
+            ),
+        };
+        let attrs = domain.attributes();
         let same = file.domain.len() == attrs.len()
             && file
                 .domain
@@ -91,6 +149,9 @@ impl Strategy {
         if !same {
             return Err(at("the plan's domain is not the schema's"));
         }
+        if workload.as_ref().is_some_and(|(w, _)| w.domain() != domain) {
+            return Err(at("the embedded workload's domain is not the schema's"));
+        }
         if file.terms.is_empty() {
             return Err(at("'terms' must be a non-empty array"));
         }
@@ -99,10 +160,7 @@ impl Strategy {
             let bad = |why: &str| at(&format!("terms[{k}]: {why}"));
             let mut fs = Vec::with_capacity(t.factors.len());
             for (name, rows) in &t.factors {
-                let p = schema
-                    .domain()
-                    .position(name)
-                    .map_err(|e| bad(&e.to_string()))?;
+                let p = domain.position(name).map_err(|e| bad(&e.to_string()))?;
                 let m = matrix(rows, attrs[p].size).map_err(|e| bad(&e))?;
                 fs.push((p, Arc::new(m)));
             }
@@ -112,24 +170,18 @@ impl Strategy {
                 factors: fs,
             });
         }
-        // `dpmm plan` embeds the workload beside the plan file's fields.
-        let workload = match embedded.workload {
-            None => None,
-            Some(spec) => {
-                let w = parse_spec(&spec.to_string(), path.parent().unwrap_or(Path::new(".")))
-                    .map_err(|e| at(&format!("workload: {e}")))?;
-                if w.domain() != schema.domain() {
-                    return Err(at("the embedded workload's domain is not the schema's"));
-                }
-                Some(w)
-            }
-        };
         let strategy = Self {
             terms: out,
             method: "plan file".into(),
             figures: file.figures,
         };
-        Ok((strategy, workload))
+        Ok((
+            strategy,
+            Embedded {
+                workload,
+                planned_at,
+            },
+        ))
     }
 
     /// The attribute sets the measurement reads: the supports that are not

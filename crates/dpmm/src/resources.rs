@@ -9,7 +9,6 @@
 //! ledger is charged, so a refusal spends nothing.
 
 use std::io::IsTerminal;
-use std::path::Path;
 use std::time::Duration;
 
 use dp_core::KronTerm;
@@ -19,8 +18,9 @@ use dp_workloads::structured::StructuredWorkload;
 use dpmm_records::{DEFAULT_CELL_LIMIT, Layout};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use crate::Document;
+use crate::Result;
 use crate::release_plan::Strategy;
-use crate::{Error, Result};
 
 /// Bytes per strategy row during a measurement: the exact answer (i128),
 /// the noisy value, and the dry run's probe value, with room for the
@@ -56,10 +56,8 @@ pub fn parse_memory(text: &str) -> std::result::Result<u64, String> {
 
 /// Refuses a plan file whose reading would not fit `limit` (its text,
 /// JSON tree and parsed factors, sized from its length).
-pub fn check_plan_file(path: &Path, limit: u64) -> Result<()> {
-    let len = std::fs::metadata(path)
-        .map_err(|e| Error::file(path, e))?
-        .len();
+pub fn check_plan_file(plan: &Document, limit: u64) -> Result<()> {
+    let len = plan.len()?;
     let mut need = MemoryNeed::new("reading the plan file");
     need.add(
         format!("{} of JSON", format_bytes(len as f64)),

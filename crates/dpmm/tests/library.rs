@@ -20,8 +20,8 @@ fn case(tag: &str, epsilon: f64) -> (PathBuf, PathBuf, Release) {
     let book = dir.join("ledger.jsonl");
     ledger::create(&book, PrivacyBudget::pure(1.0).unwrap()).unwrap();
     let release = Release::new(
-        &dir.join("schema.json"),
-        &dir.join("spec.json"),
+        dir.join("schema.json"),
+        dir.join("spec.json"),
         PrivacyBudget::pure(epsilon).unwrap(),
         &book,
     );
@@ -82,7 +82,12 @@ fn a_missing_head_is_a_warning_on_the_answers() {
         budget: PrivacyBudget::pure(0.9).unwrap(),
         ..release
     };
-    let refused = greedy.run(data()).err().unwrap().to_string();
+    let refused = greedy.run(data()).err().unwrap();
+    assert!(
+        matches!(refused, dpmm::Error::BudgetExceeded(_)),
+        "{refused}"
+    );
+    let refused = refused.to_string();
     assert!(refused.contains("budget exceeded") && refused.contains("no head anchor"));
     assert!(dp_core_head(&book).exists());
     assert!(

@@ -25,7 +25,7 @@ use dpmm::cli::PrivacyArgs;
 use dpmm::dp_plan::resources::default_memory_limit;
 use dpmm::dpmm_records::{DRAFT_NOTE, draft_from_path};
 use dpmm::resources::{Spinner, parse_memory};
-use dpmm::{Data, Error, Plan, PlanObjective, Release, ledger, privacy};
+use dpmm::{Data, Error, Plan, PlanObjective, Release, Workload, ledger, privacy};
 
 /// Optimized linear queries under differential privacy, for data curators.
 #[derive(Parser)]
@@ -223,12 +223,8 @@ fn run(cli: Cli) -> Result<(), Error> {
 fn plan(args: &PlanArgs) -> Result<(), Error> {
     let budget = args.privacy.budget()?;
     let spinner = Spinner::start("planning");
-    let plan = Plan::optimize(
-        &args.workload,
-        budget,
-        args.objective,
-        Some(args.memory.limit()),
-    );
+    let workload = Workload::load(args.workload.as_path())?;
+    let plan = Plan::optimize(&workload, budget, args.objective, Some(args.memory.limit()));
     spinner.finish();
     let plan = plan?;
     plan.save(&args.out)?;
@@ -255,9 +251,9 @@ fn release(args: ReleaseArgs) -> Result<(), Error> {
         }
     };
     let release = Release {
-        schema: args.schema,
-        workload: args.workload,
-        plan: args.plan,
+        schema: args.schema.into(),
+        workload: args.workload.map(Into::into),
+        plan: args.plan.map(Into::into),
         objective: args.objective,
         budget: args.privacy.budget()?,
         ledger: args.ledger,
@@ -297,13 +293,14 @@ fn schema_draft(records: &Path, out: Option<PathBuf>) -> Result<(), Error> {
 /// for bad input, 1 for an internal failure.
 fn report(failure: &Error) -> ExitCode {
     match failure {
-        Error::BadInput(_) => {
-            eprintln!("error: {failure}");
-            ExitCode::from(2)
-        }
         Error::Internal(_) => {
             eprintln!("internal error: {failure}");
             ExitCode::from(1)
+        }
+        // Bad input, an overspend, and any kind a later dpmm adds.
+        _ => {
+            eprintln!("error: {failure}");
+            ExitCode::from(2)
         }
     }
 }
