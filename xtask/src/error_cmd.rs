@@ -1,14 +1,14 @@
 //! `cargo xtask error`: evaluate a (workload, strategy) pair
-//! ([`dp_bench::report::error_report`]).
+//! ([`dpmm::matrix::error`]).
 
 use std::path::PathBuf;
 
 use clap::Args;
-use dp_bench::report::error_report;
 use dp_core::Result;
 use dp_workloads::npy::read_matrix;
 
 use crate::output::{PrivacyAndCalibration, print_json};
+use crate::report::error_report;
 
 #[derive(Debug, Args)]
 pub struct ErrorArgs {
@@ -27,5 +27,7 @@ pub fn run(args: &ErrorArgs) -> Result<()> {
     let calibration = args.privacy.calibration()?;
     let w = read_matrix(&args.workload)?;
     let a = read_matrix(&args.strategy)?;
-    print_json(&error_report(w.as_ref(), a.as_ref(), budget, calibration)?)
+    let e = dpmm::matrix::error(w.as_ref(), a.as_ref(), budget, calibration)?;
+    let dims = (w.nrows(), w.ncols(), a.nrows());
+    print_json(&error_report(&e, dims, budget, calibration))
 }

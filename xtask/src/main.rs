@@ -16,6 +16,7 @@ mod output;
 mod peers_cmd;
 mod plan_cmd;
 mod regress_cmd;
+mod report;
 
 #[derive(Parser)]
 #[command(

@@ -3,14 +3,13 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use dp_bench::report::optimize_report;
-use dp_bench::verify::verify_strategy;
 use dp_core::Result;
-use dp_opt::{Params, Problem};
+use dp_opt::Params;
 use dp_workloads::npy::{read_matrix, write_matrix};
 use serde_json::json;
 
 use crate::output::print_json;
+use crate::report::optimize_report;
 use dpmm::cli::PrivacyFlag;
 
 #[derive(Debug, Args)]
@@ -64,22 +63,12 @@ pub fn run(args: &OptimizeArgs) -> Result<()> {
         effort: args.effort,
         ..Params::default()
     };
-    let optimizer = dp_opt::registry::descriptor(&args.optimizer)?.build(&params)?;
-    let problem = Problem::from_workload(w.as_ref(), model)?;
-    let result = optimizer.optimize(&problem, &mut ())?;
-    // Objective and gap recomputed from the strategy and WᵀW (formed once
-    // above), support from W itself: never from solver bookkeeping.
-    let checked = verify_strategy(
-        &problem,
-        w.as_ref(),
-        result.strategy.as_ref(),
-        result.report.certificate,
-    )?;
+    let o = dpmm::matrix::optimize(w.as_ref(), &args.optimizer, model, &params, &mut ())?;
     if let Some(out) = &args.out {
-        write_matrix(out, result.strategy.as_ref())?;
+        write_matrix(out, o.strategy.as_ref())?;
     }
-    let dims = (w.nrows(), w.ncols(), result.strategy.nrows());
-    let mut report = optimize_report(optimizer.name(), model, dims, &result.report, &checked);
+    let dims = (w.nrows(), w.ncols(), o.strategy.nrows());
+    let mut report = optimize_report(o.optimizer, model, dims, &o.report, &o.verified);
     if let (Some(out), Some(obj)) = (&args.out, report.as_object_mut()) {
         obj.insert("out".into(), json!(out.display().to_string()));
     }

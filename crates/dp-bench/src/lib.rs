@@ -25,10 +25,8 @@ pub mod procfs;
 pub mod progress;
 pub mod regress;
 pub mod release_bench;
-pub mod report;
 pub mod scaling;
 pub mod stats;
-pub mod verify;
 
 use std::path::PathBuf;
 

@@ -28,6 +28,7 @@ pub mod registry;
 mod report;
 pub mod solvers;
 pub mod support;
+pub mod verify;
 
 pub use optimizers::best_of::{BestOf, Fallback};
 pub use optimizers::epsilon_default::{

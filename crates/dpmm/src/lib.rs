@@ -70,6 +70,7 @@ pub mod cli;
 pub mod document;
 mod error;
 pub mod ledger;
+pub mod matrix;
 pub mod output;
 pub mod plan;
 pub mod privacy;

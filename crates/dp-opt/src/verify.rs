@@ -1,5 +1,5 @@
-//! Independent check of an optimizer's output, for `cargo xtask
-//! optimize`: the numbers a user sees never come from solver bookkeeping.
+//! Independent check of an optimizer's output (`dpmm::matrix::optimize`,
+//! `cargo xtask optimize`): the numbers a user sees never come from solver bookkeeping.
 //! They are recomputed from the returned strategy and W itself: support
 //! and objective at O(m·n·rank(A)) from A's SVD and W's rows in blocks (a
 //! direction of W at 1e-8 of its norm has 1e-16 of the Gram's, below its
@@ -7,9 +7,9 @@
 //! the mechanism's tolerance, and the objective weighs it too); the
 //! singular value bound from the Gram `WᵀW` (`σᵢ(W)² = λᵢ(WᵀW)`) at O(n³).
 
+use crate::{Certificate, Problem};
 use dp_core::{Result, evaluate_strategy};
 use dp_linalg::MatRef;
-use dp_opt::{Certificate, Problem};
 
 /// The objective and bounds of a strategy, recomputed from W and `A`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -62,9 +62,9 @@ pub fn verify_strategy(
 mod tests {
     use dp_linalg::Mat;
 
+    use crate::PrivacyModel;
     use dp_core::DpError;
     use dp_core::accuracy::{l1_obj, l2_obj};
-    use dp_opt::PrivacyModel;
 
     use super::*;
 

@@ -2,13 +2,11 @@
 //! recomputed from the matrices (never taken from solver bookkeeping);
 //! the command only reads the files and prints.
 
-use dp_core::accuracy::evaluate_strategy;
-use dp_core::{GaussianCalibration, NoiseCalibration, PrivacyBudget, Result};
-use dp_linalg::MatRef;
+use dp_core::{GaussianCalibration, PrivacyBudget};
+use dp_opt::verify::VerifiedStrategy;
 use dp_opt::{OptimizeReport, PrivacyModel};
+use dpmm::matrix::StrategyError;
 use serde_json::{Map, Value, json};
-
-use crate::verify::VerifiedStrategy;
 
 /// A finite number as JSON, `null` otherwise (JSON has no NaN).
 pub fn num(x: f64) -> Value {
@@ -19,65 +17,58 @@ fn object(pairs: impl IntoIterator<Item = (&'static str, Value)>) -> Map<String,
     pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
 }
 
-/// `error`: the objective (`l1_obj` or `l2_obj`), the noise, whether `a`
-/// supports `w` and, when it does, the expected total squared error.
+/// `error`: the objective (`l1_obj` or `l2_obj`), the noise, whether the
+/// strategy supports the workload and, when it does, the expected total
+/// squared error ([`dpmm::matrix::error`]), for an `m × n` workload and
+/// `p` strategy rows.
 pub fn error_report(
-    w: MatRef<'_, f64>,
-    a: MatRef<'_, f64>,
+    e: &StrategyError,
+    (m, n, p): (usize, usize, usize),
     budget: PrivacyBudget,
     calibration: GaussianCalibration,
-) -> Result<Value> {
-    let eval = evaluate_strategy(w, a)?;
-    let noise = NoiseCalibration::for_strategy(a, budget, calibration)?;
-    let supported = eval.support.supported;
-    let model = PrivacyModel::of(budget);
-    // When W leaves A's row space the least-squares answers are biased by
-    // an amount that depends on the data: no expected error exists, and the
-    // objective is only the variance term.
-    let total = if supported {
-        num(noise.variance() * eval.trace)
-    } else {
-        Value::Null
-    };
+) -> Value {
     let mut obj = object([
-        ("privacy", json!(model.name())),
-        ("n", json!(w.ncols())),
-        ("m", json!(w.nrows())),
-        ("p", json!(a.nrows())),
+        ("privacy", json!(e.privacy.name())),
+        ("n", json!(n)),
+        ("m", json!(m)),
+        ("p", json!(p)),
         ("epsilon", json!(budget.epsilon().get())),
-        ("supported", json!(supported)),
-        ("support_residual", num(eval.support.relative_residual)),
-        ("strategy_rank", json!(eval.support.strategy_rank)),
-        ("trace", num(eval.trace)),
-        ("expected_total_squared_error", total),
-        ("noise_scale", num(noise.scale)),
+        ("supported", json!(e.supported)),
+        ("support_residual", num(e.support_residual)),
+        ("strategy_rank", json!(e.strategy_rank)),
+        ("trace", num(e.trace)),
+        (
+            "expected_total_squared_error",
+            e.expected_total_squared_error.map_or(Value::Null, num),
+        ),
+        ("noise_scale", num(e.noise_scale)),
     ]);
     obj.extend(object(match budget.delta() {
         None => vec![
-            ("l1_obj", num(eval.l1_obj())),
-            ("sensitivity_l1", num(eval.sensitivity_l1)),
+            ("l1_obj", num(e.objective)),
+            ("sensitivity_l1", num(e.sensitivity)),
             ("noise", json!("laplace")),
         ],
         Some(delta) => vec![
-            ("l2_obj", num(eval.l2_obj())),
-            ("sensitivity_l2", num(eval.sensitivity_l2)),
+            ("l2_obj", num(e.objective)),
+            ("sensitivity_l2", num(e.sensitivity)),
             ("delta", json!(delta.get())),
             ("noise", json!("gaussian")),
             ("calibration", json!(calibration.name())),
         ],
     }));
-    if !supported {
+    if !e.supported {
         obj.insert(
             "note".into(),
             json!("the strategy does not support the workload: least squares is biased by a data-dependent amount, so there is no expected error; l1_obj/l2_obj show the variance term only"),
         );
     }
-    Ok(Value::Object(obj))
+    Value::Object(obj)
 }
 
 /// `optimize`: what the optimizer returned (`p` strategy rows for an
 /// `m × n` workload), with the objective and certificate recomputed by
-/// [`crate::verify::verify_strategy`].
+/// [`dpmm::matrix::optimize`].
 pub fn optimize_report(
     optimizer: &str,
     model: PrivacyModel,
