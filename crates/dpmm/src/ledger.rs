@@ -123,6 +123,39 @@ pub fn repair(path: &Path) -> Result<String> {
     Ok(out)
 }
 
+/// A ledger's budget as numbers, in its own unit.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Status {
+    /// `epsilon` (a pure ε ledger) or `rho` (a ρ-zCDP one).
+    pub unit: &'static str,
+    /// The total it holds.
+    pub total: f64,
+    /// What the releases charged to it have spent.
+    pub spent: f64,
+    /// What is left.
+    pub remaining: f64,
+    /// The releases charged.
+    pub releases: usize,
+}
+
+/// The ledger's budget, read without changing anything (the chain and
+/// the head are checked as [`verify`] checks them; a torn final line,
+/// which [`repair`] removes, counts for nothing).
+pub fn status(path: &Path) -> Result<Status> {
+    let v = Ledger::verify(path)?;
+    let (unit, total) = match v.budget {
+        LedgerBudget::PureDp { epsilon } => ("epsilon", epsilon),
+        LedgerBudget::Zcdp { rho } => ("rho", rho),
+    };
+    Ok(Status {
+        unit,
+        total,
+        spent: v.spent,
+        remaining: (total - v.spent).max(0.0),
+        releases: v.entries.saturating_sub(1),
+    })
+}
+
 /// `dpmm ledger init`: creates a ledger holding `budget` (refusing an
 /// existing file), creating its directory like `mkdir -p`; says what it
 /// holds.

@@ -20,7 +20,8 @@
 //!   they iterate in workload order or are written as CSV with a JSON
 //!   sidecar.
 //!
-//! The research layer is re-exported: [`dp_core`] (the privacy kernel,
+//! The research layer is re-exported: [`dp_linalg`] (the dense matrices
+//! every layer passes), [`dp_core`] (the privacy kernel,
 //! the matrix mechanism, the audit's samplers), [`dp_opt`] (strategy
 //! optimizers), [`dp_plan`] (the multi-dimensional planner and
 //! reconstruction), [`dp_workloads`] (workloads, classic strategies) and [`dpmm_records`] (schemas, count tables).
@@ -94,6 +95,7 @@ pub use dp_workloads::structured::StructuredWorkload;
 pub use dpmm_records::{Rows, Schema};
 
 pub use dp_core;
+pub use dp_linalg;
 pub use dp_opt;
 pub use dp_plan;
 pub use dp_workloads;
