@@ -1,0 +1,560 @@
+//! `dpmatrix._dpmatrix`: the `dpmm` library for Python. The package
+//! `dpmatrix` (under `python/`) wraps this module in the API its users
+//! see (pandas data frames, dataclasses, paths); everything here is a thin
+//! call into `dpmm`, which it reimplements nothing of.
+//!
+//! * Errors cross as Python exceptions: the caller's bad input is a
+//!   `ValueError` with the same one-line message as the `dpmm` command's,
+//!   an overspend is [`BudgetExceeded`], a failure on valid input a
+//!   `RuntimeError`. Nothing is spent on any of them (the library refuses
+//!   before it charges).
+//! * Records cross as CSV bytes into the library's aggregation; counts,
+//!   seeds and generators never cross back. The ledger is the command's
+//!   file format and lock, so a notebook and the command share one budget.
+//! * Optimization, planning and releases run with the GIL released.
+
+use std::path::PathBuf;
+
+use dpmm::dp_core::{DpError, GaussianCalibration, PrivacyBudget};
+use dpmm::dp_linalg::{Mat, MatRef};
+use dpmm::dp_opt::{Params, PrivacyModel};
+use dpmm::{Data, Document, Error, PlanObjective, PlanSummary, Rows};
+use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray2, PyUntypedArrayMethods};
+use pyo3::exceptions::{PyException, PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+pyo3::create_exception!(
+    _dpmatrix,
+    BudgetExceeded,
+    PyException,
+    "A release would spend more privacy than the ledger has left; it was refused before any noise was drawn, and nothing was spent."
+);
+
+/// The Python exception for a library error.
+fn py_err(e: Error) -> PyErr {
+    match e {
+        Error::BudgetExceeded(m) => BudgetExceeded::new_err(m),
+        Error::Internal(m) => PyRuntimeError::new_err(m),
+        other => PyValueError::new_err(other.to_string()),
+    }
+}
+
+/// The Python exception for a research-layer error.
+fn dp_err(e: DpError) -> PyErr {
+    py_err(e.into())
+}
+
+/// ε, or (ε, δ) when `delta` is given.
+fn budget(epsilon: f64, delta: Option<f64>) -> PyResult<PrivacyBudget> {
+    dpmm::privacy::budget(epsilon, delta).map_err(py_err)
+}
+
+fn privacy_model(privacy: &str) -> PyResult<PrivacyModel> {
+    match privacy {
+        "pure" => Ok(PrivacyModel::Pure),
+        "approx" => Ok(PrivacyModel::Approx),
+        other => Err(PyValueError::new_err(format!(
+            "privacy must be 'pure' or 'approx', got '{other}'"
+        ))),
+    }
+}
+
+/// A workload spec, read and validated once.
+#[pyclass(frozen, module = "dpmatrix._dpmatrix")]
+struct Workload {
+    inner: dpmm::Workload,
+}
+
+#[pymethods]
+impl Workload {
+    /// Reads the spec file at `path` (its `.npy` factors relative to it).
+    #[staticmethod]
+    fn from_path(py: Python<'_>, path: PathBuf) -> PyResult<Self> {
+        let inner = py.detach(|| dpmm::Workload::load(path)).map_err(py_err)?;
+        Ok(Self { inner })
+    }
+
+    /// Parses the spec `text`, named `name` in messages, its `.npy`
+    /// factors relative to `base`.
+    #[staticmethod]
+    fn from_text(text: String, name: String, base: PathBuf) -> PyResult<Self> {
+        let doc = Document::Text { text, name, base };
+        let inner = dpmm::Workload::load(doc).map_err(py_err)?;
+        Ok(Self { inner })
+    }
+
+    /// The spec as JSON, matrix factors inline.
+    #[getter]
+    fn spec_json(&self) -> String {
+        self.inner.spec().to_string()
+    }
+
+    /// The number of queries.
+    #[getter]
+    fn queries(&self) -> f64 {
+        self.inner.queries()
+    }
+
+    /// The domain: (attribute name, size) in order.
+    #[getter]
+    fn domain(&self) -> Vec<(String, usize)> {
+        let domain = self.inner.structured().domain();
+        domain
+            .attributes()
+            .iter()
+            .map(|a| (a.name.clone(), a.size))
+            .collect()
+    }
+
+    /// The query groups: (label, queries, weight) in order.
+    #[getter]
+    fn groups(&self) -> Vec<(String, f64, f64)> {
+        let w = self.inner.structured();
+        w.groups()
+            .iter()
+            .map(|g| (g.label.clone(), w.group_queries(g), g.weight))
+            .collect()
+    }
+}
+
+/// A records schema: the columns and their public domains.
+#[pyclass(frozen, module = "dpmatrix._dpmatrix")]
+struct Schema {
+    doc: Document,
+    inner: dpmm::Schema,
+}
+
+#[pymethods]
+impl Schema {
+    /// Reads the schema file at `path`.
+    #[staticmethod]
+    fn from_path(path: PathBuf) -> PyResult<Self> {
+        let inner = dpmm::Schema::from_path(&path).map_err(|e| py_err(e.into()))?;
+        Ok(Self {
+            doc: Document::File(path),
+            inner,
+        })
+    }
+
+    /// Parses the schema `text`, named `name` in messages.
+    #[staticmethod]
+    fn from_text(text: String, name: String) -> PyResult<Self> {
+        let inner = dpmm::Schema::from_json(&text).map_err(|e| py_err(e.into()))?;
+        Ok(Self {
+            doc: Document::text(text, name),
+            inner,
+        })
+    }
+
+    /// The columns: (attribute name, size) in order.
+    #[getter]
+    fn domain(&self) -> Vec<(String, usize)> {
+        self.inner
+            .domain()
+            .attributes()
+            .iter()
+            .map(|a| (a.name.clone(), a.size))
+            .collect()
+    }
+}
+
+enum PlanSource {
+    Optimized(Box<dpmm::Plan>),
+    Saved(Box<dpmm::SavedPlan>),
+}
+
+/// A strategy planned for a workload, or a plan file read back.
+#[pyclass(frozen, module = "dpmatrix._dpmatrix")]
+struct Plan {
+    source: PlanSource,
+    summary: PlanSummary,
+}
+
+#[pymethods]
+impl Plan {
+    /// Reads a plan file written by `save` (or `dpmm plan`) and states its
+    /// figures again, recomputed; an edited file is refused.
+    #[staticmethod]
+    #[pyo3(signature = (path, max_memory=None))]
+    fn load(py: Python<'_>, path: PathBuf, max_memory: Option<u64>) -> PyResult<Self> {
+        let saved = py
+            .detach(|| dpmm::SavedPlan::load(path, max_memory))
+            .map_err(py_err)?;
+        Ok(Self {
+            summary: saved.summary().clone(),
+            source: PlanSource::Saved(Box::new(saved)),
+        })
+    }
+
+    /// `pure` or `approx`.
+    #[getter]
+    fn privacy(&self) -> &str {
+        &self.summary.privacy
+    }
+
+    /// `l1_obj`, `l2_obj` or `max_variance`.
+    #[getter]
+    fn objective_name(&self) -> &str {
+        &self.summary.objective_name
+    }
+
+    /// The objective (`None` only for a plan file whose variances are
+    /// bounded rather than exact).
+    #[getter]
+    fn objective(&self) -> Option<f64> {
+        self.summary.objective
+    }
+
+    /// A proven lower bound on the optimum, when one is known.
+    #[getter]
+    fn lower_bound(&self) -> Option<f64> {
+        self.summary.lower_bound
+    }
+
+    /// `(objective − lower_bound)/objective`, when both are known.
+    #[getter]
+    fn duality_gap(&self) -> Option<f64> {
+        self.summary.duality_gap
+    }
+
+    /// The ε the errors are stated at.
+    #[getter]
+    fn epsilon(&self) -> f64 {
+        self.summary.budget.epsilon().get()
+    }
+
+    /// The δ the errors are stated at (`None`: pure ε-DP).
+    #[getter]
+    fn delta(&self) -> Option<f64> {
+        self.summary.budget.delta().map(|d| d.get())
+    }
+
+    /// Per query group: (label, queries, RMSE per answer as released).
+    #[getter]
+    fn groups(&self) -> Vec<(String, usize, f64)> {
+        self.summary
+            .groups
+            .iter()
+            .map(|g| (g.label.clone(), g.queries, g.rmse))
+            .collect()
+    }
+
+    /// The plan's full report as JSON (a plan just optimized), else `None`.
+    fn report_json(&self) -> PyResult<Option<String>> {
+        match &self.source {
+            PlanSource::Optimized(p) => p.report_json(None).map(Some).map_err(py_err),
+            PlanSource::Saved(_) => Ok(None),
+        }
+    }
+
+    /// The plan file's text.
+    fn to_json(&self) -> PyResult<String> {
+        match &self.source {
+            PlanSource::Optimized(p) => p.to_json().map_err(py_err),
+            PlanSource::Saved(p) => Ok(p.to_json().to_string()),
+        }
+    }
+
+    /// Writes the plan file (atomically: whole or absent).
+    fn save(&self, path: PathBuf) -> PyResult<()> {
+        match &self.source {
+            PlanSource::Optimized(p) => p.save(&path),
+            PlanSource::Saved(p) => p.save(&path),
+        }
+        .map_err(py_err)
+    }
+}
+
+/// Plans `workload` under ε (or (ε, δ)), minimizing `objective` (`total`:
+/// the sum of the queries' variances; `max`: the largest).
+#[pyfunction]
+#[pyo3(signature = (workload, epsilon, delta=None, objective="total", max_memory=None))]
+fn plan(
+    py: Python<'_>,
+    workload: &Workload,
+    epsilon: f64,
+    delta: Option<f64>,
+    objective: &str,
+    max_memory: Option<u64>,
+) -> PyResult<Plan> {
+    let budget = budget(epsilon, delta)?;
+    let objective = match objective {
+        "total" => PlanObjective::TotalVariance,
+        "max" => PlanObjective::MaxVariance,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "objective must be 'total' or 'max', got '{other}'"
+            )));
+        }
+    };
+    let w = &workload.inner;
+    let optimized = py
+        .detach(|| dpmm::Plan::optimize(w, budget, objective, max_memory))
+        .map_err(py_err)?;
+    Ok(Plan {
+        summary: optimized.summary(),
+        source: PlanSource::Optimized(Box::new(optimized)),
+    })
+}
+
+/// Creates a ledger at `path` holding ε (or (ε, δ), kept as ρ-zCDP);
+/// refuses an existing one. Returns what it holds, in words.
+#[pyfunction]
+#[pyo3(signature = (path, total_epsilon, total_delta=None))]
+fn ledger_create(path: PathBuf, total_epsilon: f64, total_delta: Option<f64>) -> PyResult<String> {
+    let budget = budget(total_epsilon, total_delta)?;
+    dpmm::ledger::create(&path, budget).map_err(py_err)
+}
+
+/// The ledger's (unit, total, spent, remaining, releases), read without
+/// changing anything.
+#[pyfunction]
+fn ledger_status(path: PathBuf) -> PyResult<(&'static str, f64, f64, f64, usize)> {
+    let s = dpmm::ledger::status(&path).map_err(py_err)?;
+    Ok((s.unit, s.total, s.spent, s.remaining, s.releases))
+}
+
+/// A release: the answers' query labels, the four columns (answer,
+/// standard error, 95% interval), the sidecar as JSON and the warnings.
+type Released<'py> = (
+    Vec<String>,
+    Bound<'py, PyArray1<f64>>,
+    Bound<'py, PyArray1<f64>>,
+    Bound<'py, PyArray1<f64>>,
+    Bound<'py, PyArray1<f64>>,
+    String,
+    Vec<String>,
+);
+
+/// Releases answers from records or a counts table (a file at `path`,
+/// or CSV `csv` bytes), charged to the ledger at `ledger`; `workload`
+/// (planned now) or `plan` or both.
+#[pyfunction]
+#[pyo3(signature = (schema, ledger, epsilon, delta=None, workload=None, plan=None, path=None, csv=None, counts=false, max_memory=None))]
+#[allow(clippy::too_many_arguments)] // Python keyword arguments
+fn release<'py>(
+    py: Python<'py>,
+    schema: &Schema,
+    ledger: PathBuf,
+    epsilon: f64,
+    delta: Option<f64>,
+    workload: Option<&Workload>,
+    plan: Option<&Plan>,
+    path: Option<PathBuf>,
+    csv: Option<Vec<u8>>,
+    counts: bool,
+    max_memory: Option<u64>,
+) -> PyResult<Released<'py>> {
+    let budget = budget(epsilon, delta)?;
+    let rows = if counts {
+        Rows::CountsTable
+    } else {
+        Rows::Records
+    };
+    let data = match (path, csv) {
+        (Some(p), None) if counts => Data::CountsTable(p),
+        (Some(p), None) => Data::Records(p),
+        (None, Some(bytes)) => Data::Csv {
+            reader: Box::new(std::io::Cursor::new(bytes)),
+            name: if counts { "counts" } else { "records" }.into(),
+            rows,
+        },
+        _ => {
+            return Err(PyValueError::new_err(
+                "give the data as a path or as CSV bytes",
+            ));
+        }
+    };
+    let plan_doc = plan
+        .map(|p| p.to_json().map(|t| Document::text(t, "the plan")))
+        .transpose()?;
+    let release = dpmm::Release {
+        schema: schema.doc.clone(),
+        workload: workload.map(|w| w.inner.document("the workload")),
+        plan: plan_doc,
+        objective: None,
+        budget,
+        ledger,
+        out: None,
+        max_memory,
+        progress: false,
+    };
+    let answers = py.detach(|| release.run(data)).map_err(py_err)?;
+    let n = answers.len();
+    let (mut queries, mut answer, mut std_error, mut low, mut high) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
+    for a in answers.iter() {
+        queries.push(a.query);
+        answer.push(a.answer);
+        std_error.push(a.std_error);
+        low.push(a.ci_low);
+        high.push(a.ci_high);
+    }
+    Ok((
+        queries,
+        PyArray1::from_vec(py, answer),
+        PyArray1::from_vec(py, std_error),
+        PyArray1::from_vec(py, low),
+        PyArray1::from_vec(py, high),
+        answers.sidecar().to_string(),
+        answers.warnings().to_vec(),
+    ))
+}
+
+/// A float64 array's entries as a matrix: a view of its memory when it is
+/// C- or Fortran-contiguous, a copy otherwise.
+enum Matrix<'a> {
+    View(MatRef<'a, f64>),
+    Owned(Mat<f64>),
+}
+
+impl Matrix<'_> {
+    fn as_ref(&self) -> MatRef<'_, f64> {
+        match self {
+            Self::View(m) => *m,
+            Self::Owned(m) => m.as_ref(),
+        }
+    }
+}
+
+fn matrix<'a>(a: &'a PyReadonlyArray2<'_, f64>) -> PyResult<Matrix<'a>> {
+    let (m, n) = (a.shape()[0], a.shape()[1]);
+    if a.is_c_contiguous() || a.is_fortran_contiguous() {
+        let data = a
+            .as_slice()
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        return Ok(Matrix::View(if a.is_c_contiguous() {
+            MatRef::from_row_major_slice(data, m, n)
+        } else {
+            MatRef::from_column_major_slice(data, m, n)
+        }));
+    }
+    let view = a.as_array();
+    Ok(Matrix::Owned(Mat::from_fn(m, n, |i, j| view[[i, j]])))
+}
+
+/// A matrix as a new C-ordered float64 array.
+fn to_numpy<'py>(py: Python<'py>, m: MatRef<'_, f64>) -> PyResult<Bound<'py, PyAny>> {
+    let mut data = Vec::with_capacity(m.nrows() * m.ncols());
+    for i in 0..m.nrows() {
+        data.extend((0..m.ncols()).map(|j| m[(i, j)]));
+    }
+    Ok(PyArray1::from_vec(py, data)
+        .reshape([m.nrows(), m.ncols()])?
+        .into_any())
+}
+
+/// Optimizes a strategy for `w` with the registered `optimizer` under
+/// `privacy` (`pure` or `approx`); every figure recomputed from `w` and
+/// the strategy.
+#[pyfunction]
+#[pyo3(signature = (w, optimizer, privacy, branching=None, effort=None))]
+fn optimize<'py>(
+    py: Python<'py>,
+    w: PyReadonlyArray2<'py, f64>,
+    optimizer: &str,
+    privacy: &str,
+    branching: Option<usize>,
+    effort: Option<f64>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let model = privacy_model(privacy)?;
+    let params = Params {
+        branching,
+        effort,
+        ..Params::default()
+    };
+    let w = matrix(&w)?;
+    let wr = w.as_ref();
+    let o = py
+        .detach(|| dpmm::matrix::optimize(wr, optimizer, model, &params, &mut ()))
+        .map_err(dp_err)?;
+    let out = PyDict::new(py);
+    out.set_item("strategy", to_numpy(py, o.strategy.as_ref())?)?;
+    out.set_item("optimizer", o.optimizer)?;
+    out.set_item("privacy", o.privacy.name())?;
+    out.set_item("objective", o.verified.objective)?;
+    out.set_item("svd_bound", o.verified.svd_bound)?;
+    out.set_item("lower_bound", o.verified.lower_bound)?;
+    out.set_item("duality_gap", o.verified.duality_gap)?;
+    out.set_item("termination", o.report.termination.to_string())?;
+    out.set_item("converged", o.report.termination.converged())?;
+    out.set_item("iterations", o.report.iterations)?;
+    out.set_item("seconds", o.report.seconds)?;
+    Ok(out)
+}
+
+/// Evaluates strategy `a` for workload `w` at ε (or (ε, δ), zCDP
+/// calibration, as a release adds noise).
+#[pyfunction]
+#[pyo3(signature = (w, a, epsilon, delta=None))]
+fn error<'py>(
+    py: Python<'py>,
+    w: PyReadonlyArray2<'py, f64>,
+    a: PyReadonlyArray2<'py, f64>,
+    epsilon: f64,
+    delta: Option<f64>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let budget = budget(epsilon, delta)?;
+    let (w, a) = (matrix(&w)?, matrix(&a)?);
+    let (wr, ar) = (w.as_ref(), a.as_ref());
+    let e = py
+        .detach(|| dpmm::matrix::error(wr, ar, budget, GaussianCalibration::Zcdp))
+        .map_err(dp_err)?;
+    let out = PyDict::new(py);
+    out.set_item("privacy", e.privacy.name())?;
+    out.set_item("objective", e.objective)?;
+    out.set_item(
+        "expected_total_squared_error",
+        e.expected_total_squared_error,
+    )?;
+    out.set_item("supported", e.supported)?;
+    out.set_item("support_residual", e.support_residual)?;
+    out.set_item("strategy_rank", e.strategy_rank)?;
+    out.set_item("trace", e.trace)?;
+    out.set_item("sensitivity", e.sensitivity)?;
+    out.set_item("noise_scale", e.noise_scale)?;
+    Ok(out)
+}
+
+/// The registered optimizers: (name, description, privacy models).
+#[pyfunction]
+fn optimizers() -> Vec<(&'static str, &'static str, Vec<&'static str>)> {
+    dpmm::dp_opt::REGISTRY
+        .iter()
+        .map(|d| {
+            let models = d.privacy.iter().map(|m| m.name()).collect();
+            (d.name, d.description, models)
+        })
+        .collect()
+}
+
+/// The workload `name` (`identity`, `prefix`, `all_range`) on `n` cells.
+#[pyfunction]
+fn workload_matrix<'py>(py: Python<'py>, name: &str, n: usize) -> PyResult<Bound<'py, PyAny>> {
+    let m = dpmm::matrix::workload(name, n).map_err(dp_err)?;
+    to_numpy(py, m.as_ref())
+}
+
+/// The module.
+#[pymodule]
+fn _dpmatrix(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("BudgetExceeded", m.py().get_type::<BudgetExceeded>())?;
+    m.add_class::<Workload>()?;
+    m.add_class::<Schema>()?;
+    m.add_class::<Plan>()?;
+    m.add_function(wrap_pyfunction!(plan, m)?)?;
+    m.add_function(wrap_pyfunction!(ledger_create, m)?)?;
+    m.add_function(wrap_pyfunction!(ledger_status, m)?)?;
+    m.add_function(wrap_pyfunction!(release, m)?)?;
+    m.add_function(wrap_pyfunction!(optimize, m)?)?;
+    m.add_function(wrap_pyfunction!(error, m)?)?;
+    m.add_function(wrap_pyfunction!(optimizers, m)?)?;
+    m.add_function(wrap_pyfunction!(workload_matrix, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,478 @@
+"""dpmatrix: differentially private answers to linear counting queries.
+
+The dpmm library for Python. A workload spec names the queries; a plan
+optimizes the strategy of queries actually measured (once per workload and
+privacy model, never reading data); a ledger holds a dataset's privacy
+budget; a release charges it, measures through dpmm's privacy kernel
+(exact discrete Laplace or Gaussian noise) and returns every query's
+answer with its standard error and 95% interval::
+
+    import dpmatrix as dm
+
+    wl = dm.Workload.from_json("spec.json")
+    schema = dm.Schema.from_json("schema.json")
+    plan = dm.plan(wl, epsilon=1.0)
+    ledger = dm.Ledger.create("ledger.jsonl", total_epsilon=1.0)
+    answers = dm.release(df, schema=schema, plan=plan, epsilon=1.0, ledger=ledger)
+
+The research layer works on numpy matrices: :func:`optimize` a strategy
+for a workload matrix with any registered optimizer, :func:`error` of a
+(workload, strategy) pair, :mod:`dpmatrix.workloads` for the classic
+workloads.
+
+Errors are exceptions and spend nothing: ``ValueError`` for bad input
+(the same one-line messages as the ``dpmm`` command), :class:`BudgetExceeded`
+for an overspend, ``OSError`` for files, ``RuntimeError`` for a failure
+on valid input.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import io
+import json
+import os
+import warnings
+from typing import Any, Mapping, Optional, Union
+
+import numpy as np
+import pandas as pd
+
+from . import _dpmatrix, workloads
+from ._dpmatrix import BudgetExceeded
+
+__all__ = [
+    "BudgetExceeded",
+    "DpmmWarning",
+    "Ledger",
+    "OptimizeResult",
+    "Plan",
+    "Schema",
+    "Workload",
+    "error",
+    "optimize",
+    "optimizers",
+    "plan",
+    "release",
+    "workloads",
+]
+
+__version__ = "0.1.0"
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+class DpmmWarning(UserWarning):
+    """Something the caller must know about a release that still succeeded
+    (a ledger without its head anchor, for one)."""
+
+
+def _existing(path: PathLike) -> str:
+    """The path as a string, or ``FileNotFoundError`` when nothing is there."""
+    p = os.fspath(path)
+    if not os.path.exists(p):
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), p)
+    return p
+
+
+def _json_text(value: Mapping[str, Any], what: str) -> str:
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{what} must be a dict, got {type(value).__name__}")
+    try:
+        return json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{what} is not JSON: {e}") from None
+
+
+class Workload:
+    """A workload spec (format: ``docs/formats.md``), read and validated once."""
+
+    def __init__(self, _native: "_dpmatrix.Workload") -> None:
+        self._native = _native
+
+    @classmethod
+    def from_json(cls, path: PathLike) -> "Workload":
+        """Reads the spec file at ``path`` (its ``.npy`` factors relative to it)."""
+        return cls(_dpmatrix.Workload.from_path(_existing(path)))
+
+    @classmethod
+    def from_dict(cls, spec: Mapping[str, Any], base: PathLike = ".") -> "Workload":
+        """The spec given as a dict; its ``.npy`` factors are relative to ``base``."""
+        text = _json_text(spec, "the workload spec")
+        return cls(_dpmatrix.Workload.from_text(text, "the workload spec", os.fspath(base)))
+
+    @property
+    def queries(self) -> int:
+        """The number of queries."""
+        return int(self._native.queries)
+
+    @property
+    def domain(self) -> list[tuple[str, int]]:
+        """The attributes and their sizes, in order."""
+        return list(self._native.domain)
+
+    @property
+    def groups(self) -> pd.DataFrame:
+        """The query groups: label, queries, weight."""
+        rows = self._native.groups
+        return pd.DataFrame(rows, columns=["label", "queries", "weight"]).astype(
+            {"queries": "int64"}
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The spec, matrix factors inline."""
+        return json.loads(self._native.spec_json)
+
+    def __repr__(self) -> str:
+        return f"<dpmatrix.Workload: {self.queries} queries on {len(self.domain)} attributes>"
+
+
+class Schema:
+    """A records schema: the columns and their public domains (``docs/formats.md``)."""
+
+    def __init__(self, _native: "_dpmatrix.Schema") -> None:
+        self._native = _native
+
+    @classmethod
+    def from_json(cls, path: PathLike) -> "Schema":
+        """Reads the schema file at ``path``."""
+        return cls(_dpmatrix.Schema.from_path(_existing(path)))
+
+    @classmethod
+    def from_dict(cls, schema: Mapping[str, Any]) -> "Schema":
+        """The schema given as a dict."""
+        return cls(_dpmatrix.Schema.from_text(_json_text(schema, "the schema"), "the schema"))
+
+    @property
+    def domain(self) -> list[tuple[str, int]]:
+        """The attributes and their sizes, in order."""
+        return list(self._native.domain)
+
+    def __repr__(self) -> str:
+        return f"<dpmatrix.Schema: {len(self.domain)} attributes>"
+
+
+class Plan:
+    """A strategy planned for a workload (:func:`plan`), or a plan file read
+    back (:meth:`load`, figures recomputed)."""
+
+    def __init__(self, _native: "_dpmatrix.Plan") -> None:
+        self._native = _native
+
+    @classmethod
+    def load(cls, path: PathLike) -> "Plan":
+        """Reads a plan file written by :meth:`save` or ``dpmm plan``; its
+        figures are recomputed from its strategy, and an edited file is refused."""
+        return cls(_dpmatrix.Plan.load(_existing(path)))
+
+    @property
+    def objective(self) -> Optional[float]:
+        """The objective: ``l1_obj`` (pure) or ``l2_obj`` (approx), the sum of
+        the queries' variances in units of the noise scale, or the largest
+        one for a max-variance plan."""
+        return self._native.objective
+
+    @property
+    def objective_name(self) -> str:
+        """``l1_obj``, ``l2_obj`` or ``max_variance``."""
+        return self._native.objective_name
+
+    @property
+    def lower_bound(self) -> Optional[float]:
+        """A proven lower bound on the optimal objective, when one is known."""
+        return self._native.lower_bound
+
+    @property
+    def duality_gap(self) -> Optional[float]:
+        """``(objective - lower_bound) / objective``, when both are known."""
+        return self._native.duality_gap
+
+    @property
+    def privacy(self) -> str:
+        """``pure`` or ``approx``."""
+        return self._native.privacy
+
+    @property
+    def epsilon(self) -> float:
+        """The ε the expected errors are stated at."""
+        return self._native.epsilon
+
+    @property
+    def delta(self) -> Optional[float]:
+        """The δ the expected errors are stated at (``None``: pure ε-DP)."""
+        return self._native.delta
+
+    @property
+    def groups(self) -> pd.DataFrame:
+        """Per query group: label, queries, and the expected RMSE of its
+        answers as released (in counts)."""
+        return pd.DataFrame(self._native.groups, columns=["label", "queries", "rmse"])
+
+    @property
+    def report(self) -> Optional[dict[str, Any]]:
+        """The planner's full report (a plan just optimized), else ``None``."""
+        text = self._native.report_json()
+        return None if text is None else json.loads(text)
+
+    def save(self, path: PathLike) -> None:
+        """Writes the plan file (atomically), workload included."""
+        self._native.save(os.fspath(path))
+
+    def to_json(self) -> str:
+        """The plan file's text."""
+        return self._native.to_json()
+
+    def __repr__(self) -> str:
+        return (
+            f"<dpmatrix.Plan: {self.privacy}, {self.objective_name} = {self.objective}, "
+            f"lower bound {self.lower_bound}>"
+        )
+
+
+def plan(
+    workload: Workload,
+    epsilon: float,
+    delta: Optional[float] = None,
+    objective: str = "total",
+    *,
+    max_memory: Optional[int] = None,
+) -> Plan:
+    """Optimizes the strategy for ``workload``: pure ε-DP, or (ε, δ) when
+    ``delta`` is given; ``objective`` is ``"total"`` (the sum of the
+    queries' variances) or ``"max"`` (the largest; (ε, δ) marginal
+    workloads). Reads no data and spends nothing; ``max_memory`` in bytes
+    (default: half the physical memory)."""
+    if not isinstance(workload, Workload):
+        raise ValueError(f"workload must be a dpmatrix.Workload, got {type(workload).__name__}")
+    return Plan(_dpmatrix.plan(workload._native, epsilon, delta, objective, max_memory))
+
+
+class Ledger:
+    """A dataset's durable privacy budget: the ``dpmm`` command's file and
+    lock, so a notebook and the command share one budget. Figures are in
+    the ledger's unit (``epsilon``, or ``rho`` for an (ε, δ) ledger, kept
+    as ρ-zCDP) and read afresh on every access."""
+
+    def __init__(self, path: PathLike) -> None:
+        self.path = os.fspath(path)
+
+    @classmethod
+    def create(
+        cls, path: PathLike, total_epsilon: float, total_delta: Optional[float] = None
+    ) -> "Ledger":
+        """Creates a ledger holding ε (or (ε, δ)); refuses an existing one."""
+        p = os.fspath(path)
+        if os.path.exists(p):
+            raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), p)
+        _dpmatrix.ledger_create(p, total_epsilon, total_delta)
+        return cls(p)
+
+    @classmethod
+    def open(cls, path: PathLike) -> "Ledger":
+        """An existing ledger, checked (chain, totals and head)."""
+        ledger = cls(_existing(path))
+        ledger._status()
+        return ledger
+
+    def _status(self) -> tuple[str, float, float, float, int]:
+        return _dpmatrix.ledger_status(_existing(self.path))
+
+    @property
+    def unit(self) -> str:
+        """``epsilon`` or ``rho``."""
+        return self._status()[0]
+
+    @property
+    def total(self) -> float:
+        """The budget it holds."""
+        return self._status()[1]
+
+    @property
+    def spent(self) -> float:
+        """What the releases charged to it have spent."""
+        return self._status()[2]
+
+    @property
+    def remaining(self) -> float:
+        """What is left."""
+        return self._status()[3]
+
+    @property
+    def releases(self) -> int:
+        """The releases charged to it."""
+        return self._status()[4]
+
+    def __repr__(self) -> str:
+        unit, total, spent, remaining, _ = self._status()
+        return f"<dpmatrix.Ledger {self.path!r}: {spent:g} of {total:g} {unit} spent>"
+
+
+def _csv_bytes(table: Any, what: str) -> bytes:
+    """A pandas DataFrame or pyarrow Table as CSV with a header row."""
+    if isinstance(table, pd.DataFrame):
+        return table.to_csv(index=False).encode("utf-8")
+    module = type(table).__module__
+    if module.startswith("pyarrow") and type(table).__name__ == "Table":
+        import pyarrow.csv as pacsv
+
+        out = io.BytesIO()
+        pacsv.write_csv(table, out)
+        return out.getvalue()
+    raise ValueError(
+        f"{what} must be a path, a pandas.DataFrame or a pyarrow.Table, "
+        f"got {type(table).__name__}"
+    )
+
+
+def _source(table: Any, what: str) -> dict[str, Any]:
+    if isinstance(table, (str, os.PathLike)):
+        return {"path": _existing(table)}
+    return {"csv": _csv_bytes(table, what)}
+
+
+def release(
+    data: Any = None,
+    *,
+    schema: Schema,
+    epsilon: float,
+    ledger: Union[Ledger, PathLike],
+    plan: Optional[Plan] = None,
+    workload: Optional[Workload] = None,
+    delta: Optional[float] = None,
+    counts: Any = None,
+    max_memory: Optional[int] = None,
+) -> pd.DataFrame:
+    """Releases private answers to the plan's (or the workload's) queries.
+
+    ``data`` is the records: a path (CSV or CSV.gz, header row), a
+    ``pandas.DataFrame`` or a ``pyarrow.Table``; or give ``counts``
+    instead, a table of the schema's columns and a ``count`` column (e.g.
+    one GROUP BY in DuckDB). The release is pure ε-DP, or (ε, δ) when
+    ``delta`` is given; it is charged to ``ledger`` before any noise is
+    drawn, and everything that can be refused is refused before that
+    (nothing is spent on an exception).
+
+    Returns one row per query in workload order: ``query``, ``answer``,
+    ``std_error`` (exact), ``ci_low`` and ``ci_high`` (95%);
+    ``attrs["sidecar"]`` says how they were made (nothing exact about the
+    data) and ``attrs["warnings"]`` lists any warning, also issued as a
+    :class:`DpmmWarning`.
+    """
+    if not isinstance(schema, Schema):
+        raise ValueError(f"schema must be a dpmatrix.Schema, got {type(schema).__name__}")
+    if plan is None and workload is None:
+        raise ValueError("give plan= or workload= (the queries to answer)")
+    if plan is not None and not isinstance(plan, Plan):
+        raise ValueError(f"plan must be a dpmatrix.Plan, got {type(plan).__name__}")
+    if workload is not None and not isinstance(workload, Workload):
+        raise ValueError(f"workload must be a dpmatrix.Workload, got {type(workload).__name__}")
+    if (data is None) == (counts is None):
+        raise ValueError("give the records as data, or a counts table as counts=, not both")
+    source = _source(data, "data") if counts is None else _source(counts, "counts")
+    book = ledger.path if isinstance(ledger, Ledger) else _existing(ledger)
+    queries, answer, std_error, low, high, sidecar, notes = _dpmatrix.release(
+        schema._native,
+        book,
+        epsilon,
+        delta,
+        workload=None if workload is None else workload._native,
+        plan=None if plan is None else plan._native,
+        counts=counts is not None,
+        max_memory=max_memory,
+        **source,
+    )
+    frame = pd.DataFrame(
+        {
+            "query": queries,
+            "answer": answer,
+            "std_error": std_error,
+            "ci_low": low,
+            "ci_high": high,
+        }
+    )
+    frame.attrs["sidecar"] = json.loads(sidecar)
+    frame.attrs["warnings"] = list(notes)
+    for note in notes:
+        warnings.warn(note, DpmmWarning, stacklevel=2)
+    return frame
+
+
+def _matrix(m: Any, name: str) -> np.ndarray:
+    """A 2-D float64 array (no copy when it already is one)."""
+    try:
+        a = np.asarray(m, dtype=np.float64)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{name} must be a 2-D array of numbers: {e}") from None
+    if a.ndim != 2:
+        raise ValueError(f"{name} must be a 2-D array, got {a.ndim} dimension(s)")
+    return a
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimizeResult:
+    """A strategy optimized for a workload matrix; every figure is
+    recomputed from the workload and the strategy."""
+
+    strategy: np.ndarray
+    """The strategy A (p×n)."""
+    optimizer: str
+    privacy: str
+    objective: float
+    """``l1_obj`` (pure) or ``l2_obj`` (approx) of the strategy."""
+    lower_bound: Optional[float]
+    """The optimizer's certified lower bound on the optimum, if any."""
+    duality_gap: Optional[float]
+    """``(objective - lower_bound) / objective``."""
+    svd_bound: float
+    """The SVD lower bound ``(Σσᵢ(W))²/n`` on ``l2_obj``."""
+    termination: str
+    """Why the optimizer stopped."""
+    converged: bool
+    iterations: int
+    seconds: float
+
+
+def optimize(
+    W: Any,
+    optimizer: str = "coa",
+    privacy: str = "approx",
+    *,
+    branching: Optional[int] = None,
+    effort: Optional[float] = None,
+) -> OptimizeResult:
+    """Optimizes a strategy for the workload matrix ``W`` (m×n, float64;
+    read without copying when C- or Fortran-ordered) with the registered
+    ``optimizer`` (:func:`optimizers`) under ``privacy`` (``"pure"`` or
+    ``"approx"``)."""
+    w = _matrix(W, "W")
+    out = _dpmatrix.optimize(w, optimizer, privacy, branching, effort)
+    return OptimizeResult(**out)
+
+
+def optimizers() -> list[str]:
+    """The registered optimizers' names (as ``cargo xtask optimize --help``
+    lists them)."""
+    return [name for name, _, _ in _dpmatrix.optimizers()]
+
+
+def error(
+    W: Any,
+    A: Any,
+    privacy: str = "pure",
+    *,
+    epsilon: float = 1.0,
+    delta: Optional[float] = None,
+) -> dict[str, Any]:
+    """What strategy ``A`` (p×n) gives workload ``W`` (m×n): ``objective``
+    (``l1_obj`` or ``l2_obj``), whether ``A`` supports ``W``, and the
+    expected total squared error at ``epsilon`` (and ``delta``, default
+    1e-6 under ``privacy="approx"``; zCDP calibration, as a release adds
+    noise), ``None`` when ``A`` does not support ``W``."""
+    if privacy not in ("pure", "approx"):
+        raise ValueError(f"privacy must be 'pure' or 'approx', got {privacy!r}")
+    if privacy == "pure" and delta is not None:
+        raise ValueError("privacy='pure' takes no delta")
+    if privacy == "approx" and delta is None:
+        delta = 1e-6
+    return _dpmatrix.error(_matrix(W, "W"), _matrix(A, "A"), epsilon, delta)

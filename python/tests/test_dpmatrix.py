@@ -1,0 +1,322 @@
+"""The whole dpmatrix API against independent truth: closed forms, the
+command's own figures (cargo xtask), the true counts of the embedded
+census extract, and the ledger's bytes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import dpmatrix as dm
+from conftest import RECORDS, copy_to
+
+
+def true_counts(records: pd.DataFrame, queries: pd.Series) -> np.ndarray:
+    """Each query `a = v & b = w` counted on the records directly."""
+    out = []
+    for q in queries:
+        mask = np.ones(len(records), dtype=bool)
+        for term in q.split(" & "):
+            name, value = term.split(" = ")
+            mask &= (records[name] == value).to_numpy()
+        out.append(mask.sum())
+    return np.array(out, dtype=float)
+
+
+def z_scores(a: pd.DataFrame, b: pd.DataFrame) -> np.ndarray:
+    """Differences of two independent releases of the same queries in units
+    of their joint standard error."""
+    assert list(a["query"]) == list(b["query"])
+    se = np.sqrt(a["std_error"] ** 2 + b["std_error"] ** 2)
+    return ((a["answer"] - b["answer"]) / se).to_numpy()
+
+
+# --- the research layer on matrices -------------------------------------
+
+
+def test_workloads_are_the_matrices_they_name():
+    p = dm.workloads.prefix(5)
+    assert p.dtype == np.float64 and p.shape == (5, 5)
+    assert np.array_equal(p, np.tril(np.ones((5, 5))))
+    r = dm.workloads.all_range(6)
+    assert r.shape == (21, 6)
+    rows = [(a, b) for a in range(6) for b in range(a, 6)]
+    for row, (a, b) in zip(r, rows):
+        assert np.array_equal(row, [1.0 if a <= j <= b else 0.0 for j in range(6)])
+    assert np.array_equal(dm.workloads.identity(3), np.eye(3))
+    with pytest.raises(ValueError):
+        dm.workloads.prefix(0)
+
+
+def test_error_of_the_identity_on_prefix_is_its_closed_form():
+    n, eps = 8, 0.5
+    w = dm.workloads.prefix(n)
+    e = dm.error(w, np.eye(n), privacy="pure", epsilon=eps)
+    trace = n * (n + 1) / 2  # tr(WᵀW) with Δ₁(I) = 1
+    assert e["supported"]
+    assert e["objective"] == pytest.approx(trace, rel=1e-12)
+    # Laplace of scale 1/ε per cell: variance 2/ε² per unit of trace.
+    assert e["expected_total_squared_error"] == pytest.approx(2 / eps**2 * trace, rel=1e-12)
+    missing = np.eye(n)[:-1]
+    e = dm.error(w, missing, privacy="pure")
+    assert not e["supported"] and e["expected_total_squared_error"] is None
+    # (ε, δ): l2_obj of the identity is tr(WᵀW) too (Δ₂ = 1).
+    e = dm.error(w, np.eye(n), privacy="approx", epsilon=1.0, delta=1e-6)
+    assert e["objective"] == pytest.approx(trace, rel=1e-12)
+
+
+def test_optimize_reports_what_cargo_xtask_optimize_reports(tmp_path: Path, xtask: Path):
+    w = dm.workloads.all_range(48)
+    res = dm.optimize(w, optimizer="coa", privacy="approx")
+    np.save(tmp_path / "w.npy", w)
+    out = subprocess.run(
+        [xtask, "optimize", "--workload", tmp_path / "w.npy", "--optimizer", "coa",
+         "--privacy", "approx"],
+        capture_output=True, text=True, check=True,
+    )
+    cli = json.loads(out.stdout)
+    assert res.objective == pytest.approx(cli["objective"], rel=1e-9)
+    assert res.lower_bound == pytest.approx(cli["lower_bound"], rel=1e-9)
+    assert res.optimizer == "coa" and res.privacy == "approx"
+    assert res.converged and 0 <= res.duality_gap < 1e-3
+    assert res.lower_bound <= res.objective
+    assert res.strategy.shape[1] == 48
+    # The objective is the strategy's own, recomputed independently.
+    assert dm.error(w, res.strategy, privacy="approx")["objective"] == pytest.approx(
+        res.objective, rel=1e-9
+    )
+    # A Fortran-ordered W (read in place too) is the same problem.
+    again = dm.optimize(np.asfortranarray(w), optimizer="coa", privacy="approx")
+    assert again.objective == pytest.approx(res.objective, rel=1e-9)
+
+
+def test_optimizers_are_the_registry_xtask_lists(xtask: Path):
+    names = dm.optimizers()
+    assert "coa" in names and "pidentity" in names and len(set(names)) == len(names)
+    help_text = subprocess.run(
+        [xtask, "optimize", "--help"], capture_output=True, text=True, check=True
+    ).stdout
+    listed = help_text.split("The optimizer, one of:\n", 1)[1].split("\n\n", 1)[0]
+    assert [line.split()[0] for line in listed.splitlines()] == names
+    w = dm.workloads.prefix(16)
+    pure = dm.optimize(w, optimizer="pidentity", privacy="pure")
+    assert pure.privacy == "pure" and pure.objective > 0
+
+
+def test_a_matrix_that_is_not_2d_is_a_value_error():
+    with pytest.raises(ValueError, match="2-D"):
+        dm.optimize(np.ones(5))
+    with pytest.raises(ValueError, match="2-D"):
+        dm.optimize(np.ones((2, 2, 2)))
+    with pytest.raises(ValueError):
+        dm.optimize([["a", "b"]])
+    with pytest.raises(ValueError):
+        dm.optimize(np.full((3, 3), np.nan))
+    with pytest.raises(ValueError):
+        dm.optimize(np.eye(3), optimizer="no-such-optimizer")
+    with pytest.raises(ValueError):
+        dm.error(np.eye(3), np.eye(3), privacy="approximately")
+
+
+# --- plans --------------------------------------------------------------
+
+
+def test_a_plan_states_its_figures_and_scales_with_epsilon(spec_path: Path, tmp_path: Path):
+    wl = dm.Workload.from_json(spec_path)
+    assert wl.queries == 1671 and len(wl.domain) == 8
+    plan = dm.plan(wl, epsilon=1.0)
+    assert (plan.privacy, plan.objective_name) == ("pure", "l1_obj")
+    assert plan.lower_bound is not None and plan.lower_bound <= plan.objective
+    groups = plan.groups
+    assert list(groups.columns) == ["label", "queries", "rmse"]
+    assert groups["queries"].sum() == 1671
+    # One unweighted group: its RMSE is √(2·l1_obj/ε² / queries)
+    # (Laplace variance 2b² per row, b = Δ₁/ε, l1_obj = Δ₁²·Σ unit variances).
+    rmse = np.sqrt(2 * plan.objective / 1.0**2 / 1671)
+    assert groups["rmse"].iloc[0] == pytest.approx(rmse, rel=1e-9)
+    twice = dm.plan(wl, epsilon=2.0)
+    assert twice.groups["rmse"].iloc[0] == pytest.approx(rmse / 2, rel=1e-9)
+    # Saved and loaded: the same figures, recomputed from the strategy.
+    plan.save(tmp_path / "plan.json")
+    back = dm.Plan.load(tmp_path / "plan.json")
+    assert back.privacy == "pure" and back.epsilon == 1.0 and back.delta is None
+    assert back.objective == pytest.approx(plan.objective, rel=1e-3)
+    assert back.groups["rmse"].iloc[0] == pytest.approx(rmse, rel=1e-3)
+    # An edited plan file is refused.
+    edited = json.loads((tmp_path / "plan.json").read_text())
+    edited["objective"] *= 0.5
+    (tmp_path / "edited.json").write_text(json.dumps(edited))
+    with pytest.raises(ValueError, match="not its strategy's"):
+        dm.Plan.load(tmp_path / "edited.json")
+
+
+def test_an_approx_plan_and_a_max_variance_plan(spec_path: Path):
+    wl = dm.Workload.from_json(spec_path)
+    total = dm.plan(wl, epsilon=1.0, delta=1e-6)
+    assert (total.privacy, total.objective_name) == ("approx", "l2_obj")
+    # The optimal marginal mechanism: certified to its closed-form bound.
+    assert total.duality_gap < 1e-9
+    worst = dm.plan(wl, epsilon=1.0, delta=1e-6, objective="max")
+    assert worst.objective_name == "max_variance"
+    with pytest.raises(ValueError):
+        dm.plan(wl, epsilon=1.0, objective="median")
+
+
+def test_workloads_and_schemas_from_dicts(spec_path: Path, schema_path: Path):
+    spec = json.loads(spec_path.read_text())
+    wl = dm.Workload.from_dict(spec)
+    assert wl.queries == dm.Workload.from_json(spec_path).queries
+    assert wl.to_dict()["queries"] == spec["queries"]
+    schema = dm.Schema.from_dict(json.loads(schema_path.read_text()))
+    assert schema.domain == wl.domain
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"domain": [{"name": "a", "size": 0}], "queries": [{"marginals": {"k": 1}}]},
+        {"domain": [{"name": "a", "size": 2}], "queries": [{"marginal": ["b"]}]},
+        {"domain": [], "queries": []},
+        {"queries": [{"marginals": {"k": 1}}]},
+    ],
+)
+def test_a_bad_spec_is_a_value_error(bad):
+    with pytest.raises(ValueError):
+        dm.Workload.from_dict(bad)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"domain": [{"name": "a", "column": "a", "values": []}]},
+        {"domain": [{"name": "a", "column": "a", "bins": {"start": 5, "stop": 1, "width": 1}}]},
+        {"domain": "a"},
+        {},
+    ],
+)
+def test_a_bad_schema_is_a_value_error(bad):
+    with pytest.raises(ValueError):
+        dm.Schema.from_dict(bad)
+
+
+def test_missing_files_are_os_errors(tmp_path: Path):
+    for call in (dm.Workload.from_json, dm.Schema.from_json, dm.Plan.load, dm.Ledger.open):
+        with pytest.raises(FileNotFoundError):
+            call(tmp_path / "absent.json")
+    with pytest.raises(ValueError):
+        dm.Workload.from_json(Path(__file__))  # exists, is not a spec
+
+
+# --- ledgers and releases -----------------------------------------------
+
+
+def test_a_ledger_counts_what_releases_spend(tmp_path: Path, spec_path, schema_path):
+    ledger = dm.Ledger.create(tmp_path / "l.jsonl", total_epsilon=2.0)
+    assert (ledger.unit, ledger.total, ledger.spent, ledger.remaining) == ("epsilon", 2.0, 0.0, 2.0)
+    with pytest.raises(FileExistsError):
+        dm.Ledger.create(tmp_path / "l.jsonl", total_epsilon=1.0)
+    wl, schema = dm.Workload.from_json(spec_path), dm.Schema.from_json(schema_path)
+    dm.release(RECORDS, schema=schema, workload=wl, epsilon=0.5, ledger=ledger)
+    assert dm.Ledger.open(tmp_path / "l.jsonl").spent == pytest.approx(0.5)
+    assert ledger.remaining == pytest.approx(1.5) and ledger.releases == 1
+    approx = dm.Ledger.create(tmp_path / "a.jsonl", total_epsilon=1.0, total_delta=1e-6)
+    assert approx.unit == "rho" and approx.spent == 0.0
+    for bad in (0.0, -1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError):
+            dm.Ledger.create(tmp_path / f"bad{bad}.jsonl", total_epsilon=bad)
+
+
+def test_an_overspend_raises_budget_exceeded_and_spends_nothing(tmp_path, spec_path, schema_path):
+    ledger = dm.Ledger.create(tmp_path / "l.jsonl", total_epsilon=1.0)
+    before = (tmp_path / "l.jsonl").read_bytes()
+    wl, schema = dm.Workload.from_json(spec_path), dm.Schema.from_json(schema_path)
+    with pytest.raises(dm.BudgetExceeded):
+        dm.release(RECORDS, schema=schema, workload=wl, epsilon=1.5, ledger=ledger)
+    assert (tmp_path / "l.jsonl").read_bytes() == before and ledger.spent == 0.0
+    # Bad input: ValueError, and nothing spent either.
+    for eps in (0.0, -1.0):
+        with pytest.raises(ValueError):
+            dm.release(RECORDS, schema=schema, workload=wl, epsilon=eps, ledger=ledger)
+    with pytest.raises(ValueError):
+        dm.release(RECORDS, schema=schema, epsilon=0.5, ledger=ledger)  # no queries
+    with pytest.raises(ValueError):
+        dm.release([1, 2], schema=schema, workload=wl, epsilon=0.5, ledger=ledger)
+    assert (tmp_path / "l.jsonl").read_bytes() == before
+
+
+def test_records_from_a_dataframe_are_released_like_the_file(tmp_path, records, spec_path, schema_path):
+    """The same plan released from the CSV file and from a DataFrame of its
+    records: the same queries, and answers that differ by independent noise
+    only (z-scores of mean 0, standard deviation 1); both cover the true
+    counts at their nominal 95%."""
+    ledger = dm.Ledger.create(tmp_path / "l.jsonl", total_epsilon=2.0)
+    wl, schema = dm.Workload.from_json(spec_path), dm.Schema.from_json(schema_path)
+    plan = dm.plan(wl, epsilon=1.0)
+    from_file = dm.release(RECORDS, schema=schema, plan=plan, epsilon=1.0, ledger=ledger)
+    from_frame = dm.release(records, schema=schema, plan=plan, epsilon=1.0, ledger=ledger)
+    assert list(from_frame.columns) == ["query", "answer", "std_error", "ci_low", "ci_high"]
+    assert len(from_frame) == 1671
+    z = z_scores(from_file, from_frame)
+    assert abs(z.mean()) < 0.2 and 0.85 < z.std() < 1.15, (z.mean(), z.std())
+    truth = true_counts(records, from_frame["query"])
+    for answers in (from_file, from_frame):
+        covered = ((answers["ci_low"] <= truth) & (truth <= answers["ci_high"])).mean()
+        assert 0.9 <= covered <= 0.99, covered
+    sidecar = from_frame.attrs["sidecar"]
+    assert sidecar["epsilon"] == 1.0 and sidecar["queries"] == 1671
+    assert "count" not in json.dumps(sidecar).lower().replace("counts", "")
+    assert ledger.spent == pytest.approx(2.0)
+
+
+def test_a_pyarrow_table_releases_like_a_dataframe(tmp_path, records, spec_path, schema_path):
+    pa = pytest.importorskip("pyarrow")
+    ledger = dm.Ledger.create(tmp_path / "l.jsonl", total_epsilon=20.0)
+    wl, schema = dm.Workload.from_json(spec_path), dm.Schema.from_json(schema_path)
+    table = pa.Table.from_pandas(records, preserve_index=False)
+    a = dm.release(table, schema=schema, workload=wl, epsilon=10.0, ledger=ledger)
+    b = dm.release(records, schema=schema, workload=wl, epsilon=10.0, ledger=ledger)
+    z = z_scores(a, b)
+    assert abs(z.mean()) < 0.2 and 0.85 < z.std() < 1.15
+
+
+def test_counts_from_duckdb_release_under_epsilon_delta(tmp_path, records, spec_path, schema_path, duckdb_module):
+    """The documented DuckDB GROUP BY (all_varchar) gives a counts table a
+    release reads; planned and released under (ε, δ); it covers the truth."""
+    con = duckdb_module.connect()
+    counts = con.execute(
+        f"""SELECT morekids, gender1, gender2, age, afam, hispanic, other, work,
+                   count(*) AS count
+            FROM read_csv('{RECORDS}', all_varchar = true) GROUP BY ALL"""
+    ).df()
+    assert counts["count"].sum() == len(records)
+    # (2, 1e-6) as ρ-zCDP holds the (1, 1e-6) release and a small one after.
+    ledger = dm.Ledger.create(tmp_path / "l.jsonl", total_epsilon=2.0, total_delta=1e-6)
+    wl, schema = dm.Workload.from_json(spec_path), dm.Schema.from_json(schema_path)
+    plan = dm.plan(wl, epsilon=1.0, delta=1e-6)
+    ans = dm.release(counts=counts, schema=schema, plan=plan, epsilon=1.0, delta=1e-6, ledger=ledger)
+    truth = true_counts(records, ans["query"])
+    covered = ((ans["ci_low"] <= truth) & (truth <= ans["ci_high"])).mean()
+    assert 0.9 <= covered <= 0.99, covered
+    assert ans.attrs["sidecar"]["delta"] == 1e-6
+    assert 0 < ledger.spent <= ledger.total
+    # The same table as a CSV file on disk.
+    counts.to_csv(tmp_path / "counts.csv", index=False)
+    again = dm.release(counts=tmp_path / "counts.csv", schema=schema, plan=plan,
+                       epsilon=0.05, delta=1e-9, ledger=ledger)
+    assert list(again["query"]) == list(ans["query"])
+
+
+def test_a_plan_loaded_from_a_file_releases(tmp_path, spec_path, schema_path):
+    ledger = dm.Ledger.create(tmp_path / "l.jsonl", total_epsilon=1.0)
+    plan = dm.plan(dm.Workload.from_json(spec_path), epsilon=1.0)
+    plan.save(tmp_path / "plan.json")
+    loaded = dm.Plan.load(tmp_path / "plan.json")
+    schema = dm.Schema.from_json(copy_to(tmp_path, schema_path))
+    ans = dm.release(RECORDS, schema=schema, plan=loaded, epsilon=1.0, ledger=ledger)
+    assert len(ans) == 1671
+    assert ans.attrs["sidecar"]["plan"]["objective"] == pytest.approx(loaded.objective, rel=1e-9)
