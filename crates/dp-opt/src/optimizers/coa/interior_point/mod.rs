@@ -54,8 +54,8 @@ use super::dual::certified_lower_bound;
 use crate::Observer;
 use crate::dense::gemm;
 use crate::report::{BoundSource, Event, Stage};
-use crate::solvers::engine::Termination;
-use newton_step::{Point, log_barrier_value, newton_step, quadratic_forms, slacks};
+use crate::solvers::engine::{Budget, Executor, Solver, Termination};
+use newton_step::{NewtonStep, Point, log_barrier_value, newton_step, quadratic_forms, slacks};
 
 /// Options of [`minimize_trace_inverse`].
 #[derive(Debug, Clone, Copy)]
@@ -69,6 +69,10 @@ pub struct InteriorPointOptions {
     pub centering: f64,
     /// Newton steps allowed in all.
     pub max_newton_steps: usize,
+    /// Wall-clock seconds allowed, checked before each Newton step (a time
+    /// cut ends the run as [`Termination::Timeout`] with the best strategy
+    /// and bound so far); `None` for no limit.
+    pub max_seconds: Option<f64>,
     /// Pivoted-Cholesky tolerance of the kernel factorization (relative to
     /// its unit diagonal).
     pub kernel_tolerance: f64,
@@ -83,6 +87,7 @@ impl Default for InteriorPointOptions {
             mu_decrease: 10.0,
             centering: 1e-2,
             max_newton_steps: 400,
+            max_seconds: None,
             kernel_tolerance: 1e-15,
             parallelism: Par::rayon(0),
         }
@@ -90,6 +95,11 @@ impl Default for InteriorPointOptions {
 }
 
 impl InteriorPointOptions {
+    /// The run's budget: `max_newton_steps` Newton steps, `max_seconds`.
+    pub fn budget(&self) -> Budget {
+        Budget::iterations(self.max_newton_steps).with_seconds(self.max_seconds)
+    }
+
     fn validate(&self) -> Result<()> {
         let ok = self.gap_tolerance > 0.0
             && self.gap_tolerance < 1.0
@@ -101,7 +111,7 @@ impl InteriorPointOptions {
             && self.kernel_tolerance > 0.0
             && self.kernel_tolerance < 1.0;
         if ok {
-            Ok(())
+            self.budget().validate()
         } else {
             Err(DpError::InvalidParameter {
                 name: "interior-point options",
@@ -127,7 +137,8 @@ pub struct InteriorPointSolve {
     /// Newton steps taken.
     pub newton_steps: usize,
     /// Why the run ended: the relative gap met `gap_tolerance`, the
-    /// Newton step limit, or a numerical failure (stalled).
+    /// Newton step limit, the wall clock, or a numerical failure
+    /// (stalled).
     pub termination: Termination,
 }
 
@@ -141,7 +152,9 @@ impl InteriorPointSolve {
 /// Minimizes `tr(Y⁻¹)` subject to `cᵢᵀYcᵢ ≤ 1` for the columns `cᵢ` of
 /// `root` (r×n, full row rank) by the barrier method of the module notes,
 /// from `Y = M(y₀)^{-1/2}` scaled into the interior (`y₀` = `start` when it
-/// gives a nonsingular `M`, else all ones).
+/// gives a nonsingular `M`, else all ones), run by the [`Executor`] under
+/// the options' Newton-step and wall-clock budget. `observer` receives
+/// the events of each centred point.
 pub fn minimize_trace_inverse(
     root: MatRef<'_, f64>,
     start: Option<&[f64]>,
@@ -156,68 +169,105 @@ pub fn minimize_trace_inverse(
             reason: "must be a non-empty finite matrix".into(),
         });
     }
-    let par = options.parallelism;
-    let mut y_matrix = initial_point(root, start, par)?;
-    let Some(mut point) = Point::new(root, &y_matrix, par) else {
-        return Err(DpError::NotConverged {
-            solver: "COA interior point",
-            reason: "the starting point is not strictly feasible".into(),
-        });
-    };
-    let mut mu = point.trace_inverse() / n as f64;
-    let mut best_strategy = point.strategy(par);
-    let mut best_objective = point.objective();
-    let mut best_bound = 0.0;
-    let mut best_multipliers = vec![0.0; n];
-    let mut steps = 0;
-    let termination;
-    loop {
-        let gap = (best_objective - best_bound) / best_objective;
-        if gap <= options.gap_tolerance {
-            let criterion = format!("relative gap {gap:.2e} <= {:.0e}", options.gap_tolerance);
-            termination = Termination::Converged { criterion };
-            break;
-        }
-        if steps >= options.max_newton_steps {
-            termination = Termination::MaxIterations { iterations: steps };
-            break;
-        }
-        let multipliers: Vec<f64> = point.slack.iter().map(|s| mu / s).collect();
-        let Some(newton) = newton_step(&point, mu, options.kernel_tolerance, par) else {
-            let reason = format!("Newton system not positive definite at μ = {mu:.2e}");
-            termination = Termination::Stalled { reason };
-            break;
+    let barrier = Barrier::new(root, start, options, observer)?;
+    // The executor gets no observer: its per-step `Event::Iteration` would
+    // carry this program's normalized objective, not the workload's.
+    Ok(Executor::new(options.budget(), &mut ()).run(barrier).output)
+}
+
+/// The state of the barrier method between Newton steps: the iterate,
+/// the barrier weight μ, and the best strategy and certified bound seen.
+struct Barrier<'a, 'o> {
+    root: MatRef<'a, f64>,
+    options: InteriorPointOptions,
+    /// Receives the events of each centred point.
+    observer: &'o mut dyn Observer,
+    point: Point,
+    mu: f64,
+    best_strategy: Mat<f64>,
+    best_objective: f64,
+    best_bound: f64,
+    best_multipliers: Vec<f64>,
+    /// Newton steps taken (a run that ends while centring, or on a step
+    /// that could not be computed, counts no step for that attempt).
+    steps: usize,
+}
+
+impl<'a, 'o> Barrier<'a, 'o> {
+    /// The starting point of [`minimize_trace_inverse`], with μ₀ = tr(Y⁻¹)/n.
+    fn new(
+        root: MatRef<'a, f64>,
+        start: Option<&[f64]>,
+        options: &InteriorPointOptions,
+        observer: &'o mut dyn Observer,
+    ) -> Result<Self> {
+        let par = options.parallelism;
+        let y_matrix = initial_point(root, start, par)?;
+        let Some(point) = Point::new(root, &y_matrix, par) else {
+            return Err(DpError::NotConverged {
+                solver: "COA interior point",
+                reason: "the starting point is not strictly feasible".into(),
+            });
         };
-        let (lambda, step, decrement) = (&point.lambda, &newton.step, newton.decrement);
-        if !decrement.is_finite() {
-            let reason = format!("non-finite Newton decrement at μ = {mu:.2e}");
-            termination = Termination::Stalled { reason };
-            break;
+        let n = root.ncols();
+        Ok(Self {
+            root,
+            options: *options,
+            observer,
+            mu: point.trace_inverse() / n as f64,
+            best_strategy: point.strategy(par),
+            best_objective: point.objective(),
+            best_bound: 0.0,
+            best_multipliers: vec![0.0; n],
+            point,
+            steps: 0,
+        })
+    }
+
+    /// The best objective (non-negative) as the executor sees it: capped
+    /// at `f64::MAX`, so that only the method's own tests end the run (the
+    /// gap test reads a non-finite objective as not converged).
+    fn reported(&self) -> f64 {
+        self.best_objective.min(f64::MAX)
+    }
+
+    /// Certifies the centred point with `y = μ/σ`, reports it and moves
+    /// along the central path (μ ← μ / `mu_decrease`).
+    fn centre(&mut self, multipliers: Vec<f64>) {
+        if let Ok(bound) = certified_lower_bound(self.root, &multipliers)
+            && bound.is_finite()
+            && bound > self.best_bound
+        {
+            self.best_bound = bound;
+            self.best_multipliers = multipliers;
         }
-        if decrement <= options.centering * n as f64 * mu {
-            // Centred: certify with y = μ/σ, then move along the path.
-            if let Ok(bound) = certified_lower_bound(root, &multipliers)
-                && bound.is_finite()
-                && bound > best_bound
-            {
-                best_bound = bound;
-                best_multipliers.clone_from(&multipliers);
-            }
-            report_centred(observer, steps, mu, best_objective, best_bound);
-            mu /= options.mu_decrease;
-            continue;
-        }
-        let slack_change = quadratic_forms(&point.a, step, par);
-        let value0 = log_barrier_value(lambda, step, 0.0, &point.slack, &slack_change, mu);
+        report_centred(
+            &mut *self.observer,
+            self.steps,
+            self.mu,
+            self.best_objective,
+            self.best_bound,
+        );
+        self.mu /= self.options.mu_decrease;
+    }
+
+    /// The damped Newton step `newton` at weight `mu` (Armijo backtracking
+    /// on `φ_μ`), the new iterate and the best strategy; why it could not
+    /// be taken otherwise.
+    fn step(&mut self, newton: &NewtonStep, mu: f64) -> std::result::Result<f64, Termination> {
+        let par = self.options.parallelism;
+        let r = self.root.nrows();
+        let (lambda, step, decrement) = (&self.point.lambda, &newton.step, newton.decrement);
+        let slack_change = quadratic_forms(&self.point.a, step, par);
+        let value0 = log_barrier_value(lambda, step, 0.0, &self.point.slack, &slack_change, mu);
         let Some(value0) = value0 else {
-            let reason = "barrier not finite at the current iterate".into();
-            termination = Termination::Stalled { reason };
-            break;
+            return Err(stalled("barrier not finite at the current iterate".into()));
         };
         let mut alpha = 1.0;
         let mut accepted = false;
         for _ in 0..60 {
-            if let Some(v) = log_barrier_value(lambda, step, alpha, &point.slack, &slack_change, mu)
+            if let Some(v) =
+                log_barrier_value(lambda, step, alpha, &self.point.slack, &slack_change, mu)
                 && v <= value0 - 0.25 * alpha * decrement
             {
                 accepted = true;
@@ -226,38 +276,91 @@ pub fn minimize_trace_inverse(
             alpha *= 0.5;
         }
         if !accepted {
-            let reason = format!("line search failed at μ = {mu:.2e}");
-            termination = Termination::Stalled { reason };
-            break;
+            return Err(stalled(format!("line search failed at μ = {mu:.2e}")));
         }
-        steps += 1;
+        self.steps += 1;
         // Y ← U (Λ + αΔ) Uᵀ.
         let inner_new = Mat::from_fn(r, r, |k, l| {
             alpha * step[(k, l)] + if k == l { lambda[k] } else { 0.0 }
         });
-        let t = gemm(point.basis.as_ref(), inner_new.as_ref(), par);
-        y_matrix = gemm(t.as_ref(), point.basis.transpose(), par);
+        let t = gemm(self.point.basis.as_ref(), inner_new.as_ref(), par);
+        let mut y_matrix = gemm(t.as_ref(), self.point.basis.transpose(), par);
         dp_linalg::symmetrize(&mut y_matrix);
-        let Some(next) = Point::new(root, &y_matrix, par) else {
+        let Some(next) = Point::new(self.root, &y_matrix, par) else {
             let reason = format!("iterate left the domain at rounding level (μ = {mu:.2e})");
-            termination = Termination::Stalled { reason };
-            break;
+            return Err(stalled(reason));
         };
-        point = next;
-        let objective = point.objective();
-        if objective < best_objective {
-            best_objective = objective;
-            best_strategy = point.strategy(par);
+        self.point = next;
+        let objective = self.point.objective();
+        if objective < self.best_objective {
+            self.best_objective = objective;
+            self.best_strategy = self.point.strategy(par);
+        }
+        Ok(self.reported())
+    }
+}
+
+fn stalled(reason: String) -> Termination {
+    Termination::Stalled { reason }
+}
+
+impl Solver for Barrier<'_, '_> {
+    type Output = InteriorPointSolve;
+
+    fn init(&mut self) -> f64 {
+        self.reported()
+    }
+
+    /// The relative gap between the best strategy and the best bound.
+    fn terminate(&self) -> Option<Termination> {
+        let tolerance = self.options.gap_tolerance;
+        let gap = (self.best_objective - self.best_bound) / self.best_objective;
+        (gap <= tolerance).then(|| Termination::Converged {
+            criterion: format!("relative gap {gap:.2e} <= {tolerance:.0e}"),
+        })
+    }
+
+    /// One Newton step, preceded by as many centrings (bound, μ update) as
+    /// the current point passes. A centring that closes the gap ends the
+    /// iteration without a step; [`Solver::terminate`] then reports it.
+    fn next_iter(&mut self) -> std::result::Result<f64, Termination> {
+        let o = self.options;
+        let n = self.root.ncols();
+        loop {
+            let mu = self.mu;
+            let multipliers: Vec<f64> = self.point.slack.iter().map(|s| mu / s).collect();
+            let Some(newton) = newton_step(&self.point, mu, o.kernel_tolerance, o.parallelism)
+            else {
+                let reason = format!("Newton system not positive definite at μ = {mu:.2e}");
+                return Err(stalled(reason));
+            };
+            if !newton.decrement.is_finite() {
+                return Err(stalled(format!(
+                    "non-finite Newton decrement at μ = {mu:.2e}"
+                )));
+            }
+            if newton.decrement <= o.centering * n as f64 * mu {
+                // Centred: certify with y = μ/σ, then move along the path.
+                self.centre(multipliers);
+                if self.terminate().is_some() {
+                    return Ok(self.reported());
+                }
+            } else {
+                return self.step(&newton, mu);
+            }
         }
     }
-    Ok(InteriorPointSolve {
-        strategy: best_strategy,
-        objective: best_objective,
-        lower_bound: best_bound,
-        multipliers: best_multipliers,
-        newton_steps: steps,
-        termination,
-    })
+
+    fn finish(self, termination: &Termination) -> InteriorPointSolve {
+        InteriorPointSolve {
+            strategy: self.best_strategy,
+            objective: self.best_objective,
+            lower_bound: self.best_bound,
+            multipliers: self.best_multipliers,
+            newton_steps: self.steps,
+            termination: termination.clone(),
+        }
+    }
 }
 
 /// `M(y₀)^{-1/2}` (`M = C diag(y₀) Cᵀ`) scaled so that the largest
@@ -328,6 +431,99 @@ fn report_centred(
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    /// The Gram root of Prefix(16) (full rank, 16×16).
+    fn prefix_root() -> Mat<f64> {
+        use dp_workloads::Workload;
+        let gram = dp_workloads::workload::Prefix::new(16).unwrap().gram();
+        dp_linalg::gram_root(gram.as_ref()).unwrap()
+    }
+
+    /// A zero-second budget takes no Newton step and returns the start:
+    /// `Y₀ ∝ M^{-1/2}` with `M = CCᵀ`, whose objective
+    /// `tr(Y₀⁻¹)·maxᵢ cᵢᵀY₀cᵢ = Σₖ√mₖ · maxᵢ cᵢᵀM^{-1/2}cᵢ` does not depend on
+    /// the scaling; no point was centred, so there is no bound yet.
+    #[test]
+    fn a_zero_second_budget_returns_the_start() {
+        let root = prefix_root();
+        let options = InteriorPointOptions {
+            max_seconds: Some(0.0),
+            ..InteriorPointOptions::default()
+        };
+        let solved = minimize_trace_inverse(root.as_ref(), None, &options, &mut ()).unwrap();
+        assert_eq!(solved.termination, Termination::Timeout { seconds: 0.0 });
+        assert_eq!(solved.newton_steps, 0);
+        assert_eq!(solved.lower_bound, 0.0);
+        assert!(solved.multipliers.iter().all(|&y| y == 0.0));
+        let m = &root * root.transpose();
+        let eig = SymmetricEigen::new(m.as_ref()).unwrap();
+        let inv_sqrt = eig.map(|l| 1.0 / l.sqrt());
+        let largest = (0..root.ncols())
+            .map(|i| {
+                let c = root.col(i);
+                let t = &inv_sqrt * c;
+                (0..root.nrows()).map(|k| c[k] * t[k]).sum::<f64>()
+            })
+            .fold(0.0, f64::max);
+        let expected = eig.values.iter().map(|l| l.sqrt()).sum::<f64>() * largest;
+        assert!(
+            (solved.objective - expected).abs() <= 1e-12 * expected,
+            "{} vs {expected}",
+            solved.objective
+        );
+        let eval =
+            dp_core::accuracy::evaluate_strategy(root.as_ref(), solved.strategy.as_ref()).unwrap();
+        assert!((eval.l2_obj() - solved.objective).abs() <= 1e-10 * solved.objective);
+    }
+
+    /// The run is deterministic, so a budget of k Newton steps below the
+    /// N an unlimited run takes stops after exactly k of the same steps
+    /// (the best objective never rising with k), and a budget above N
+    /// reproduces the unlimited run.
+    #[test]
+    fn a_step_budget_stops_after_exactly_that_many_steps() {
+        let root = prefix_root();
+        let run = |max_newton_steps| {
+            let options = InteriorPointOptions {
+                max_newton_steps,
+                ..InteriorPointOptions::default()
+            };
+            minimize_trace_inverse(root.as_ref(), None, &options, &mut ()).unwrap()
+        };
+        let full = run(10_000);
+        assert!(full.termination.converged(), "{:?}", full.termination);
+        let steps = full.newton_steps;
+        assert!(steps > 5);
+        let mut previous = f64::INFINITY;
+        for k in [1, 2, 5, steps - 1] {
+            let short = run(k);
+            assert_eq!(
+                short.termination,
+                Termination::MaxIterations { iterations: k }
+            );
+            assert_eq!(short.newton_steps, k);
+            assert!(short.objective <= previous && short.objective >= full.objective);
+            previous = short.objective;
+        }
+        let enough = run(steps + 1);
+        assert_eq!(enough.termination, full.termination);
+        assert_eq!(enough.newton_steps, steps);
+        assert_eq!(enough.objective.to_bits(), full.objective.to_bits());
+        assert_eq!(enough.lower_bound.to_bits(), full.lower_bound.to_bits());
+    }
+
+    /// A NaN or negative time limit is refused.
+    #[test]
+    fn a_bad_time_limit_is_refused() {
+        let root = prefix_root();
+        for t in [f64::NAN, -1.0] {
+            let options = InteriorPointOptions {
+                max_seconds: Some(t),
+                ..InteriorPointOptions::default()
+            };
+            assert!(minimize_trace_inverse(root.as_ref(), None, &options, &mut ()).is_err());
+        }
+    }
 
     /// A rank-deficient workload with rows scaled over 10^±2 (the class on
     /// which Newton in X or in y stalled, 0.6% above the optimum): the
