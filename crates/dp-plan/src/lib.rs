@@ -64,7 +64,7 @@ use dp_workloads::marginals::{residual_spectrum, svd_bound};
 use dp_workloads::structured::StructuredWorkload;
 use serde::Serialize;
 
-use dp_opt::{Certificate, PrivacyModel, Termination};
+use dp_opt::{Budget, Certificate, PrivacyModel, Termination};
 
 pub use dp_core::KronTerm;
 
@@ -206,6 +206,10 @@ pub struct PlanOptions {
     pub gap_tolerance: f64,
     /// Most iterations of the max-variance solver.
     pub max_iterations: usize,
+    /// Wall-clock seconds the max-variance solver may run, checked before
+    /// each iteration; a time cut ends it as [`Termination::Timeout`] with
+    /// its best plan so far. `None` for no limit.
+    pub max_seconds: Option<f64>,
     /// The memory planning may hold, in bytes: sized before it runs
     /// ([`resources::planning_need`]) and refused past it; `None` is
     /// [`resources::default_memory_limit`] (half the physical memory).
@@ -217,7 +221,8 @@ pub struct PlanOptions {
 }
 
 impl PlanOptions {
-    /// Refuses `max_rounds = 0` and a negative or NaN `round_tolerance`.
+    /// Refuses `max_rounds = 0`, a negative or NaN `round_tolerance` and a
+    /// negative or NaN `max_seconds`.
     pub fn check(&self) -> Result<()> {
         if self.max_rounds == 0 || self.round_tolerance.is_nan() || self.round_tolerance < 0.0 {
             return Err(DpError::InvalidParameter {
@@ -225,7 +230,9 @@ impl PlanOptions {
                 reason: "max_rounds must be >= 1 and round_tolerance >= 0".into(),
             });
         }
-        Ok(())
+        Budget::iterations(self.max_rounds)
+            .with_seconds(self.max_seconds)
+            .validate()
     }
 
     /// `max_memory`, or the default share of the machine's memory.
@@ -243,6 +250,7 @@ impl Default for PlanOptions {
             round_tolerance: 1e-6,
             gap_tolerance: 1e-6,
             max_iterations: 10_000,
+            max_seconds: None,
             max_memory: None,
             factor_optimizer: None,
         }

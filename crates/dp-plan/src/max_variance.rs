@@ -54,7 +54,7 @@ use dp_workloads::structured::{AttrSet, StructuredWorkload, members};
 
 use super::marginal::marginal_group_errors;
 use super::{KronTerm, PlanOptions, StructuredPlan, StructuredStrategy, certificate, overflow};
-use dp_opt::{PrivacyModel, Termination};
+use dp_opt::{Budget, Executor, PrivacyModel, Solver, Termination};
 
 /// Largest exponent κ of the multiplicative step (κ = 2 is the exact step
 /// when every residual set lies in one marginal only).
@@ -197,65 +197,124 @@ struct Solution {
     termination: Termination,
 }
 
-/// The multiplicative algorithm of the module doc from the uniform λ.
-fn solve(c: &Coefficients, tolerance: f64, max_iterations: usize) -> Solution {
-    let m = c.rows();
-    let mut lambda = vec![1.0 / m as f64; m];
-    let mut at = c.evaluate(&lambda);
-    let mut best_nu = at.nu.clone();
-    let (mut upper, mut lower) = (at.upper, at.lower);
-    let mut exponent = 1.0;
-    let mut iterations = 0;
-    let termination = loop {
-        let gap = (upper - lower) / upper;
-        if gap <= tolerance {
-            break Termination::Converged {
-                criterion: format!("relative duality gap {gap:.1e} <= {tolerance:.0e}"),
-            };
+/// The multiplicative algorithm of the module doc from the uniform λ, run
+/// by dp-opt's [`Executor`] under `budget`.
+fn solve(c: &Coefficients, tolerance: f64, budget: Budget) -> Solution {
+    let run = Executor::new(budget, &mut ())
+        .scale(c.scale)
+        .run(Multiplicative::new(c, tolerance));
+    let (nu, upper, lower) = run.output;
+    Solution {
+        nu,
+        upper,
+        lower,
+        iterations: run.iterations,
+        termination: run.termination,
+    }
+}
+
+/// The state of the multiplicative algorithm: the dual point λ and its
+/// evaluation, the step's exponent κ, the best upper bound (with its
+/// shares) and the best lower bound, in units of `c.scale`.
+struct Multiplicative<'c> {
+    c: &'c Coefficients,
+    tolerance: f64,
+    lambda: Vec<f64>,
+    at: Point,
+    best_nu: Vec<f64>,
+    upper: f64,
+    lower: f64,
+    exponent: f64,
+}
+
+impl<'c> Multiplicative<'c> {
+    /// The uniform λ, evaluated.
+    fn new(c: &'c Coefficients, tolerance: f64) -> Self {
+        let m = c.rows();
+        let lambda = vec![1.0 / m as f64; m];
+        let at = c.evaluate(&lambda);
+        Self {
+            c,
+            tolerance,
+            best_nu: at.nu.clone(),
+            upper: at.upper,
+            lower: at.lower,
+            lambda,
+            at,
+            exponent: 1.0,
         }
-        if iterations == max_iterations {
-            break Termination::MaxIterations { iterations };
-        }
-        iterations += 1;
+    }
+
+    fn gap(&self) -> f64 {
+        (self.upper - self.lower) / self.upper
+    }
+}
+
+impl Solver for Multiplicative<'_> {
+    /// The best shares and the upper and lower bounds, in objective units.
+    type Output = (Vec<f64>, f64, f64);
+
+    /// The dual bound `g(λ)`, the value the steps raise (finite: for λ on
+    /// the simplex every `b_T` lies in `[0, 1]`, as every `a_{S,T}/scale`
+    /// does, and a step is taken only to a finite `g`).
+    fn init(&mut self) -> f64 {
+        self.lower
+    }
+
+    fn terminate(&self) -> Option<Termination> {
+        let (gap, tolerance) = (self.gap(), self.tolerance);
+        (gap <= tolerance).then(|| Termination::Converged {
+            criterion: format!("relative duality gap {gap:.1e} <= {tolerance:.0e}"),
+        })
+    }
+
+    /// One multiplicative step `λ_S ← λ_S (v_S/g)^κ`, renormalized, with κ
+    /// halved until the step does not lower `g` (stalled below
+    /// [`MIN_EXPONENT`]) and doubled, up to [`MAX_EXPONENT`], after it.
+    fn next_iter(&mut self) -> std::result::Result<f64, Termination> {
+        let gap = self.gap();
         // A step that does not lower g, found by halving κ.
         let stepped = loop {
-            let mut next: Vec<f64> = lambda
+            let mut next: Vec<f64> = self
+                .lambda
                 .iter()
-                .zip(&at.variances)
-                .map(|(l, v)| l * (v / at.lower).powf(exponent))
+                .zip(&self.at.variances)
+                .map(|(l, v)| l * (v / self.at.lower).powf(self.exponent))
                 .collect();
             let total: f64 = next.iter().sum();
             next.iter_mut().for_each(|l| *l /= total);
-            let trial = c.evaluate(&next);
-            if trial.lower.is_finite() && trial.lower >= at.lower {
-                exponent = (2.0 * exponent).min(MAX_EXPONENT);
+            let trial = self.c.evaluate(&next);
+            if trial.lower.is_finite() && trial.lower >= self.at.lower {
+                self.exponent = (2.0 * self.exponent).min(MAX_EXPONENT);
                 break Some((next, trial));
             }
-            exponent /= 2.0;
-            if exponent < MIN_EXPONENT {
+            self.exponent /= 2.0;
+            if self.exponent < MIN_EXPONENT {
                 break None;
             }
         };
         let Some((next, trial)) = stepped else {
-            break Termination::Stalled {
+            return Err(Termination::Stalled {
                 reason: format!(
                     "no multiplicative step raises the dual bound (relative gap {gap:.1e})"
                 ),
-            };
+            });
         };
-        (lambda, at) = (next, trial);
-        lower = lower.max(at.lower);
-        if at.upper < upper {
-            upper = at.upper;
-            best_nu.clone_from(&at.nu);
+        (self.lambda, self.at) = (next, trial);
+        self.lower = self.lower.max(self.at.lower);
+        if self.at.upper < self.upper {
+            self.upper = self.at.upper;
+            self.best_nu.clone_from(&self.at.nu);
         }
-    };
-    Solution {
-        nu: best_nu,
-        upper: upper * c.scale,
-        lower: lower * c.scale,
-        iterations,
-        termination,
+        Ok(self.lower)
+    }
+
+    fn finish(self, _termination: &Termination) -> Self::Output {
+        (
+            self.best_nu,
+            self.upper * self.c.scale,
+            self.lower * self.c.scale,
+        )
     }
 }
 
@@ -274,6 +333,8 @@ pub fn max_variance_marginal_plan(
             reason: format!("gap_tolerance {} must be > 0", options.gap_tolerance),
         });
     }
+    let budget = Budget::iterations(options.max_iterations).with_seconds(options.max_seconds);
+    budget.validate()?;
     let Some(marginals) = w.marginal_max_weights() else {
         return Err(not_marginal());
     };
@@ -283,7 +344,7 @@ pub fn max_variance_marginal_plan(
     let spectrum = residual_spectrum(domain, &marginals)?;
     let residual_sets: Vec<AttrSet> = spectrum.iter().map(|e| e.set).collect();
     let c = Coefficients::new(&shape, &marginals, &residual_sets)?;
-    let solution = solve(&c, options.gap_tolerance, options.max_iterations);
+    let solution = solve(&c, options.gap_tolerance, budget);
     let ln_n: Vec<f64> = shape.iter().map(|&n| (n as f64).ln()).collect();
     let q: HashMap<usize, Arc<dp_linalg::Mat<f64>>> =
         members(residual_sets.iter().fold(0, |a, &t| a | t))

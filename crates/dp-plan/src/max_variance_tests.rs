@@ -299,6 +299,73 @@ fn an_exhausted_iteration_budget_is_reported_with_its_honest_gap() {
     assert!(c.relative_gap > 1e-6 && c.lower_bound < plan.objective);
 }
 
+/// Budgets of k = 0..4 iterations stop after exactly k steps, reported
+/// as the budget, and the method's monotonicity holds across them: the
+/// dual bound never falls and the best upper bound never rises.
+#[test]
+fn an_iteration_budget_of_k_takes_exactly_k_steps() {
+    let w = marginals(&small_domain(), &[(0b001, 1.0), (0b011, 2.0), (0b100, 0.5)]);
+    let (mut lower, mut upper) = (0.0, f64::INFINITY);
+    for k in 0..=4 {
+        let options = PlanOptions {
+            max_iterations: k,
+            ..max_options()
+        };
+        let plan = plan_strategy(&w, PrivacyModel::Approx, &options).unwrap();
+        assert_eq!(
+            plan.termination,
+            Termination::MaxIterations { iterations: k }
+        );
+        assert_eq!(plan.rounds, k);
+        let c = plan.certificate.unwrap();
+        assert!(c.lower_bound >= lower && plan.objective <= upper, "{k}");
+        assert!(c.lower_bound <= plan.objective);
+        (lower, upper) = (c.lower_bound, plan.objective);
+    }
+}
+
+/// A zero-second budget takes no step: the plan is the uniform λ's (the
+/// plan of a zero-iteration budget), ended by the clock, and valid: its
+/// objective is the dense largest variance of its own strategy. A NaN or
+/// negative time limit is refused.
+#[test]
+fn a_zero_second_budget_returns_the_uniform_start() {
+    let w = marginals(&small_domain(), &[(0b001, 1.0), (0b011, 2.0), (0b100, 0.5)]);
+    let timed = PlanOptions {
+        max_seconds: Some(0.0),
+        ..max_options()
+    };
+    let plan = plan_strategy(&w, PrivacyModel::Approx, &timed).unwrap();
+    assert_eq!(plan.termination, Termination::Timeout { seconds: 0.0 });
+    assert_eq!(plan.rounds, 0);
+    let none = PlanOptions {
+        max_iterations: 0,
+        ..max_options()
+    };
+    let start = plan_strategy(&w, PrivacyModel::Approx, &none).unwrap();
+    assert_eq!(plan.objective.to_bits(), start.objective.to_bits());
+    assert_eq!(plan.certificate, start.certificate);
+    let weights = |p: &StructuredPlan| -> Vec<u64> {
+        p.strategy
+            .terms
+            .iter()
+            .map(|t| t.weight.to_bits())
+            .collect()
+    };
+    assert_eq!(weights(&plan), weights(&start));
+    let g = dp_linalg::gram(plan.strategy.dense().unwrap().as_ref(), dp_linalg::Par::Seq);
+    let dense_max = max_of(&dense_variances(&w.dense_matrix().unwrap(), &g, true));
+    assert!((plan.objective - dense_max).abs() <= 1e-9 * dense_max);
+    for t in [f64::NAN, -1.0] {
+        let bad = PlanOptions {
+            max_seconds: Some(t),
+            ..max_options()
+        };
+        assert!(plan_strategy(&w, PrivacyModel::Approx, &bad).is_err());
+        assert!(max_variance_marginal_plan(&w, &bad).is_err());
+    }
+}
+
 #[test]
 fn repeated_marginals_count_their_heaviest_row() {
     // {a} twice (weights 1 and 3): the max sees weight 3, as a workload
