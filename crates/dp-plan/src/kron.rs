@@ -30,7 +30,7 @@ use super::{
     certificate, overflow,
 };
 use dp_opt::registry::{self, Descriptor, Param, Params};
-use dp_opt::{Certificate, PrivacyModel, Problem, Termination};
+use dp_opt::{Budget, Certificate, Executor, PrivacyModel, Problem, Solver, Termination};
 
 /// The distinct factor Grams per attribute and, per product, which one it
 /// uses.
@@ -425,9 +425,12 @@ pub fn opt_kron(
 /// [`opt_kron`] beside a rival strategy of objective `rival`: after a
 /// pass whose objective is more than twice the rival's, no further pass
 /// is made (the plan keeps the rival then; a pass rarely halves the
-/// objective after the first). The plan is the best pass's; its
-/// termination is [`passes_end`]'s, unless a factor solve of that pass
-/// stopped short of its own tolerance, which then speaks for the plan.
+/// objective after the first). The passes run under dp-opt's [`Executor`]
+/// (`max_rounds` passes, `max_seconds`). The plan is the best pass's (the
+/// identity factors the passes start from when the clock ran out before
+/// the first); its termination is [`passes_end`]'s or the budget's,
+/// unless a factor solve of that pass stopped short of its own tolerance,
+/// which then speaks for the plan.
 pub(crate) fn opt_kron_against(
     w: &StructuredWorkload,
     privacy: PrivacyModel,
@@ -437,35 +440,28 @@ pub(crate) fn opt_kron_against(
     options.check()?;
     let optimizer = factor_optimizer(options, privacy)?;
     let t = Table::build(w)?;
-    let mut passes = Passes::new(&t)?;
-    let mut best: Option<(f64, Vec<FactorSolution>, Vec<f64>)> = None;
-    let mut previous = f64::INFINITY;
-    let mut rounds = 0;
-    let mut end = Termination::MaxIterations {
-        iterations: options.max_rounds,
+    let budget = Budget::iterations(options.max_rounds).with_seconds(options.max_seconds);
+    let block = BlockCoordinate {
+        passes: Passes::new(&t)?,
+        privacy,
+        optimizer,
+        options: *options,
+        rival,
+        previous: f64::INFINITY,
+        best: None,
+        end: None,
+        failure: None,
     };
-    while rounds < options.max_rounds {
-        rounds += 1;
-        let (ln_obj, slack) = passes.pass(privacy, optimizer)?;
-        if best.as_ref().is_none_or(|b| ln_obj < b.0) {
-            let sols = passes.sols.iter().flatten().cloned().collect();
-            best = Some((ln_obj, sols, passes.log_p.clone()));
-        }
-        let obj = ln_obj.exp();
-        if let Some(e) = passes_end(t.products(), (previous, obj, slack), options, rival) {
-            end = e;
-            break;
-        }
-        previous = obj;
+    let run = Executor::new(budget, &mut ()).run(block);
+    let ((ln_obj, sols, log_p), failure) = run.output;
+    if let Some(e) = failure {
+        return Err(e);
     }
-    let Some((ln_obj, sols, log_p)) = best else {
-        return Err(overflow("the objective"));
-    };
     let termination = sols
         .iter()
         .map(|s| &s.termination)
         .find(|t| !t.converged())
-        .unwrap_or(&end)
+        .unwrap_or(&run.termination)
         .clone();
     let method = format!("kron-{}", optimizer.name);
     finish(
@@ -475,8 +471,109 @@ pub(crate) fn opt_kron_against(
         sols,
         &log_p,
         ln_obj,
-        (rounds, termination),
+        (run.iterations, termination),
     )
+}
+
+/// A plan's pass: its log objective, factors and per-product logs.
+type Pass = (f64, Vec<FactorSolution>, Vec<f64>);
+
+/// OPT_⊗'s passes as a [`Solver`]: one iteration is one
+/// [`Passes::pass`]; the best pass is kept and [`passes_end`] is the
+/// stopping test. The objective the executor sees is the log objective
+/// (the objective itself may overflow where its log does not), kept
+/// finite so that only [`passes_end`] judges a pass.
+struct BlockCoordinate<'t> {
+    passes: Passes<'t>,
+    privacy: PrivacyModel,
+    optimizer: &'static Descriptor,
+    options: PlanOptions,
+    rival: f64,
+    /// The previous pass's objective (∞ when judging the first).
+    previous: f64,
+    best: Option<Pass>,
+    /// [`passes_end`]'s verdict on the last pass.
+    end: Option<Termination>,
+    /// The error of a pass, which ends the run.
+    failure: Option<DpError>,
+}
+
+impl BlockCoordinate<'_> {
+    /// The log objective of the current factors (Δ = 1 before any pass).
+    fn start_ln_obj(&self) -> f64 {
+        self.passes
+            .log_p
+            .iter()
+            .fold(f64::NEG_INFINITY, |a, &b| log_add(a, b))
+    }
+
+    /// The start, `Xᵢ = I` on every attribute (Δ = 1), as a pass: its log
+    /// objective, identity factors and per-product logs (read before any
+    /// pass has changed them).
+    fn start(&self) -> Pass {
+        let t = self.passes.t;
+        let sols = t
+            .grams
+            .iter()
+            .map(|gs| {
+                let n = gs[0].nrows();
+                FactorSolution {
+                    strategy: Arc::new(Mat::identity(n, n)),
+                    x_pinv: Mat::identity(n, n),
+                    sensitivity: 1.0,
+                    lower: None,
+                    termination: Termination::ClosedForm,
+                    slack: 0.0,
+                }
+            })
+            .collect();
+        (self.start_ln_obj(), sols, self.passes.log_p.clone())
+    }
+}
+
+/// `ln_obj` as the executor sees it: never NaN here ([`Passes::pass`]
+/// refuses one), and −∞ (a zero objective) mapped to `f64::MIN`.
+fn reported(ln_obj: f64) -> f64 {
+    ln_obj.clamp(f64::MIN, f64::MAX)
+}
+
+impl Solver for BlockCoordinate<'_> {
+    /// The best pass (the start when no pass was made) and a pass's error.
+    type Output = (Pass, Option<DpError>);
+
+    fn init(&mut self) -> f64 {
+        reported(self.start_ln_obj())
+    }
+
+    fn terminate(&self) -> Option<Termination> {
+        self.end.clone()
+    }
+
+    fn next_iter(&mut self) -> std::result::Result<f64, Termination> {
+        let (ln_obj, slack) = match self.passes.pass(self.privacy, self.optimizer) {
+            Ok(pass) => pass,
+            Err(e) => {
+                let reason = e.to_string();
+                self.failure = Some(e);
+                return Err(Termination::Stalled { reason });
+            }
+        };
+        if self.best.as_ref().is_none_or(|b| ln_obj < b.0) {
+            let sols = self.passes.sols.iter().flatten().cloned().collect();
+            self.best = Some((ln_obj, sols, self.passes.log_p.clone()));
+        }
+        let obj = ln_obj.exp();
+        let products = self.passes.t.products();
+        let sample = (self.previous, obj, slack);
+        self.end = passes_end(products, sample, &self.options, self.rival);
+        self.previous = obj;
+        Ok(reported(ln_obj))
+    }
+
+    fn finish(mut self, _termination: &Termination) -> Self::Output {
+        let best = self.best.take().unwrap_or_else(|| self.start());
+        (best, self.failure)
+    }
 }
 
 fn finish(

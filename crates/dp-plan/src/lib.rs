@@ -206,9 +206,11 @@ pub struct PlanOptions {
     pub gap_tolerance: f64,
     /// Most iterations of the max-variance solver.
     pub max_iterations: usize,
-    /// Wall-clock seconds the max-variance solver may run, checked before
-    /// each iteration; a time cut ends it as [`Termination::Timeout`] with
-    /// its best plan so far. `None` for no limit.
+    /// Wall-clock seconds each iterative planner may run (OPT_⊗'s passes,
+    /// the max-variance solver), checked before each pass or iteration; a
+    /// time cut ends it as [`Termination::Timeout`] with its best plan so
+    /// far (OPT_⊗ before its first pass: the identity factors it starts
+    /// from). `None` for no limit.
     pub max_seconds: Option<f64>,
     /// The memory planning may hold, in bytes: sized before it runs
     /// ([`resources::planning_need`]) and refused past it; `None` is

@@ -380,6 +380,59 @@ fn bad_options_are_refused() {
         ..PlanOptions::default()
     };
     assert!(plan_strategy(&w, PrivacyModel::Pure, &bad).is_err());
+    for t in [f64::NAN, -1.0] {
+        let bad = PlanOptions {
+            max_seconds: Some(t),
+            ..PlanOptions::default()
+        };
+        assert!(plan_strategy(&w, PrivacyModel::Pure, &bad).is_err());
+        assert!(kron::opt_kron(&w, PrivacyModel::Approx, &bad).is_err());
+    }
+}
+
+/// A zero-second budget makes no pass: the plan is the identity factors
+/// the passes start from (Δ = 1, objective `tr(WᵀW)` under both models),
+/// ended by the clock after 0 rounds; an unreached time limit changes
+/// nothing.
+#[test]
+fn opt_kron_with_a_zero_second_budget_returns_the_identity_start() {
+    let w = kron_union();
+    let g = w.dense_gram().unwrap();
+    let trace: f64 = (0..g.nrows()).map(|i| g[(i, i)]).sum();
+    for privacy in [PrivacyModel::Approx, PrivacyModel::Pure] {
+        let timed = PlanOptions {
+            max_seconds: Some(0.0),
+            ..PlanOptions::default()
+        };
+        let plan = kron::opt_kron(&w, privacy, &timed).unwrap();
+        assert_eq!(plan.termination, Termination::Timeout { seconds: 0.0 });
+        assert_eq!(plan.rounds, 0);
+        assert_eq!(plan.sensitivity, 1.0);
+        assert!(
+            (plan.objective - trace).abs() <= 1e-12 * trace,
+            "{privacy:?}: {} vs {trace}",
+            plan.objective
+        );
+        check_against_dense(&w, &plan);
+        let [term] = plan.strategy.terms.as_slice() else {
+            panic!("one product expected")
+        };
+        for (i, a) in &term.factors {
+            let n = plan.strategy.shape[*i];
+            assert_eq!(**a, Mat::<f64>::identity(n, n));
+        }
+        let unlimited = kron::opt_kron(&w, privacy, &PlanOptions::default()).unwrap();
+        let generous = PlanOptions {
+            max_seconds: Some(1e9),
+            ..PlanOptions::default()
+        };
+        let limited = kron::opt_kron(&w, privacy, &generous).unwrap();
+        assert_eq!(limited.objective.to_bits(), unlimited.objective.to_bits());
+        assert_eq!(
+            (limited.rounds, &limited.termination),
+            (unlimited.rounds, &unlimited.termination)
+        );
+    }
 }
 
 #[test]
