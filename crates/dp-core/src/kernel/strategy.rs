@@ -211,18 +211,24 @@ fn quantize_with<M: Borrow<Mat<f64>>>(
             .collect();
         let first = exponent_of(w.abs() * factors[0].borrow().norm_max()) - per;
         g_exp = g_exp.min(first + exps.iter().sum::<i32>());
-        later_exps.push(exps);
+        later_exps.push((first, exps));
         rows += factors
             .iter()
             .map(|f| f.borrow().nrows())
             .product::<usize>();
     }
     let mut out = Vec::with_capacity(terms.len());
-    for ((w, factors), exps) in terms.iter().zip(later_exps) {
+    for ((w, factors), (first, exps)) in terms.iter().zip(later_exps) {
         let first_exp = g_exp - exps.iter().sum::<i32>();
-        // An entry beyond 53 bits (terms of very different scales on one
-        // grid): retry with fewer bits.
-        let Some(first_ints) = to_integers(factors[0].borrow().as_ref(), *w, first_exp) else {
+        // The first factor is rounded on its own grid (`per` bits, like
+        // every factor, so the f64 rounding of the weighted entries stays
+        // far below a step and exact zero row sums stay exact), then moved
+        // onto the common grid by an exact shift. An entry beyond 52 bits
+        // (terms of very different scales on one grid): retry with fewer
+        // bits.
+        let Some(first_ints) = to_integers(factors[0].borrow().as_ref(), *w, first)
+            .and_then(|f| f.shifted_to(first_exp))
+        else {
             return Ok(None);
         };
         let mut ints = vec![first_ints];
@@ -364,6 +370,25 @@ pub(crate) struct IntMatrix {
 impl IntMatrix {
     fn get(&self, i: usize, j: usize) -> i64 {
         self.data[i * self.cols + j]
+    }
+
+    /// The same values on the finer grid `2^exp` (`exp ≤ self.exp`): the
+    /// integers times `2^(self.exp − exp)`, exactly; `None` when an entry
+    /// would reach 2⁵² (or `exp` is coarser).
+    fn shifted_to(mut self, exp: i32) -> Option<Self> {
+        let shift = u32::try_from(self.exp - exp).ok()?;
+        for v in &mut self.data {
+            if *v == 0 {
+                continue;
+            }
+            // |v| ≥ 1, so a shift of 52 or more reaches 2⁵².
+            if shift >= 52 || v.unsigned_abs() >= 1u64 << (52 - shift) {
+                return None;
+            }
+            *v <<= shift;
+        }
+        self.exp = exp;
+        Some(self)
     }
 
     /// The factor's exact value `data · 2^exp` (exact in f64: every
@@ -673,12 +698,66 @@ mod tests {
     /// entry within one step, so it moves by at most `η M_k`,
     /// `η = 2^(−per) + 2⁻⁵³`; an entry of the Kronecker product then
     /// moves by at most `((1+η)^K − 1) Π M_k`, and a row's answer by that
-    /// times `‖x‖₁`. A union's finer common grid only shrinks the error.
+    /// times `‖x‖₁`. On a union's common grid each term keeps its own
+    /// rounding (its first factor moved there by an exact shift).
     fn quantization_bound(weight: f64, factors: &[&Mat<f64>], x_l1: f64) -> f64 {
         let k = factors.len() as i32;
         let eta = 2f64.powi(-(TARGET_BITS / k).min(MAX_FACTOR_BITS)) + 2f64.powi(-53);
         let scale: f64 = factors.iter().map(|f| f.norm_max()).product::<f64>() * weight.abs();
         ((1.0 + eta).powi(k) - 1.0) * scale * x_l1
+    }
+
+    /// Contrasts (rows summing to zero) stay contrasts exactly when terms
+    /// of different shapes share one grid: a one-factor term beside a
+    /// two-factor one lands on a grid far finer than its own, where the
+    /// f64 rounding of `w·f` shows in the integers; rounded on its own grid
+    /// and shifted, every row of every factor sums to exactly zero, and
+    /// every entry is within a step of the bits its term keeps.
+    #[test]
+    fn contrasts_stay_exact_on_a_shared_grid() {
+        let (h2, h15, h53) = (
+            dp_linalg::helmert(2),
+            dp_linalg::helmert(15),
+            dp_linalg::helmert(53),
+        );
+        // Weights from residual plans of weighted marginals (a 1-way
+        // margin beside 2-way ones), for which rounding on the common grid
+        // left a row of the one-factor term summing to ±1.
+        for (w1, w2) in [(0.353553, 0.094163), (0.1, 0.5)] {
+            check_contrasts(&[(w1, vec![&h53]), (w2, vec![&h2, &h15])]);
+        }
+    }
+
+    fn check_contrasts(terms: &[(f64, Vec<&Mat<f64>>)]) {
+        let q = quantize_terms(terms).unwrap();
+        for (t, (w, factors)) in q.terms.iter().zip(terms) {
+            for (k, (f, m)) in t.iter().zip(factors).enumerate() {
+                for i in 0..f.rows {
+                    let sum: i128 = (0..f.cols).map(|j| i128::from(f.get(i, j))).sum();
+                    assert_eq!(sum, 0, "weight {w}, factor {k}, row {i}");
+                }
+                // The terms fit 52-bit integers on one grid only below 60
+                // bits (the one-factor term is shifted onto the two-factor
+                // term's finer grid): at least 20 bits per factor remain.
+                let weight = if k == 0 { *w } else { 1.0 };
+                let step = 2f64.powi(-20) * weight.abs() * m.norm_max();
+                let exact = f.to_mat();
+                for i in 0..f.rows {
+                    for j in 0..f.cols {
+                        let err = (exact[(i, j)] - weight * m[(i, j)]).abs();
+                        assert!(err <= step, "weight {w}, factor {k}: {err:e} > {step:e}");
+                    }
+                }
+            }
+        }
+        // Both terms on one output grid.
+        let grids: Vec<i32> = q
+            .terms
+            .iter()
+            .map(|t| t.iter().map(|f| f.exp).sum())
+            .collect();
+        assert_eq!(grids[0], grids[1]);
+        assert_eq!(grids[0], q.granularity_exp);
     }
 
     #[test]
