@@ -20,9 +20,10 @@
 //! ‖projected ∇g‖∞)` is solved instead (regularized Newton, Li, Fukushima,
 //! Qi & Yamashita 2004). The projected arc `max(0, y + αd)` is searched by
 //! Armijo backtracking (`c = 1e-4`, at most thirty halvings; if the Newton
-//! arc fails the scaled gradient gets one try). The run stops when the
-//! model's primal-dual gap is at most the tolerance, after
-//! `max_iterations`, when no step improves g, and, for a dual with a
+//! arc fails the scaled gradient gets one try). The run ([`ProjectedNewton`]
+//! under the engine's [`Executor`]) stops when the model's primal-dual gap
+//! is at most the tolerance, when the [`Budget`] runs out (iterations or
+//! wall clock), when no step improves g, and, for a dual with a
 //! fallback method ([`ConcaveDual::STOP_ON_STAGNATION`], COA's), when an
 //! accepted step is below 1e-6 (g at its rounding level) or on
 //! stagnation: four accepted steps below 1e-2 in a row (a healthy run
@@ -33,8 +34,8 @@
 //! full evaluation. Hessian products are taken on the free rows only.
 //! (The measurements behind both rules: `benches/MEASUREMENTS.md`.)
 
-use crate::solvers::engine::Termination;
-use dp_core::Result;
+use crate::solvers::engine::{Budget, Executor, Solver, Termination};
+use dp_core::{DpError, Result};
 use dp_linalg::Par;
 
 /// One evaluation of a concave dual `g(y) = 2f(y) − Σyᵢ` whose gradient
@@ -148,7 +149,7 @@ pub struct NewtonSolve<P> {
     pub cg_iterations: usize,
     /// Why it stopped: the gap tolerance, no improving step (or
     /// stagnation, see [`ConcaveDual::STOP_ON_STAGNATION`]), or the
-    /// iteration cap.
+    /// budget (iterations or wall clock).
     pub termination: Termination,
 }
 
@@ -162,25 +163,77 @@ fn on_best_ray<P: DualEvaluation>(p: P) -> P {
     p.scaled(t)
 }
 
-/// Maximizes `g` over `y ≥ 0` from `y0` (see the module notes).
-pub fn maximize<D: ConcaveDual>(
-    dual: &D,
-    y0: &[f64],
+/// Projected Newton as a [`Solver`] on a [`ConcaveDual`] (see the module
+/// notes): one iteration is one Newton step with its arc search. The
+/// value it reports per iteration is the best point's relative gap, the
+/// quantity the tolerance is tested on. It lies in `[0, 1]` (y and f are
+/// non-negative, and a NaN ratio counts as gap 0), so the executor's
+/// non-finite test never ends a run that could go on.
+pub struct ProjectedNewton<'d, D: ConcaveDual> {
+    dual: &'d D,
     tolerance: f64,
-    max_iterations: usize,
-) -> Result<NewtonSolve<D::Point>> {
-    let n = y0.len();
-    let mut point = on_best_ray(dual.point(y0)?);
-    let mut best = point.clone();
-    let mut iterations = 0;
-    let mut cg_total = 0;
-    let mut small_steps = 0;
-    let mut stall = None;
-    // Levenberg–Marquardt damping (relative to the mean Hessian diagonal)
-    // for duals that ask for it (see [`ConcaveDual::ADAPTIVE_DAMPING`]).
-    let mut damping = if D::ADAPTIVE_DAMPING { 1e-2 } else { 0.0 };
-    while iterations < max_iterations && best.relative_gap() > tolerance {
-        iterations += 1;
+    /// The current iterate, on its best ray.
+    point: D::Point,
+    /// The best point so far (largest bound, or smallest gap).
+    best: D::Point,
+    cg_iterations: usize,
+    /// Accepted steps below 1e-2 in a row.
+    small_steps: usize,
+    /// Why no further step is taken (no improving step, or stagnation).
+    stall: Option<&'static str>,
+    /// Levenberg–Marquardt damping relative to the mean Hessian diagonal
+    /// (see [`ConcaveDual::ADAPTIVE_DAMPING`]; 0 for duals without it).
+    damping: f64,
+}
+
+impl<'d, D: ConcaveDual> ProjectedNewton<'d, D> {
+    /// The solver from `y0` (moved to the best point of its ray); an error
+    /// when the dual cannot be evaluated there.
+    pub fn new(dual: &'d D, y0: &[f64], tolerance: f64) -> Result<Self> {
+        let point = on_best_ray(dual.point(y0)?);
+        Ok(Self {
+            dual,
+            tolerance,
+            best: point.clone(),
+            point,
+            cg_iterations: 0,
+            small_steps: 0,
+            stall: None,
+            damping: if D::ADAPTIVE_DAMPING { 1e-2 } else { 0.0 },
+        })
+    }
+}
+
+impl<D: ConcaveDual> Solver for ProjectedNewton<'_, D> {
+    /// The best point and the conjugate-gradient iterations spent.
+    type Output = (D::Point, usize);
+
+    fn init(&mut self) -> f64 {
+        self.best.relative_gap()
+    }
+
+    /// The gap tolerance first, then a stall of the last step: a step
+    /// that found no improvement (or stagnated) may still have brought
+    /// the best point within the tolerance.
+    fn terminate(&self) -> Option<Termination> {
+        let gap = self.best.relative_gap();
+        if gap <= self.tolerance {
+            return Some(Termination::Converged {
+                criterion: format!(
+                    "relative gap {gap:.2e} <= {:.0e} (projected Newton)",
+                    self.tolerance
+                ),
+            });
+        }
+        self.stall.map(|reason| Termination::Stalled {
+            reason: reason.into(),
+        })
+    }
+
+    fn next_iter(&mut self) -> std::result::Result<f64, Termination> {
+        let dual = self.dual;
+        let point = &self.point;
+        let n = point.multipliers().len();
         let y = point.multipliers().to_vec();
         let grad = point.gradient();
         let proj_grad = y
@@ -196,10 +249,10 @@ pub fn maximize<D: ConcaveDual>(
             .collect();
         let diag = point.neg_hessian_diagonal(dual.par());
         let mean_diag = diag.iter().sum::<f64>() / n as f64;
-        let mut newton = |mu: f64| {
-            free_set_newton_direction(dual, &point, &grad, &diag, &free, mu, &mut cg_total)
-        };
-        let (mut d, mut precond, solved) = newton(damping * mean_diag);
+        let cg_total = &mut self.cg_iterations;
+        let mut newton =
+            |mu: f64| free_set_newton_direction(dual, point, &grad, &diag, &free, mu, cg_total);
+        let (mut d, mut precond, solved) = newton(self.damping * mean_diag);
         if !solved {
             let mu = 1e-3 * diag.iter().sum::<f64>() / n as f64 * proj_grad.min(1.0);
             (d, precond, _) = newton(mu);
@@ -210,7 +263,8 @@ pub fn maximize<D: ConcaveDual>(
             arc_search(dual, &y, &scaled, &grad, &free, g0)
         });
         if D::ADAPTIVE_DAMPING {
-            damping = match searched.as_ref().map(|s| s.1) {
+            let damping = self.damping;
+            self.damping = match searched.as_ref().map(|s| s.1) {
                 Some(step) if step >= 1.0 => {
                     if damping < 1e-6 {
                         0.0
@@ -222,47 +276,54 @@ pub fn maximize<D: ConcaveDual>(
                 _ => (damping * 10.0).max(1e-3),
             };
         }
-        let moved = match searched {
+        match searched {
             Some((next, step)) => {
-                point = on_best_ray(next);
-                small_steps = if step < 1e-2 { small_steps + 1 } else { 0 };
-                let stagnant = D::STOP_ON_STAGNATION && (step < 1e-6 || small_steps >= 4);
-                if stagnant {
-                    stall = Some("projected Newton: steps stagnated");
+                self.point = on_best_ray(next);
+                self.small_steps = if step < 1e-2 { self.small_steps + 1 } else { 0 };
+                if D::STOP_ON_STAGNATION && (step < 1e-6 || self.small_steps >= 4) {
+                    self.stall = Some("projected Newton: steps stagnated");
                 }
-                !stagnant
             }
-            None => {
-                stall = Some("projected Newton: no step improved the dual");
-                false
-            }
-        };
+            None => self.stall = Some("projected Newton: no step improved the dual"),
+        }
+        let (point, best) = (&self.point, &self.best);
         if point.lower_bound() >= best.lower_bound() || point.relative_gap() < best.relative_gap() {
-            best = point.clone();
+            self.best = point.clone();
         }
-        if !moved {
-            break;
-        }
+        Ok(self.best.relative_gap())
     }
-    let gap = best.relative_gap();
-    let termination = if gap <= tolerance {
-        Termination::Converged {
-            criterion: format!("relative gap {gap:.2e} <= {tolerance:.0e} (projected Newton)"),
-        }
-    } else if let Some(reason) = stall {
-        Termination::Stalled {
-            reason: reason.into(),
-        }
-    } else {
-        Termination::MaxIterations {
-            iterations: max_iterations,
-        }
-    };
+
+    fn finish(self, _termination: &Termination) -> Self::Output {
+        (self.best, self.cg_iterations)
+    }
+}
+
+/// Maximizes `g` over `y ≥ 0` from `y0` (see the module notes) within
+/// `budget`: converged once the best point's relative gap is at most
+/// `tolerance`, stalled when no step improves g (or on stagnation), else
+/// the budget's [`Termination`]. Refuses a NaN tolerance or an invalid
+/// budget.
+pub fn maximize<D: ConcaveDual>(
+    dual: &D,
+    y0: &[f64],
+    tolerance: f64,
+    budget: Budget,
+) -> Result<NewtonSolve<D::Point>> {
+    if tolerance.is_nan() {
+        return Err(DpError::InvalidParameter {
+            name: "tolerance",
+            reason: "the projected Newton gap tolerance is NaN".into(),
+        });
+    }
+    budget.validate()?;
+    let solver = ProjectedNewton::new(dual, y0, tolerance)?;
+    let run = Executor::new(budget, &mut ()).run(solver);
+    let (point, cg_iterations) = run.output;
     Ok(NewtonSolve {
-        point: best,
-        iterations,
-        cg_iterations: cg_total,
-        termination,
+        point,
+        iterations: run.iterations,
+        cg_iterations,
+        termination: run.termination,
     })
 }
 

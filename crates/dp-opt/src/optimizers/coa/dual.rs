@@ -33,6 +33,7 @@ use dp_linalg::{Mat, MatRef, Par, SymmetricEigen};
 use crate::dense::{
     gemm, row_dots, spectral_hessian_diagonal, spectral_hessian_rows, weighted_gram,
 };
+use crate::solvers::engine::Budget;
 use crate::solvers::projected_newton::{self, ConcaveDual, DualBase, DualEvaluation, NewtonSolve};
 
 /// What one dual point certifies: its [`DualEvaluation::lower_bound`]
@@ -201,13 +202,19 @@ pub fn maximize_trace_dual(
     max_iterations: usize,
     par: Par,
 ) -> Result<DualSolve> {
-    projected_newton::maximize(&TraceDual { root, par }, y0, tolerance, max_iterations)
+    projected_newton::maximize(
+        &TraceDual { root, par },
+        y0,
+        tolerance,
+        Budget::iterations(max_iterations),
+    )
 }
 
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use crate::Termination;
 
     fn root(r: usize, n: usize) -> Mat<f64> {
         Mat::from_fn(r, n, |i, j| {
@@ -284,5 +291,46 @@ mod tests {
                 .l2_obj();
             assert!(obj >= solved.point.lower_bound() * (1.0 - 1e-12));
         }
+    }
+
+    /// Projected Newton keeps to its budget. No time: no step, a timeout,
+    /// and the start itself (y0 moved to the best point of its ray,
+    /// `t = (f/Σy)²`). Two iterations where the method needs more: the
+    /// iteration cap after exactly two steps, each accepted step having
+    /// raised the bound (the arc search accepts only an increase of g, and
+    /// on the best ray g is the bound) without passing the optimum's.
+    #[test]
+    fn projected_newton_keeps_to_its_budget() {
+        let (r, n) = (4, 9);
+        let c = root(r, n);
+        let dual = TraceDual {
+            root: c.as_ref(),
+            par: Par::Seq,
+        };
+        let y0 = vec![1.0; n];
+        let run = |budget: Budget| projected_newton::maximize(&dual, &y0, 1e-10, budget).unwrap();
+        let start = dual_point(c.as_ref(), &y0, Par::Seq).unwrap();
+        let t = (start.base.f / n as f64).powi(2);
+
+        let timed = run(Budget::iterations(100).with_seconds(Some(0.0)));
+        assert_eq!(timed.termination, Termination::Timeout { seconds: 0.0 });
+        assert_eq!((timed.iterations, timed.cg_iterations), (0, 0));
+        let on_ray: Vec<f64> = y0.iter().map(|v| v * t).collect();
+        assert_eq!(timed.point.base.y, on_ray);
+        let start_bound = start.base.f.powi(2) / n as f64;
+        assert!((timed.point.lower_bound() - start_bound).abs() <= 1e-12 * start_bound);
+
+        let full = run(Budget::iterations(100));
+        assert!(full.termination.converged(), "{}", full.termination);
+        assert!(full.iterations > 2, "{}", full.iterations);
+        let cut = run(Budget::iterations(2));
+        assert_eq!(
+            cut.termination,
+            Termination::MaxIterations { iterations: 2 }
+        );
+        assert_eq!(cut.iterations, 2);
+        assert!(cut.point.lower_bound() > timed.point.lower_bound());
+        assert!(cut.point.lower_bound() <= full.point.lower_bound() * (1.0 + 1e-12));
+        assert!(projected_newton::maximize(&dual, &y0, f64::NAN, Budget::iterations(1)).is_err());
     }
 }
