@@ -24,7 +24,9 @@
 //! each centred point gives multipliers (`yⱼ = μ/sⱼ` and the primal-dual
 //! estimate from the Newton step), hence the bound above, and the run
 //! stops on the relative gap between the best weights
-//! and the best bound — a certificate for AM's own (restricted) problem.
+//! and the best bound — a certificate for AM's own (restricted) problem —
+//! or when its [`Budget`] (Newton steps, wall clock) runs out; the
+//! engine's [`Executor`] runs it.
 //! The method takes a few dozen Newton steps; a first-order dual update
 //! would take thousands.
 
@@ -35,7 +37,7 @@ use dp_linalg::{Mat, SymmetricEigen};
 
 use crate::descriptor::Descriptor;
 use crate::report::{BoundSource, Draft, Event, Stage};
-use crate::solvers::engine::Termination;
+use crate::solvers::engine::{Budget, Executor, Solver, Termination};
 use crate::support::complete_on_touched_cells;
 use crate::{Observer, Optimized, PrivacyModel, Problem, StrategyOptimizer};
 
@@ -47,6 +49,11 @@ pub struct AmOptions {
     pub gap_tolerance: f64,
     /// Newton steps allowed.
     pub max_iterations: usize,
+    /// Wall-clock seconds allowed, checked before each Newton step
+    /// (`None`: no limit); a cut run returns its best weights so far with
+    /// [`Termination::Timeout`] unless their gap already meets the
+    /// tolerance.
+    pub max_seconds: Option<f64>,
 }
 
 impl Default for AmOptions {
@@ -54,6 +61,7 @@ impl Default for AmOptions {
         Self {
             gap_tolerance: 1e-6,
             max_iterations: 500,
+            max_seconds: None,
         }
     }
 }
@@ -164,114 +172,222 @@ fn centred_bound(g: &Mat<f64>, d2: &[f64], q: f64, slack: &[f64], mu: f64, step:
         .fold(f64::NEG_INFINITY, f64::max)
 }
 
+/// What [`Barrier`] does next, decided after each step (and at the start)
+/// by [`Barrier::prepare`].
+enum Next {
+    /// Move to these weights (accepted by the line search).
+    Step(Vec<f64>),
+    /// The best weights are within the gap tolerance of the bound.
+    Converged(f64),
+    /// No step can be taken, and why.
+    Stalled(&'static str),
+    /// The iteration budget is spent: nothing was prepared.
+    Spent,
+}
+
 /// The barrier method of the module notes on `min Σ dᵢ² tᵢ^{-q}` s.t.
-/// `G t ≤ 1`: returns the best weights (as an [`Eval`]), the best dual
-/// bound, the history of the best primal value and the Newton steps.
-fn log_barrier_newton(
-    g: &Mat<f64>,
-    d2: &[f64],
+/// `G t ≤ 1`, as a [`Solver`]. One iteration is one Newton step that moves
+/// t (the steps AM counts); the centring updates of the bound and μ that
+/// precede a step, and its line search, are done when the step is
+/// prepared: right after the previous step, in the order the method
+/// makes them, and not once the iteration budget is spent. Its objective
+/// is the best weights' primal value; `observe(steps, best, bound, μ)` is
+/// called at each centring.
+struct Barrier<'a, F> {
+    g: &'a Mat<f64>,
+    d2: &'a [f64],
     q: f64,
-    o: AmOptions,
-    mut observe: impl FnMut(usize, f64, f64, f64),
-) -> (Eval, f64, Vec<f64>, usize, Option<&'static str>) {
-    let (n, k) = (g.nrows(), g.ncols());
-    let gt_of = |t: &[f64]| -> Vec<f64> {
-        (0..n)
-            .map(|j| (0..k).map(|i| g[(j, i)] * t[i]).sum::<f64>())
-            .collect()
-    };
-    let value = |t: &[f64], mu: f64| -> f64 {
+    gap_tolerance: f64,
+    /// The iteration budget (no step is prepared beyond it).
+    max_steps: usize,
+    /// The current weights (strictly feasible).
+    t: Vec<f64>,
+    /// The best weights so far, by primal value.
+    best: Eval,
+    /// The best dual bound so far.
+    bound: f64,
+    /// The barrier weight.
+    mu: f64,
+    /// Steps taken.
+    steps: usize,
+    next: Next,
+    observe: F,
+}
+
+/// `G t`.
+fn gt_of(g: &Mat<f64>, t: &[f64]) -> Vec<f64> {
+    (0..g.nrows())
+        .map(|j| (0..g.ncols()).map(|i| g[(j, i)] * t[i]).sum::<f64>())
+        .collect()
+}
+
+/// The primal point of the weights `t`: objective `K · max_j (Gt)_j^q`.
+fn primal_of(g: &Mat<f64>, d2: &[f64], q: f64, t: &[f64]) -> Eval {
+    let gt = gt_of(g, t);
+    let kk: f64 = (0..t.len()).map(|i| d2[i] * t[i].powf(-q)).sum();
+    let gmax = gt.iter().copied().fold(0.0, f64::max);
+    Eval {
+        t: t.to_vec(),
+        bound: 0.0,
+        primal: kk * gmax.powf(q),
+        gt,
+    }
+}
+
+impl<'a, F: FnMut(usize, f64, f64, f64)> Barrier<'a, F> {
+    /// The method from uniform weights at half the reciprocal of G's
+    /// largest row sum (strictly inside), with μ = primal / n.
+    fn new(
+        g: &'a Mat<f64>,
+        d2: &'a [f64],
+        q: f64,
+        gap_tolerance: f64,
+        max_steps: usize,
+        observe: F,
+    ) -> Self {
+        let (n, k) = (g.nrows(), g.ncols());
+        let top = gt_of(g, &vec![1.0; k])
+            .into_iter()
+            .fold(0.0, f64::max)
+            .max(f64::MIN_POSITIVE);
+        let t = vec![0.5 / top; k];
+        let best = primal_of(g, d2, q, &t);
+        Self {
+            g,
+            d2,
+            q,
+            gap_tolerance,
+            max_steps,
+            t,
+            mu: best.primal / n as f64,
+            best,
+            bound: 0.0,
+            steps: 0,
+            next: Next::Spent,
+            observe,
+        }
+    }
+
+    /// The barrier function at `t` (+∞ outside the strict interior).
+    fn value(&self, t: &[f64], mu: f64) -> f64 {
         if t.iter().any(|v| v.is_nan() || *v <= 0.0) {
             return f64::INFINITY;
         }
-        let mut f: f64 = (0..k).map(|i| d2[i] * t[i].powf(-q)).sum();
-        for s in gt_of(t) {
+        let (d2, q) = (self.d2, self.q);
+        let mut f: f64 = (0..t.len()).map(|i| d2[i] * t[i].powf(-q)).sum();
+        for s in gt_of(self.g, t) {
             if s.is_nan() || s >= 1.0 {
                 return f64::INFINITY;
             }
             f -= mu * (1.0 - s).ln();
         }
         f
-    };
-    // Start strictly inside: uniform weights at half the largest column.
-    let ones = vec![1.0; k];
-    let top = gt_of(&ones)
-        .into_iter()
-        .fold(0.0, f64::max)
-        .max(f64::MIN_POSITIVE);
-    let mut t: Vec<f64> = vec![0.5 / top; k];
-    let primal_of = |t: &[f64]| -> Eval {
-        let gt = gt_of(t);
-        let kk: f64 = (0..k).map(|i| d2[i] * t[i].powf(-q)).sum();
-        let gmax = gt.iter().copied().fold(0.0, f64::max);
-        Eval {
-            t: t.to_vec(),
-            bound: 0.0,
-            primal: kk * gmax.powf(q),
-            gt,
-        }
-    };
-    let mut best = primal_of(&t);
-    let mut bound = 0.0_f64;
-    let mut mu = best.primal / n as f64;
-    let mut history = Vec::new();
-    let mut steps = 0;
-    let mut stall = None;
-    while steps < o.max_iterations {
-        let gap = (best.primal - bound) / best.primal;
-        if gap <= o.gap_tolerance {
-            break;
-        }
-        let slack: Vec<f64> = gt_of(&t).iter().map(|v| 1.0 - v).collect();
-        let (grad, hess) = newton_system(g, d2, q, &t, &slack, mu);
-        let Ok(chol) = dp_linalg::Cholesky::factor(hess.as_ref()) else {
-            stall = Some("AM: the barrier Hessian is not positive definite");
-            break;
-        };
-        let rhs = Mat::from_fn(k, 1, |i, _| -grad[i]);
-        let Ok(step) = chol.solve(rhs.as_ref()) else {
-            stall = Some("AM: the Newton system could not be solved");
-            break;
-        };
-        let decrement: f64 = -(0..k).map(|i| grad[i] * step[(i, 0)]).sum::<f64>();
-        if decrement.is_nan() {
-            stall = Some("AM: NaN Newton decrement");
-            break;
-        }
-        if decrement <= 0.01 * n as f64 * mu {
-            // Centred: certify, then move along the path.
-            let b = centred_bound(g, d2, q, &slack, mu, &step);
-            if b.is_finite() {
-                bound = bound.max(b);
-            }
-            observe(steps, best.primal, bound, mu);
-            mu /= 10.0;
-            continue;
-        }
-        let f0 = value(&t, mu);
-        let mut alpha = 1.0;
-        let mut moved = false;
-        for _ in 0..60 {
-            let trial: Vec<f64> = (0..k).map(|i| t[i] + alpha * step[(i, 0)]).collect();
-            if value(&trial, mu) <= f0 - 0.25 * alpha * decrement {
-                t = trial;
-                moved = true;
-                break;
-            }
-            alpha *= 0.5;
-        }
-        if !moved {
-            stall = Some("AM: the line search found no decrease");
-            break;
-        }
-        steps += 1;
-        let now = primal_of(&t);
-        if now.primal < best.primal {
-            best = now;
-        }
-        history.push(best.primal);
     }
-    (best, bound, history, steps, stall)
+
+    /// Decides [`Barrier::next`]: unless the budget is spent, Newton steps
+    /// on the barrier function, centring (a bound from the centred point,
+    /// then μ ÷ 10) while the Newton decrement is below `0.01·n·μ`, until
+    /// the gap meets the tolerance, a step is accepted by the line search,
+    /// or none can be taken.
+    fn prepare(&mut self) {
+        if self.steps >= self.max_steps {
+            self.next = Next::Spent;
+            return;
+        }
+        let (g, d2, q) = (self.g, self.d2, self.q);
+        let (n, k) = (g.nrows(), g.ncols());
+        self.next = loop {
+            let gap = (self.best.primal - self.bound) / self.best.primal;
+            if gap <= self.gap_tolerance {
+                break Next::Converged(gap);
+            }
+            let slack: Vec<f64> = gt_of(g, &self.t).iter().map(|v| 1.0 - v).collect();
+            let (grad, hess) = newton_system(g, d2, q, &self.t, &slack, self.mu);
+            let Ok(chol) = dp_linalg::Cholesky::factor(hess.as_ref()) else {
+                break Next::Stalled("AM: the barrier Hessian is not positive definite");
+            };
+            let rhs = Mat::from_fn(k, 1, |i, _| -grad[i]);
+            let Ok(step) = chol.solve(rhs.as_ref()) else {
+                break Next::Stalled("AM: the Newton system could not be solved");
+            };
+            let decrement: f64 = -(0..k).map(|i| grad[i] * step[(i, 0)]).sum::<f64>();
+            if decrement.is_nan() {
+                break Next::Stalled("AM: NaN Newton decrement");
+            }
+            if decrement <= 0.01 * n as f64 * self.mu {
+                // Centred: certify, then move along the path.
+                let b = centred_bound(g, d2, q, &slack, self.mu, &step);
+                if b.is_finite() {
+                    self.bound = self.bound.max(b);
+                }
+                (self.observe)(self.steps, self.best.primal, self.bound, self.mu);
+                self.mu /= 10.0;
+                continue;
+            }
+            let f0 = self.value(&self.t, self.mu);
+            let mut alpha = 1.0;
+            let mut accepted = None;
+            for _ in 0..60 {
+                let trial: Vec<f64> = (0..k).map(|i| self.t[i] + alpha * step[(i, 0)]).collect();
+                if self.value(&trial, self.mu) <= f0 - 0.25 * alpha * decrement {
+                    accepted = Some(trial);
+                    break;
+                }
+                alpha *= 0.5;
+            }
+            break match accepted {
+                Some(trial) => Next::Step(trial),
+                None => Next::Stalled("AM: the line search found no decrease"),
+            };
+        };
+    }
+}
+
+impl<F: FnMut(usize, f64, f64, f64)> Solver for Barrier<'_, F> {
+    /// The best weights and the best dual bound.
+    type Output = (Eval, f64);
+
+    fn init(&mut self) -> f64 {
+        self.prepare();
+        self.best.primal
+    }
+
+    fn terminate(&self) -> Option<Termination> {
+        match &self.next {
+            Next::Converged(gap) => Some(Termination::Converged {
+                criterion: format!(
+                    "relative gap {gap:.2e} <= {:.0e} (AM barrier)",
+                    self.gap_tolerance
+                ),
+            }),
+            Next::Stalled(reason) => Some(Termination::Stalled {
+                reason: (*reason).into(),
+            }),
+            Next::Step(_) | Next::Spent => None,
+        }
+    }
+
+    fn next_iter(&mut self) -> std::result::Result<f64, Termination> {
+        let Next::Step(trial) = std::mem::replace(&mut self.next, Next::Spent) else {
+            // Only reached when the executor's budget exceeds the one the
+            // solver was built with: nothing was prepared beyond it.
+            return Err(Termination::MaxIterations {
+                iterations: self.max_steps,
+            });
+        };
+        self.t = trial;
+        self.steps += 1;
+        let now = primal_of(self.g, self.d2, self.q, &self.t);
+        if now.primal < self.best.primal {
+            self.best = now;
+        }
+        self.prepare();
+        Ok(self.best.primal)
+    }
+
+    fn finish(self, _termination: &Termination) -> Self::Output {
+        (self.best, self.bound)
+    }
 }
 
 impl StrategyOptimizer for Am {
@@ -288,6 +404,8 @@ impl StrategyOptimizer for Am {
                 reason: "need a tolerance in (0, 1) and at least one iteration".into(),
             });
         }
+        let budget = Budget::iterations(o.max_iterations).with_seconds(o.max_seconds);
+        budget.validate()?;
         let n = problem.domain_size();
         let (v, scale) = problem.normalized_gram()?;
         let eig = SymmetricEigen::new(v.as_ref())?;
@@ -316,8 +434,11 @@ impl StrategyOptimizer for Am {
                 source: BoundSource::InteriorPoint,
             });
         };
-        let (best, bound, history, iterations, stall) = log_barrier_newton(&g, &d2, q, o, observe);
-        let history: Vec<f64> = history.iter().map(|v| v * scale).collect();
+        // AM reports its own events at each centring (above), so the
+        // executor's per-step events are not sent.
+        let barrier = Barrier::new(&g, &d2, q, o.gap_tolerance, budget.max_iterations, observe);
+        let run = Executor::new(budget, &mut ()).scale(scale).run(barrier);
+        let (best, bound) = run.output;
         // λ from t, normalized so that the sensitivity is exactly 1.
         let gmax = best.gt.iter().copied().fold(0.0, f64::max);
         let lambda: Vec<f64> = best
@@ -344,20 +465,21 @@ impl StrategyOptimizer for Am {
                     o.gap_tolerance
                 ),
             }
-        } else if let Some(reason) = stall {
-            Termination::Stalled {
-                reason: reason.into(),
-            }
         } else {
-            Termination::MaxIterations {
-                iterations: o.max_iterations,
+            match run.termination {
+                t @ (Termination::Stalled { .. } | Termination::Timeout { .. }) => t,
+                // The iteration cap, or the barrier's own gap test passed
+                // while the recomputed strategy misses the tolerance.
+                _ => Termination::MaxIterations {
+                    iterations: o.max_iterations,
+                },
             }
         };
         // The dual bound holds for AM's restricted family only, not for the
         // matrix mechanism: reported as a diagnostic, not a certificate.
         let draft = Draft {
-            iterations,
-            history,
+            iterations: run.iterations,
+            history: run.history,
             diagnostics: vec![
                 ("am_lower_bound", lower_bound),
                 ("am_relative_gap", relative_gap),
@@ -438,5 +560,54 @@ mod tests {
                 assert!(obj >= r.report.objective * (1.0 - 1e-9));
             }
         }
+    }
+
+    /// The barrier method keeps to its budget. No time: no step, a
+    /// timeout, and the start's strategy: uniform weights, which under
+    /// (ε,δ)-DP on a full-rank workload are W's orthonormal eigenbasis
+    /// itself, with objective tr(WᵀW). Three steps where the method needs
+    /// more: the iteration cap after exactly three, a non-increasing
+    /// best-so-far history of three values from at most the start's
+    /// objective, and no better than the converged run.
+    #[test]
+    fn barrier_keeps_to_its_budget() {
+        let w = AllRange::new(24).unwrap();
+        let gram = w.gram();
+        let pr = Problem::from_gram(gram.clone(), PrivacyModel::Approx).unwrap();
+        let trace: f64 = (0..24).map(|i| gram[(i, i)]).sum();
+        let with = |max_iterations, max_seconds| {
+            let options = AmOptions {
+                max_iterations,
+                max_seconds,
+                ..AmOptions::default()
+            };
+            Am { options }.optimize(&pr, &mut ()).unwrap().report
+        };
+        let timed = with(500, Some(0.0));
+        assert_eq!(timed.termination, Termination::Timeout { seconds: 0.0 });
+        assert_eq!(timed.iterations, 0);
+        // A run without steps reports its final objective as its history.
+        assert_eq!(timed.objective_history, vec![timed.objective]);
+        assert!((timed.objective - trace).abs() <= 1e-9 * trace);
+
+        let full = with(500, None);
+        assert!(full.converged(), "{:?}", full.termination);
+        assert!(full.iterations > 3, "{}", full.iterations);
+        let cut = with(3, None);
+        assert_eq!(
+            cut.termination,
+            Termination::MaxIterations { iterations: 3 }
+        );
+        assert_eq!(cut.iterations, 3);
+        let h = &cut.objective_history;
+        assert_eq!(h.len(), 3);
+        assert!(h.windows(2).all(|p| p[1] <= p[0]), "{h:?}");
+        assert!(h[0] <= trace * (1.0 + 1e-12));
+        assert!(cut.objective >= full.objective * (1.0 - 1e-6));
+        let negative = AmOptions {
+            max_seconds: Some(-1.0),
+            ..AmOptions::default()
+        };
+        assert!(Am { options: negative }.optimize(&pr, &mut ()).is_err());
     }
 }
