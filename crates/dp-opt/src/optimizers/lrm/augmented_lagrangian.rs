@@ -4,34 +4,175 @@
 //! ([`LrmSolver::Reduced`]), and the quadratic-penalty path that
 //! [`LrmSolver::Penalty`] takes when `r < n` (multipliers fixed at zero).
 
-use std::time::Instant;
-
 use dp_core::{DpError, Result};
 use dp_linalg::{Cholesky, Mat, MatMut, MatRef, Par};
 
 #[allow(unused_imports)] // doc links
 use super::LrmSolver;
 use super::l1_ball::{project_columns, spg_over_columns};
-use super::{ColumnNorm, Decomposition, Lrm, Scaled, fit_termination, frob_residual};
+use super::{
+    AlternatingOptions, ColumnNorm, Decomposition, Lrm, ReducedOptions, Scaled, fit_termination,
+    frob_residual,
+};
 use crate::Observer;
 use crate::dense::{gemm, inner};
 use crate::report::Event;
-use crate::solvers::engine::Termination;
+use crate::solvers::engine::{Budget, Clock, Executor, Solver, Termination};
 use crate::solvers::spg::SpgOptions;
+
+/// `‖B‖²_F`, `‖C − BL‖_F`, β and the inner iterations of one outer step,
+/// on the scaled root, for its [`Event::Factorization`].
+#[derive(Debug, Clone, Copy)]
+struct StepFigures {
+    penalty: f64,
+    residual: f64,
+    trace_btb: f64,
+    inner_iterations: usize,
+}
+
+impl StepFigures {
+    /// The event of outer step `iteration`, in the workload's own scale.
+    fn observe(&self, iteration: usize, colmax: f64, observer: &mut dyn Observer) {
+        observer.observe(&Event::Factorization {
+            iteration,
+            penalty: self.penalty,
+            residual: self.residual * colmax,
+            trace_btb: self.trace_btb * colmax * colmax,
+            inner_iterations: self.inner_iterations,
+        });
+    }
+}
+
+/// [`LrmSolver::Alternating`]'s outer iteration as a [`Solver`]: per
+/// step, `inner_iterations` alternations of the closed-form B update (9)
+/// and Algorithm 2 for L, then (unless the residual is below the
+/// tolerance) the β schedule and `π ← π + β(C − BL)`. Its objective is
+/// the residual `‖C − BL‖_F` (finite: B and L stay finite, Algorithm 2
+/// refuses a non-finite L). An error of a step (a failed factorization)
+/// ends the run and is returned by [`Solver::finish`].
+struct AlternatingSolver<'a> {
+    c: &'a Mat<f64>,
+    options: AlternatingOptions,
+    norm: ColumnNorm,
+    par: Par,
+    colmax: f64,
+    /// `max(residual_tolerance, γ)` on the scaled root.
+    tolerance: f64,
+    l: Mat<f64>,
+    b: Mat<f64>,
+    pi: Mat<f64>,
+    beta: f64,
+    /// Algorithm 2's last Lipschitz estimate (its warm start).
+    omega: f64,
+    residual: f64,
+    outer: usize,
+    last: Option<StepFigures>,
+    error: Option<DpError>,
+}
+
+impl AlternatingSolver<'_> {
+    /// One outer step (see the type's notes).
+    fn step(&mut self) -> Result<f64> {
+        let (c, a, par) = (self.c, self.options, self.par);
+        let r = self.l.nrows();
+        self.outer += 1;
+        for _ in 0..a.inner_iterations {
+            // (9): B = (βW + π) Lᵀ (β L Lᵀ + I)⁻¹.
+            let target = c * dp_linalg::Scale(self.beta) + &self.pi;
+            let rhs = gemm(target.as_ref(), self.l.transpose(), par); // s×r
+            let mut sys =
+                gemm(self.l.as_ref(), self.l.transpose(), par) * dp_linalg::Scale(self.beta);
+            for k in 0..r {
+                sys[(k, k)] += 1.0;
+            }
+            let chol = Cholesky::factor(sys.as_ref())?;
+            let mut bt = rhs.transpose().to_owned();
+            chol.solve_in_place(bt.as_mut())?;
+            self.b = bt.transpose().to_owned();
+            // (10) by Algorithm 2.
+            self.omega = apg(
+                &self.b,
+                &target,
+                &mut self.l,
+                self.norm,
+                self.beta,
+                self.omega,
+                a.apg_iterations,
+                par,
+            )?;
+        }
+        self.residual = frob_residual(c, &self.b, &self.l, par);
+        self.last = Some(StepFigures {
+            penalty: self.beta,
+            residual: self.residual,
+            trace_btb: inner(&self.b, &self.b),
+            inner_iterations: a.inner_iterations,
+        });
+        if self.residual < self.tolerance {
+            return Ok(self.residual);
+        }
+        if self.outer.is_multiple_of(a.beta_every) {
+            self.beta = (self.beta * a.beta_growth).min(a.beta_max);
+        }
+        let diff = c - gemm(self.b.as_ref(), self.l.as_ref(), par);
+        self.pi += &diff * dp_linalg::Scale(self.beta);
+        Ok(self.residual)
+    }
+}
+
+impl Solver for AlternatingSolver<'_> {
+    /// The final `(B, L)`, residual and outer steps.
+    type Output = Result<(Mat<f64>, Mat<f64>, f64, usize)>;
+
+    fn init(&mut self) -> f64 {
+        self.residual
+    }
+
+    /// The residual tolerance, tested after each step (not on the start).
+    fn terminate(&self) -> Option<Termination> {
+        (self.outer > 0 && self.residual < self.tolerance).then(|| Termination::Converged {
+            criterion: format!(
+                "alternating: residual {:.2e} < {:.2e}",
+                self.residual * self.colmax,
+                self.tolerance * self.colmax
+            ),
+        })
+    }
+
+    fn next_iter(&mut self) -> std::result::Result<f64, Termination> {
+        self.step().map_err(|e| {
+            let reason = e.to_string();
+            self.error = Some(e);
+            Termination::Stalled { reason }
+        })
+    }
+
+    fn events(&self, iteration: usize, observer: &mut dyn Observer) {
+        if let Some(figures) = &self.last {
+            figures.observe(iteration, self.colmax, observer);
+        }
+    }
+
+    fn finish(self, _termination: &Termination) -> Self::Output {
+        match self.error {
+            Some(e) => Err(e),
+            None => Ok((self.b, self.l, self.residual, self.outer)),
+        }
+    }
+}
 
 impl Lrm {
     /// [`LrmSolver::Alternating`]: Algorithm 1 of the LRM paper on the
-    /// scaled root `c` from the SVD start `(l, b)`: per outer step,
-    /// `inner_iterations` alternations of the closed-form B update (9) and
-    /// Algorithm 2 for L, then `π ← π + β(C − BL)` and the β schedule.
-    /// Stops below `max(residual_tolerance, γ)`; the run is flagged as
-    /// failed above `failure_residual` or when `‖B‖²_F > ‖W‖²_F` (worse
-    /// than noise on the data).
+    /// scaled root `c` from the SVD start `(l, b)` ([`AlternatingSolver`]
+    /// under `max_outer` steps and the options' `max_seconds`). Stops
+    /// below `max(residual_tolerance, γ)`; the run is flagged as failed
+    /// above `failure_residual` or when `‖B‖²_F > ‖W‖²_F` (worse than
+    /// noise on the data).
     pub(super) fn alternating(
         &self,
         c: &Mat<f64>,
-        mut l: Mat<f64>,
-        mut b: Mat<f64>,
+        l: Mat<f64>,
+        b: Mat<f64>,
         colmax: f64,
         norm: ColumnNorm,
         observer: &mut dyn Observer,
@@ -39,58 +180,28 @@ impl Lrm {
         let o = self.options;
         let a = o.alternating;
         let par = o.parallelism;
-        let (n, r) = (c.ncols(), l.nrows());
-        let mut pi = Mat::<f64>::zeros(c.nrows(), n);
-        let mut beta = a.beta_initial;
         let w_fro2 = inner(c, c);
         let tolerance = o.residual_tolerance.max(a.gamma / colmax);
-        let mut residual = frob_residual(c, &b, &l, par);
-        let mut outer = 0;
-        let mut omega = 1.0;
-        while outer < a.max_outer {
-            outer += 1;
-            for _ in 0..a.inner_iterations {
-                // (9): B = (βW + π) Lᵀ (β L Lᵀ + I)⁻¹.
-                let target = c * dp_linalg::Scale(beta) + &pi;
-                let rhs = gemm(target.as_ref(), l.transpose(), par); // s×r
-                let mut sys = gemm(l.as_ref(), l.transpose(), par) * dp_linalg::Scale(beta);
-                for k in 0..r {
-                    sys[(k, k)] += 1.0;
-                }
-                let chol = Cholesky::factor(sys.as_ref())?;
-                let mut bt = rhs.transpose().to_owned();
-                chol.solve_in_place(bt.as_mut())?;
-                b = bt.transpose().to_owned();
-                // (10) by Algorithm 2.
-                omega = apg(
-                    &b,
-                    &target,
-                    &mut l,
-                    norm,
-                    beta,
-                    omega,
-                    a.apg_iterations,
-                    par,
-                )?;
-            }
-            residual = frob_residual(c, &b, &l, par);
-            let trace_btb = inner(&b, &b);
-            observer.observe(&Event::Factorization {
-                iteration: outer,
-                penalty: beta,
-                residual: residual * colmax,
-                trace_btb: trace_btb * colmax * colmax,
-                inner_iterations: a.inner_iterations,
-            });
-            if residual < tolerance {
-                break;
-            }
-            if outer % a.beta_every == 0 {
-                beta = (beta * a.beta_growth).min(a.beta_max);
-            }
-            let diff = c - gemm(b.as_ref(), l.as_ref(), par);
-            pi += &diff * dp_linalg::Scale(beta);
-        }
+        let solver = AlternatingSolver {
+            c,
+            options: a,
+            norm,
+            par,
+            colmax,
+            tolerance,
+            pi: Mat::<f64>::zeros(c.nrows(), c.ncols()),
+            beta: a.beta_initial,
+            omega: 1.0,
+            residual: frob_residual(c, &b, &l, par),
+            outer: 0,
+            l,
+            b,
+            last: None,
+            error: None,
+        };
+        let budget = Budget::iterations(a.max_outer).with_seconds(o.max_seconds);
+        let run = Executor::new(budget, observer).scale(colmax).run(solver);
+        let (b, l, residual, outer) = run.output?;
         let trace_btb = inner(&b, &b);
         // The reference implementation stops below the residual tolerance
         // and flags failure above `failure_residual` or when
@@ -101,35 +212,156 @@ impl Lrm {
             "alternating: residual {:.2e} after {outer} outer steps",
             residual * colmax
         );
+        let cut = match run.termination {
+            timeout @ Termination::Timeout { .. } => Some(timeout),
+            _ => (residual >= tolerance && outer >= a.max_outer).then_some(
+                Termination::MaxIterations {
+                    iterations: a.max_outer,
+                },
+            ),
+        };
         let scaled = Scaled {
             b,
             l,
             residual,
-            termination: fit_termination(
-                converged,
-                (residual >= tolerance && outer >= a.max_outer).then_some(
-                    Termination::MaxIterations {
-                        iterations: a.max_outer,
-                    },
-                ),
-                stop,
-            ),
+            termination: fit_termination(converged, cut, stop),
         };
         Ok(Decomposition::from_scaled(scaled, colmax, outer))
     }
 }
 
+/// The outer iteration of [`LrmSolver::Reduced`] (and of
+/// [`LrmSolver::Penalty`]'s path when `r < n`) as a [`Solver`]. Per stage:
+/// SPG on `φ(L) = min_B ½‖B‖² + β/2‖T − BL‖²`, `T = C + π/β`, within the
+/// time left; the ridge B of update (9); then either `π ← π + β(C − BL)`
+/// with β ×`beta_growth` when the residual did not fall by 4×
+/// (augmented Lagrangian), or β ×10 with π = 0 (penalty path). Stops once
+/// `‖C − BL‖_F` is at most the stage tolerance times `‖C‖_F`. Its
+/// objective is that residual (`‖C‖_F`, the residual of B = 0, at the
+/// start); an error of a stage ends the run and is returned by
+/// [`Solver::finish`].
+struct ReducedSolver<'a> {
+    c: &'a Mat<f64>,
+    norm: ColumnNorm,
+    par: Par,
+    colmax: f64,
+    /// `Some` on the penalty path.
+    penalty: Option<f64>,
+    options: ReducedOptions,
+    stage_spg: SpgOptions,
+    /// `‖C‖_F`.
+    w_fro: f64,
+    /// The relative residual `‖C − BL‖_F / ‖C‖_F` ending the run.
+    stage_tolerance: f64,
+    beta_max: f64,
+    /// The time left for each stage's SPG (started with the run).
+    clock: Clock,
+    l: Mat<f64>,
+    pi: Mat<f64>,
+    beta: f64,
+    /// The last stage's residual (+∞ before the first).
+    residual: f64,
+    /// The last stage's B.
+    last_b: Option<Mat<f64>>,
+    outer: usize,
+    last: Option<StepFigures>,
+    error: Option<DpError>,
+}
+
+impl ReducedSolver<'_> {
+    /// One stage (see the type's notes).
+    fn step(&mut self) -> Result<f64> {
+        let (c, par, beta) = (self.c, self.par, self.beta);
+        let remaining = self.clock.remaining();
+        self.outer += 1;
+        let t = c + &self.pi * dp_linalg::Scale(1.0 / beta);
+        let eval = |lx: MatRef<'_, f64>, grad: MatMut<'_, f64>| -> f64 {
+            reduced_objective(&t, lx, beta, grad, par).unwrap_or(f64::INFINITY)
+        };
+        let spg_options = SpgOptions {
+            budget: self.stage_spg.budget.with_seconds(remaining),
+            ..self.stage_spg
+        };
+        let (next, solved) = spg_over_columns(&self.l, self.norm, eval, &spg_options, &mut (), 1.0);
+        self.l = next;
+        let b = ridge_b(&t, &self.l, beta, par).ok_or_else(|| DpError::NotConverged {
+            solver: "LRM",
+            reason: "I + βLLᵀ is not positive definite".into(),
+        })?;
+        let diff = c - gemm(b.as_ref(), self.l.as_ref(), par);
+        let new_residual = inner(&diff, &diff).sqrt();
+        self.last = Some(StepFigures {
+            penalty: beta,
+            residual: new_residual,
+            trace_btb: inner(&b, &b),
+            inner_iterations: solved.iterations,
+        });
+        self.last_b = Some(b);
+        if self.penalty.is_some() {
+            self.beta *= 10.0;
+        } else {
+            self.pi += &diff * dp_linalg::Scale(beta);
+            if new_residual > 0.25 * self.residual {
+                self.beta = (beta * self.options.beta_growth).min(self.beta_max);
+            }
+        }
+        self.residual = new_residual;
+        Ok(new_residual)
+    }
+}
+
+impl Solver for ReducedSolver<'_> {
+    /// The final L, the last stage's B, the last β and the stages run.
+    type Output = Result<(Mat<f64>, Option<Mat<f64>>, f64, usize)>;
+
+    fn init(&mut self) -> f64 {
+        self.w_fro
+    }
+
+    fn terminate(&self) -> Option<Termination> {
+        (self.residual <= self.stage_tolerance * self.w_fro).then(|| Termination::Converged {
+            criterion: format!(
+                "residual {:.2e} <= {:.0e} ‖W‖_F",
+                self.residual * self.colmax,
+                self.stage_tolerance
+            ),
+        })
+    }
+
+    fn next_iter(&mut self) -> std::result::Result<f64, Termination> {
+        self.step().map_err(|e| {
+            let reason = e.to_string();
+            self.error = Some(e);
+            Termination::Stalled { reason }
+        })
+    }
+
+    fn events(&self, iteration: usize, observer: &mut dyn Observer) {
+        if let Some(figures) = &self.last {
+            figures.observe(iteration, self.colmax, observer);
+        }
+    }
+
+    fn finish(self, _termination: &Termination) -> Self::Output {
+        match self.error {
+            Some(e) => Err(e),
+            None => Ok((self.l, self.last_b, self.beta, self.outer)),
+        }
+    }
+}
+
 impl Lrm {
     /// Algorithm 1 with B eliminated exactly (see [`LrmSolver::Reduced`]),
-    /// on the scaled root `c` from the start `l`; ends with the exact
-    /// least-squares B = W L⁺ when L supports W.
+    /// on the scaled root `c` from the start `l` ([`ReducedSolver`] under
+    /// the outer steps and the options' `max_seconds`); ends with the
+    /// exact least-squares B = W L⁺ when L supports W.
     ///
     /// `penalty = Some(β₀)` runs [`LrmSolver::Penalty`]'s path instead:
     /// π stays 0 and β = β₀·10^k at stage k.
     pub(super) fn decompose_reduced(
         &self,
         c: &Mat<f64>,
-        mut l: Mat<f64>,
+        l: Mat<f64>,
         colmax: f64,
         norm: ColumnNorm,
         observer: &mut dyn Observer,
@@ -140,63 +372,35 @@ impl Lrm {
         let par = o.parallelism;
         let (s, n, r) = (c.nrows(), c.ncols(), l.nrows());
         let w_fro = inner(c, c).sqrt();
-        let mut pi = Mat::<f64>::zeros(s, n);
-        let mut beta = penalty.unwrap_or(d.beta_per_rank * r as f64);
-        let beta_max = d.beta_max_per_rank * r as f64;
         let (max_outer, stage_spg, stage_tolerance) = match penalty {
             Some(_) => (p.stages, p.spg, p.residual_tolerance),
             None => (d.max_outer, d.spg, d.residual_tolerance),
         };
-        let mut residual = f64::INFINITY;
-        let mut outer = 0;
-        let mut last_b: Option<Mat<f64>> = None;
-        let optimal_b = |t: &Mat<f64>, l: &Mat<f64>, beta: f64| ridge_b(t, l, beta, par);
-        let started = Instant::now();
-        let mut out_of_time = false;
-        while outer < max_outer {
-            let remaining = o.max_seconds.map(|t| t - started.elapsed().as_secs_f64());
-            if remaining.is_some_and(|t| t <= 0.0) {
-                out_of_time = true;
-                break;
-            }
-            outer += 1;
-            let t = c + &pi * dp_linalg::Scale(1.0 / beta);
-            let eval = |lx: MatRef<'_, f64>, grad: MatMut<'_, f64>| -> f64 {
-                reduced_objective(&t, lx, beta, grad, par).unwrap_or(f64::INFINITY)
-            };
-            let spg_options = SpgOptions {
-                budget: stage_spg.budget.with_seconds(remaining),
-                ..stage_spg
-            };
-            let (next, solved) = spg_over_columns(&l, norm, eval, &spg_options, &mut (), 1.0);
-            l = next;
-            let b = optimal_b(&t, &l, beta).ok_or_else(|| DpError::NotConverged {
-                solver: "LRM",
-                reason: "I + βLLᵀ is not positive definite".into(),
-            })?;
-            let diff = c - gemm(b.as_ref(), l.as_ref(), par);
-            let new_residual = inner(&diff, &diff).sqrt();
-            observer.observe(&Event::Factorization {
-                iteration: outer,
-                penalty: beta,
-                residual: new_residual * colmax,
-                trace_btb: inner(&b, &b) * colmax * colmax,
-                inner_iterations: solved.iterations,
-            });
-            last_b = Some(b);
-            if penalty.is_some() {
-                beta *= 10.0;
-            } else {
-                pi += &diff * dp_linalg::Scale(beta);
-                if new_residual > 0.25 * residual {
-                    beta = (beta * d.beta_growth).min(beta_max);
-                }
-            }
-            residual = new_residual;
-            if residual <= stage_tolerance * w_fro {
-                break;
-            }
-        }
+        let budget = Budget::iterations(max_outer).with_seconds(o.max_seconds);
+        let solver = ReducedSolver {
+            c,
+            norm,
+            par,
+            colmax,
+            penalty,
+            options: d,
+            stage_spg,
+            w_fro,
+            stage_tolerance,
+            beta_max: d.beta_max_per_rank * r as f64,
+            clock: Clock::start(budget),
+            l,
+            pi: Mat::<f64>::zeros(s, n),
+            beta: penalty.unwrap_or(d.beta_per_rank * r as f64),
+            residual: f64::INFINITY,
+            last_b: None,
+            outer: 0,
+            last: None,
+            error: None,
+        };
+        let run = Executor::new(budget, observer).scale(colmax).run(solver);
+        let (l, last_b, beta, outer) = run.output?;
+        let out_of_time = matches!(run.termination, Termination::Timeout { .. });
         let b = final_b(c, &l, beta, last_b, o.failure_residual, par)?;
         let final_residual = frob_residual(c, &b, &l, par);
         let trace_btb = inner(&b, &b);
@@ -218,14 +422,7 @@ impl Lrm {
             b,
             l,
             residual: final_residual,
-            termination: fit_termination(
-                converged,
-                match (out_of_time, o.max_seconds) {
-                    (true, Some(seconds)) => Some(Termination::Timeout { seconds }),
-                    _ => None,
-                },
-                stop,
-            ),
+            termination: fit_termination(converged, out_of_time.then_some(run.termination), stop),
         };
         Ok(Decomposition::from_scaled(scaled, colmax, outer))
     }

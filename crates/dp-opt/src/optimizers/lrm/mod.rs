@@ -595,4 +595,101 @@ mod tests {
             cut.termination
         );
     }
+
+    /// The outer iterations keep to their budget, on a workload of rank
+    /// 16 over 64 cells with r = 20 rows. No time: no outer step, a
+    /// timeout, and L the SVD start (orthogonal rows of equal norm: for
+    /// Alternating `Vᵣᵀ/√r`, with `B = C Vᵣ √r`, so `BL = W` and
+    /// `tr(BᵀB) = r‖W‖²_F`; for the others scaled to unit largest column).
+    /// Two outer steps where every method needs more: exactly two, each
+    /// with its Factorization event and the executor's Iteration event
+    /// carrying the same residual; Alternating reports the cap.
+    #[test]
+    fn outer_iterations_keep_to_their_budget() {
+        use crate::{Event, Recorder};
+        use dp_workloads::Workload;
+        let g = dp_workloads::generators::wrange(16, 64, 5).unwrap().gram();
+        let w_fro2: f64 = (0..64).map(|i| g[(i, i)]).sum();
+        let r = 20;
+        let with = |solver: LrmSolver, steps: Option<usize>, max_seconds: Option<f64>| {
+            let mut lrm = Lrm::default();
+            lrm.options.solver = solver;
+            lrm.options.rank = Some(r);
+            lrm.options.max_seconds = max_seconds;
+            if let Some(k) = steps {
+                lrm.options.alternating.max_outer = k;
+                lrm.options.reduced.max_outer = k;
+                lrm.options.penalty.stages = k;
+            }
+            let mut rec = Recorder::default();
+            let dec = lrm.decompose(g.as_ref(), ColumnNorm::L1, &mut rec).unwrap();
+            (dec, rec)
+        };
+        for solver in [
+            LrmSolver::Alternating,
+            LrmSolver::Reduced,
+            LrmSolver::Penalty,
+        ] {
+            let (start, rec) = with(solver, None, Some(0.0));
+            assert_eq!(start.outer_steps, 0, "{solver:?}");
+            assert_eq!(start.termination, Termination::Timeout { seconds: 0.0 });
+            assert!(rec.events.is_empty());
+            let llt = gemm(start.l.as_ref(), start.l.transpose(), Par::Seq);
+            let norm2 = llt[(0, 0)];
+            for i in 0..r {
+                for j in 0..r {
+                    let expect = if i == j { norm2 } else { 0.0 };
+                    assert!((llt[(i, j)] - expect).abs() <= 1e-12 * norm2, "{solver:?}");
+                }
+            }
+            if solver == LrmSolver::Alternating {
+                assert!((norm2 - 1.0 / r as f64).abs() <= 1e-12);
+                let expect = r as f64 * w_fro2;
+                assert!((start.trace_btb() - expect).abs() <= 1e-9 * expect);
+                assert!(start.residual <= 1e-9 * w_fro2.sqrt(), "{}", start.residual);
+            } else {
+                let largest = ColumnNorm::L1.max_column(start.l.as_ref());
+                assert!((largest - 1.0).abs() <= 1e-12, "{largest}");
+            }
+
+            let (full, _) = with(solver, None, None);
+            assert!(full.outer_steps > 2, "{solver:?}: {}", full.outer_steps);
+            let (cut, rec) = with(solver, Some(2), None);
+            assert_eq!(cut.outer_steps, 2, "{solver:?}");
+            if solver == LrmSolver::Alternating {
+                assert_eq!(
+                    cut.termination,
+                    Termination::MaxIterations { iterations: 2 }
+                );
+            }
+            let factorizations: Vec<(usize, f64)> = rec
+                .events
+                .iter()
+                .filter_map(|e| match e {
+                    Event::Factorization {
+                        iteration,
+                        residual,
+                        ..
+                    } => Some((*iteration, *residual)),
+                    _ => None,
+                })
+                .collect();
+            let iterations: Vec<(usize, f64)> = rec
+                .events
+                .iter()
+                .filter_map(|e| match e {
+                    Event::Iteration {
+                        iteration,
+                        objective,
+                    } => Some((*iteration, *objective)),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(
+                factorizations.iter().map(|f| f.0).collect::<Vec<_>>(),
+                [1, 2]
+            );
+            assert_eq!(iterations, factorizations, "{solver:?}");
+        }
+    }
 }

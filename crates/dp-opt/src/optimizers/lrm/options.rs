@@ -36,9 +36,11 @@ pub struct LrmOptions {
     pub reduced: ReducedOptions,
     /// [`LrmSolver::Penalty`]'s settings.
     pub penalty: PenaltyOptions,
-    /// [`LrmSolver::Reduced`] and [`LrmSolver::Penalty`]: wall-clock budget
-    /// for the whole decomposition (the run is then flagged as not
-    /// converged).
+    /// Wall-clock budget of the decomposition (`None`: no limit). The
+    /// outer steps of [`LrmSolver::Alternating`] and [`LrmSolver::Reduced`]
+    /// and the penalty stages stop when it runs out (each stage's SPG gets
+    /// the time left); the eliminated-B form's SPG and L-BFGS runs each get
+    /// it. A cut run is reported as [`crate::Termination::Timeout`].
     pub max_seconds: Option<f64>,
     /// Parallelism of the matrix products.
     pub parallelism: Par,
