@@ -43,6 +43,41 @@ impl StepFigures {
     }
 }
 
+/// What both outer iterations keep between steps: the last step's
+/// figures (for its event) and the error that ended the run, if one did.
+#[derive(Debug, Default)]
+struct StepLog {
+    last: Option<StepFigures>,
+    error: Option<DpError>,
+}
+
+impl StepLog {
+    /// A step's outcome for the executor: its objective, or the run ends
+    /// (stalled, with the error kept for [`StepLog::into_result`]).
+    fn record(&mut self, step: Result<f64>) -> std::result::Result<f64, Termination> {
+        step.map_err(|e| {
+            let reason = e.to_string();
+            self.error = Some(e);
+            Termination::Stalled { reason }
+        })
+    }
+
+    /// The last step's event, numbered `iteration`.
+    fn observe(&self, iteration: usize, colmax: f64, observer: &mut dyn Observer) {
+        if let Some(figures) = &self.last {
+            figures.observe(iteration, colmax, observer);
+        }
+    }
+
+    /// `output`, unless a step failed.
+    fn into_result<T>(self, output: T) -> Result<T> {
+        match self.error {
+            Some(e) => Err(e),
+            None => Ok(output),
+        }
+    }
+}
+
 /// [`LrmSolver::Alternating`]'s outer iteration as a [`Solver`]: per
 /// step, `inner_iterations` alternations of the closed-form B update (9)
 /// and Algorithm 2 for L, then (unless the residual is below the
@@ -66,8 +101,7 @@ struct AlternatingSolver<'a> {
     omega: f64,
     residual: f64,
     outer: usize,
-    last: Option<StepFigures>,
-    error: Option<DpError>,
+    log: StepLog,
 }
 
 impl AlternatingSolver<'_> {
@@ -102,7 +136,7 @@ impl AlternatingSolver<'_> {
             )?;
         }
         self.residual = frob_residual(c, &self.b, &self.l, par);
-        self.last = Some(StepFigures {
+        self.log.last = Some(StepFigures {
             penalty: self.beta,
             residual: self.residual,
             trace_btb: inner(&self.b, &self.b),
@@ -140,24 +174,17 @@ impl Solver for AlternatingSolver<'_> {
     }
 
     fn next_iter(&mut self) -> std::result::Result<f64, Termination> {
-        self.step().map_err(|e| {
-            let reason = e.to_string();
-            self.error = Some(e);
-            Termination::Stalled { reason }
-        })
+        let step = self.step();
+        self.log.record(step)
     }
 
     fn events(&self, iteration: usize, observer: &mut dyn Observer) {
-        if let Some(figures) = &self.last {
-            figures.observe(iteration, self.colmax, observer);
-        }
+        self.log.observe(iteration, self.colmax, observer);
     }
 
     fn finish(self, _termination: &Termination) -> Self::Output {
-        match self.error {
-            Some(e) => Err(e),
-            None => Ok((self.b, self.l, self.residual, self.outer)),
-        }
+        self.log
+            .into_result((self.b, self.l, self.residual, self.outer))
     }
 }
 
@@ -196,8 +223,7 @@ impl Lrm {
             outer: 0,
             l,
             b,
-            last: None,
-            error: None,
+            log: StepLog::default(),
         };
         let budget = Budget::iterations(a.max_outer).with_seconds(o.max_seconds);
         let run = Executor::new(budget, observer).scale(colmax).run(solver);
@@ -264,8 +290,7 @@ struct ReducedSolver<'a> {
     /// The last stage's B.
     last_b: Option<Mat<f64>>,
     outer: usize,
-    last: Option<StepFigures>,
-    error: Option<DpError>,
+    log: StepLog,
 }
 
 impl ReducedSolver<'_> {
@@ -290,7 +315,7 @@ impl ReducedSolver<'_> {
         })?;
         let diff = c - gemm(b.as_ref(), self.l.as_ref(), par);
         let new_residual = inner(&diff, &diff).sqrt();
-        self.last = Some(StepFigures {
+        self.log.last = Some(StepFigures {
             penalty: beta,
             residual: new_residual,
             trace_btb: inner(&b, &b),
@@ -329,24 +354,17 @@ impl Solver for ReducedSolver<'_> {
     }
 
     fn next_iter(&mut self) -> std::result::Result<f64, Termination> {
-        self.step().map_err(|e| {
-            let reason = e.to_string();
-            self.error = Some(e);
-            Termination::Stalled { reason }
-        })
+        let step = self.step();
+        self.log.record(step)
     }
 
     fn events(&self, iteration: usize, observer: &mut dyn Observer) {
-        if let Some(figures) = &self.last {
-            figures.observe(iteration, self.colmax, observer);
-        }
+        self.log.observe(iteration, self.colmax, observer);
     }
 
     fn finish(self, _termination: &Termination) -> Self::Output {
-        match self.error {
-            Some(e) => Err(e),
-            None => Ok((self.l, self.last_b, self.beta, self.outer)),
-        }
+        self.log
+            .into_result((self.l, self.last_b, self.beta, self.outer))
     }
 }
 
@@ -395,8 +413,7 @@ impl Lrm {
             residual: f64::INFINITY,
             last_b: None,
             outer: 0,
-            last: None,
-            error: None,
+            log: StepLog::default(),
         };
         let run = Executor::new(budget, observer).scale(colmax).run(solver);
         let (l, last_b, beta, outer) = run.output?;
