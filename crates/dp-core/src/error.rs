@@ -91,6 +91,10 @@ pub enum DpError {
         /// What the session still had.
         remaining: f64,
     },
+    /// The caller interrupted the computation ([`crate::interrupt`]);
+    /// nothing was charged or drawn.
+    #[error("interrupted")]
+    Interrupted,
     /// The persistent ledger is corrupted, edited or unusable.
     #[error("ledger: {0}")]
     Ledger(String),

@@ -41,6 +41,7 @@ pub mod accuracy;
 pub mod calibration;
 mod error;
 pub mod experiments;
+pub mod interrupt;
 pub mod kernel;
 mod least_squares;
 pub mod ledger;

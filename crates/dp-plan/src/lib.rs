@@ -270,7 +270,9 @@ impl Default for PlanOptions {
 /// the max-variance plan of [`max_variance`], refused (typed error) under
 /// ε-DP and for workloads that are not marginals. What planning will hold
 /// is sized first ([`resources::planning_need`]) and refused past
-/// [`PlanOptions::memory_limit`] ([`DpError::MemoryLimit`]).
+/// [`PlanOptions::memory_limit`] ([`DpError::MemoryLimit`]). When the
+/// calling thread's [`dp_core::interrupt`] token is triggered, the
+/// iterative searches stop and this returns [`DpError::Interrupted`].
 pub fn plan_strategy(
     workload: &StructuredWorkload,
     privacy: PrivacyModel,
@@ -291,6 +293,7 @@ pub fn plan_strategy(
             });
         }
         let mut plan = max_variance::max_variance_marginal_plan(workload, options)?;
+        dp_core::interrupt::check()?;
         plan.seconds = start.elapsed().as_secs_f64();
         return Ok(plan);
     }
@@ -326,6 +329,9 @@ pub fn plan_strategy(
         }
         _ => kron::opt_kron(workload, privacy, options)?,
     };
+    // An interrupted search returns its best plan so far (a rival may
+    // have been cut short unseen): the caller asked to stop.
+    dp_core::interrupt::check()?;
     plan.seconds = start.elapsed().as_secs_f64();
     Ok(plan)
 }

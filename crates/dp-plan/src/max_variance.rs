@@ -110,7 +110,10 @@ impl Coefficients {
         let mut offsets = vec![0];
         let mut sets = Vec::new();
         let mut ln_values = Vec::new();
-        for &(s, w2) in marginals {
+        for (m, &(s, w2)) in marginals.iter().enumerate() {
+            if m.is_multiple_of(1024) {
+                dp_core::interrupt::check()?;
+            }
             let ln_w2 = w2.ln();
             let mut t = s;
             loop {
@@ -342,6 +345,7 @@ pub fn max_variance_marginal_plan(
     let shape = domain.shape();
     // The residual sets the workload touches, with their multiplicities.
     let spectrum = residual_spectrum(domain, &marginals)?;
+    dp_core::interrupt::check()?;
     let residual_sets: Vec<AttrSet> = spectrum.iter().map(|e| e.set).collect();
     let c = Coefficients::new(&shape, &marginals, &residual_sets)?;
     let solution = solve(&c, options.gap_tolerance, budget);

@@ -577,6 +577,10 @@ fn count_column(schema: &Schema, header: &ByteRecord) -> Result<usize, RecordsEr
 /// times as its count in `count_column` (a counts table). A malformed line
 /// is one malformed row, dropped or refused by the schema's `malformed`
 /// policy.
+/// Lines read between two checks of the caller's interrupt (a few
+/// milliseconds of work).
+pub(crate) const INTERRUPT_EVERY: usize = 1 << 16;
+
 fn count_rows<R: BufRead>(
     mut lines: Lines<R>,
     source_name: &str,
@@ -588,7 +592,12 @@ fn count_rows<R: BufRead>(
     let mut codes = vec![0usize; compiled.columns.len()];
     let mut row = ByteRecord::new();
     let mut scratch = Vec::new();
+    let mut read = 0usize;
     while let Some(line) = lines.next_line().map_err(|e| io_error(&e, source_name))? {
+        read = read.wrapping_add(1);
+        if read.is_multiple_of(INTERRUPT_EVERY) && dp_core::interrupt::interrupted() {
+            return Err(RecordsError::Interrupted);
+        }
         if line.is_ok_and(<[u8]>::is_empty) {
             continue;
         }

@@ -179,6 +179,9 @@ pub enum RecordsError {
         /// The reason (from the operating system or the gzip decoder).
         reason: String,
     },
+    /// The caller interrupted the reading ([`dp_core::interrupt`]).
+    #[error("interrupted")]
+    Interrupted,
     /// The input has no header line.
     #[error("{0}: no header line")]
     NoHeader(String),

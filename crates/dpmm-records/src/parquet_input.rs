@@ -41,7 +41,11 @@ pub fn aggregate_parquet_file(
     let mut codes = vec![0usize; schema.attributes().len()];
     let mut record = ByteRecord::new();
     let mut text = String::new();
-    for row in reader.get_row_iter(None).map_err(|e| io(&e))? {
+    for (i, row) in reader.get_row_iter(None).map_err(|e| io(&e))?.enumerate() {
+        if i.is_multiple_of(crate::aggregate::INTERRUPT_EVERY) && dp_core::interrupt::interrupted()
+        {
+            return Err(RecordsError::Interrupted);
+        }
         let row = row.map_err(|e| io(&e))?;
         record.clear();
         for (_, field) in row.get_column_iter() {

@@ -25,6 +25,9 @@ pub enum Error {
     BudgetExceeded(String),
     /// dpmm failed on valid input (the `dpmm` binary: exit status 1).
     Internal(String),
+    /// The caller interrupted the operation ([`dp_core::interrupt`])
+    /// before anything was charged: nothing was spent.
+    Interrupted,
 }
 
 impl Error {
@@ -35,6 +38,7 @@ impl Error {
             Self::BadInput(m) => Self::BadInput(format!("{m} (warning: {warning})")),
             Self::BudgetExceeded(m) => Self::BudgetExceeded(format!("{m} (warning: {warning})")),
             Self::Internal(m) => Self::Internal(format!("{m} (warning: {warning})")),
+            Self::Interrupted => Self::Interrupted,
         }
     }
 
@@ -50,7 +54,9 @@ impl fmt::Display for Error {
     /// operating system's) become `"; "`. Without a prefix: the `dpmm`
     /// binary prints `error: …` or `internal error: …`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (Self::BadInput(m) | Self::BudgetExceeded(m) | Self::Internal(m)) = self;
+        let (Self::BadInput(m) | Self::BudgetExceeded(m) | Self::Internal(m)) = self else {
+            return write!(f, "interrupted: nothing was spent");
+        };
         let one_line: Vec<&str> = m.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
         write!(f, "{}", one_line.join("; "))
     }
@@ -68,6 +74,7 @@ impl From<DpError> for Error {
                 Self::Internal(e.to_string())
             }
             DpError::BudgetExceeded { .. } => Self::BudgetExceeded(e.to_string()),
+            DpError::Interrupted => Self::Interrupted,
             _ => Self::BadInput(e.to_string()),
         }
     }
@@ -94,6 +101,9 @@ impl From<SchemaError> for Error {
 
 impl From<RecordsError> for Error {
     fn from(e: RecordsError) -> Self {
+        if e == RecordsError::Interrupted {
+            return Self::Interrupted;
+        }
         Self::BadInput(e.to_string())
     }
 }

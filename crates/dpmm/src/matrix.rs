@@ -52,7 +52,11 @@ pub fn optimize(
 ) -> Result<Optimization> {
     let optimizer = dp_opt::registry::descriptor(optimizer)?.build(params)?;
     let problem = Problem::from_workload(w, privacy)?;
+    dp_core::interrupt::check()?;
     let result = optimizer.optimize(&problem, observer)?;
+    // An interrupted run returns its best iterate; the caller asked to
+    // stop, so it gets the interrupt, not a strategy it did not wait for.
+    dp_core::interrupt::check()?;
     let verified = verify_strategy(
         &problem,
         w,

@@ -34,7 +34,9 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use dp_core::ledger::{Ledger, LedgerBudget};
-use dp_core::{Cost, MarginalStrategy, Measurement, MeasurementNoise, PrivacyBudget};
+use dp_core::{
+    Cost, MarginalStrategy, Measurement, MeasurementNoise, PrivacyBudget, PrivateMarginals,
+};
 use dp_opt::PrivacyModel;
 use dp_plan::reconstruct::{
     Reconstruction, ReconstructionMethod, Reconstructor, VarianceMethod, reconstruct,
@@ -179,7 +181,7 @@ impl Release {
     }
 
     fn run_once(&self, data: Data) -> Result<Answers> {
-        let mut p = self.prepare()?;
+        let p = self.prepare()?;
         // The outputs must be writable before anything is charged: a
         // release whose answers cannot be written would spend budget for
         // nothing.
@@ -204,8 +206,22 @@ impl Release {
                 .map(|d| format!(", delta {}", d.get()))
                 .unwrap_or_default()
         );
+        // The last point at which an interrupt is honoured: from the
+        // charge on, the release runs to its end so that a budget spent
+        // always yields its answers.
+        dp_core::interrupt::commit(|| self.charge_and_measure(p, marginals, &label, inputs))?
+    }
+
+    /// Charges the ledger, measures, reconstructs and writes the answers.
+    fn charge_and_measure(
+        &self,
+        mut p: Prepared,
+        marginals: PrivateMarginals,
+        label: &str,
+        inputs: Vec<PathBuf>,
+    ) -> Result<Answers> {
         // The durable charge precedes every draw (Ledger::open_session).
-        let mut session = p.ledger.open_session(p.charge, &label)?;
+        let mut session = p.ledger.open_session(p.charge, label)?;
         let entry = p.ledger.entries().len() - 1;
         let m = session.measure_marginals(&p.kernel_strategy, &marginals, p.cost)?;
         drop(marginals);

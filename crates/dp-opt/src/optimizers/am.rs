@@ -467,7 +467,9 @@ impl StrategyOptimizer for Am {
             }
         } else {
             match run.termination {
-                t @ (Termination::Stalled { .. } | Termination::Timeout { .. }) => t,
+                t @ (Termination::Stalled { .. }
+                | Termination::Timeout { .. }
+                | Termination::Interrupted) => t,
                 // The iteration cap, or the barrier's own gap test passed
                 // while the recomputed strategy misses the tolerance.
                 _ => Termination::MaxIterations {

@@ -9,7 +9,9 @@
 //! [`Termination::Stalled`] when the objective is not finite (nothing can
 //! follow from a NaN or infinite value), [`Termination::MaxIterations`]
 //! and a real [`Termination::Timeout`] when the wall clock runs out (a
-//! time cut is never reported as an iteration cap).
+//! time cut is never reported as an iteration cap), and
+//! [`Termination::Interrupted`] when the calling thread's
+//! [`dp_core::interrupt`] token was triggered.
 
 use std::time::Instant;
 
@@ -83,9 +85,12 @@ impl Clock {
             .map(|t| (t - self.elapsed()).max(0.0))
     }
 
-    /// The budget's verdict after `iterations` iterations: the iteration
-    /// cap first, then the wall clock.
+    /// The budget's verdict after `iterations` iterations: an interrupt
+    /// first, then the iteration cap, then the wall clock.
     pub fn check(&self, iterations: usize) -> Option<Termination> {
+        if dp_core::interrupt::interrupted() {
+            return Some(Termination::Interrupted);
+        }
         if iterations >= self.budget.max_iterations {
             return Some(Termination::MaxIterations {
                 iterations: self.budget.max_iterations,

@@ -30,6 +30,8 @@ pub enum Termination {
         /// Why.
         reason: String,
     },
+    /// The caller interrupted the run ([`dp_core::interrupt`]).
+    Interrupted,
 }
 
 impl Termination {
@@ -39,7 +41,7 @@ impl Termination {
     }
 
     /// The serde tag: `"closed_form"`, `"converged"`, `"max_iterations"`,
-    /// `"timeout"` or `"stalled"`.
+    /// `"timeout"`, `"stalled"` or `"interrupted"`.
     pub fn kind(&self) -> &'static str {
         match self {
             Self::ClosedForm => "closed_form",
@@ -47,6 +49,7 @@ impl Termination {
             Self::MaxIterations { .. } => "max_iterations",
             Self::Timeout { .. } => "timeout",
             Self::Stalled { .. } => "stalled",
+            Self::Interrupted => "interrupted",
         }
     }
 }
@@ -61,6 +64,7 @@ impl std::fmt::Display for Termination {
             }
             Self::Timeout { seconds } => write!(f, "wall-clock budget ({seconds} s) exhausted"),
             Self::Stalled { reason } => write!(f, "stalled: {reason}"),
+            Self::Interrupted => write!(f, "interrupted"),
         }
     }
 }

@@ -211,6 +211,9 @@ impl Coa {
         let mut last_decrement = f64::INFINITY;
         let mut kept = None;
         for _ in 0..o.max_newton_steps {
+            // The caller's interrupt ends the run (the iterate is dropped:
+            // an interrupted optimization returns no strategy).
+            dp_core::interrupt::check()?;
             // Y = −G = Z V Z.
             let mut y = Mat::zeros(n, n);
             sandwich(&it.z, v, &mut y, o.parallelism);
@@ -255,6 +258,7 @@ impl Coa {
                 return done(it.x, StageEnd::Converged, Some(it.f), bound, x);
             }
             drop(y);
+            dp_core::interrupt::check()?;
             match self.line_search(it, &d, slope, v) {
                 Ok((next, alpha, trials)) => {
                     (it, last_step, last_trials) = (next, alpha, trials);

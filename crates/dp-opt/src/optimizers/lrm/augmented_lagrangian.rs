@@ -239,7 +239,7 @@ impl Lrm {
             residual * colmax
         );
         let cut = match run.termination {
-            timeout @ Termination::Timeout { .. } => Some(timeout),
+            cut @ (Termination::Timeout { .. } | Termination::Interrupted) => Some(cut),
             _ => (residual >= tolerance && outer >= a.max_outer).then_some(
                 Termination::MaxIterations {
                     iterations: a.max_outer,
@@ -417,7 +417,10 @@ impl Lrm {
         };
         let run = Executor::new(budget, observer).scale(colmax).run(solver);
         let (l, last_b, beta, outer) = run.output?;
-        let out_of_time = matches!(run.termination, Termination::Timeout { .. });
+        let out_of_time = matches!(
+            run.termination,
+            Termination::Timeout { .. } | Termination::Interrupted
+        );
         let b = final_b(c, &l, beta, last_b, o.failure_residual, par)?;
         let final_residual = frob_residual(c, &b, &l, par);
         let trace_btb = inner(&b, &b);
