@@ -11,11 +11,14 @@
 //! hook calls [`remove_temporaries`]), and SIGINT, SIGTERM or SIGHUP. For
 //! those, [`exit_on_signals`] runs a thread that removes the registered
 //! temporaries and exits at once with status 128 + the signal's number
-//! (130 for Ctrl-C, 143 for SIGTERM), without waiting for the main thread.
-//! So every step can be interrupted promptly, long data-independent ones
-//! (planning) included: before the ledger is charged, an interrupted
-//! release spends nothing; after it, the charge stands and no answers are
-//! written. Temporaries are created, renamed and removed under the
+//! (130 for Ctrl-C, 143 for SIGTERM), without waiting for the main thread
+//! — unless the release has charged the ledger: from the charge on
+//! ([`dp_core::interrupt::commit`]) the first signal only says that the
+//! release is finishing, so that a budget spent yields its answers, and a
+//! second one abandons them (the charge stands, no answers are written).
+//! So every step before the charge can be interrupted promptly, long
+//! data-independent ones (planning) included, and an interrupted release
+//! spends nothing. Temporaries are created, renamed and removed under the
 //! registry's lock, which the exiting handler keeps, so no temporary
 //! appears and no rename happens once the handler has begun. SIGKILL
 //! cannot be caught: a process killed by it may leave a
@@ -24,10 +27,15 @@
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
 
+use dp_core::interrupt::Interrupt;
+
 use crate::Error;
+
+/// Whether a signal arrived (ends the tests' pause early).
+static SIGNALLED: AtomicBool = AtomicBool::new(false);
 
 /// Every temporary file that exists now.
 static TEMPORARIES: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
@@ -46,10 +54,15 @@ fn remove_all(temporaries: &mut Vec<PathBuf>) {
     }
 }
 
-/// Starts the thread that, on SIGINT, SIGTERM or SIGHUP, removes the
-/// registered temporary files and exits with 128 + the signal's number.
+/// Starts the thread that, on SIGINT, SIGTERM or SIGHUP, triggers
+/// `token` (the one the main thread's work runs under) and then, unless
+/// that work has committed to a charge ([`dp_core::interrupt::committed`]),
+/// removes the registered temporary files and exits with 128 + the
+/// signal's number. Committed work is left to finish on the first signal
+/// and abandoned on the second. Triggering first makes the check safe:
+/// work that had not committed by then never will.
 #[cfg(unix)]
-pub fn exit_on_signals() -> Result<(), Error> {
+pub fn exit_on_signals(token: Interrupt) -> Result<(), Error> {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     use signal_hook::iterator::Signals;
     let internal = |e: std::io::Error| Error::Internal(format!("cannot handle signals: {e}"));
@@ -57,7 +70,18 @@ pub fn exit_on_signals() -> Result<(), Error> {
     std::thread::Builder::new()
         .name("signals".into())
         .spawn(move || {
-            if let Some(signal) = signals.forever().next() {
+            let mut warned = false;
+            for signal in signals.forever() {
+                token.trigger();
+                SIGNALLED.store(true, Ordering::SeqCst);
+                if dp_core::interrupt::committed() && !warned {
+                    eprintln!(
+                        "dpmm: the ledger is already charged: finishing the release so that \
+                         its answers are kept (signal again to abandon them)"
+                    );
+                    warned = true;
+                    continue;
+                }
                 // Held until the process ends: no temporary is created or
                 // renamed after this point.
                 let mut temporaries = registry();
@@ -72,7 +96,7 @@ pub fn exit_on_signals() -> Result<(), Error> {
 /// Elsewhere the platform's default handling stands (only the error and
 /// panic paths remove temporaries).
 #[cfg(not(unix))]
-pub fn exit_on_signals() -> Result<(), Error> {
+pub fn exit_on_signals(_token: Interrupt) -> Result<(), Error> {
     Ok(())
 }
 
@@ -215,13 +239,19 @@ fn rename_all(temporaries: &mut [Temporary]) -> Result<(), Error> {
 }
 
 /// Test hook, in debug builds only: with `DPMM_TEST_PAUSE_BEFORE_RENAME`
-/// set, wait (up to a minute) with the temporaries written, so that a
-/// test can signal the process while they exist.
+/// set, wait (up to a minute, or a moment after a signal) with the
+/// temporaries written, so that a test can signal the process while they
+/// exist.
 fn pause_for_tests() {
     #[cfg(debug_assertions)]
     if std::env::var_os("DPMM_TEST_PAUSE_BEFORE_RENAME").is_some() {
         eprintln!("paused before the rename");
-        std::thread::sleep(std::time::Duration::from_secs(60));
+        let start = std::time::Instant::now();
+        while start.elapsed().as_secs() < 60 && !SIGNALLED.load(Ordering::SeqCst) {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        // Room for a second signal.
+        std::thread::sleep(std::time::Duration::from_millis(500));
     }
 }
 

@@ -1,7 +1,8 @@
 //! SIGINT, SIGTERM and SIGHUP end `dpmm` at once with status 128 + the
 //! signal and leave no temporary file: before the charge an interrupted
-//! release spends nothing; with its outputs written but not yet renamed,
-//! it leaves neither them nor their temporaries.
+//! release spends nothing. After the charge, one signal lets the release
+//! finish (its answers are kept); a second abandons them, leaving neither
+//! the outputs nor their temporaries.
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
 mod common;
@@ -129,30 +130,67 @@ fn a_release_interrupted_before_its_charge_spends_nothing() {
     assert_eq!(exit_code(&mut child), Some(0), "the ledger stayed locked");
 }
 
-/// With the answers and the sidecar written to temporaries and not yet
-/// renamed (a test hook of debug builds pauses there), a signal removes
-/// both temporaries: no output, no temporary; the charge stands.
+/// `dpmm release` paused (a test hook of debug builds) with its answers
+/// and sidecar written to temporaries, not yet renamed: after its charge.
+fn paused_release(dir: &Path) -> (Child, BufReader<std::process::ChildStderr>) {
+    let data = dir.join("records.csv");
+    let mut child = spawn_release(dir, arg(&data), true);
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("paused before the rename") {
+        line.clear();
+        assert!(stderr.read_line(&mut line).unwrap() > 0, "no pause");
+    }
+    let temporaries: Vec<String> = names_in(dir)
+        .into_iter()
+        .filter(|n| n.contains(".tmp-"))
+        .collect();
+    assert_eq!(temporaries.len(), 2, "{temporaries:?}");
+    (child, stderr)
+}
+
+/// After its charge a release is not abandoned on one signal: it says so
+/// and finishes, its answers written and the charge standing once.
 #[test]
-fn a_release_interrupted_with_its_outputs_written_leaves_no_temporary() {
+fn a_release_signalled_once_after_its_charge_finishes() {
     if !cfg!(debug_assertions) {
         return; // the pause hook exists in debug builds only
     }
+    let dir = setup("after-charge");
+    let ledger = dir.join("ledger.jsonl");
+    for (k, (name, _)) in SIGNALS.into_iter().enumerate() {
+        let (mut child, mut stderr) = paused_release(&dir);
+        signal(&child, name);
+        assert_eq!(exit_code(&mut child), Some(0), "SIG{name}");
+        let mut rest = String::new();
+        std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+        assert!(rest.contains("finishing the release"), "SIG{name}: {rest}");
+        let answers = std::fs::read_to_string(dir.join("answers.csv")).unwrap();
+        assert!(answers.starts_with("query,answer"), "SIG{name}");
+        assert!(dir.join("answers.csv.json").exists(), "SIG{name}");
+        assert!(
+            !names_in(&dir).iter().any(|n| n.contains(".tmp-")),
+            "SIG{name}"
+        );
+        let charges = std::fs::read_to_string(&ledger).unwrap().lines().count() - 1;
+        assert_eq!(charges, k + 1, "SIG{name}");
+        std::fs::remove_file(dir.join("answers.csv")).unwrap();
+        std::fs::remove_file(dir.join("answers.csv.json")).unwrap();
+    }
+}
+
+/// A second signal abandons the answers: both temporaries are removed, no
+/// output is left, the status is 128 + the signal; the charge stands.
+#[test]
+fn a_release_signalled_twice_after_its_charge_leaves_no_temporary() {
+    if !cfg!(debug_assertions) {
+        return;
+    }
     let dir = setup("before-rename");
     let ledger = dir.join("ledger.jsonl");
-    let data = dir.join("records.csv");
     for (k, (name, code)) in SIGNALS.into_iter().enumerate() {
-        let mut child = spawn_release(&dir, arg(&data), true);
-        let mut stderr = BufReader::new(child.stderr.take().unwrap());
-        let mut line = String::new();
-        while !line.contains("paused before the rename") {
-            line.clear();
-            assert!(stderr.read_line(&mut line).unwrap() > 0, "no pause");
-        }
-        let temporaries: Vec<String> = names_in(&dir)
-            .into_iter()
-            .filter(|n| n.contains(".tmp-"))
-            .collect();
-        assert_eq!(temporaries.len(), 2, "{temporaries:?}");
+        let (mut child, _stderr) = paused_release(&dir);
+        signal(&child, name);
         signal(&child, name);
         assert_eq!(exit_code(&mut child), Some(code), "SIG{name}");
         assert_eq!(names_in(&dir), INPUTS, "SIG{name}");

@@ -13,8 +13,9 @@
 //! Every failure is one line on stderr, exit status 2 for bad input (a
 //! file, a flag, a spec, a schema, a record, a budget), 1 for an internal
 //! failure ([`dpmm::Error`]). SIGINT, SIGTERM and SIGHUP end the command
-//! at once at any step, with status 128 + the signal and no temporary file
-//! left ([`dpmm::output`]).
+//! at once, with status 128 + the signal and no temporary file left
+//! ([`dpmm::output`]), at any step but a release's after its charge, which
+//! finishes so that its answers are kept (a second signal abandons them).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -22,6 +23,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 use dpmm::cli::PrivacyArgs;
+use dpmm::dp_core::interrupt::Interrupt;
 use dpmm::dp_plan::resources::default_memory_limit;
 use dpmm::dpmm_records::{DRAFT_NOTE, draft_from_path};
 use dpmm::resources::{Spinner, parse_memory};
@@ -333,11 +335,14 @@ fn main() -> ExitCode {
         report(&Error::Internal(format!("{info} (please report)")));
         std::process::exit(1);
     }));
-    if let Err(failure) = dpmm::output::exit_on_signals() {
+    let token = Interrupt::new();
+    if let Err(failure) = dpmm::output::exit_on_signals(token.clone()) {
         return report(&failure);
     }
     match Cli::try_parse() {
-        Ok(cli) => run(cli).map_or_else(|failure| report(&failure), |()| ExitCode::SUCCESS),
+        Ok(cli) => token
+            .run(|| run(cli))
+            .map_or_else(|failure| report(&failure), |()| ExitCode::SUCCESS),
         Err(e) => parse_exit(&e),
     }
 }
