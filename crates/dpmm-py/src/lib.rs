@@ -11,16 +11,28 @@
 //! * Records cross as CSV bytes into the library's aggregation; counts,
 //!   seeds and generators never cross back. The ledger is the command's
 //!   file format and lock, so a notebook and the command share one budget.
-//! * Optimization, planning and releases run with the GIL released.
+//! * Optimization, planning and releases run with the GIL released, on a
+//!   worker thread under a [`dp_core::interrupt`] token: the calling
+//!   thread wakes every 50 ms to run Python's signal handlers, and Ctrl-C
+//!   (a `KeyboardInterrupt`) triggers the token, so the work stops at its
+//!   next iteration and the exception is raised. A release interrupted
+//!   before its charge spends nothing; one past it runs to its end and
+//!   returns its answers, with a warning (its budget is spent).
+//! * A spinner shows on stderr while a plan or an optimization runs, when
+//!   `sys.stderr` is a terminal (not under pytest, not in a notebook).
 
 use std::path::PathBuf;
+use std::sync::mpsc::{RecvTimeoutError, channel};
+use std::time::Duration;
 
+use dpmm::dp_core::interrupt::Interrupt;
 use dpmm::dp_core::{DpError, GaussianCalibration, PrivacyBudget};
 use dpmm::dp_linalg::{Mat, MatRef};
 use dpmm::dp_opt::{Params, PrivacyModel};
+use dpmm::resources::Spinner;
 use dpmm::{Data, Document, Error, PlanObjective, PlanSummary, Rows};
 use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray2, PyUntypedArrayMethods};
-use pyo3::exceptions::{PyException, PyRuntimeError, PyValueError};
+use pyo3::exceptions::{PyException, PyKeyboardInterrupt, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -36,7 +48,89 @@ fn py_err(e: Error) -> PyErr {
     match e {
         Error::BudgetExceeded(m) => BudgetExceeded::new_err(m),
         Error::Internal(m) => PyRuntimeError::new_err(m),
+        e @ Error::Interrupted => PyKeyboardInterrupt::new_err(e.to_string()),
         other => PyValueError::new_err(other.to_string()),
+    }
+}
+
+/// How often the calling thread runs Python's signal handlers while the
+/// worker runs.
+const SIGNAL_POLL: Duration = Duration::from_millis(50);
+
+/// The worker's stack: as the main thread's, for the planner's recursion.
+const WORKER_STACK: usize = 8 << 20;
+
+/// Runs `work` on a worker thread under a fresh interrupt token, the GIL
+/// released; returns its result and, when a signal handler raised (Ctrl-C:
+/// `KeyboardInterrupt`) meanwhile, that exception. The token is triggered
+/// on the exception and the worker is always waited for, never abandoned:
+/// work past a ledger charge runs to its end ([`dp_core::interrupt::commit`]).
+fn interruptible<T: Send>(
+    py: Python<'_>,
+    work: impl FnOnce() -> T + Send,
+) -> PyResult<(T, Option<PyErr>)> {
+    let token = Interrupt::new();
+    let (done, mut finished) = channel::<()>();
+    std::thread::scope(|scope| {
+        let worker = std::thread::Builder::new()
+            .name("dpmatrix".into())
+            .stack_size(WORKER_STACK)
+            .spawn_scoped(scope, || {
+                let out = token.run(work);
+                let _ = done.send(());
+                out
+            })
+            .map_err(|e| PyRuntimeError::new_err(format!("cannot start a worker thread: {e}")))?;
+        let mut raised = None;
+        loop {
+            // A worker that panicked drops its sender: finished too.
+            let wait;
+            (wait, finished) = py.detach(move || (finished.recv_timeout(SIGNAL_POLL), finished));
+            if !matches!(wait, Err(RecvTimeoutError::Timeout)) {
+                break;
+            }
+            if raised.is_none()
+                && let Err(e) = py.check_signals()
+            {
+                token.trigger();
+                raised = Some(e);
+            }
+        }
+        match py.detach(|| worker.join()) {
+            Ok(out) => Ok((out, raised)),
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    })
+}
+
+/// Whether `sys.stderr` is a terminal (pytest's capture and a notebook's
+/// stream are not).
+fn stderr_is_terminal(py: Python<'_>) -> bool {
+    py.import("sys")
+        .and_then(|sys| sys.getattr("stderr"))
+        .and_then(|err| err.call_method0("isatty"))
+        .and_then(|t| t.extract::<bool>())
+        .unwrap_or(false)
+}
+
+/// A spinner on stderr while a long call runs, when `sys.stderr` is a
+/// terminal.
+fn spinner(py: Python<'_>, message: &'static str) -> Spinner {
+    if stderr_is_terminal(py) {
+        Spinner::start(message)
+    } else {
+        Spinner::hidden()
+    }
+}
+
+/// `work`'s result, or the exception a signal handler raised while it ran.
+fn uninterrupted<T>(py: Python<'_>, work: impl FnOnce() -> T + Send) -> PyResult<T>
+where
+    T: Send,
+{
+    match interruptible(py, work)? {
+        (_, Some(raised)) => Err(raised),
+        (out, None) => Ok(out),
     }
 }
 
@@ -289,9 +383,12 @@ fn plan(
         }
     };
     let w = &workload.inner;
-    let optimized = py
-        .detach(|| dpmm::Plan::optimize(w, budget, objective, max_memory))
-        .map_err(py_err)?;
+    let spinner = spinner(py, "planning");
+    let optimized = uninterrupted(py, || {
+        dpmm::Plan::optimize(w, budget, objective, max_memory)
+    });
+    spinner.finish();
+    let optimized = optimized?.map_err(py_err)?;
     Ok(Plan {
         summary: optimized.summary(),
         source: PlanSource::Optimized(Box::new(optimized)),
@@ -378,9 +475,22 @@ fn release<'py>(
         ledger,
         out: None,
         max_memory,
-        progress: false,
+        progress: stderr_is_terminal(py),
     };
-    let answers = py.detach(|| release.run(data)).map_err(py_err)?;
+    let (answers, late) = match interruptible(py, || release.run(data))? {
+        // Past its charge: the budget is spent, the answers are kept.
+        (Ok(answers), Some(_)) => (answers, true),
+        (_, Some(raised)) => return Err(raised),
+        (answers, None) => (answers.map_err(py_err)?, false),
+    };
+    let mut warnings = answers.warnings().to_vec();
+    if late {
+        warnings.push(
+            "interrupted after the ledger was charged: the release ran to its end and its \
+             answers are returned"
+                .into(),
+        );
+    }
     let n = answers.len();
     let (mut queries, mut answer, mut std_error, mut low, mut high) = (
         Vec::with_capacity(n),
@@ -403,7 +513,7 @@ fn release<'py>(
         PyArray1::from_vec(py, low),
         PyArray1::from_vec(py, high),
         answers.sidecar().to_string(),
-        answers.warnings().to_vec(),
+        warnings,
     ))
 }
 
@@ -471,9 +581,12 @@ fn optimize<'py>(
     };
     let w = matrix(&w)?;
     let wr = w.as_ref();
-    let o = py
-        .detach(|| dpmm::matrix::optimize(wr, optimizer, model, &params, &mut ()))
-        .map_err(dp_err)?;
+    let spinner = spinner(py, "optimizing");
+    let o = uninterrupted(py, || {
+        dpmm::matrix::optimize(wr, optimizer, model, &params, &mut ())
+    });
+    spinner.finish();
+    let o = o?.map_err(dp_err)?;
     let out = PyDict::new(py);
     out.set_item("strategy", to_numpy(py, o.strategy.as_ref())?)?;
     out.set_item("optimizer", o.optimizer)?;
