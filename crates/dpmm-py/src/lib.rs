@@ -476,6 +476,7 @@ fn release<'py>(
         out: None,
         max_memory,
         progress: stderr_is_terminal(py),
+        report: None,
     };
     let (answers, late) = match interruptible(py, || release.run(data))? {
         // Past its charge: the budget is spent, the answers are kept.

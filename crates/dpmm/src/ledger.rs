@@ -143,17 +143,30 @@ pub struct Status {
 /// which [`repair`] removes, counts for nothing).
 pub fn status(path: &Path) -> Result<Status> {
     let v = Ledger::verify(path)?;
-    let (unit, total) = match v.budget {
-        LedgerBudget::PureDp { epsilon } => ("epsilon", epsilon),
-        LedgerBudget::Zcdp { rho } => ("rho", rho),
-    };
-    Ok(Status {
-        unit,
-        total,
-        spent: v.spent,
-        remaining: (total - v.spent).max(0.0),
-        releases: v.entries.saturating_sub(1),
-    })
+    Ok(Status::of(v.budget, v.spent, v.entries))
+}
+
+impl Status {
+    /// The status of a ledger holding `budget`, `spent` of it by `entries`
+    /// lines (its first line is the budget).
+    fn of(budget: LedgerBudget, spent: f64, entries: usize) -> Self {
+        let (unit, total) = match budget {
+            LedgerBudget::PureDp { epsilon } => ("epsilon", epsilon),
+            LedgerBudget::Zcdp { rho } => ("rho", rho),
+        };
+        Self {
+            unit,
+            total,
+            spent,
+            remaining: (total - spent).max(0.0),
+            releases: entries.saturating_sub(1),
+        }
+    }
+
+    /// The status of an open (locked) ledger.
+    pub(crate) fn of_open(ledger: &Ledger) -> Self {
+        Self::of(ledger.budget(), ledger.spent(), ledger.entries().len())
+    }
 }
 
 /// `dpmm ledger init`: creates a ledger holding `budget` (refusing an

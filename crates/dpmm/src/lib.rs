@@ -78,6 +78,7 @@ pub mod privacy;
 pub mod release;
 mod release_figures;
 mod release_plan;
+pub mod report;
 pub mod resources;
 pub mod workload;
 

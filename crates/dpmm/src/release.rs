@@ -115,6 +115,9 @@ pub struct Release {
     pub max_memory: Option<u64>,
     /// Show progress bars on stderr (only when it is a terminal).
     pub progress: bool,
+    /// Also write the release's HTML report here ([`crate::report`]):
+    /// checked writable before the charge, written after the answers.
+    pub report: Option<PathBuf>,
 }
 
 /// Everything validated before the data is read.
@@ -158,6 +161,7 @@ impl Release {
             out: None,
             max_memory: None,
             progress: false,
+            report: None,
         }
     }
 
@@ -186,11 +190,21 @@ impl Release {
         // release whose answers cannot be written would spend budget for
         // nothing.
         let inputs = self.inputs(&data);
-        if let Some(out) = &self.out {
-            for path in [out.clone(), sidecar_path(out)] {
-                crate::output::check_output(&path, &inputs)?;
-                crate::output::check_writable(&path)?;
-            }
+        let outputs = self
+            .out
+            .iter()
+            .flat_map(|out| [out.clone(), sidecar_path(out)]);
+        for path in outputs.chain(self.report.clone()) {
+            crate::output::check_output(&path, &inputs)?;
+            crate::output::check_writable(&path)?;
+        }
+        if let (Some(report), Some(out)) = (&self.report, &self.out)
+            && (report == out || *report == sidecar_path(out))
+        {
+            return Err(Error::file(
+                report,
+                "is also the answers' or the sidecar's path",
+            ));
         }
         let counts = self.aggregate(data, &p)?;
         let marginals = counts.into_kernel()?;
@@ -240,6 +254,10 @@ impl Release {
         };
         if let Some(out) = &self.out {
             answers.write(out)?;
+        }
+        if let Some(report) = &self.report {
+            let html = answers.report_html(Some(&crate::ledger::Status::of_open(&p.ledger)));
+            crate::output::write_atomically(report, html.as_bytes())?;
         }
         Ok(answers)
     }

@@ -242,7 +242,7 @@ fn cells(schema: &Schema, a: usize, lo: usize, hi: usize) -> String {
 
 /// The description of row `r` of a factor on attribute `a` (`None` for a
 /// total: the attribute is summed out).
-fn factor_row(schema: &Schema, a: usize, f: &Factor, r: usize) -> Option<String> {
+pub(crate) fn factor_row(schema: &Schema, a: usize, f: &Factor, r: usize) -> Option<String> {
     match f {
         Factor::Total(_) => None,
         Factor::Identity(_) => Some(cells(schema, a, r, r)),

@@ -90,6 +90,10 @@ struct PlanArgs {
     /// marginal workloads only).
     #[arg(long, default_value = "total")]
     objective: PlanObjective,
+    /// Also write an HTML report of the expected error per query group
+    /// here (one self-contained page, no network).
+    #[arg(long)]
+    report: Option<PathBuf>,
     /// The memory limit (`--max-memory`).
     #[command(flatten)]
     memory: MemoryArgs,
@@ -133,6 +137,11 @@ struct ReleaseArgs {
     /// The answers CSV; a JSON sidecar is written beside it (`<out>.json`).
     #[arg(long)]
     out: PathBuf,
+    /// Also write an HTML report here: what was spent and is left, the
+    /// plan's figures, every table as a chart with its 95% intervals (one
+    /// self-contained page, no network).
+    #[arg(long)]
+    report: Option<PathBuf>,
     /// The memory limit (`--max-memory`).
     #[command(flatten)]
     memory: MemoryArgs,
@@ -230,6 +239,13 @@ fn plan(args: &PlanArgs) -> Result<(), Error> {
     spinner.finish();
     let plan = plan?;
     plan.save(&args.out)?;
+    if let Some(report) = &args.report {
+        if report == &args.out {
+            return Err(Error::file(report, "is also the plan file's path"));
+        }
+        let html = plan.summary().report_html();
+        dpmm::output::write_atomically(report, html.as_bytes())?;
+    }
     if args.json {
         println!("{}", plan.report_json(Some(&args.out))?);
     } else {
@@ -262,16 +278,20 @@ fn release(args: ReleaseArgs) -> Result<(), Error> {
         out: Some(args.out.clone()),
         max_memory: Some(args.memory.limit()),
         progress: true,
+        report: args.report.clone(),
     };
     let answers = release.run(data)?;
     for warning in answers.warnings() {
         eprintln!("warning: {warning}");
     }
     eprintln!(
-        "wrote {} ({} queries) and {}; ledger entry {}",
+        "wrote {} ({} queries) and {}{}; ledger entry {}",
         args.out.display(),
         answers.len(),
         dpmm::answers::sidecar_path(&args.out).display(),
+        args.report
+            .map(|r| format!(" and {}", r.display()))
+            .unwrap_or_default(),
         answers.ledger_entry()
     );
     Ok(())

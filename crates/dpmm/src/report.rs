@@ -1,0 +1,746 @@
+//! HTML reports: one self-contained page for a release (what was spent
+//! and what is left, the plan's figures, every table of answers as a chart
+//! with its 95% intervals) or for a plan (the expected error per query
+//! group before anything is spent).
+//!
+//! The page has inline CSS and inline SVG only: no script, no font, no
+//! request of any kind, so it opens offline, in a mail client or from an
+//! archive, and shows exactly what the files say. Each product of the
+//! workload is one table: a number for a total, bars with interval
+//! whiskers for one attribute (points with intervals past
+//! [`MAX_BARS`] rows), a heat map for two (every cell's value and interval
+//! in its tooltip) with a bar chart per row to drill down when it is
+//! small, and a list for more attributes. Nothing in a report is exact
+//! about the data: it shows the released answers and public figures only.
+
+use std::fmt::Write as _;
+
+use dp_workloads::structured::{Factor, StructuredWorkload};
+use dpmm_records::Schema;
+
+use crate::answers::Answers;
+use crate::ledger::Status;
+use crate::plan::PlanSummary;
+use crate::release_figures::GroupRmse;
+use crate::release_plan::factor_row;
+
+/// One-attribute tables up to this many rows are drawn as labelled bars.
+pub const MAX_BARS: usize = 60;
+
+/// Two-attribute tables up to this many cells are drawn as one bar chart
+/// per row of the first attribute (small multiples), intervals in view.
+const MAX_SMALL_MULTIPLES: usize = 120;
+
+/// Larger two-attribute tables, up to this many cells, get the same bar
+/// charts folded under their heat map (the drill-down).
+const MAX_DRILL_DOWN: usize = 2_000;
+
+/// Rows of a list (three or more attributes) shown before the rest is
+/// folded.
+const LIST_SHOWN: usize = 200;
+
+/// One released answer as a chart draws it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Point {
+    answer: f64,
+    low: f64,
+    high: f64,
+}
+
+/// An attribute a table is broken down by: its name and the label of each
+/// of its rows (`F`, `[18, 25)`).
+#[derive(Debug, Clone, PartialEq)]
+struct Axis {
+    name: String,
+    labels: Vec<String>,
+}
+
+/// One product of the workload: the queries `start..start + len`, row-major
+/// over its axes (the last fastest).
+#[derive(Debug, Clone, PartialEq)]
+struct Table {
+    axes: Vec<Axis>,
+    start: usize,
+    len: usize,
+}
+
+impl Table {
+    fn title(&self) -> String {
+        if self.axes.is_empty() {
+            "Total".into()
+        } else {
+            let names: Vec<&str> = self.axes.iter().map(|a| a.name.as_str()).collect();
+            names.join(" × ")
+        }
+    }
+}
+
+/// The tables of `workload`, named by `schema`: one per product, its
+/// summed-out attributes dropped.
+fn tables(workload: &StructuredWorkload, schema: &Schema) -> Vec<Table> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for (_, factors) in workload.products() {
+        let mut axes = Vec::new();
+        let mut len = 1;
+        for (a, f) in factors.iter().enumerate() {
+            let rows = f.num_queries();
+            len *= rows;
+            if matches!(f, Factor::Total(_)) {
+                continue;
+            }
+            let name = schema.attributes()[a].name.clone();
+            let labels = (0..rows)
+                .map(|r| {
+                    let full = factor_row(schema, a, f, r).unwrap_or_default();
+                    short_label(&full, &name)
+                })
+                .collect();
+            axes.push(Axis { name, labels });
+        }
+        out.push(Table { axes, start, len });
+        start += len;
+    }
+    out
+}
+
+/// `sex = F` → `F`, `age in [18, 25)` → `[18, 25)`: the row label without
+/// its attribute's name.
+fn short_label(full: &str, name: &str) -> String {
+    full.strip_prefix(name)
+        .and_then(|rest| {
+            rest.strip_prefix(" = ")
+                .or_else(|| rest.strip_prefix(" in "))
+        })
+        .unwrap_or(full)
+        .to_string()
+}
+
+/// `s` with HTML's special characters escaped (text and attribute values).
+fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A count for people to read: one decimal, two below 10, and an exponent
+/// for the very large.
+fn num(v: f64) -> String {
+    if !v.is_finite() {
+        return "–".into();
+    }
+    let a = v.abs();
+    if a >= 1e9 {
+        format!("{v:.3e}")
+    } else if a >= 10.0 || a == 0.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+/// A figure in scientific notation when it is large or small.
+fn figure(v: Option<f64>) -> String {
+    match v {
+        Some(v) if v.is_finite() && (v.abs() >= 1e6 || (v != 0.0 && v.abs() < 1e-3)) => {
+            format!("{v:.4e}")
+        }
+        Some(v) if v.is_finite() => format!("{v:.4}"),
+        _ => "–".into(),
+    }
+}
+
+/// The text of a point's tooltip: `label: answer [low, high]`.
+fn tip(label: &str, p: Point) -> String {
+    esc(&format!(
+        "{label}: {} (95% interval {} to {})",
+        num(p.answer),
+        num(p.low),
+        num(p.high)
+    ))
+}
+
+const STYLE: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:2em auto;max-width:1100px;\
+color:#222;padding:0 1em}h1{font-size:1.6em}h2{font-size:1.25em;margin-top:2em;\
+border-bottom:1px solid #ccc}h3{font-size:1.05em;margin:1.6em 0 .3em}\
+table.kv td,table.kv th{padding:2px 12px 2px 0;text-align:left;vertical-align:top}\
+table.list{border-collapse:collapse}table.list td,table.list th{padding:2px 10px;\
+border-bottom:1px solid #eee;text-align:right}table.list td:first-child,\
+table.list th:first-child{text-align:left}.note{color:#555;font-size:.9em}\
+h4{font-size:.95em;font-weight:normal;margin:.6em 0 .1em}\
+svg text{font:11px system-ui,sans-serif;fill:#333}.bar{fill:#7aa6d6}.neg{fill:#d69a7a}\
+.ci{stroke:#222;stroke-width:1.2}.axis{stroke:#999;stroke-width:1}.dot{fill:#1f4e8c}\
+details{margin:.4em 0}summary{cursor:pointer;color:#1f4e8c}";
+
+/// A whole page around `body`.
+fn page(title: &str, body: &str) -> String {
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+         <title>{}</title><style>{STYLE}</style></head><body>\n{body}</body></html>\n",
+        esc(title)
+    )
+}
+
+/// Rows of `(key, value)` as a two-column table (values already escaped).
+fn key_values(rows: &[(&str, String)]) -> String {
+    let mut out = String::from("<table class=\"kv\">");
+    for (k, v) in rows {
+        let _ = write!(out, "<tr><th>{}</th><td>{v}</td></tr>", esc(k));
+    }
+    out.push_str("</table>\n");
+    out
+}
+
+/// The expected (or realized) error per query group, as a table.
+fn groups_table(groups: &[GroupRmse]) -> String {
+    let mut out = String::from(
+        "<table class=\"list\"><tr><th>query group</th><th>queries</th><th>RMSE</th></tr>",
+    );
+    for g in groups {
+        let _ = write!(
+            out,
+            "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&g.label),
+            g.queries,
+            num(g.rmse)
+        );
+    }
+    out.push_str("</table>\n");
+    out
+}
+
+/// The value range a chart must show: every interval and zero.
+fn extent(points: &[Point]) -> (f64, f64) {
+    let lo = points.iter().map(|p| p.low).fold(0.0, f64::min);
+    let hi = points.iter().map(|p| p.high).fold(0.0, f64::max);
+    if hi > lo { (lo, hi) } else { (lo, lo + 1.0) }
+}
+
+/// Labelled horizontal bars, one per row, each with its interval when
+/// `intervals` (else the value alone), on the value range `(lo, hi)`.
+fn bars(labels: &[String], points: &[Point], (lo, hi): (f64, f64), intervals: bool) -> String {
+    const ROW: f64 = 18.0;
+    const LABEL: f64 = 170.0;
+    const PLOT: f64 = 520.0;
+    const VALUE: f64 = 190.0;
+    let x = |v: f64| LABEL + (v - lo) / (hi - lo) * PLOT;
+    let height = ROW * points.len() as f64 + 6.0;
+    let mut out = format!(
+        "<svg width=\"{}\" height=\"{height}\" role=\"img\">",
+        LABEL + PLOT + VALUE
+    );
+    let zero = x(0.0);
+    for (i, (label, &p)) in labels.iter().zip(points).enumerate() {
+        let y = i as f64 * ROW + 3.0;
+        let (a, b) = if p.answer >= 0.0 {
+            (zero, x(p.answer))
+        } else {
+            (x(p.answer), zero)
+        };
+        let class = if p.answer >= 0.0 { "bar" } else { "neg" };
+        let short: String = label.chars().take(26).collect();
+        let (title, value) = if intervals {
+            (
+                tip(label, p),
+                format!("{} ± {}", num(p.answer), num((p.high - p.low) / 2.0)),
+            )
+        } else {
+            (esc(&format!("{label}: {}", num(p.answer))), num(p.answer))
+        };
+        let _ = write!(
+            out,
+            "<g><title>{title}</title><text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>\
+             <rect class=\"{class}\" x=\"{a:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\"/>",
+            LABEL - 6.0,
+            y + 12.0,
+            esc(&short),
+            y + 2.0,
+            (b - a).max(0.5),
+            ROW - 6.0,
+        );
+        if intervals {
+            let _ = write!(
+                out,
+                "<line class=\"ci\" x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{:.1}\" y2=\"{:.1}\"/>",
+                x(p.low),
+                x(p.high),
+                y + ROW / 2.0 - 1.0,
+                y + ROW / 2.0 - 1.0,
+            );
+        }
+        let _ = write!(
+            out,
+            "<text x=\"{:.1}\" y=\"{:.1}\">{value}</text></g>",
+            LABEL + PLOT + 8.0,
+            y + 12.0,
+        );
+    }
+    let _ = write!(
+        out,
+        "<line class=\"axis\" x1=\"{zero:.1}\" x2=\"{zero:.1}\" y1=\"0\" y2=\"{height}\"/></svg>"
+    );
+    out
+}
+
+/// Points with interval whiskers along one axis, for rows too many to
+/// label, on the value range `(lo, hi)`: every value's label and interval
+/// in its tooltip.
+fn dots(labels: &[String], points: &[Point], (lo, hi): (f64, f64)) -> String {
+    const HEIGHT: f64 = 220.0;
+    const LEFT: f64 = 60.0;
+    let n = points.len() as f64;
+    let step = (1000.0 / n).clamp(1.0, 12.0);
+    let width = LEFT + step * n + 10.0;
+    let y = |v: f64| 10.0 + (hi - v) / (hi - lo) * (HEIGHT - 20.0);
+    let mut out = format!("<svg width=\"{width:.0}\" height=\"{HEIGHT}\" role=\"img\">");
+    for (v, anchor) in [(hi, "hi"), (0.0, "zero"), (lo, "lo")] {
+        if anchor == "lo" && lo == 0.0 {
+            continue;
+        }
+        let _ = write!(
+            out,
+            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>\
+             <line class=\"axis\" x1=\"{LEFT}\" x2=\"{width:.1}\" y1=\"{:.1}\" y2=\"{:.1}\"/>",
+            LEFT - 4.0,
+            y(v) + 4.0,
+            num(v),
+            y(v),
+            y(v)
+        );
+    }
+    for (i, (label, &p)) in labels.iter().zip(points).enumerate() {
+        let cx = LEFT + step * (i as f64 + 0.5);
+        let _ = write!(
+            out,
+            "<g><title>{}</title><line class=\"ci\" x1=\"{cx:.1}\" x2=\"{cx:.1}\" y1=\"{:.1}\" \
+             y2=\"{:.1}\"/><circle class=\"dot\" cx=\"{cx:.1}\" cy=\"{:.1}\" r=\"{:.1}\"/></g>",
+            tip(label, p),
+            y(p.low),
+            y(p.high),
+            y(p.answer),
+            (step / 2.5).clamp(0.8, 3.0)
+        );
+    }
+    out.push_str("</svg>");
+    out
+}
+
+/// A one-attribute chart on the value range `range`: bars when they can
+/// be labelled, points beyond.
+fn one_axis(labels: &[String], points: &[Point], range: (f64, f64)) -> String {
+    if points.len() <= MAX_BARS {
+        bars(labels, points, range, true)
+    } else {
+        dots(labels, points, range)
+    }
+}
+
+/// A sequential colour from white (0 and below) to dark blue (`max`).
+fn shade(v: f64, max: f64) -> String {
+    let t = if max > 0.0 {
+        (v / max).clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
+    let mix = |a: f64, b: f64| (a + (b - a) * t).round() as u8;
+    format!(
+        "#{:02x}{:02x}{:02x}",
+        mix(247.0, 8.0),
+        mix(251.0, 48.0),
+        mix(255.0, 107.0)
+    )
+}
+
+/// A two-attribute table (rows: the first attribute): one bar chart per
+/// row when it is small; else a heat map with every cell's value and
+/// interval in its tooltip, and the per-row bar charts folded under it
+/// while they stay few.
+fn two_axes(table: &Table, points: &[Point]) -> String {
+    let (rows, cols) = (&table.axes[0], &table.axes[1]);
+    let (r, c) = (rows.labels.len(), cols.labels.len());
+    // One scale for all rows, so that the charts compare.
+    let range = extent(points);
+    let per_row = |i: usize| one_axis(&cols.labels, &points[i * c..(i + 1) * c], range);
+    let mut out = String::new();
+    if r * c <= MAX_SMALL_MULTIPLES {
+        for (i, row) in rows.labels.iter().enumerate() {
+            let _ = write!(
+                out,
+                "<h4>{} = {}</h4>{}",
+                esc(&rows.name),
+                esc(row),
+                per_row(i)
+            );
+        }
+        return out;
+    }
+    out.push_str(&heat_map(rows, cols, points));
+    if r * c <= MAX_DRILL_DOWN {
+        for (i, row) in rows.labels.iter().enumerate() {
+            let _ = write!(
+                out,
+                "<details><summary>{} = {}</summary>{}</details>",
+                esc(&rows.name),
+                esc(row),
+                per_row(i)
+            );
+        }
+    }
+    out
+}
+
+/// The heat map of a rows × cols table of answers, with its colour key.
+fn heat_map(rows: &Axis, cols: &Axis, points: &[Point]) -> String {
+    let (r, c) = (rows.labels.len(), cols.labels.len());
+    let cell = (640.0 / c as f64)
+        .clamp(3.0, 28.0)
+        .min((640.0 / r as f64).clamp(3.0, 28.0));
+    let longest = |axis: &Axis, cap: usize| {
+        axis.labels
+            .iter()
+            .map(|l| l.chars().count().min(cap))
+            .max()
+            .unwrap_or(0) as f64
+    };
+    let labelled = cell >= 10.0;
+    let left = if labelled {
+        12.0 + 6.0 * longest(rows, 22)
+    } else {
+        10.0
+    };
+    let top = if labelled {
+        12.0 + 5.5 * longest(cols, 14)
+    } else {
+        10.0
+    };
+    let max = points.iter().map(|p| p.answer).fold(0.0, f64::max);
+    let (width, height) = (left + cell * c as f64 + 10.0, top + cell * r as f64 + 10.0);
+    let mut out = format!("<svg width=\"{width:.0}\" height=\"{height:.0}\" role=\"img\">");
+    if labelled {
+        for (i, label) in rows.labels.iter().enumerate() {
+            let short: String = label.chars().take(22).collect();
+            let _ = write!(
+                out,
+                "<text x=\"{:.0}\" y=\"{:.0}\" text-anchor=\"end\">{}</text>",
+                left - 4.0,
+                top + cell * (i as f64 + 0.5) + 4.0,
+                esc(&short)
+            );
+        }
+        for (j, label) in cols.labels.iter().enumerate() {
+            let short: String = label.chars().take(14).collect();
+            let (x, y) = (left + cell * (j as f64 + 0.5) + 4.0, top - 4.0);
+            let _ = write!(
+                out,
+                "<text transform=\"translate({x:.0},{y:.0}) rotate(-60)\">{}</text>",
+                esc(&short)
+            );
+        }
+    }
+    for (i, row) in rows.labels.iter().enumerate() {
+        for (j, col) in cols.labels.iter().enumerate() {
+            let p = points[i * c + j];
+            let label = format!("{} = {row}, {} = {col}", rows.name, cols.name);
+            let _ = write!(
+                out,
+                "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{cell:.1}\" height=\"{cell:.1}\" \
+                 fill=\"{}\"><title>{}</title></rect>",
+                left + cell * j as f64,
+                top + cell * i as f64,
+                shade(p.answer, max),
+                tip(&label, p)
+            );
+        }
+    }
+    out.push_str("</svg>");
+    let _ = write!(
+        out,
+        "<p class=\"note\">Colour: the answer, from 0 (white) to {} (dark); \
+         each cell's tooltip gives its answer and 95% interval.</p>",
+        num(max)
+    );
+    out
+}
+
+/// A table of three or more attributes (or of rows a chart cannot show)
+/// as a list: each row's cells, answer and interval.
+fn list(table: &Table, points: &[Point]) -> String {
+    let sizes: Vec<usize> = table.axes.iter().map(|a| a.labels.len()).collect();
+    let mut out = String::from(
+        "<table class=\"list\"><tr><th>cell</th><th>answer</th><th>95% interval</th></tr>",
+    );
+    let row = |q: usize| -> String {
+        let mut rest = q;
+        let mut parts = vec![String::new(); sizes.len()];
+        for (k, &size) in sizes.iter().enumerate().rev() {
+            let axis = &table.axes[k];
+            parts[k] = format!("{} = {}", axis.name, axis.labels[rest % size]);
+            rest /= size;
+        }
+        let p = points[q];
+        format!(
+            "<tr><td>{}</td><td>{}</td><td>{} to {}</td></tr>",
+            esc(&parts.join(", ")),
+            num(p.answer),
+            num(p.low),
+            num(p.high)
+        )
+    };
+    for q in 0..points.len().min(LIST_SHOWN) {
+        out.push_str(&row(q));
+    }
+    out.push_str("</table>");
+    if points.len() > LIST_SHOWN {
+        let _ = write!(
+            out,
+            "<details><summary>the other {} cells</summary><table class=\"list\">",
+            points.len() - LIST_SHOWN
+        );
+        for q in LIST_SHOWN..points.len() {
+            out.push_str(&row(q));
+        }
+        out.push_str("</table></details>");
+    }
+    out
+}
+
+/// One table's section: its title and its chart.
+fn table_section(table: &Table, points: &[Point]) -> String {
+    let chart = match table.axes.len() {
+        0 => points.first().map_or_else(String::new, |&p| {
+            format!(
+                "<p><strong>{}</strong> (95% interval {} to {})</p>",
+                num(p.answer),
+                num(p.low),
+                num(p.high)
+            )
+        }),
+        1 => one_axis(&table.axes[0].labels, points, extent(points)),
+        2 => two_axes(table, points),
+        _ => list(table, points),
+    };
+    format!(
+        "<section><h3>{} <span class=\"note\">({} answers)</span></h3>{chart}</section>\n",
+        esc(&table.title()),
+        points.len()
+    )
+}
+
+/// The privacy lines of a release: the budget, what was charged and the
+/// ledger after the charge.
+fn spent(sidecar: &serde_json::Value, ledger: Option<&Status>) -> Vec<(&'static str, String)> {
+    let text = |key: &str| {
+        sidecar
+            .get(key)
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("–")
+    };
+    let value = |key: &str| sidecar.get(key).and_then(serde_json::Value::as_f64);
+    let mut rows = vec![
+        ("ε", figure(value("epsilon"))),
+        (
+            "δ",
+            value("delta").map_or_else(|| "– (pure ε-DP)".into(), |d| format!("{d:e}")),
+        ),
+        (
+            "charged",
+            format!("{} {}", figure(value("charged")), esc(text("charged_unit"))),
+        ),
+    ];
+    match ledger {
+        Some(s) => rows.push((
+            "ledger after this release",
+            format!(
+                "{} of {} {} spent by {} release(s); {} left",
+                figure(Some(s.spent)),
+                figure(Some(s.total)),
+                s.unit,
+                s.releases,
+                figure(Some(s.remaining))
+            ),
+        )),
+        None => rows.push(("ledger", "not read".into())),
+    }
+    rows.push(("mechanism", esc(text("mechanism"))));
+    rows.push(("intervals", esc(text("intervals"))));
+    rows.push(("variances", esc(text("variances"))));
+    rows
+}
+
+/// The plan lines of a release's sidecar.
+fn plan_rows(sidecar: &serde_json::Value) -> Vec<(&'static str, String)> {
+    let plan = sidecar.get("plan");
+    let get = |key: &str| plan.and_then(|p| p.get(key));
+    let text = |key: &str| get(key).and_then(serde_json::Value::as_str).unwrap_or("–");
+    let value = |key: &str| get(key).and_then(serde_json::Value::as_f64);
+    vec![
+        ("strategy", esc(text("method"))),
+        ("privacy", esc(text("privacy"))),
+        (
+            "objective",
+            format!(
+                "{} = {}",
+                esc(text("objective_name")),
+                figure(value("objective"))
+            ),
+        ),
+        ("lower bound", figure(value("lower_bound"))),
+        ("relative gap", figure(value("duality_gap"))),
+    ]
+}
+
+impl Answers {
+    /// The release's HTML report ([`crate::report`]): what was spent and
+    /// what `ledger` (its status after the charge, when read) has left,
+    /// the plan's figures, the RMSE per query group, and every table of
+    /// answers with its 95% intervals.
+    pub fn report_html(&self, ledger: Option<&Status>) -> String {
+        let points: Vec<Point> = self
+            .iter()
+            .map(|a| Point {
+                answer: a.answer,
+                low: a.ci_low,
+                high: a.ci_high,
+            })
+            .collect();
+        let sidecar = self.sidecar();
+        let mut body = String::from("<h1>dpmm release</h1>\n");
+        let _ = write!(
+            body,
+            "<p class=\"note\">{} answers. Every figure on this page is a released \
+             answer or a public property of the mechanism; nothing here is exact \
+             about the data. Hover over a bar, point or cell for its value and \
+             interval.</p>\n<h2>Privacy</h2>\n{}<h2>Plan</h2>\n{}<h3>RMSE per query \
+             group</h3>\n{}<h2>Answers</h2>\n",
+            points.len(),
+            key_values(&spent(sidecar, ledger)),
+            key_values(&plan_rows(sidecar)),
+            groups_table(&group_rows(sidecar)),
+        );
+        for table in tables(&self.workload, &self.schema) {
+            let end = (table.start + table.len).min(points.len());
+            if table.start < end {
+                body.push_str(&table_section(&table, &points[table.start..end]));
+            }
+        }
+        page("dpmm release", &body)
+    }
+}
+
+/// The sidecar's groups as [`GroupRmse`] rows.
+fn group_rows(sidecar: &serde_json::Value) -> Vec<GroupRmse> {
+    sidecar
+        .get("groups")
+        .and_then(serde_json::Value::as_array)
+        .map(|groups| {
+            groups
+                .iter()
+                .map(|g| GroupRmse {
+                    label: g["label"].as_str().unwrap_or("–").to_string(),
+                    queries: g["queries"].as_u64().unwrap_or(0) as usize,
+                    rmse: g["rmse"].as_f64().unwrap_or(f64::NAN),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+impl PlanSummary {
+    /// The plan's HTML report: its privacy, objective and lower bound, and
+    /// the expected RMSE per query group, before anything is spent.
+    pub fn report_html(&self) -> String {
+        let budget = &self.budget;
+        let rows = vec![
+            ("privacy", esc(&self.privacy)),
+            (
+                "ε (the errors are stated at)",
+                figure(Some(budget.epsilon().get())),
+            ),
+            (
+                "δ",
+                budget
+                    .delta()
+                    .map_or_else(|| "– (pure ε-DP)".into(), |d| format!("{:e}", d.get())),
+            ),
+            (
+                "objective",
+                format!("{} = {}", esc(&self.objective_name), figure(self.objective)),
+            ),
+            ("lower bound", figure(self.lower_bound)),
+            ("relative gap", figure(self.duality_gap)),
+        ];
+        let labels: Vec<String> = self.groups.iter().map(|g| g.label.clone()).collect();
+        let points: Vec<Point> = self
+            .groups
+            .iter()
+            .map(|g| Point {
+                answer: g.rmse,
+                low: g.rmse,
+                high: g.rmse,
+            })
+            .collect();
+        let body = format!(
+            "<h1>dpmm plan</h1>\n<p class=\"note\">The expected error of each query group's \
+             answers at this budget, before anything is spent (a release at another budget \
+             scales them).</p>\n{}<h2>Expected RMSE per query group</h2>\n{}{}",
+            key_values(&rows),
+            bars(&labels, &points, extent(&points), false),
+            groups_table(&self.groups)
+        );
+        page("dpmm plan", &body)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_lose_their_attribute_name_and_text_is_escaped() {
+        assert_eq!(short_label("sex = F", "sex"), "F");
+        assert_eq!(short_label("age in [18, 25)", "age"), "[18, 25)");
+        assert_eq!(
+            short_label("row 3 of the matrix on x", "x"),
+            "row 3 of the matrix on x"
+        );
+        assert_eq!(
+            esc("<a href=\"x\">&'"),
+            "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
+        );
+    }
+
+    #[test]
+    fn a_chart_keeps_every_interval_and_zero_in_view() {
+        let points = [
+            Point {
+                answer: -2.0,
+                low: -5.0,
+                high: 1.0,
+            },
+            Point {
+                answer: 10.0,
+                low: 8.0,
+                high: 12.0,
+            },
+        ];
+        assert_eq!(extent(&points), (-5.0, 12.0));
+        assert_eq!(extent(&[]), (0.0, 1.0));
+        let svg = bars(&["a".into(), "b".into()], &points, extent(&points), true);
+        assert_eq!(svg.matches("<rect").count(), 2);
+        assert_eq!(svg.matches("class=\"ci\"").count(), 2);
+        assert!(svg.contains("class=\"neg\""));
+        let svg = dots(&vec!["x".to_string(); 100], &[points[1]; 100], (0.0, 12.0));
+        assert_eq!(svg.matches("<circle").count(), 100);
+    }
+}

@@ -1,0 +1,190 @@
+//! The HTML reports: a release's page holds every answer with its 95%
+//! interval (read back from the page's tooltips, in workload order), what
+//! was charged and what the ledger has left, the plan's figures, and
+//! nothing that reaches the network; a plan's page holds its groups'
+//! expected RMSE; a report path that is also an output is refused before
+//! anything is spent.
+
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+
+mod common;
+
+use common::{SEX_AGE_MIXED_SPEC, arg, dpmm, sex_age_case};
+use dpmm::{Data, Plan, PlanObjective, PrivacyBudget, Release, Workload, ledger};
+
+/// Every `(answer, low, high)` the page's tooltips state, in page order.
+fn tooltips(html: &str) -> Vec<(f64, f64, f64)> {
+    let mut out = Vec::new();
+    for title in html.split("<title>").skip(1) {
+        let text = &title[..title.find("</title>").unwrap()];
+        let Some(open) = text.rfind(" (95% interval ") else {
+            continue;
+        };
+        let answer: f64 = text[..open].rsplit(": ").next().unwrap().parse().unwrap();
+        let interval = text[open + " (95% interval ".len()..].trim_end_matches(')');
+        let (low, high) = interval.split_once(" to ").unwrap();
+        out.push((answer, low.parse().unwrap(), high.parse().unwrap()));
+    }
+    out
+}
+
+/// Whether `shown` is `v` as the page rounds it (one decimal, two below 10).
+fn shows(shown: f64, v: f64) -> bool {
+    let half_step = if v.abs() >= 10.0 { 0.05 } else { 0.005 };
+    (shown - v).abs() <= half_step * (1.0 + 1e-9)
+}
+
+/// Nothing in the page can make a request: no script, stylesheet, image,
+/// frame or font from anywhere, and no address.
+fn assert_self_contained(html: &str) {
+    for needle in [
+        "<script", "<link", "<img", "<iframe", "src=", "href=", "url(", "http:", "https:",
+        "@import",
+    ] {
+        assert!(!html.contains(needle), "the page contains {needle}");
+    }
+}
+
+#[test]
+fn a_release_report_shows_every_answer_with_its_interval_and_the_ledger() {
+    let dir = sex_age_case("report-release", SEX_AGE_MIXED_SPEC);
+    let book = dir.join("ledger.jsonl");
+    ledger::create(&book, PrivacyBudget::pure(3.0).unwrap()).unwrap();
+    let page = dir.join("report.html");
+    let release = Release {
+        out: Some(dir.join("answers.csv")),
+        report: Some(page.clone()),
+        ..Release::new(
+            dir.join("schema.json"),
+            dir.join("spec.json"),
+            PrivacyBudget::pure(1.0).unwrap(),
+            &book,
+        )
+    };
+    let answers = release.run(Data::Records(dir.join("records.csv"))).unwrap();
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert_self_contained(&html);
+    // The sex and age marginals, the sex × age table, the age prefixes.
+    assert_eq!(html.matches("<section>").count(), 4);
+    for title in ["sex ", "age ", "sex × age", "morekids"] {
+        assert_eq!(
+            html.contains(&format!("<h3>{title}")),
+            title != "morekids",
+            "{title}"
+        );
+    }
+    let shown = tooltips(&html);
+    assert_eq!(shown.len(), answers.len());
+    for (a, (answer, low, high)) in answers.iter().zip(shown) {
+        assert!(
+            shows(answer, a.answer),
+            "{}: {answer} vs {}",
+            a.query,
+            a.answer
+        );
+        assert!(
+            shows(low, a.ci_low) && shows(high, a.ci_high),
+            "{}",
+            a.query
+        );
+    }
+    // What was charged and what is left, as the ledger says.
+    let status = ledger::status(&book).unwrap();
+    assert_eq!((status.spent, status.remaining), (1.0, 2.0));
+    assert!(html.contains("1.0000 of 3.0000 epsilon spent by 1 release(s); 2.0000 left"));
+    assert!(html.contains("discrete Laplace"));
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn a_plan_report_shows_each_groups_expected_rmse() {
+    let dir = sex_age_case("report-plan", SEX_AGE_MIXED_SPEC);
+    let workload = Workload::load(dir.join("spec.json")).unwrap();
+    let plan = Plan::optimize(
+        &workload,
+        PrivacyBudget::approx(1.0, 1e-6).unwrap(),
+        PlanObjective::TotalVariance,
+        None,
+    )
+    .unwrap();
+    let summary = plan.summary();
+    let html = summary.report_html();
+    assert_self_contained(&html);
+    assert_eq!(summary.groups.len(), 3);
+    for g in &summary.groups {
+        let row = format!("<tr><td>{}</td><td>{}</td><td>", g.label, g.queries);
+        let at = html
+            .find(&row)
+            .unwrap_or_else(|| panic!("no row for {}", g.label));
+        let cell = &html[at + row.len()..];
+        let shown: f64 = cell[..cell.find("</td>").unwrap()].parse().unwrap();
+        assert!(shows(shown, g.rmse), "{}: {shown} vs {}", g.label, g.rmse);
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// `--report` on the command line: the page is written beside the answers;
+/// a report path that is the answers' is refused before the charge.
+#[test]
+fn the_command_writes_the_report_and_refuses_it_over_an_output() {
+    let dir = sex_age_case("report-cli", SEX_AGE_MIXED_SPEC);
+    let book = dir.join("ledger.jsonl");
+    let init = [
+        "ledger",
+        "init",
+        "--ledger",
+        arg(&book),
+        "--total-epsilon",
+        "2",
+    ];
+    assert_eq!(dpmm(&init).code, 0);
+    let before = std::fs::read(&book).unwrap();
+    let answers = dir.join("answers.csv");
+    let release = |report: &std::path::Path| {
+        dpmm(&[
+            "release",
+            "--data",
+            arg(&dir.join("records.csv")),
+            "--schema",
+            arg(&dir.join("schema.json")),
+            "--workload",
+            arg(&dir.join("spec.json")),
+            "--epsilon",
+            "1",
+            "--ledger",
+            arg(&book),
+            "--out",
+            arg(&answers),
+            "--report",
+            arg(report),
+        ])
+    };
+    let refused = release(&answers);
+    assert!(refused.is_refusal(), "{refused:?}");
+    assert_eq!(std::fs::read(&book).unwrap(), before);
+    let page = dir.join("report.html");
+    assert_eq!(release(&page).code, 0);
+    assert!(
+        std::fs::read_to_string(&page)
+            .unwrap()
+            .starts_with("<!DOCTYPE html>")
+    );
+    let plan = dpmm(&[
+        "plan",
+        "--workload",
+        arg(&dir.join("spec.json")),
+        "--epsilon",
+        "1",
+        "--out",
+        arg(&dir.join("plan.json")),
+        "--report",
+        arg(&dir.join("plan.html")),
+    ]);
+    assert_eq!(plan.code, 0, "{plan:?}");
+    assert!(
+        std::fs::read_to_string(dir.join("plan.html"))
+            .unwrap()
+            .contains("Expected RMSE")
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}
