@@ -215,6 +215,12 @@ class Plan:
         text = self._native.report_json()
         return None if text is None else json.loads(text)
 
+    def save_report(self, path: PathLike) -> None:
+        """Writes the plan's HTML report (the expected RMSE per query group,
+        one self-contained page) to ``path``."""
+        with open(os.fspath(path), "w", encoding="utf-8") as out:
+            out.write(self._native.report_html())
+
     def save(self, path: PathLike) -> None:
         """Writes the plan file (atomically), workload included."""
         self._native.save(os.fspath(path))
@@ -342,6 +348,7 @@ def release(
     delta: Optional[float] = None,
     counts: Any = None,
     max_memory: Optional[int] = None,
+    report: Optional[PathLike] = None,
 ) -> pd.DataFrame:
     """Releases private answers to the plan's (or the workload's) queries.
 
@@ -357,7 +364,9 @@ def release(
     ``std_error`` (exact), ``ci_low`` and ``ci_high`` (95%);
     ``attrs["sidecar"]`` says how they were made (nothing exact about the
     data) and ``attrs["warnings"]`` lists any warning, also issued as a
-    :class:`DpmmWarning`.
+    :class:`DpmmWarning`. With ``report``, an HTML page is written there
+    (checked writable before the charge): what was spent and is left, the
+    plan's figures, and every table as a chart with its intervals.
     """
     if not isinstance(schema, Schema):
         raise ValueError(f"schema must be a dpmatrix.Schema, got {type(schema).__name__}")
@@ -380,6 +389,7 @@ def release(
         plan=None if plan is None else plan._native,
         counts=counts is not None,
         max_memory=max_memory,
+        report=None if report is None else os.fspath(report),
         **source,
     )
     frame = pd.DataFrame(

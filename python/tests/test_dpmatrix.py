@@ -320,3 +320,21 @@ def test_a_plan_loaded_from_a_file_releases(tmp_path, spec_path, schema_path):
     ans = dm.release(RECORDS, schema=schema, plan=loaded, epsilon=1.0, ledger=ledger)
     assert len(ans) == 1671
     assert ans.attrs["sidecar"]["plan"]["objective"] == pytest.approx(loaded.objective, rel=1e-9)
+
+
+def test_reports_are_written_for_a_release_and_a_plan(tmp_path, spec_path, schema_path):
+    ledger = dm.Ledger.create(tmp_path / "l.jsonl", total_epsilon=1.0)
+    plan = dm.plan(dm.Workload.from_json(spec_path), epsilon=1.0)
+    plan.save_report(tmp_path / "plan.html")
+    page = (tmp_path / "plan.html").read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>") and "Expected RMSE" in page
+    schema = dm.Schema.from_json(copy_to(tmp_path, schema_path))
+    ans = dm.release(
+        RECORDS, schema=schema, plan=plan, epsilon=1.0, ledger=ledger, report=tmp_path / "r.html"
+    )
+    page = (tmp_path / "r.html").read_text(encoding="utf-8")
+    # A tooltip with its interval for every answer (twice for the cells of
+    # heat maps with a drill-down), and the ledger's state.
+    assert page.count("(95% interval ") >= len(ans)
+    assert "1.0000 of 1.0000 epsilon spent by 1 release(s)" in page
+    assert "<script" not in page and "http" not in page

@@ -350,6 +350,12 @@ impl Plan {
         }
     }
 
+    /// The plan's HTML report: the expected RMSE per query group (one
+    /// self-contained page).
+    fn report_html(&self) -> String {
+        self.summary.report_html()
+    }
+
     /// Writes the plan file (atomically: whole or absent).
     fn save(&self, path: PathBuf) -> PyResult<()> {
         match &self.source {
@@ -426,9 +432,10 @@ type Released<'py> = (
 
 /// Releases answers from records or a counts table (a file at `path`,
 /// or CSV `csv` bytes), charged to the ledger at `ledger`; `workload`
-/// (planned now) or `plan` or both.
+/// (planned now) or `plan` or both; with `report`, its HTML report is
+/// written there.
 #[pyfunction]
-#[pyo3(signature = (schema, ledger, epsilon, delta=None, workload=None, plan=None, path=None, csv=None, counts=false, max_memory=None))]
+#[pyo3(signature = (schema, ledger, epsilon, delta=None, workload=None, plan=None, path=None, csv=None, counts=false, max_memory=None, report=None))]
 #[allow(clippy::too_many_arguments)] // Python keyword arguments
 fn release<'py>(
     py: Python<'py>,
@@ -442,6 +449,7 @@ fn release<'py>(
     csv: Option<Vec<u8>>,
     counts: bool,
     max_memory: Option<u64>,
+    report: Option<PathBuf>,
 ) -> PyResult<Released<'py>> {
     let budget = budget(epsilon, delta)?;
     let rows = if counts {
@@ -476,7 +484,7 @@ fn release<'py>(
         out: None,
         max_memory,
         progress: stderr_is_terminal(py),
-        report: None,
+        report,
     };
     let (answers, late) = match interruptible(py, || release.run(data))? {
         // Past its charge: the budget is spent, the answers are kept.
