@@ -349,6 +349,7 @@ def release(
     counts: Any = None,
     max_memory: Optional[int] = None,
     report: Optional[PathLike] = None,
+    nonneg: bool = False,
 ) -> pd.DataFrame:
     """Releases private answers to the plan's (or the workload's) queries.
 
@@ -366,7 +367,10 @@ def release(
     data) and ``attrs["warnings"]`` lists any warning, also issued as a
     :class:`DpmmWarning`. With ``report``, an HTML page is written there
     (checked writable before the charge): what was spent and is left, the
-    plan's figures, and every table as a chart with its intervals.
+    plan's figures, and every table as a chart with its intervals. With
+    ``nonneg=True`` (workloads of marginals only), a ``nonneg`` column holds
+    non-negative, consistent tables estimated from the same answers
+    (post-processing, no further budget; biased, so without error columns).
     """
     if not isinstance(schema, Schema):
         raise ValueError(f"schema must be a dpmatrix.Schema, got {type(schema).__name__}")
@@ -380,7 +384,7 @@ def release(
         raise ValueError("give the records as data, or a counts table as counts=, not both")
     source = _source(data, "data") if counts is None else _source(counts, "counts")
     book = ledger.path if isinstance(ledger, Ledger) else _existing(ledger)
-    queries, answer, std_error, low, high, sidecar, notes = _dpmatrix.release(
+    queries, answer, std_error, low, high, sidecar, notes, nonneg_answers = _dpmatrix.release(
         schema._native,
         book,
         epsilon,
@@ -390,6 +394,7 @@ def release(
         counts=counts is not None,
         max_memory=max_memory,
         report=None if report is None else os.fspath(report),
+        nonneg=nonneg,
         **source,
     )
     frame = pd.DataFrame(
@@ -401,6 +406,8 @@ def release(
             "ci_high": high,
         }
     )
+    if nonneg_answers is not None:
+        frame["nonneg"] = nonneg_answers
     frame.attrs["sidecar"] = json.loads(sidecar)
     frame.attrs["warnings"] = list(notes)
     for note in notes:

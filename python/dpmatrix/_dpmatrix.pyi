@@ -73,8 +73,9 @@ def release(
     counts: bool = False,
     max_memory: Optional[int] = None,
     report: Optional[str] = None,
+    nonneg: bool = False,
 ) -> tuple[
-    list[str], np.ndarray, np.ndarray, np.ndarray, np.ndarray, str, list[str]
+    list[str], np.ndarray, np.ndarray, np.ndarray, np.ndarray, str, list[str], Optional[np.ndarray]
 ]: ...
 def optimize(
     w: np.ndarray,

@@ -338,3 +338,17 @@ def test_reports_are_written_for_a_release_and_a_plan(tmp_path, spec_path, schem
     assert page.count("(95% interval ") >= len(ans)
     assert "1.0000 of 1.0000 epsilon spent by 1 release(s)" in page
     assert "<script" not in page and "http" not in page
+
+
+def test_nonneg_tables_are_non_negative_consistent_and_closer_to_the_truth(tmp_path, records, spec_path, schema_path):
+    ledger = dm.Ledger.create(tmp_path / "l.jsonl", total_epsilon=4.0)
+    schema = dm.Schema.from_json(copy_to(tmp_path, schema_path))
+    wl = dm.Workload.from_json(spec_path)
+    ans = dm.release(RECORDS, schema=schema, workload=wl, epsilon=1.0, ledger=ledger, nonneg=True)
+    assert (ans["answer"] < 0).any() and (ans["nonneg"] >= 0).all()
+    truth = true_counts(records, ans["query"])
+    # The projection is non-expansive towards the true tables.
+    assert ((ans["nonneg"] - truth) ** 2).sum() <= ((ans["answer"] - truth) ** 2).sum()
+    assert "projection" in ans.attrs["sidecar"]["nonneg"]["method"]
+    plain = dm.release(RECORDS, schema=schema, workload=wl, epsilon=1.0, ledger=ledger)
+    assert "nonneg" not in plain.columns

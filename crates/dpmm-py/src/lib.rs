@@ -419,7 +419,8 @@ fn ledger_status(path: PathBuf) -> PyResult<(&'static str, f64, f64, f64, usize)
 }
 
 /// A release: the answers' query labels, the four columns (answer,
-/// standard error, 95% interval), the sidecar as JSON and the warnings.
+/// standard error, 95% interval), the sidecar as JSON, the warnings and
+/// the non-negative estimates when asked for.
 type Released<'py> = (
     Vec<String>,
     Bound<'py, PyArray1<f64>>,
@@ -428,14 +429,16 @@ type Released<'py> = (
     Bound<'py, PyArray1<f64>>,
     String,
     Vec<String>,
+    Option<Bound<'py, PyArray1<f64>>>,
 );
 
 /// Releases answers from records or a counts table (a file at `path`,
 /// or CSV `csv` bytes), charged to the ledger at `ledger`; `workload`
 /// (planned now) or `plan` or both; with `report`, its HTML report is
-/// written there.
+/// written there; with `nonneg`, the non-negative consistent estimates
+/// are returned too.
 #[pyfunction]
-#[pyo3(signature = (schema, ledger, epsilon, delta=None, workload=None, plan=None, path=None, csv=None, counts=false, max_memory=None, report=None))]
+#[pyo3(signature = (schema, ledger, epsilon, delta=None, workload=None, plan=None, path=None, csv=None, counts=false, max_memory=None, report=None, nonneg=false))]
 #[allow(clippy::too_many_arguments)] // Python keyword arguments
 fn release<'py>(
     py: Python<'py>,
@@ -450,6 +453,7 @@ fn release<'py>(
     counts: bool,
     max_memory: Option<u64>,
     report: Option<PathBuf>,
+    nonneg: bool,
 ) -> PyResult<Released<'py>> {
     let budget = budget(epsilon, delta)?;
     let rows = if counts {
@@ -485,6 +489,7 @@ fn release<'py>(
         max_memory,
         progress: stderr_is_terminal(py),
         report,
+        nonneg,
     };
     let (answers, late) = match interruptible(py, || release.run(data))? {
         // Past its charge: the budget is spent, the answers are kept.
@@ -523,6 +528,7 @@ fn release<'py>(
         PyArray1::from_vec(py, high),
         answers.sidecar().to_string(),
         warnings,
+        answers.nonneg().map(|v| PyArray1::from_slice(py, v)),
     ))
 }
 

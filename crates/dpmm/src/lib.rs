@@ -72,6 +72,7 @@ pub mod document;
 mod error;
 pub mod ledger;
 pub mod matrix;
+pub mod nonneg;
 pub mod output;
 pub mod plan;
 pub mod privacy;

@@ -50,7 +50,8 @@ use dpmm_records::{Layout, PrivateCounts, Rows, Schema, aggregate as aggregate_r
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::json;
 
-use crate::answers::{Answers, sidecar_path};
+use crate::answers::{Answers, nonneg_path, sidecar_path};
+use crate::nonneg::Marginals;
 use crate::release_figures::{
     Figures, check_plan_file as check_plan_figures, group_rmse, recompute,
 };
@@ -118,6 +119,12 @@ pub struct Release {
     /// Also write the release's HTML report here ([`crate::report`]):
     /// checked writable before the charge, written after the answers.
     pub report: Option<PathBuf>,
+    /// Also estimate non-negative, consistent tables from the same
+    /// answers ([`crate::nonneg`]; post-processing, no further budget):
+    /// [`Answers::nonneg`], and with `out` the file
+    /// [`crate::answers::nonneg_path`]. Refused before the charge unless
+    /// every product of the workload is a marginal.
+    pub nonneg: bool,
 }
 
 /// Everything validated before the data is read.
@@ -162,6 +169,7 @@ impl Release {
             max_memory: None,
             progress: false,
             report: None,
+            nonneg: false,
         }
     }
 
@@ -190,10 +198,15 @@ impl Release {
         // release whose answers cannot be written would spend budget for
         // nothing.
         let inputs = self.inputs(&data);
-        let outputs = self
-            .out
-            .iter()
-            .flat_map(|out| [out.clone(), sidecar_path(out)]);
+        let nonneg = self
+            .nonneg
+            .then(|| Marginals::of(&p.workload))
+            .transpose()?;
+        let outputs = self.out.iter().flat_map(|out| {
+            let mut paths = vec![out.clone(), sidecar_path(out)];
+            paths.extend(self.nonneg.then(|| nonneg_path(out)));
+            paths
+        });
         for path in outputs.chain(self.report.clone()) {
             crate::output::check_output(&path, &inputs)?;
             crate::output::check_writable(&path)?;
@@ -223,7 +236,9 @@ impl Release {
         // The last point at which an interrupt is honoured: from the
         // charge on, the release runs to its end so that a budget spent
         // always yields its answers.
-        dp_core::interrupt::commit(|| self.charge_and_measure(p, marginals, &label, inputs))?
+        dp_core::interrupt::commit(|| {
+            self.charge_and_measure(p, marginals, &label, inputs, nonneg.as_ref())
+        })?
     }
 
     /// Charges the ledger, measures, reconstructs and writes the answers.
@@ -233,6 +248,7 @@ impl Release {
         marginals: PrivateMarginals,
         label: &str,
         inputs: Vec<PathBuf>,
+        nonneg: Option<&Marginals>,
     ) -> Result<Answers> {
         // The durable charge precedes every draw (Ledger::open_session).
         let mut session = p.ledger.open_session(p.charge, label)?;
@@ -243,7 +259,7 @@ impl Release {
             .reconstructor
             .run(&p.workload, &m.strategy, &m.values, m.variance)?;
         let sidecar = sidecar(self, &p, &m, &rec, entry);
-        let answers = Answers {
+        let mut answers = Answers {
             workload: p.workload,
             schema: p.schema,
             reconstruction: rec,
@@ -251,7 +267,11 @@ impl Release {
             entry,
             inputs,
             warnings: Vec::new(),
+            nonneg: None,
         };
+        if let Some(tables) = nonneg {
+            answers.estimate_nonneg(tables);
+        }
         if let Some(out) = &self.out {
             answers.write(out)?;
         }

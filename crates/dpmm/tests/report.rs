@@ -188,3 +188,71 @@ fn the_command_writes_the_report_and_refuses_it_over_an_output() {
     );
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// `nonneg`: the non-negative tables are written beside the answers, every
+/// cell ≥ 0, consistent (their own projection onto the consistent tables),
+/// their method in the sidecar; a workload with a non-marginal product is
+/// refused before the charge.
+#[test]
+fn a_release_with_nonneg_writes_consistent_non_negative_tables() {
+    let spec = r#"{"domain": [{"name": "sex", "size": 2}, {"name": "age", "size": 4}],
+      "queries": [{"marginals": {"k": 1}}, {"marginal": ["sex", "age"]}]}"#;
+    let dir = sex_age_case("report-nonneg", spec);
+    let book = dir.join("ledger.jsonl");
+    ledger::create(&book, PrivacyBudget::pure(30.0).unwrap()).unwrap();
+    let out = dir.join("answers.csv");
+    let release = Release {
+        out: Some(out.clone()),
+        nonneg: true,
+        ..Release::new(
+            dir.join("schema.json"),
+            dir.join("spec.json"),
+            // Little budget: many cells come out negative.
+            PrivacyBudget::pure(0.01).unwrap(),
+            &book,
+        )
+    };
+    let tables =
+        dpmm::nonneg::Marginals::of(Workload::load(dir.join("spec.json")).unwrap().structured())
+            .unwrap();
+    let mut fixed_any = false;
+    for _ in 0..5 {
+        let answers = release.run(Data::Records(dir.join("records.csv"))).unwrap();
+        let nonneg = answers.nonneg().unwrap();
+        assert!(nonneg.iter().all(|&v| v >= 0.0));
+        let scale = nonneg.iter().fold(1.0, |m: f64, v| m.max(v.abs()));
+        for (a, b) in tables.project_consistent(nonneg).iter().zip(nonneg) {
+            assert!((a - b).abs() <= 1e-6 * scale, "{a} vs {b}");
+        }
+        fixed_any |= answers.iter().any(|a| a.answer < 0.0);
+        let file = std::fs::read_to_string(dir.join("answers.nonneg.csv")).unwrap();
+        let rows: Vec<&str> = file.lines().collect();
+        assert_eq!(rows[0], "query,answer");
+        assert_eq!(rows.len(), answers.len() + 1);
+        // The same query fields as the answers file, each with its estimate.
+        let unbiased = std::fs::read_to_string(&out).unwrap();
+        for ((row, line), v) in rows[1..].iter().zip(unbiased.lines().skip(1)).zip(nonneg) {
+            let (query, value) = row.rsplit_once(',').unwrap();
+            assert_eq!(query, line.rsplitn(5, ',').last().unwrap());
+            assert_eq!(value.parse::<f64>().unwrap(), *v);
+        }
+        assert!(
+            answers.sidecar()["nonneg"]["method"]
+                .as_str()
+                .unwrap()
+                .contains("projection")
+        );
+    }
+    assert!(fixed_any, "no negative answer to fix in five releases");
+    // A prefix query is not a marginal: refused, nothing spent.
+    std::fs::write(dir.join("prefix.json"), SEX_AGE_MIXED_SPEC).unwrap();
+    let before = std::fs::read(&book).unwrap();
+    let refused = Release {
+        workload: Some(dir.join("prefix.json").into()),
+        ..release
+    }
+    .run(Data::Records(dir.join("records.csv")));
+    assert!(matches!(refused, Err(dpmm::Error::BadInput(_))));
+    assert_eq!(std::fs::read(&book).unwrap(), before);
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -142,6 +142,12 @@ struct ReleaseArgs {
     /// self-contained page, no network).
     #[arg(long)]
     report: Option<PathBuf>,
+    /// Also write non-negative, consistent tables estimated from the same
+    /// answers (post-processing, no further budget; marginal workloads
+    /// only) to `answers.nonneg.csv` beside `--out`: biased, so without
+    /// error columns.
+    #[arg(long)]
+    nonneg: bool,
     /// The memory limit (`--max-memory`).
     #[command(flatten)]
     memory: MemoryArgs,
@@ -279,6 +285,7 @@ fn release(args: ReleaseArgs) -> Result<(), Error> {
         max_memory: Some(args.memory.limit()),
         progress: true,
         report: args.report.clone(),
+        nonneg: args.nonneg,
     };
     let answers = release.run(data)?;
     for warning in answers.warnings() {
