@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Looks at the release report in a real browser: releases the embedded
 # census extract's 2-way marginals with --report (and plans them with
-# --report) into a scratch directory, opens both pages in headless
+# --report) into a scratch directory (with --nonneg, so that the page shows
+# both estimates), opens both pages in headless
 # Chromium (Debian's `chromium`), and fails if the browser logged a console
 # message or the page made any network request (the network log's requests
 # initiated by the page; the browser's own are not the page's).
@@ -19,7 +20,7 @@ rm -f "$out"/ledger.jsonl "$out"/ledger.jsonl.head
 "$dpmm" ledger init --ledger "$out/ledger.jsonl" --total-epsilon 2 2>/dev/null
 "$dpmm" release --data datasets/fertility1980.csv.gz --schema examples/fertility1980/schema.json \
   --workload examples/fertility1980/spec.json --epsilon 1 --ledger "$out/ledger.jsonl" \
-  --out "$out/answers.csv" --report "$out/report.html" 2>/dev/null
+  --out "$out/answers.csv" --report "$out/report.html" --nonneg 2>/dev/null
 "$dpmm" plan --workload examples/fertility1980/spec.json --epsilon 1 \
   --out "$out/plan.json" --report "$out/plan.html" >/dev/null
 for page in report plan; do

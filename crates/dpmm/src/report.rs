@@ -45,6 +45,8 @@ struct Point {
     answer: f64,
     low: f64,
     high: f64,
+    /// The non-negative consistent estimate, when the release made them.
+    nonneg: Option<f64>,
 }
 
 /// An attribute a table is broken down by: its name and the label of each
@@ -161,8 +163,12 @@ fn figure(v: Option<f64>) -> String {
 
 /// The text of a point's tooltip: `label: answer [low, high]`.
 fn tip(label: &str, p: Point) -> String {
+    let nonneg = p
+        .nonneg
+        .map(|v| format!("; non-negative estimate {}", num(v)))
+        .unwrap_or_default();
     esc(&format!(
-        "{label}: {} (95% interval {} to {})",
+        "{label}: {} (95% interval {} to {}){nonneg}",
         num(p.answer),
         num(p.low),
         num(p.high)
@@ -178,7 +184,7 @@ border-bottom:1px solid #eee;text-align:right}table.list td:first-child,\
 table.list th:first-child{text-align:left}.note{color:#555;font-size:.9em}\
 h4{font-size:.95em;font-weight:normal;margin:.6em 0 .1em}\
 svg text{font:11px system-ui,sans-serif;fill:#333}.bar{fill:#7aa6d6}.neg{fill:#d69a7a}\
-.ci{stroke:#222;stroke-width:1.2}.axis{stroke:#999;stroke-width:1}.dot{fill:#1f4e8c}\
+.ci{stroke:#222;stroke-width:1.2}.nn{stroke:#c0392b;stroke-width:2}.axis{stroke:#999;stroke-width:1}.dot{fill:#1f4e8c}\
 details{margin:.4em 0}summary{cursor:pointer;color:#1f4e8c}";
 
 /// A whole page around `body`.
@@ -278,6 +284,15 @@ fn bars(labels: &[String], points: &[Point], (lo, hi): (f64, f64), intervals: bo
                 y + ROW / 2.0 - 1.0,
             );
         }
+        if let Some(v) = p.nonneg {
+            let _ = write!(
+                out,
+                "<line class=\"nn\" x1=\"{0:.1}\" x2=\"{0:.1}\" y1=\"{1:.1}\" y2=\"{2:.1}\"/>",
+                x(v),
+                y,
+                y + ROW - 2.0,
+            );
+        }
         let _ = write!(
             out,
             "<text x=\"{:.1}\" y=\"{:.1}\">{value}</text></g>",
@@ -330,6 +345,16 @@ fn dots(labels: &[String], points: &[Point], (lo, hi): (f64, f64)) -> String {
             y(p.answer),
             (step / 2.5).clamp(0.8, 3.0)
         );
+        if let Some(v) = p.nonneg {
+            let half = (step / 2.0).max(1.0);
+            let _ = write!(
+                out,
+                "<line class=\"nn\" x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{2:.1}\" y2=\"{2:.1}\"/>",
+                cx - half,
+                cx + half,
+                y(v)
+            );
+        }
     }
     out.push_str("</svg>");
     out
@@ -607,10 +632,12 @@ impl Answers {
     pub fn report_html(&self, ledger: Option<&Status>) -> String {
         let points: Vec<Point> = self
             .iter()
-            .map(|a| Point {
+            .enumerate()
+            .map(|(q, a)| Point {
                 answer: a.answer,
                 low: a.ci_low,
                 high: a.ci_high,
+                nonneg: self.nonneg().and_then(|v| v.get(q).copied()),
             })
             .collect();
         let sidecar = self.sidecar();
@@ -620,9 +647,16 @@ impl Answers {
             "<p class=\"note\">{} answers. Every figure on this page is a released \
              answer or a public property of the mechanism; nothing here is exact \
              about the data. Hover over a bar, point or cell for its value and \
-             interval.</p>\n<h2>Privacy</h2>\n{}<h2>Plan</h2>\n{}<h3>RMSE per query \
+             interval{}.</p>\n<h2>Privacy</h2>\n{}<h2>Plan</h2>\n{}<h3>RMSE per query \
              group</h3>\n{}<h2>Answers</h2>\n",
             points.len(),
+            if self.nonneg().is_some() {
+                "; a red tick marks the non-negative, consistent estimate \
+                 (post-processing of the same answers: biased, never further from the \
+                 true tables in total squared error)"
+            } else {
+                ""
+            },
             key_values(&spent(sidecar, ledger)),
             key_values(&plan_rows(sidecar)),
             groups_table(&group_rows(sidecar)),
@@ -687,6 +721,7 @@ impl PlanSummary {
                 answer: g.rmse,
                 low: g.rmse,
                 high: g.rmse,
+                nonneg: None,
             })
             .collect();
         let body = format!(
@@ -727,11 +762,13 @@ mod tests {
                 answer: -2.0,
                 low: -5.0,
                 high: 1.0,
+                nonneg: Some(0.0),
             },
             Point {
                 answer: 10.0,
                 low: 8.0,
                 high: 12.0,
+                nonneg: None,
             },
         ];
         assert_eq!(extent(&points), (-5.0, 12.0));
@@ -740,6 +777,8 @@ mod tests {
         assert_eq!(svg.matches("<rect").count(), 2);
         assert_eq!(svg.matches("class=\"ci\"").count(), 2);
         assert!(svg.contains("class=\"neg\""));
+        assert_eq!(svg.matches("class=\"nn\"").count(), 1);
+        assert!(svg.contains("(95% interval -5.00 to 1.00); non-negative estimate 0.0"));
         let svg = dots(&vec!["x".to_string(); 100], &[points[1]; 100], (0.0, 12.0));
         assert_eq!(svg.matches("<circle").count(), 100);
     }
