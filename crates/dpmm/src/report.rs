@@ -396,30 +396,22 @@ fn two_axes(table: &Table, points: &[Point]) -> String {
     // One scale for all rows, so that the charts compare.
     let range = extent(points);
     let per_row = |i: usize| one_axis(&cols.labels, &points[i * c..(i + 1) * c], range);
+    let small = r * c <= MAX_SMALL_MULTIPLES;
     let mut out = String::new();
-    if r * c <= MAX_SMALL_MULTIPLES {
-        for (i, row) in rows.labels.iter().enumerate() {
-            let _ = write!(
-                out,
-                "<h4>{} = {}</h4>{}",
-                esc(&rows.name),
-                esc(row),
-                per_row(i)
-            );
+    if !small {
+        out.push_str(&heat_map(rows, cols, points));
+        if r * c > MAX_DRILL_DOWN {
+            return out;
         }
-        return out;
     }
-    out.push_str(&heat_map(rows, cols, points));
-    if r * c <= MAX_DRILL_DOWN {
-        for (i, row) in rows.labels.iter().enumerate() {
-            let _ = write!(
-                out,
-                "<details><summary>{} = {}</summary>{}</details>",
-                esc(&rows.name),
-                esc(row),
-                per_row(i)
-            );
-        }
+    for (i, row) in rows.labels.iter().enumerate() {
+        let head = format!("{} = {}", esc(&rows.name), esc(row));
+        let chart = per_row(i);
+        let _ = if small {
+            write!(out, "<h4>{head}</h4>{chart}")
+        } else {
+            write!(out, "<details><summary>{head}</summary>{chart}</details>")
+        };
     }
     out
 }

@@ -178,10 +178,8 @@ fn documents_in_memory_release_like_their_files() {
 /// An overspend is `Error::BudgetExceeded`, and spends nothing.
 #[test]
 fn an_overspend_is_its_own_kind_and_spends_nothing() {
-    let dir = sex_age_case("in-memory-overspend", SEX_AGE_MIXED_SPEC);
-    let book = dir.join("ledger.jsonl");
-    ledger::create(&book, PrivacyBudget::pure(1.0).unwrap()).unwrap();
-    let before = std::fs::read(&book).unwrap();
+    let (dir, book, before) =
+        common::sex_age_case_with_ledger("in-memory-overspend", SEX_AGE_MIXED_SPEC, 1.0);
     let greedy = Release::new(
         dir.join("schema.json"),
         dir.join("spec.json"),

@@ -127,18 +127,8 @@ fn a_plan_report_shows_each_groups_expected_rmse() {
 /// a report path that is the answers' is refused before the charge.
 #[test]
 fn the_command_writes_the_report_and_refuses_it_over_an_output() {
-    let dir = sex_age_case("report-cli", SEX_AGE_MIXED_SPEC);
-    let book = dir.join("ledger.jsonl");
-    let init = [
-        "ledger",
-        "init",
-        "--ledger",
-        arg(&book),
-        "--total-epsilon",
-        "2",
-    ];
-    assert_eq!(dpmm(&init).code, 0);
-    let before = std::fs::read(&book).unwrap();
+    let (dir, book, before) =
+        common::sex_age_case_with_ledger("report-cli", SEX_AGE_MIXED_SPEC, 2.0);
     let answers = dir.join("answers.csv");
     let release = |report: &std::path::Path| {
         dpmm(&[

@@ -104,3 +104,17 @@ pub fn sex_age_case(test: &str, spec: &str) -> PathBuf {
     std::fs::write(dir.join("records.csv"), records).unwrap();
     dir
 }
+
+/// [`sex_age_case`] with a pure-ε ledger holding `epsilon` at
+/// `ledger.jsonl`: the directory, the ledger's path and its bytes now.
+pub fn sex_age_case_with_ledger(
+    test: &str,
+    spec: &str,
+    epsilon: f64,
+) -> (PathBuf, PathBuf, Vec<u8>) {
+    let dir = sex_age_case(test, spec);
+    let book = dir.join("ledger.jsonl");
+    dpmm::ledger::create(&book, dpmm::PrivacyBudget::pure(epsilon).unwrap()).unwrap();
+    let before = std::fs::read(&book).unwrap();
+    (dir, book, before)
+}
