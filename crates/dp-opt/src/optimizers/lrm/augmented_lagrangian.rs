@@ -43,42 +43,94 @@ impl StepFigures {
     }
 }
 
-/// What both outer iterations keep between steps: the last step's
-/// figures (for its event) and the error that ended the run, if one did.
-#[derive(Debug, Default)]
-struct StepLog {
+/// What each outer iteration defines for itself; [`Logged`] runs it as a
+/// [`Solver`].
+trait OuterIteration {
+    /// What the run hands back when no step failed.
+    type Output;
+
+    /// The objective before the first step.
+    fn start(&self) -> f64;
+
+    /// The convergence criterion the current iterate meets, if it meets
+    /// it.
+    fn converged(&self) -> Option<String>;
+
+    /// One outer step: its figures, whose residual is the new objective.
+    fn step(&mut self) -> Result<StepFigures>;
+
+    /// The output after the last step.
+    fn output(self) -> Self::Output;
+}
+
+/// An [`OuterIteration`] as a [`Solver`], with what both outer iterations
+/// keep between steps: the last step's figures (for its
+/// [`Event::Factorization`], in the workload's scale `colmax`) and the
+/// error that ended the run, if one did (the run ends stalled and
+/// [`Solver::finish`] returns the error).
+struct Logged<S> {
+    iteration: S,
+    colmax: f64,
     last: Option<StepFigures>,
     error: Option<DpError>,
 }
 
-impl StepLog {
-    /// A step's outcome for the executor: its objective, or the run ends
-    /// (stalled, with the error kept for [`StepLog::into_result`]).
-    fn record(&mut self, step: Result<f64>) -> std::result::Result<f64, Termination> {
-        step.map_err(|e| {
-            let reason = e.to_string();
-            self.error = Some(e);
-            Termination::Stalled { reason }
-        })
-    }
-
-    /// The last step's event, numbered `iteration`.
-    fn observe(&self, iteration: usize, colmax: f64, observer: &mut dyn Observer) {
-        if let Some(figures) = &self.last {
-            figures.observe(iteration, colmax, observer);
-        }
-    }
-
-    /// `output`, unless a step failed.
-    fn into_result<T>(self, output: T) -> Result<T> {
-        match self.error {
-            Some(e) => Err(e),
-            None => Ok(output),
+impl<S> Logged<S> {
+    /// Runs `iteration`, whose events are in the workload's scale `colmax`.
+    fn new(iteration: S, colmax: f64) -> Self {
+        Self {
+            iteration,
+            colmax,
+            last: None,
+            error: None,
         }
     }
 }
 
-/// [`LrmSolver::Alternating`]'s outer iteration as a [`Solver`]: per
+impl<S: OuterIteration> Solver for Logged<S> {
+    type Output = Result<S::Output>;
+
+    fn init(&mut self) -> f64 {
+        self.iteration.start()
+    }
+
+    fn terminate(&self) -> Option<Termination> {
+        self.iteration
+            .converged()
+            .map(|criterion| Termination::Converged { criterion })
+    }
+
+    fn next_iter(&mut self) -> std::result::Result<f64, Termination> {
+        match self.iteration.step() {
+            Ok(figures) => {
+                self.last = Some(figures);
+                Ok(figures.residual)
+            }
+            Err(e) => {
+                let reason = e.to_string();
+                self.error = Some(e);
+                Err(Termination::Stalled { reason })
+            }
+        }
+    }
+
+    /// The last step's event, numbered `iteration`.
+    fn events(&self, iteration: usize, observer: &mut dyn Observer) {
+        if let Some(figures) = &self.last {
+            figures.observe(iteration, self.colmax, observer);
+        }
+    }
+
+    /// The output, unless a step failed.
+    fn finish(self, _termination: &Termination) -> Self::Output {
+        match self.error {
+            Some(e) => Err(e),
+            None => Ok(self.iteration.output()),
+        }
+    }
+}
+
+/// [`LrmSolver::Alternating`]'s outer iteration (run by [`Logged`]): per
 /// step, `inner_iterations` alternations of the closed-form B update (9)
 /// and Algorithm 2 for L, then (unless the residual is below the
 /// tolerance) the β schedule and `π ← π + β(C − BL)`. Its objective is
@@ -101,12 +153,29 @@ struct AlternatingSolver<'a> {
     omega: f64,
     residual: f64,
     outer: usize,
-    log: StepLog,
 }
 
-impl AlternatingSolver<'_> {
+impl OuterIteration for AlternatingSolver<'_> {
+    /// The final `(B, L)`, residual and outer steps.
+    type Output = (Mat<f64>, Mat<f64>, f64, usize);
+
+    fn start(&self) -> f64 {
+        self.residual
+    }
+
+    /// The residual tolerance, tested after each step (not on the start).
+    fn converged(&self) -> Option<String> {
+        (self.outer > 0 && self.residual < self.tolerance).then(|| {
+            format!(
+                "alternating: residual {:.2e} < {:.2e}",
+                self.residual * self.colmax,
+                self.tolerance * self.colmax
+            )
+        })
+    }
+
     /// One outer step (see the type's notes).
-    fn step(&mut self) -> Result<f64> {
+    fn step(&mut self) -> Result<StepFigures> {
         let (c, a, par) = (self.c, self.options, self.par);
         let r = self.l.nrows();
         self.outer += 1;
@@ -136,55 +205,25 @@ impl AlternatingSolver<'_> {
             )?;
         }
         self.residual = frob_residual(c, &self.b, &self.l, par);
-        self.log.last = Some(StepFigures {
+        let figures = StepFigures {
             penalty: self.beta,
             residual: self.residual,
             trace_btb: inner(&self.b, &self.b),
             inner_iterations: a.inner_iterations,
-        });
+        };
         if self.residual < self.tolerance {
-            return Ok(self.residual);
+            return Ok(figures);
         }
         if self.outer.is_multiple_of(a.beta_every) {
             self.beta = (self.beta * a.beta_growth).min(a.beta_max);
         }
         let diff = c - gemm(self.b.as_ref(), self.l.as_ref(), par);
         self.pi += &diff * dp_linalg::Scale(self.beta);
-        Ok(self.residual)
-    }
-}
-
-impl Solver for AlternatingSolver<'_> {
-    /// The final `(B, L)`, residual and outer steps.
-    type Output = Result<(Mat<f64>, Mat<f64>, f64, usize)>;
-
-    fn init(&mut self) -> f64 {
-        self.residual
+        Ok(figures)
     }
 
-    /// The residual tolerance, tested after each step (not on the start).
-    fn terminate(&self) -> Option<Termination> {
-        (self.outer > 0 && self.residual < self.tolerance).then(|| Termination::Converged {
-            criterion: format!(
-                "alternating: residual {:.2e} < {:.2e}",
-                self.residual * self.colmax,
-                self.tolerance * self.colmax
-            ),
-        })
-    }
-
-    fn next_iter(&mut self) -> std::result::Result<f64, Termination> {
-        let step = self.step();
-        self.log.record(step)
-    }
-
-    fn events(&self, iteration: usize, observer: &mut dyn Observer) {
-        self.log.observe(iteration, self.colmax, observer);
-    }
-
-    fn finish(self, _termination: &Termination) -> Self::Output {
-        self.log
-            .into_result((self.b, self.l, self.residual, self.outer))
+    fn output(self) -> Self::Output {
+        (self.b, self.l, self.residual, self.outer)
     }
 }
 
@@ -223,10 +262,11 @@ impl Lrm {
             outer: 0,
             l,
             b,
-            log: StepLog::default(),
         };
         let budget = Budget::iterations(a.max_outer).with_seconds(o.max_seconds);
-        let run = Executor::new(budget, observer).scale(colmax).run(solver);
+        let run = Executor::new(budget, observer)
+            .scale(colmax)
+            .run(Logged::new(solver, colmax));
         let (b, l, residual, outer) = run.output?;
         let trace_btb = inner(&b, &b);
         // The reference implementation stops below the residual tolerance
@@ -257,7 +297,7 @@ impl Lrm {
 }
 
 /// The outer iteration of [`LrmSolver::Reduced`] (and of
-/// [`LrmSolver::Penalty`]'s path when `r < n`) as a [`Solver`]. Per stage:
+/// [`LrmSolver::Penalty`]'s path when `r < n`), run by [`Logged`]. Per stage:
 /// SPG on `φ(L) = min_B ½‖B‖² + β/2‖T − BL‖²`, `T = C + π/β`, within the
 /// time left; the ridge B of update (9); then either `π ← π + β(C − BL)`
 /// with β ×`beta_growth` when the residual did not fall by 4×
@@ -290,12 +330,28 @@ struct ReducedSolver<'a> {
     /// The last stage's B.
     last_b: Option<Mat<f64>>,
     outer: usize,
-    log: StepLog,
 }
 
-impl ReducedSolver<'_> {
+impl OuterIteration for ReducedSolver<'_> {
+    /// The final L, the last stage's B, the last β and the stages run.
+    type Output = (Mat<f64>, Option<Mat<f64>>, f64, usize);
+
+    fn start(&self) -> f64 {
+        self.w_fro
+    }
+
+    fn converged(&self) -> Option<String> {
+        (self.residual <= self.stage_tolerance * self.w_fro).then(|| {
+            format!(
+                "residual {:.2e} <= {:.0e} ‖W‖_F",
+                self.residual * self.colmax,
+                self.stage_tolerance
+            )
+        })
+    }
+
     /// One stage (see the type's notes).
-    fn step(&mut self) -> Result<f64> {
+    fn step(&mut self) -> Result<StepFigures> {
         let (c, par, beta) = (self.c, self.par, self.beta);
         let remaining = self.clock.remaining();
         self.outer += 1;
@@ -315,12 +371,12 @@ impl ReducedSolver<'_> {
         })?;
         let diff = c - gemm(b.as_ref(), self.l.as_ref(), par);
         let new_residual = inner(&diff, &diff).sqrt();
-        self.log.last = Some(StepFigures {
+        let figures = StepFigures {
             penalty: beta,
             residual: new_residual,
             trace_btb: inner(&b, &b),
             inner_iterations: solved.iterations,
-        });
+        };
         self.last_b = Some(b);
         if self.penalty.is_some() {
             self.beta *= 10.0;
@@ -331,40 +387,11 @@ impl ReducedSolver<'_> {
             }
         }
         self.residual = new_residual;
-        Ok(new_residual)
-    }
-}
-
-impl Solver for ReducedSolver<'_> {
-    /// The final L, the last stage's B, the last β and the stages run.
-    type Output = Result<(Mat<f64>, Option<Mat<f64>>, f64, usize)>;
-
-    fn init(&mut self) -> f64 {
-        self.w_fro
+        Ok(figures)
     }
 
-    fn terminate(&self) -> Option<Termination> {
-        (self.residual <= self.stage_tolerance * self.w_fro).then(|| Termination::Converged {
-            criterion: format!(
-                "residual {:.2e} <= {:.0e} ‖W‖_F",
-                self.residual * self.colmax,
-                self.stage_tolerance
-            ),
-        })
-    }
-
-    fn next_iter(&mut self) -> std::result::Result<f64, Termination> {
-        let step = self.step();
-        self.log.record(step)
-    }
-
-    fn events(&self, iteration: usize, observer: &mut dyn Observer) {
-        self.log.observe(iteration, self.colmax, observer);
-    }
-
-    fn finish(self, _termination: &Termination) -> Self::Output {
-        self.log
-            .into_result((self.l, self.last_b, self.beta, self.outer))
+    fn output(self) -> Self::Output {
+        (self.l, self.last_b, self.beta, self.outer)
     }
 }
 
@@ -413,9 +440,10 @@ impl Lrm {
             residual: f64::INFINITY,
             last_b: None,
             outer: 0,
-            log: StepLog::default(),
         };
-        let run = Executor::new(budget, observer).scale(colmax).run(solver);
+        let run = Executor::new(budget, observer)
+            .scale(colmax)
+            .run(Logged::new(solver, colmax));
         let (l, last_b, beta, outer) = run.output?;
         let out_of_time = matches!(
             run.termination,
