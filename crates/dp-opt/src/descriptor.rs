@@ -65,6 +65,18 @@ pub struct Descriptor {
     pub weakened: Option<fn() -> Box<dyn StrategyOptimizer>>,
 }
 
+/// `T` at its default settings changed by `adjust`, boxed: the builders'
+/// and weakened variants' common form (a time budget from the
+/// [`Params`], fewer iterations).
+pub(crate) fn adjusted<T>(adjust: impl FnOnce(&mut T)) -> Box<dyn StrategyOptimizer>
+where
+    T: StrategyOptimizer + Default + 'static,
+{
+    let mut optimizer = T::default();
+    adjust(&mut optimizer);
+    Box::new(optimizer)
+}
+
 impl std::fmt::Debug for Descriptor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Descriptor")

@@ -35,7 +35,7 @@ use std::time::Instant;
 use dp_core::{DpError, Result};
 use dp_linalg::{Mat, SymmetricEigen};
 
-use crate::descriptor::Descriptor;
+use crate::descriptor::{Descriptor, adjusted};
 use crate::report::{BoundSource, Draft, Event, Stage};
 use crate::solvers::engine::{Budget, Executor, Solver, Termination};
 use crate::support::complete_on_touched_cells;
@@ -500,14 +500,7 @@ pub const DESCRIPTOR: Descriptor = Descriptor::new(
     "AM: W's eigenvectors with optimized weights (interior point, own duality gap)",
     |_| Box::new(Am::default()),
 )
-.with_weakened(|| {
-    Box::new(Am {
-        options: AmOptions {
-            max_iterations: 3,
-            ..AmOptions::default()
-        },
-    })
-});
+.with_weakened(|| adjusted(|am: &mut Am| am.options.max_iterations = 3));
 
 #[cfg(test)]
 mod tests {

@@ -30,7 +30,7 @@ use dp_core::{DpError, Result};
 use dp_linalg::{Cholesky, Mat, Par, SymmetricEigen};
 
 use crate::dense::gemm;
-use crate::descriptor::{Descriptor, Param};
+use crate::descriptor::{Descriptor, Param, adjusted};
 use crate::report::{Draft, Event, Stage};
 use crate::solvers::engine::{Budget, Executor};
 use crate::solvers::spg::{Spg, SpgOptions};
@@ -267,18 +267,10 @@ pub const DESCRIPTOR: Descriptor = Descriptor::new(
     "esm",
     &["ESM"],
     "ESM: soft-max smoothed matrix mechanism program, spectral projected gradient",
-    |p| {
-        let mut esm = Esm::default();
-        esm.options.spg.budget.max_seconds = p.max_seconds;
-        Box::new(esm)
-    },
+    |p| adjusted(|esm: &mut Esm| esm.options.spg.budget.max_seconds = p.max_seconds),
 )
 .with_params(&[Param::MaxSeconds])
-.with_weakened(|| {
-    let mut esm = Esm::default();
-    esm.options.spg.budget.max_iterations = 3;
-    Box::new(esm)
-});
+.with_weakened(|| adjusted(|esm: &mut Esm| esm.options.spg.budget.max_iterations = 3));
 
 #[cfg(test)]
 mod tests {

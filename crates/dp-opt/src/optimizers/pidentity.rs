@@ -34,7 +34,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::dense::gemm;
-use crate::descriptor::Descriptor;
+use crate::descriptor::{Descriptor, adjusted};
 use crate::optimizers::best_of::BestOf;
 use crate::optimizers::classic::Identity;
 use crate::report::{Draft, Event, Stage};
@@ -304,11 +304,7 @@ pub const DESCRIPTOR: Descriptor = Descriptor::new(
     "p-Identity (HDMM): identity plus p optimized rows, L-BFGS (projected onto Θ ≥ 0 under ε-DP)",
     |_| Box::new(PIdentity::default()),
 )
-.with_weakened(|| {
-    let mut p = PIdentity::default();
-    p.options.lbfgs.budget.max_iterations = 3;
-    Box::new(p)
-});
+.with_weakened(|| adjusted(|p: &mut PIdentity| p.options.lbfgs.budget.max_iterations = 3));
 
 #[cfg(test)]
 mod tests {

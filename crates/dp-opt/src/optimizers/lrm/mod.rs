@@ -54,7 +54,7 @@ use dp_core::{DpError, Result};
 use dp_linalg::{GramSpectrum, Mat, Par, SymmetricEigen};
 
 use crate::dense::{append_rows, gemm, inner};
-use crate::descriptor::{Descriptor, Param};
+use crate::descriptor::{Descriptor, Param, adjusted};
 use crate::optimizers::best_of::{CandidateRun, choose};
 use crate::optimizers::classic::Identity;
 use crate::report::Draft;
@@ -438,18 +438,14 @@ pub const DESCRIPTOR: Descriptor = Descriptor::new(
     "lrm",
     &["LRM"],
     "LRM: low-rank factorization W = BL minimizing tr(BᵀB) over L's unit-ball columns",
-    |p| {
-        let mut lrm = Lrm::default();
-        lrm.options.max_seconds = p.max_seconds;
-        Box::new(lrm)
-    },
+    |p| adjusted(|lrm: &mut Lrm| lrm.options.max_seconds = p.max_seconds),
 )
 .with_params(&[Param::MaxSeconds])
 .with_weakened(|| {
-    let mut lrm = Lrm::default();
-    lrm.options.penalty.stages = 1;
-    lrm.options.penalty.spg.budget.max_iterations = 3;
-    Box::new(lrm)
+    adjusted(|lrm: &mut Lrm| {
+        lrm.options.penalty.stages = 1;
+        lrm.options.penalty.spg.budget.max_iterations = 3;
+    })
 });
 
 #[cfg(test)]
