@@ -658,29 +658,23 @@ mod tests {
                     Termination::MaxIterations { iterations: 2 }
                 );
             }
-            let factorizations: Vec<(usize, f64)> = rec
-                .events
-                .iter()
-                .filter_map(|e| match e {
+            // (iteration, residual) of the Factorization events and
+            // (iteration, objective) of the executor's, in arrival order.
+            let (mut factorizations, mut iterations) = (Vec::new(), Vec::new());
+            for event in &rec.events {
+                match *event {
                     Event::Factorization {
                         iteration,
                         residual,
                         ..
-                    } => Some((*iteration, *residual)),
-                    _ => None,
-                })
-                .collect();
-            let iterations: Vec<(usize, f64)> = rec
-                .events
-                .iter()
-                .filter_map(|e| match e {
+                    } => factorizations.push((iteration, residual)),
                     Event::Iteration {
                         iteration,
                         objective,
-                    } => Some((*iteration, *objective)),
-                    _ => None,
-                })
-                .collect();
+                    } => iterations.push((iteration, objective)),
+                    _ => {}
+                }
+            }
             assert_eq!(
                 factorizations.iter().map(|f| f.0).collect::<Vec<_>>(),
                 [1, 2]
