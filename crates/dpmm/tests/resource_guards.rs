@@ -86,6 +86,58 @@ fn result_or_refusal(run: &Run, what: &str) -> bool {
     run.code == 0
 }
 
+/// `dpmm plan` of `spec` under `privacy` at ε = 1, writing `out`.
+fn plan_args<'a>(spec: &'a Path, privacy: &'a str, out: &'a Path) -> Vec<&'a str> {
+    vec![
+        "plan",
+        "--workload",
+        arg(spec),
+        "--privacy",
+        privacy,
+        "--epsilon",
+        "1",
+        "--out",
+        arg(out),
+    ]
+}
+
+/// `dpmm ledger init` of `ledger` holding ε = `total_epsilon`.
+fn ledger_init_args<'a>(ledger: &'a Path, total_epsilon: &'a str) -> Vec<&'a str> {
+    vec![
+        "ledger",
+        "init",
+        "--ledger",
+        arg(ledger),
+        "--total-epsilon",
+        total_epsilon,
+    ]
+}
+
+/// `dpmm release` of the case `files` at ε = `epsilon`, charged to
+/// `ledger`, writing `out`.
+fn release_args<'a>(
+    (spec, schema, data): &'a (PathBuf, PathBuf, PathBuf),
+    epsilon: &'a str,
+    ledger: &'a Path,
+    out: &'a Path,
+) -> Vec<&'a str> {
+    vec![
+        "release",
+        "--data",
+        arg(data),
+        "--schema",
+        arg(schema),
+        "--workload",
+        arg(spec),
+        "--epsilon",
+        epsilon,
+        "--ledger",
+        arg(ledger),
+        "--out",
+        arg(out),
+    ]
+}
+
 /// `--delta` for the privacy model (`None`: pure).
 fn delta_args(delta: Option<&str>) -> Vec<&str> {
     delta.map_or_else(Vec::new, |d| vec!["--delta", d])
@@ -107,57 +159,26 @@ fn plan_and_release(
 fn plan_and_release_under(
     dir: &Path,
     name: &str,
-    (spec, schema, data): &(PathBuf, PathBuf, PathBuf),
+    files: &(PathBuf, PathBuf, PathBuf),
     models: &[(&str, Option<&str>)],
 ) -> Vec<(bool, bool)> {
     let mut out = Vec::new();
     for &(privacy, delta) in models {
         let tag = format!("{name}-{privacy}");
         let plan = dir.join(format!("{tag}.plan.json"));
-        let mut args = vec![
-            "plan",
-            "--workload",
-            arg(spec),
-            "--privacy",
-            privacy,
-            "--epsilon",
-            "1",
-            "--out",
-            arg(&plan),
-        ];
+        let mut args = plan_args(&files.0, privacy, &plan);
         args.extend(delta_args(delta));
         let planned = succeeded_writing(&args, &plan, &format!("plan {tag}"));
         let ledger = dir.join(format!("{tag}.ledger.jsonl"));
         remove_ledger(&ledger);
-        let mut init = vec![
-            "ledger",
-            "init",
-            "--ledger",
-            arg(&ledger),
-            "--total-epsilon",
-            "10",
-        ];
+        let mut init = ledger_init_args(&ledger, "10");
         if delta.is_some() {
             init.extend(["--total-delta", "1e-5"]);
         }
         assert_eq!(dpmm(&init).code, 0, "{tag}: ledger init");
         let before = std::fs::read(&ledger).unwrap();
         let answers = dir.join(format!("{tag}.answers.csv"));
-        let mut args = vec![
-            "release",
-            "--data",
-            arg(data),
-            "--schema",
-            arg(schema),
-            "--workload",
-            arg(spec),
-            "--epsilon",
-            "1",
-            "--ledger",
-            arg(&ledger),
-            "--out",
-            arg(&answers),
-        ];
+        let mut args = release_args(files, "1", &ledger, &answers);
         args.extend(delta_args(delta));
         let released = succeeded_writing(&args, &answers, &format!("release {tag}"));
         let after = std::fs::read(&ledger).unwrap();
@@ -235,41 +256,16 @@ fn all_two_way_marginals_over_1000_to_the_5() {
 #[test]
 fn max_memory_limits_and_refuses_before_the_charge() {
     let dir = scratch_dir("guards-limit");
-    let (spec, schema, data) = case(&dir, "small", &[3, 4], r#"[{"marginals": {"k": 1}}]"#);
+    let files = case(&dir, "small", &[3, 4], r#"[{"marginals": {"k": 1}}]"#);
     let ledger = dir.join("ledger.jsonl");
     remove_ledger(&ledger);
-    assert_eq!(
-        dpmm(&[
-            "ledger",
-            "init",
-            "--ledger",
-            arg(&ledger),
-            "--total-epsilon",
-            "1"
-        ])
-        .code,
-        0
-    );
+    assert_eq!(dpmm(&ledger_init_args(&ledger, "1")).code, 0);
     let before = std::fs::read(&ledger).unwrap();
     let answers = dir.join("answers.csv");
     let release = |limit: &str| {
-        dpmm(&[
-            "release",
-            "--data",
-            arg(&data),
-            "--schema",
-            arg(&schema),
-            "--workload",
-            arg(&spec),
-            "--epsilon",
-            "0.5",
-            "--ledger",
-            arg(&ledger),
-            "--out",
-            arg(&answers),
-            "--max-memory",
-            limit,
-        ])
+        let mut args = release_args(&files, "0.5", &ledger, &answers);
+        args.extend(["--max-memory", limit]);
+        dpmm(&args)
     };
     for bad in ["0", "8X", "1.5.1G", "lots"] {
         let run = release(bad);
@@ -289,19 +285,9 @@ fn max_memory_limits_and_refuses_before_the_charge() {
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(answers.exists());
     let plan = dir.join("plan.json");
-    let run = dpmm(&[
-        "plan",
-        "--workload",
-        arg(&spec),
-        "--privacy",
-        "pure",
-        "--epsilon",
-        "1",
-        "--out",
-        arg(&plan),
-        "--max-memory",
-        "100",
-    ]);
+    let mut args = plan_args(&files.0, "pure", &plan);
+    args.extend(["--max-memory", "100"]);
+    let run = dpmm(&args);
     assert!(run.is_refusal(), "{run:?}");
     assert!(!plan.exists());
 }
