@@ -12,7 +12,7 @@
 //!   seeds and generators never cross back. The ledger is the command's
 //!   file format and lock, so a notebook and the command share one budget.
 //! * Optimization, planning and releases run with the GIL released, on a
-//!   worker thread under a [`dp_core::interrupt`] token: the calling
+//!   worker thread under a [`dpmm::dp_core::interrupt`] token: the calling
 //!   thread wakes every 50 ms to run Python's signal handlers, and Ctrl-C
 //!   (a `KeyboardInterrupt`) triggers the token, so the work stops at its
 //!   next iteration and the exception is raised. A release interrupted
@@ -64,7 +64,7 @@ const WORKER_STACK: usize = 8 << 20;
 /// released; returns its result and, when a signal handler raised (Ctrl-C:
 /// `KeyboardInterrupt`) meanwhile, that exception. The token is triggered
 /// on the exception and the worker is always waited for, never abandoned:
-/// work past a ledger charge runs to its end ([`dp_core::interrupt::commit`]).
+/// work past a ledger charge runs to its end ([`dpmm::dp_core::interrupt::commit`]).
 fn interruptible<T: Send>(
     py: Python<'_>,
     work: impl FnOnce() -> T + Send,
