@@ -106,8 +106,16 @@ impl Answers {
     pub(crate) fn estimate_nonneg(&mut self, tables: &Marginals) {
         let unbiased: Vec<f64> = self.iter().map(|a| a.answer).collect();
         let scale = unbiased.iter().fold(1.0, |m: f64, v| m.max(v.abs()));
-        let (estimate, how) =
-            tables.project_nonneg(&unbiased, NONNEG_TOLERANCE * scale, NONNEG_ITERATIONS);
+        let tolerance = NONNEG_TOLERANCE * scale;
+        let cap = tables.iteration_cap(NONNEG_ITERATIONS);
+        let (estimate, how) = tables.project_nonneg(&unbiased, tolerance, cap);
+        if how.clipped > tolerance {
+            self.warnings.push(format!(
+                "the non-negative projection stopped after {} iterations: its tables agree \
+                 only to {:.3e} (the clipping of the last consistent iterate)",
+                how.iterations, how.clipped
+            ));
+        }
         self.sidecar["nonneg"] = serde_json::json!({
             "method": "Euclidean projection of the answers onto the non-negative consistent \
                        tables (Dykstra's algorithm; local non-negativity as in Mullins et al., \

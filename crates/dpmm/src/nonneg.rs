@@ -49,7 +49,17 @@ pub struct Marginals {
     /// `ln λ_T` of every residual set `T` a table contains.
     ln_lambda: HashMap<u128, f64>,
     answers: usize,
+    /// `Σ_S 2^|S| n_S`: the cost of one projection onto the consistent
+    /// tables.
+    work: f64,
 }
+
+/// The most a workload's projection may cost per iteration.
+const MAX_WORK: f64 = 2e9;
+
+/// The most all iterations of a projection may cost together: the
+/// iteration cap is this over the cost of one (at least 100).
+const TOTAL_WORK: f64 = 2e10;
 
 /// How a projection ended.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -111,6 +121,19 @@ impl Marginals {
             });
             start += len;
         }
+        // The projection's cost per iteration, Σ_S 2^|S| n_S, is refused
+        // past a bound (a marginal on many attributes has exponentially
+        // many residual sets) before anything is spent.
+        let work: f64 = tables
+            .iter()
+            .map(|t| 2f64.powi(t.attributes.len() as i32) * t.len as f64)
+            .sum();
+        if work > MAX_WORK {
+            return Err(Error::BadInput(format!(
+                "non-negative tables: the projection would cost {work:.3e} operations per \
+                 iteration (Σ over the marginals of 2^attributes × cells), more than {MAX_WORK:e}"
+            )));
+        }
         let mask = |t: &Table| t.attributes.iter().fold(0u128, |m, &a| m | (1 << a));
         let total_ln: f64 = ln_n.iter().sum();
         let ln_outside: Vec<f64> = tables
@@ -132,7 +155,15 @@ impl Marginals {
             ln_outside,
             ln_lambda,
             answers: start,
+            work,
         })
+    }
+
+    /// The iterations [`Self::project_nonneg`] may take on these tables
+    /// within the work bound: `max_iterations`, fewer for large ones.
+    pub fn iteration_cap(&self, max_iterations: usize) -> usize {
+        let within = (TOTAL_WORK / self.work.max(1.0)).max(100.0);
+        max_iterations.min(within as usize)
     }
 
     /// The number of answers the tables hold.
@@ -419,6 +450,28 @@ mod tests {
             };
             assert!(dist(&fixed) <= dist(&noisy) + 1e-9, "seed {seed}");
         }
+    }
+
+    /// A marginal on many attributes has exponentially many residual
+    /// sets: refused at once rather than projected for ever; small
+    /// workloads get the full iteration budget.
+    #[test]
+    fn a_projection_past_the_work_bound_is_refused() {
+        let domain: Vec<String> = (0..24)
+            .map(|i| format!(r#"{{"name": "a{i}", "size": 2}}"#))
+            .collect();
+        let names: Vec<String> = (0..24).map(|i| format!(r#""a{i}""#)).collect();
+        let spec = format!(
+            r#"{{"domain": [{}], "queries": [{{"marginal": [{}]}}]}}"#,
+            domain.join(", "),
+            names.join(", ")
+        );
+        let w = parse_spec(&spec, Path::new(".")).unwrap();
+        assert!(matches!(Marginals::of(&w), Err(Error::BadInput(m)) if m.contains("operations")));
+        let small = Marginals::of(&workload()).unwrap();
+        // 1 + 2·2 + 4·6 + 4·12 = 77 operations: the cap is the one asked for.
+        assert_eq!(small.work, 77.0);
+        assert_eq!(small.iteration_cap(100_000), 100_000);
     }
 
     #[test]

@@ -202,6 +202,13 @@ impl Release {
             .nonneg
             .then(|| Marginals::of(&p.workload))
             .transpose()?;
+        let queries = p.workload.num_queries();
+        if self.report.is_some() && queries > crate::report::MAX_REPORT_ANSWERS {
+            return Err(Error::BadInput(format!(
+                "--report: {queries} answers are more than one page can show (at most {})",
+                crate::report::MAX_REPORT_ANSWERS
+            )));
+        }
         let outputs = self.out.iter().flat_map(|out| {
             let mut paths = vec![out.clone(), sidecar_path(out)];
             paths.extend(self.nonneg.then(|| nonneg_path(out)));

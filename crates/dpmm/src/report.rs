@@ -21,8 +21,12 @@ use dpmm_records::Schema;
 use crate::answers::Answers;
 use crate::ledger::Status;
 use crate::plan::PlanSummary;
-use crate::release_figures::GroupRmse;
+use crate::release_figures::{GroupRmse, group_rmse};
 use crate::release_plan::factor_row;
+
+/// A release asking for a report is refused (before its charge) past this
+/// many answers: the page would pass 50 MB and no longer open.
+pub const MAX_REPORT_ANSWERS: f64 = 150_000.0;
 
 /// One-attribute tables up to this many rows are drawn as labelled bars.
 pub const MAX_BARS: usize = 60;
@@ -651,7 +655,7 @@ impl Answers {
             },
             key_values(&spent(sidecar, ledger)),
             key_values(&plan_rows(sidecar)),
-            groups_table(&group_rows(sidecar)),
+            groups_table(&group_rmse(&self.workload, &self.reconstruction)),
         );
         for table in tables(&self.workload, &self.schema) {
             let end = (table.start + table.len).min(points.len());
@@ -661,24 +665,6 @@ impl Answers {
         }
         page("dpmm release", &body)
     }
-}
-
-/// The sidecar's groups as [`GroupRmse`] rows.
-fn group_rows(sidecar: &serde_json::Value) -> Vec<GroupRmse> {
-    sidecar
-        .get("groups")
-        .and_then(serde_json::Value::as_array)
-        .map(|groups| {
-            groups
-                .iter()
-                .map(|g| GroupRmse {
-                    label: g["label"].as_str().unwrap_or("–").to_string(),
-                    queries: g["queries"].as_u64().unwrap_or(0) as usize,
-                    rmse: g["rmse"].as_f64().unwrap_or(f64::NAN),
-                })
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 impl PlanSummary {

@@ -246,3 +246,47 @@ fn a_release_with_nonneg_writes_consistent_non_negative_tables() {
     assert_eq!(std::fs::read(&book).unwrap(), before);
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// A report of more answers than a page can show is refused before the
+/// charge (400 × 400 = 160,000 answers).
+#[test]
+fn a_report_past_its_size_is_refused_before_the_charge() {
+    let dir = common::scratch_dir("report-too-large");
+    let values: Vec<String> = (0..400).map(|i| format!("\"v{i}\"")).collect();
+    let values = values.join(", ");
+    std::fs::write(
+        dir.join("schema.json"),
+        format!(
+            r#"{{"domain": [{{"name": "x", "column": "x", "values": [{values}]}},
+                {{"name": "y", "column": "y", "values": [{values}]}}]}}"#
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("spec.json"),
+        r#"{"domain": [{"name": "x", "size": 400}, {"name": "y", "size": 400}],
+            "queries": [{"marginal": ["x", "y"]}]}"#,
+    )
+    .unwrap();
+    std::fs::write(dir.join("records.csv"), "x,y\nv1,v2\n").unwrap();
+    let book = dir.join("ledger.jsonl");
+    ledger::create(&book, PrivacyBudget::pure(1.0).unwrap()).unwrap();
+    let before = std::fs::read(&book).unwrap();
+    let release = Release {
+        report: Some(dir.join("report.html")),
+        ..Release::new(
+            dir.join("schema.json"),
+            dir.join("spec.json"),
+            PrivacyBudget::pure(1.0).unwrap(),
+            &book,
+        )
+    };
+    let refused = release.run(Data::Records(dir.join("records.csv")));
+    assert!(
+        matches!(&refused, Err(dpmm::Error::BadInput(m)) if m.contains("160000 answers")),
+        "{:?}",
+        refused.err()
+    );
+    assert_eq!(std::fs::read(&book).unwrap(), before);
+    std::fs::remove_dir_all(dir).unwrap();
+}
