@@ -89,6 +89,11 @@ impl Data {
     }
 }
 
+/// A release asking for a report ([`crate::report`]) is refused, before
+/// its charge, past this many answers: the page would pass 50 MB and no
+/// longer open.
+pub const MAX_REPORT_ANSWERS: f64 = 150_000.0;
+
 /// A release: where everything is, and the privacy it spends.
 ///
 /// Either `workload` (a spec: the strategy is planned now) or `plan` (a
@@ -203,10 +208,10 @@ impl Release {
             .then(|| Marginals::of(&p.workload))
             .transpose()?;
         let queries = p.workload.num_queries();
-        if self.report.is_some() && queries > crate::report::MAX_REPORT_ANSWERS {
+        if self.report.is_some() && queries > MAX_REPORT_ANSWERS {
             return Err(Error::BadInput(format!(
                 "--report: {queries} answers are more than one page can show (at most {})",
-                crate::report::MAX_REPORT_ANSWERS
+                MAX_REPORT_ANSWERS
             )));
         }
         let outputs = self.out.iter().flat_map(|out| {

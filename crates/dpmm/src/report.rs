@@ -24,10 +24,6 @@ use crate::plan::PlanSummary;
 use crate::release_figures::{GroupRmse, group_rmse};
 use crate::release_plan::factor_row;
 
-/// A release asking for a report is refused (before its charge) past this
-/// many answers: the page would pass 50 MB and no longer open.
-pub const MAX_REPORT_ANSWERS: f64 = 150_000.0;
-
 /// One-attribute tables up to this many rows are drawn as labelled bars.
 pub const MAX_BARS: usize = 60;
 
