@@ -129,6 +129,13 @@ impl Reconstructor {
         self.orthogonal.as_ref().map(|o| o.variances.as_slice())
     }
 
+    /// The per-query fourth power sums of the noise coefficients
+    /// ([`Reconstruction::fourth_powers`]), when known without the values
+    /// (the orthogonal-terms path).
+    pub fn unit_fourth_powers(&self) -> Option<&[f64]> {
+        self.orthogonal.as_ref().map(|o| o.fourth.as_slice())
+    }
+
     /// The answers and variances from the measured `values`, for the
     /// workload and strategy this was prepared with (a different strategy
     /// is refused).
@@ -168,6 +175,7 @@ impl Reconstructor {
                 variances: plan.variances.iter().map(|v| v * noise_variance).collect(),
                 method: ReconstructionMethod::OrthogonalTerms,
                 variance_method: VarianceMethod::Exact,
+                fourth_powers: Some(plan.fourth.clone()),
                 solver: None,
             });
         }
@@ -425,6 +433,8 @@ struct OrthogonalPlan {
     /// Per workload product, the indices of the terms it reads.
     relevant: Vec<Vec<usize>>,
     variances: Vec<f64>,
+    /// `Σⱼ cⱼ⁴` per query: `Σ_t s⁴ Πᵢ ‖(Wᵢ F_{t,i}⁺)_{rᵢ}‖₄⁴`.
+    fourth: Vec<f64>,
 }
 
 impl OrthogonalPlan {
@@ -432,6 +442,7 @@ impl OrthogonalPlan {
         let terms = build_terms(measured, &workload.domain().shape())?;
         let mut relevant = Vec::new();
         let mut variances = Vec::new();
+        let mut fourth = Vec::new();
         for (p, (c, ws)) in explicit_products(workload)?.into_iter().enumerate() {
             // A term contributes nothing when, on some attribute, the query
             // factor has constant rows (a multiple of 1ᵀ per row) and the
@@ -454,35 +465,46 @@ impl OrthogonalPlan {
                 .iter()
                 .try_fold(1usize, |acc, w| acc.checked_mul(w.nrows()));
             let mut var = super::resources::try_zeros(m, "the variances")?;
+            let mut quartic = super::resources::try_zeros(m, "the fourth power sums")?;
             for t in read {
-                // Row norms² of each Wᵢ F⁺, multiplied out over attributes.
-                let norms: Vec<Mat<f64>> = ws
+                // Row power sums of each Wᵢ F⁺, multiplied out over
+                // attributes: the coefficients of a term's noise are a
+                // Kronecker product of those rows.
+                let qs: Vec<Mat<f64>> = ws
                     .iter()
                     .zip(&t.factors)
-                    .map(|(w, f)| {
-                        let q = query_factor(w, f);
-                        Mat::from_fn(q.nrows(), 1, |r, _| {
-                            (0..q.ncols()).map(|j| q[(r, j)] * q[(r, j)]).sum::<f64>()
-                        })
-                    })
+                    .map(|(w, f)| query_factor(w, f))
                     .collect();
-                let nrefs: Vec<&Mat<f64>> = norms.iter().collect();
-                let vpart = kron_matvec(&nrefs, &[1.0])?;
-                let s2 = (c / t.scalar).powi(2);
-                for (v, p) in var.iter_mut().zip(&vpart) {
-                    *v += s2 * p;
+                let s = c / t.scalar;
+                for (power, out) in [(2, &mut var), (4, &mut quartic)] {
+                    let sums: Vec<Mat<f64>> = qs
+                        .iter()
+                        .map(|q| {
+                            Mat::from_fn(q.nrows(), 1, |r, _| {
+                                (0..q.ncols()).map(|j| q[(r, j)].powi(power)).sum::<f64>()
+                            })
+                        })
+                        .collect();
+                    let refs: Vec<&Mat<f64>> = sums.iter().collect();
+                    let part = kron_matvec(&refs, &[1.0])?;
+                    let sp = s.powi(power);
+                    for (v, p) in out.iter_mut().zip(&part) {
+                        *v += sp * p;
+                    }
                 }
             }
-            variances
-                .try_reserve(var.len())
-                .map_err(|_| invalid("the variances cannot be allocated".into()))?;
-            variances.extend(var);
+            for (all, one) in [(&mut variances, var), (&mut fourth, quartic)] {
+                all.try_reserve(one.len())
+                    .map_err(|_| invalid("the variances cannot be allocated".into()))?;
+                all.extend(one);
+            }
             relevant.push(reads);
         }
         Ok(Self {
             terms,
             relevant,
             variances,
+            fourth,
         })
     }
 
@@ -603,11 +625,17 @@ fn dense(problem: &Problem) -> Result<Reconstruction> {
     let variances = (0..w.nrows())
         .map(|r| v * (0..w.ncols()).map(|j| wx[(r, j)] * w[(r, j)]).sum::<f64>())
         .collect();
+    // The noise coefficients W (AᵀA)⁺ Aᵀ, row by row.
+    let coefficients = dp_linalg::gemm(wx.as_ref(), a.transpose(), Par::Seq);
+    let fourth = (0..w.nrows())
+        .map(|r| (0..a.nrows()).map(|j| coefficients[(r, j)].powi(4)).sum())
+        .collect();
     Ok(Reconstruction {
         answers: (0..w.nrows()).map(|r| ans[(r, 0)]).collect(),
         variances,
         method: ReconstructionMethod::Dense,
         variance_method: VarianceMethod::Exact,
+        fourth_powers: Some(fourth),
         solver: None,
     })
 }

@@ -368,6 +368,7 @@ pub(super) fn iterative(problem: &Problem, options: &CgOptions) -> Result<Recons
         variances,
         method: ReconstructionMethod::ConjugateGradient,
         variance_method,
+        fourth_powers: None,
         solver: Some(report),
     })
 }

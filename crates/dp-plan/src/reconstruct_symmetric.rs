@@ -44,6 +44,8 @@ struct Term {
     u: Vec<f64>,
     /// `c²` for a term `c 1ᵀ` on no attribute, else 1.
     gain: f64,
+    /// The factors on the support (`[c]` for a term on no attribute).
+    factors: Vec<Mat<f64>>,
 }
 
 fn invalid(reason: String) -> DpError {
@@ -106,6 +108,7 @@ pub(super) fn symmetric(problem: &Problem) -> Option<Result<Reconstruction>> {
                 ab: Vec::new(),
                 u: vec![c * y[0]],
                 gain: c * c,
+                factors: t.factors.clone(),
             });
             continue;
         }
@@ -125,6 +128,7 @@ pub(super) fn symmetric(problem: &Problem) -> Option<Result<Reconstruction>> {
             ab,
             u,
             gain: 1.0,
+            factors: t.factors.clone(),
         });
     }
     Some(answer_all(workload, &shape, &terms, v))
@@ -197,6 +201,7 @@ fn answer_all(
         res.get(&t.support);
     }
     let (mut answers, mut variances) = (Vec::new(), Vec::new());
+    let mut fourth = Some(Vec::new());
     for (p, (c, ws)) in explicit_products(workload)?.into_iter().enumerate() {
         let rowsum: Vec<Mat<f64>> = ws
             .iter()
@@ -216,6 +221,7 @@ fn answer_all(
             .try_fold(1usize, |acc, w| acc.checked_mul(w.nrows()));
         let mut ans = super::resources::try_zeros(m, "the answers")?;
         let mut var = super::resources::try_zeros(m, "the variances")?;
+        let mut sets = Vec::new();
         if zero.iter().all(|z| free.contains(z)) {
             let optional: Vec<usize> = free.iter().copied().filter(|i| !zero.contains(i)).collect();
             if optional.len() > MAX_FREE_ATTRIBUTES {
@@ -240,8 +246,16 @@ fn answer_all(
                 add_part(
                     &ws, &rowsum, &set, shape, &table, lambda, v, &mut ans, &mut var,
                 )?;
+                sets.push((set, lambda));
             }
         }
+        fourth = match fourth {
+            Some(mut all) => fourth_powers(&ws, &rowsum, shape, terms, &sets)?.map(|f| {
+                all.extend(f.iter().map(|x| c.powi(4) * x));
+                all
+            }),
+            None => None,
+        };
         answers.extend(ans.iter().map(|a| c * a));
         variances.extend(var.iter().map(|s| c * c * s));
     }
@@ -250,8 +264,113 @@ fn answer_all(
         variances,
         method: ReconstructionMethod::ResidualBasis,
         variance_method: VarianceMethod::Exact,
+        fourth_powers: fourth,
         solver: None,
     })
+}
+
+/// Most ordered quadruples of residual sets expanded per term by
+/// [`fourth_powers`] (past it the fourth powers are not computed).
+const MAX_QUADRUPLES: usize = 1 << 20;
+
+/// `Σⱼ cⱼ⁴` of each query row of one product (`ws`, row sums `rowsum`),
+/// whose answer reads the residual sets `sets` (with their `λ_T`).
+///
+/// A query `w = ⊗ wᵢ` has noise coefficients `Ã (ÃᵀÃ)⁻¹ w`; on term `t`
+/// (support `S_t`) they are
+/// `Πᵢ∉S_t (1ᵀwᵢ) · Σ_{T⊆S_t} λ_T⁻¹ ⊗ᵢ∈S_t h_{T,i}`, with
+/// `h_{T,i} = F (wᵢ − mᵢ1)` for `i ∈ T` and `F 1 mᵢ` otherwise
+/// (`mᵢ = 1ᵀwᵢ/nᵢ`): `1ᵀ P⊥ = 0` drops the sets leaving the support. The
+/// fourth power of that sum, expanded over ordered quadruples of sets,
+/// factors over attributes: attribute `i` contributes
+/// `Σⱼ pⱼᵏ qⱼ⁴⁻ᵏ` (`p = F(wᵢ − mᵢ1)`, `q = F1 mᵢ`) where `k` counts the
+/// quadruple's sets holding `i`. `None` when a term would expand more than
+/// [`MAX_QUADRUPLES`] quadruples.
+fn fourth_powers(
+    ws: &[Mat<f64>],
+    rowsum: &[Mat<f64>],
+    shape: &[usize],
+    terms: &[Term],
+    sets: &[(Vec<usize>, f64)],
+) -> Result<Option<Vec<f64>>> {
+    let rows: usize = ws.iter().map(|w| w.nrows()).product();
+    let mut out = super::resources::try_zeros(Some(rows), "the fourth power sums")?;
+    for t in terms {
+        let reads: Vec<&(Vec<usize>, f64)> = sets
+            .iter()
+            .filter(|(set, _)| set.iter().all(|i| t.support.contains(i)))
+            .collect();
+        if reads.is_empty() {
+            continue;
+        }
+        if reads
+            .len()
+            .checked_pow(4)
+            .is_none_or(|q| q > MAX_QUADRUPLES)
+        {
+            return Ok(None);
+        }
+        let scalar = if t.support.is_empty() {
+            t.factors[0][(0, 0)]
+        } else {
+            1.0
+        };
+        // Per support attribute, μ(r, k) = Σⱼ pⱼᵏ qⱼ⁴⁻ᵏ for k = 0..=4.
+        let mu: Vec<Vec<[f64; 5]>> = t
+            .support
+            .iter()
+            .zip(&t.factors)
+            .map(|(&i, f)| {
+                let (w, n) = (&ws[i], shape[i] as f64);
+                let ones: Vec<f64> = (0..f.nrows())
+                    .map(|j| (0..f.ncols()).map(|k| f[(j, k)]).sum())
+                    .collect();
+                let wf = dp_linalg::gemm(w.as_ref(), f.transpose(), dp_linalg::Par::Seq);
+                (0..w.nrows())
+                    .map(|r| {
+                        let m = rowsum[i][(r, 0)] / n;
+                        let mut acc = [0.0; 5];
+                        for (j, &one) in ones.iter().enumerate() {
+                            let (p, q) = (wf[(r, j)] - m * one, m * one);
+                            for (k, a) in acc.iter_mut().enumerate() {
+                                *a += p.powi(k as i32) * q.powi(4 - k as i32);
+                            }
+                        }
+                        acc
+                    })
+                    .collect()
+            })
+            .collect();
+        // Coefficient of each pattern k (per support attribute) over the
+        // ordered quadruples of sets.
+        let mut patterns: HashMap<Vec<u8>, f64> = HashMap::new();
+        let n = reads.len();
+        for code in 0..n.pow(4) {
+            let quad = [code % n, code / n % n, code / n / n % n, code / n / n / n];
+            let weight: f64 = quad.iter().map(|&q| 1.0 / reads[q].1).product();
+            let k: Vec<u8> = t
+                .support
+                .iter()
+                .map(|i| quad.iter().filter(|&&q| reads[q].0.contains(i)).count() as u8)
+                .collect();
+            *patterns.entry(k).or_insert(0.0) += weight;
+        }
+        for (k, weight) in patterns {
+            let factors: Vec<Mat<f64>> = (0..shape.len())
+                .map(|i| match t.support.iter().position(|&s| s == i) {
+                    Some(a) => Mat::from_fn(ws[i].nrows(), 1, |r, _| mu[a][r][k[a] as usize]),
+                    None => Mat::from_fn(ws[i].nrows(), 1, |r, _| rowsum[i][(r, 0)].powi(4)),
+                })
+                .collect();
+            let refs: Vec<&Mat<f64>> = factors.iter().collect();
+            let part = kron_matvec(&refs, &[1.0])?;
+            let w = weight * scalar.powi(4);
+            for (o, p) in out.iter_mut().zip(&part) {
+                *o += w * p;
+            }
+        }
+    }
+    Ok(Some(out))
 }
 
 /// Adds `λ⁻¹ (⊗ Mᵢ) c_T` to the answers and its variance share.

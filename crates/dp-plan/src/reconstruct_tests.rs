@@ -70,8 +70,14 @@ fn densify(m: &MeasuredStrategy, shape: &[usize]) -> Mat<f64> {
 }
 
 /// Truth: x̂ = Ã⁺ y by the dense pseudo-inverse of Ã itself, answers
-/// W x̂, variances v ‖wᵀÃ⁺‖².
-fn dense_truth(w: &StructuredWorkload, a: &Mat<f64>, y: &[f64], v: f64) -> (Vec<f64>, Vec<f64>) {
+/// W x̂, variances v ‖wᵀÃ⁺‖² and the noise coefficients' fourth powers
+/// ‖wᵀÃ⁺‖₄⁴.
+fn dense_truth(
+    w: &StructuredWorkload,
+    a: &Mat<f64>,
+    y: &[f64],
+    v: f64,
+) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
     let pinv = pseudo_inverse(a.as_ref(), None).unwrap();
     let wm = w.dense_matrix().unwrap();
     let wp = dp_linalg::gemm(wm.as_ref(), pinv.as_ref(), Par::Seq);
@@ -81,7 +87,10 @@ fn dense_truth(w: &StructuredWorkload, a: &Mat<f64>, y: &[f64], v: f64) -> (Vec<
     let vars = (0..wp.nrows())
         .map(|r| v * (0..y.len()).map(|i| wp[(r, i)].powi(2)).sum::<f64>())
         .collect();
-    (answers, vars)
+    let fourth = (0..wp.nrows())
+        .map(|r| (0..y.len()).map(|i| wp[(r, i)].powi(4)).sum::<f64>())
+        .collect();
+    (answers, vars, fourth)
 }
 
 fn noise(n: usize, seed: u64) -> Vec<f64> {
@@ -114,9 +123,14 @@ fn check_against_dense(
     let y = noise(a.nrows(), seed);
     let r = reconstruct(w, m, &y, v).unwrap();
     assert_eq!(r.method, method);
-    let (ans, var) = dense_truth(w, &a, &y, v);
+    let (ans, var, fourth) = dense_truth(w, &a, &y, v);
     assert_close(&r.answers, &ans, "answers");
     assert_close(&r.variances, &var, "variances");
+    assert_close(
+        r.fourth_powers.as_ref().unwrap(),
+        &fourth,
+        "fourth powers of the noise coefficients",
+    );
 }
 
 const DOMAIN: &str = r#"[{"name":"a","size":2},{"name":"b","size":3},{"name":"c","size":4}]"#;
@@ -251,6 +265,25 @@ fn marginal_template_strategies_use_the_residual_basis_and_match_the_dense_least
             {"kron":{"c":"prefix","b":{"ranges":[[0,1]]}}}, {"marginal":[]}]"#,
     );
     check_against_dense(&w, &strategy, 7, 0.9, ReconstructionMethod::ResidualBasis);
+    // Factors with Gram aI + b11ᵀ other than scaled identities: an
+    // identity stacked on a ones row (I + 11ᵀ) and scaled copies (dyadic,
+    // so that the kernel's quantization keeps the Gram's form exactly).
+    let stacked = |n: usize, s: f64| {
+        Mat::<f64>::from_fn(n + 1, n, |i, j| s * f64::from(u8::from(i == j || i == n)))
+    };
+    let other = MarginalStrategy::new(
+        vec![2, 3, 4],
+        &terms(vec![
+            (0.5, vec![]),
+            (1.0, vec![(0, stacked(2, 1.5))]),
+            (0.75, vec![(1, stacked(3, 1.0)), (2, eye(4))]),
+            (1.25, vec![(0, eye(2)), (2, stacked(4, 0.5))]),
+        ]),
+    )
+    .unwrap()
+    .measured_strategy()
+    .clone();
+    check_against_dense(&w, &other, 5, 1.3, ReconstructionMethod::ResidualBasis);
     // {a,b} needs the residual {a,b}, which no term covers.
     let ab = spec(DOMAIN, r#"[{"marginal":["a","b"]}]"#);
     let y = noise(densify(&strategy, &[2, 3, 4]).nrows(), 7);
@@ -341,7 +374,7 @@ fn conjugate_gradients_match_the_dense_least_squares_on_random_unions() {
         assert_eq!(r.method, ReconstructionMethod::ConjugateGradient);
         assert_eq!(r.variance_method, VarianceMethod::Exact);
         assert!(r.solver.unwrap().termination.converged());
-        let (ans, var) = dense_truth(w, &a, &y, 1.7);
+        let (ans, var, _) = dense_truth(w, &a, &y, 1.7);
         assert_close(&r.answers, &ans, "cg answers");
         assert_close(&r.variances, &var, "cg variances");
         // Past the exact-variance budget: the single-term bound, never
@@ -386,7 +419,7 @@ fn the_single_term_bound_is_exact_for_one_term_and_the_iteration_cap_is_reported
         r#"[{"kron":{"a":"prefix","c":"allrange"}}, {"marginal":["c"]}]"#,
     );
     let a = densify(&one, &[3, 4, 5]);
-    let (_, var) = dense_truth(&w, &a, &noise(a.nrows(), 1), 0.4);
+    let (_, var, _) = dense_truth(&w, &a, &noise(a.nrows(), 1), 0.4);
     let op = NormalOperator::new(&one, &[3, 4, 5]).unwrap();
     assert_close(&single_term_bounds(&op, &w, 0.4).unwrap(), &var, "bound");
     // One iteration cannot solve the full union: a typed stop, refused.

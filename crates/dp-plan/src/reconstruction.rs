@@ -61,6 +61,13 @@ pub struct Reconstruction {
     pub method: ReconstructionMethod,
     /// How the variances were computed.
     pub variance_method: VarianceMethod,
+    /// `Σⱼ cⱼ⁴` per query, where the query's noise is `Σⱼ cⱼ zⱼ` over the
+    /// strategy rows' independent draws `zⱼ` (so its variance is
+    /// `noise_variance · Σⱼ cⱼ²`): how the noise is spread over the draws,
+    /// which fixes its fourth cumulant and so the shape of its law
+    /// (`dp_core::intervals`). `None` where the path does not compute it
+    /// (conjugate gradients).
+    pub fourth_powers: Option<Vec<f64>>,
     /// How the iterative solve of the least squares stopped (the
     /// conjugate-gradient path only).
     pub solver: Option<CgReport>,
