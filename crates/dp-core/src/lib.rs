@@ -42,6 +42,7 @@ pub mod calibration;
 mod error;
 pub mod experiments;
 pub mod interrupt;
+pub mod intervals;
 pub mod kernel;
 mod least_squares;
 pub mod ledger;

@@ -6,6 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
+use dp_core::intervals::Interval;
 use dp_plan::reconstruct::Reconstruction;
 use dp_workloads::structured::StructuredWorkload;
 use dpmm_records::Schema;
@@ -13,9 +14,6 @@ use dpmm_records::Schema;
 use crate::Result;
 use crate::nonneg::Marginals;
 use crate::release_plan::QueryLabels;
-
-/// The two-sided 95% standard normal quantile.
-const Z95: f64 = 1.959_963_984_540_054;
 
 /// Queries per chunk of the answers CSV formatted on one thread.
 const CSV_CHUNK: usize = 1 << 16;
@@ -30,7 +28,8 @@ pub struct Answer {
     /// Its exact standard deviation (or an upper bound, as the sidecar's
     /// `variances` says).
     pub std_error: f64,
-    /// Lower end of the 95% interval.
+    /// Lower end of the 95% interval, from the answer's own noise law
+    /// ([`dp_core::intervals`]; the sidecar's `intervals` says how).
     pub ci_low: f64,
     /// Upper end of the 95% interval.
     pub ci_high: f64,
@@ -49,6 +48,10 @@ pub struct Answers {
     /// The non-negative consistent estimate of every answer, when asked
     /// for ([`crate::nonneg`]).
     pub(crate) nonneg: Option<Vec<f64>>,
+    /// The noise law of the strategy rows' draws, for the intervals.
+    pub(crate) interval: Interval,
+    /// The variance of one draw.
+    pub(crate) draw_variance: f64,
 }
 
 impl Answers {
@@ -71,13 +74,13 @@ impl Answers {
         (0..self.len().min(labels.len())).map(move |q| {
             let mut query = String::new();
             let w = labels.write(q, &mut query);
-            let (answer, std_error) = self.unweighted(q, w);
+            let (answer, std_error, half) = self.unweighted(q, w);
             Answer {
                 query,
                 answer,
                 std_error,
-                ci_low: answer - Z95 * std_error,
-                ci_high: answer + Z95 * std_error,
+                ci_low: answer - half,
+                ci_high: answer + half,
             }
         })
     }
@@ -147,11 +150,17 @@ impl Answers {
         &self.sidecar
     }
 
-    /// Query `q`'s answer and standard error, of the query itself: a spec
-    /// weight `w` steers the plan, not the answer.
-    fn unweighted(&self, q: usize, w: f64) -> (f64, f64) {
+    /// Query `q`'s answer, standard error and 95% half-width, of the query
+    /// itself: a spec weight `w` steers the plan, not the answer.
+    fn unweighted(&self, q: usize, w: f64) -> (f64, f64, f64) {
         let r = &self.reconstruction;
-        (r.answers[q] / w, r.variances[q].max(0.0).sqrt() / w)
+        let variance = r.variances[q].max(0.0);
+        let half = self.interval.half_width(
+            variance / self.draw_variance,
+            r.fourth_powers.as_ref().map(|f| f[q]),
+            self.draw_variance,
+        );
+        (r.answers[q] / w, variance.sqrt() / w, half / w.abs())
     }
 
     /// The answers CSV: `query,answer,std_error,ci_low,ci_high`, one row
@@ -172,8 +181,8 @@ impl Answers {
                     label.clear();
                     let w = labels.write(q, &mut label);
                     push_csv_field(&mut out, &label);
-                    let (a, se) = self.unweighted(q, w);
-                    for v in [a, se, a - Z95 * se, a + Z95 * se] {
+                    let (a, se, half) = self.unweighted(q, w);
+                    for v in [a, se, a - half, a + half] {
                         out.push(',');
                         out.push_str(number.format(v));
                     }

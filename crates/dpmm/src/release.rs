@@ -33,6 +33,7 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use dp_core::intervals::Interval;
 use dp_core::ledger::{Ledger, LedgerBudget};
 use dp_core::{
     Cost, MarginalStrategy, Measurement, MeasurementNoise, PrivacyBudget, PrivateMarginals,
@@ -280,6 +281,8 @@ impl Release {
             inputs,
             warnings: Vec::new(),
             nonneg: None,
+            interval: Interval::new(m.noise, m.granularity),
+            draw_variance: m.variance,
         };
         if let Some(tables) = nonneg {
             answers.estimate_nonneg(tables);
@@ -441,6 +444,7 @@ impl Ready {
                 variances: variances.to_vec(),
                 method: ReconstructionMethod::OrthogonalTerms,
                 variance_method: VarianceMethod::Exact,
+                fourth_powers: reconstructor.unit_fourth_powers().map(<[f64]>::to_vec),
                 solver: None,
             },
             None => reconstructor.run(workload, measured, &probe, 1.0)?,
@@ -644,28 +648,7 @@ fn sidecar(
             }
         },
         "queries": rec.answers.len(),
-        "intervals": intervals_method(&m.noise),
+        "intervals": Interval::new(m.noise, m.granularity).method(rec.fourth_powers.is_some()),
         "ledger": {"path": release.ledger.display().to_string(), "entry": entry},
     })
-}
-
-/// How the 95% intervals are made, for the sidecar: a normal
-/// approximation around the exact variance. Each answer's noise is a
-/// linear combination of the strategy rows' independent draws; under pure
-/// ε-DP these are discrete Laplace, whose tails are heavier than normal,
-/// so an answer carrying few draws is covered less often (a single Laplace
-/// draw: P(|X| ≤ 1.96σ) = 1 − e^(−1.96·√2) ≈ 93.7%).
-fn intervals_method(noise: &MeasurementNoise) -> &'static str {
-    match noise {
-        MeasurementNoise::DiscreteLaplace { .. } => {
-            "95% normal approximation: answer ± 1.96 std_error, std_error from the exact variance \
-             of each answer; the noise is a sum of discrete Laplace draws, heavier-tailed than \
-             normal, so an answer carrying few draws is covered less often (a single draw: about \
-             93.7%)"
-        }
-        MeasurementNoise::DiscreteGaussian { .. } => {
-            "95% normal approximation: answer ± 1.96 std_error, std_error from the exact variance \
-             of each answer; the noise is a sum of discrete Gaussian draws"
-        }
-    }
 }

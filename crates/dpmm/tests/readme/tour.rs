@@ -20,7 +20,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     release.out = Some(dir.join("answers.csv")); // and its sidecar, answers.csv.json
     let answers = release.run(Data::Records("datasets/fertility1980.csv.gz".into()))?;
     for a in answers.iter().take(5) {
-        println!("{:<36} {:>9.1} ± {:.1}", a.query, a.answer, 1.96 * a.std_error);
+        println!("{:<36} {:>9.1} in [{:.1}, {:.1}]", a.query, a.answer, a.ci_low, a.ci_high);
     }
     println!("{} answers written to {}", answers.len(), dir.display());
     Ok(())
