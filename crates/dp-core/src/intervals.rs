@@ -162,30 +162,29 @@ fn laplace_factor(w: f64) -> f64 {
     if w > TABLE_MAX_W {
         return 20f64.sqrt();
     }
-    let table = TABLE.get_or_init(build_table);
     // The upper node: the factor increases with w (heavier tails), so this
     // errs wide, by at most one step's change (about 6·10⁻⁴ σ).
-    let i = ((w / TABLE_STEP).ceil() as usize).min(table.len() - 1);
-    table[i]
+    node((w / TABLE_STEP).ceil() as usize)
 }
 
-static TABLE: OnceLock<Vec<f64>> = OnceLock::new();
-
-fn build_table() -> Vec<f64> {
-    let n = (TABLE_MAX_W / TABLE_STEP).round() as usize;
-    let mut out = Vec::with_capacity(n + 1);
-    let mut z = Z95;
-    for i in 0..=n {
-        let w = i as f64 * TABLE_STEP;
+/// The tabulated factor at `w = i · TABLE_STEP`, solved the first time it
+/// is asked for (a release meets a few dozen nodes).
+fn node(i: usize) -> f64 {
+    let table = TABLE.get_or_init(|| (0..=TABLE_NODES).map(|_| OnceLock::new()).collect());
+    let i = i.min(TABLE_NODES);
+    *table[i].get_or_init(|| {
         if i == 0 {
-            out.push(Z95);
-            continue;
+            Z95
+        } else {
+            solve_factor(i as f64 * TABLE_STEP, Z95)
         }
-        z = solve_factor(w, z);
-        out.push(z);
-    }
-    out
+    })
 }
+
+/// The last node's index.
+const TABLE_NODES: usize = (TABLE_MAX_W / TABLE_STEP) as usize;
+
+static TABLE: OnceLock<Vec<OnceLock<f64>>> = OnceLock::new();
 
 /// Newton's method on `coverage(z) = 0.95` from `start`.
 fn solve_factor(w: f64, start: f64) -> f64 {

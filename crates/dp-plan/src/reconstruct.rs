@@ -420,7 +420,7 @@ fn product(a: &Mat<f64>, b: &Mat<f64>) -> Mat<f64> {
 }
 
 /// Whether `w` is exactly a square identity.
-fn is_identity(w: &Mat<f64>) -> bool {
+pub(crate) fn is_identity(w: &Mat<f64>) -> bool {
     w.nrows() == w.ncols()
         && (0..w.ncols()).all(|j| (0..w.nrows()).all(|i| w[(i, j)] == f64::from(u8::from(i == j))))
 }

@@ -250,7 +250,7 @@ fn answer_all(
             }
         }
         fourth = match fourth {
-            Some(mut all) => fourth_powers(&ws, &rowsum, shape, terms, &sets)?.map(|f| {
+            Some(mut all) => fourth_powers(&ws, &rowsum, shape, terms, &sets, &free)?.map(|f| {
                 all.extend(f.iter().map(|x| c.powi(4) * x));
                 all
             }),
@@ -269,12 +269,15 @@ fn answer_all(
     })
 }
 
-/// Most ordered quadruples of residual sets expanded per term by
-/// [`fourth_powers`] (past it the fourth powers are not computed).
-const MAX_QUADRUPLES: usize = 1 << 20;
+/// Most attributes of one term on which the residual sets an answer reads
+/// differ (the fourth powers expand `5^k` patterns; past it they are not
+/// computed).
+const MAX_PATTERN_ATTRIBUTES: usize = 8;
 
 /// `Σⱼ cⱼ⁴` of each query row of one product (`ws`, row sums `rowsum`),
-/// whose answer reads the residual sets `sets` (with their `λ_T`).
+/// whose answer reads the residual sets `sets` (with their `λ_T`); `free`
+/// are the attributes where some query row is not constant (elsewhere
+/// `p = 0`).
 ///
 /// A query `w = ⊗ wᵢ` has noise coefficients `Ã (ÃᵀÃ)⁻¹ w`; on term `t`
 /// (support `S_t`) they are
@@ -283,94 +286,185 @@ const MAX_QUADRUPLES: usize = 1 << 20;
 /// (`mᵢ = 1ᵀwᵢ/nᵢ`): `1ᵀ P⊥ = 0` drops the sets leaving the support. The
 /// fourth power of that sum, expanded over ordered quadruples of sets,
 /// factors over attributes: attribute `i` contributes
-/// `Σⱼ pⱼᵏ qⱼ⁴⁻ᵏ` (`p = F(wᵢ − mᵢ1)`, `q = F1 mᵢ`) where `k` counts the
-/// quadruple's sets holding `i`. `None` when a term would expand more than
-/// [`MAX_QUADRUPLES`] quadruples.
+/// `μᵢ(k) = Σⱼ pⱼᵏ qⱼ⁴⁻ᵏ` (`p = F(wᵢ − mᵢ1)`, `q = F1 mᵢ`) where `k`
+/// counts the quadruple's sets holding `i`. The quadruples' weights
+/// `Π λ⁻¹` are gathered per pattern `k` by convolving the sets' indicator
+/// vectors four times, and the patterns are contracted with the `μᵢ` by
+/// one Kronecker product per group of terms (the same free attributes in
+/// the support, the same factors there up to scale). `None` when the sets
+/// of a term differ on more than [`MAX_PATTERN_ATTRIBUTES`] attributes.
 fn fourth_powers(
     ws: &[Mat<f64>],
     rowsum: &[Mat<f64>],
     shape: &[usize],
     terms: &[Term],
     sets: &[(Vec<usize>, f64)],
+    free: &[usize],
 ) -> Result<Option<Vec<f64>>> {
-    let rows: usize = ws.iter().map(|w| w.nrows()).product();
-    let mut out = super::resources::try_zeros(Some(rows), "the fourth power sums")?;
+    // Each attribute's row sums to the fourth.
+    let fixed: Vec<Mat<f64>> = (0..ws.len())
+        .map(|i| Mat::from_fn(ws[i].nrows(), 1, |r, _| rowsum[i][(r, 0)].powi(4)))
+        .collect();
+    let cells: usize = free.iter().map(|&i| ws[i].nrows()).product();
+    let mut inner = super::resources::try_zeros(Some(cells), "the fourth power sums")?;
+    // Terms grouped by the free attributes their support holds and their
+    // factors there up to scale (`F = s G`, μ scales by s⁴): an OPT_M
+    // strategy's terms are scaled identities, so a product of marginals
+    // meets a few groups, however many terms there are.
+    type Key = (Vec<usize>, Vec<u64>);
+    let mut groups: HashMap<Key, (f64, Vec<Mat<f64>>)> = HashMap::new();
     for t in terms {
-        let reads: Vec<&(Vec<usize>, f64)> = sets
-            .iter()
-            .filter(|(set, _)| set.iter().all(|i| t.support.contains(i)))
-            .collect();
-        if reads.is_empty() {
-            continue;
-        }
-        if reads
-            .len()
-            .checked_pow(4)
-            .is_none_or(|q| q > MAX_QUADRUPLES)
-        {
-            return Ok(None);
-        }
-        let scalar = if t.support.is_empty() {
-            t.factors[0][(0, 0)]
+        let mut scalar = if t.support.is_empty() {
+            t.factors[0][(0, 0)].powi(4)
         } else {
             1.0
         };
-        // Per support attribute, μ(r, k) = Σⱼ pⱼᵏ qⱼ⁴⁻ᵏ for k = 0..=4.
-        let mu: Vec<Vec<[f64; 5]>> = t
-            .support
-            .iter()
-            .zip(&t.factors)
-            .map(|(&i, f)| {
-                let (w, n) = (&ws[i], shape[i] as f64);
-                let ones: Vec<f64> = (0..f.nrows())
-                    .map(|j| (0..f.ncols()).map(|k| f[(j, k)]).sum())
-                    .collect();
-                let wf = dp_linalg::gemm(w.as_ref(), f.transpose(), dp_linalg::Par::Seq);
-                (0..w.nrows())
-                    .map(|r| {
-                        let m = rowsum[i][(r, 0)] / n;
-                        let mut acc = [0.0; 5];
-                        for (j, &one) in ones.iter().enumerate() {
-                            let (p, q) = (wf[(r, j)] - m * one, m * one);
-                            for (k, a) in acc.iter_mut().enumerate() {
-                                *a += p.powi(k as i32) * q.powi(4 - k as i32);
-                            }
-                        }
-                        acc
-                    })
-                    .collect()
-            })
-            .collect();
-        // Coefficient of each pattern k (per support attribute) over the
-        // ordered quadruples of sets.
-        let mut patterns: HashMap<Vec<u8>, f64> = HashMap::new();
-        let n = reads.len();
-        for code in 0..n.pow(4) {
-            let quad = [code % n, code / n % n, code / n / n % n, code / n / n / n];
-            let weight: f64 = quad.iter().map(|&q| 1.0 / reads[q].1).product();
-            let k: Vec<u8> = t
-                .support
-                .iter()
-                .map(|i| quad.iter().filter(|&&q| reads[q].0.contains(i)).count() as u8)
-                .collect();
-            *patterns.entry(k).or_insert(0.0) += weight;
+        let (mut shared, mut bits, mut shapes) = (Vec::new(), Vec::new(), Vec::new());
+        for (a, &i) in t.support.iter().enumerate() {
+            let f = &t.factors[a];
+            if !free.contains(&i) {
+                // k = 0 and p = 0 here: ‖F1 m‖₄⁴ = ‖F1‖₄⁴ (1ᵀw)⁴/n⁴, the
+                // row sums' part applied to every term below.
+                let ones = (0..f.nrows())
+                    .map(|j| (0..f.ncols()).map(|k| f[(j, k)]).sum::<f64>().powi(4))
+                    .sum::<f64>();
+                scalar *= ones / (shape[i] as f64).powi(4);
+                continue;
+            }
+            let s = (0..f.ncols())
+                .flat_map(|k| (0..f.nrows()).map(move |j| f[(j, k)].abs()))
+                .fold(0.0, f64::max);
+            scalar *= s.powi(4);
+            let g = Mat::from_fn(f.nrows(), f.ncols(), |j, k| {
+                if s > 0.0 { f[(j, k)] / s } else { 0.0 }
+            });
+            for k in 0..g.ncols() {
+                bits.extend((0..g.nrows()).map(|j| g[(j, k)].to_bits()));
+            }
+            bits.extend([g.nrows() as u64, g.ncols() as u64]);
+            shared.push(i);
+            shapes.push(g);
         }
-        for (k, weight) in patterns {
-            let factors: Vec<Mat<f64>> = (0..shape.len())
-                .map(|i| match t.support.iter().position(|&s| s == i) {
-                    Some(a) => Mat::from_fn(ws[i].nrows(), 1, |r, _| mu[a][r][k[a] as usize]),
-                    None => Mat::from_fn(ws[i].nrows(), 1, |r, _| rowsum[i][(r, 0)].powi(4)),
-                })
+        if scalar == 0.0 {
+            continue;
+        }
+        groups.entry((shared, bits)).or_insert((0.0, shapes)).0 += scalar;
+    }
+    let mut patterns: HashMap<Vec<usize>, Option<Patterns>> = HashMap::new();
+    let identity: Vec<bool> = ws.iter().map(crate::reconstruct::is_identity).collect();
+    for ((shared, _), (weight, shapes)) in groups {
+        let entry = patterns
+            .entry(shared.clone())
+            .or_insert_with(|| pattern_weights(&shared, sets));
+        let Some((varying, coef)) = entry.as_ref() else {
+            continue;
+        };
+        if varying.len() > MAX_PATTERN_ATTRIBUTES {
+            return Ok(None);
+        }
+        // Per free attribute of the support, the m × 5 table μ(r, k) (one
+        // column where the sets agree, k = 0).
+        let mut factors: Vec<Mat<f64>> = Vec::with_capacity(free.len());
+        for (&i, f) in shared.iter().zip(&shapes) {
+            let ones: Vec<f64> = (0..f.nrows())
+                .map(|j| (0..f.ncols()).map(|k| f[(j, k)]).sum())
                 .collect();
-            let refs: Vec<&Mat<f64>> = factors.iter().collect();
-            let part = kron_matvec(&refs, &[1.0])?;
-            let w = weight * scalar.powi(4);
-            for (o, p) in out.iter_mut().zip(&part) {
-                *o += w * p;
+            let (w, n) = (&ws[i], shape[i] as f64);
+            // W Fᵀ: an identity W (a marginal's attribute) reads Fᵀ itself.
+            let wf = if identity[i] {
+                f.transpose().to_owned()
+            } else {
+                dp_linalg::gemm(w.as_ref(), f.transpose(), dp_linalg::Par::Seq)
+            };
+            let k_max = if varying.contains(&i) { 5 } else { 1 };
+            factors.push(Mat::from_fn(w.nrows(), k_max, |r, k| {
+                let m = rowsum[i][(r, 0)] / n;
+                ones.iter()
+                    .enumerate()
+                    .map(|(j, &one)| {
+                        let (p, q) = (wf[(r, j)] - m * one, m * one);
+                        p.powi(k as i32) * q.powi(4 - k as i32)
+                    })
+                    .sum()
+            }));
+        }
+        // Free attributes off the support carry their row sums (k = 0).
+        let mut ordered: Vec<&Mat<f64>> = Vec::with_capacity(free.len());
+        let mut next = factors.iter();
+        for &i in free {
+            if shared.contains(&i) {
+                ordered.extend(next.next());
+            } else {
+                ordered.push(&fixed[i]);
             }
         }
+        let part = kron_matvec(&ordered, coef)?;
+        for (o, p) in inner.iter_mut().zip(&part) {
+            *o += weight * p;
+        }
     }
+    // The attributes where the query rows are constant: their row sums'
+    // fourth powers, as a Kronecker product with the free attributes'
+    // table (identities there).
+    let spread: Vec<Mat<f64>> = (0..shape.len())
+        .map(|i| {
+            if free.contains(&i) {
+                Mat::identity(ws[i].nrows(), ws[i].nrows())
+            } else {
+                fixed[i].clone()
+            }
+        })
+        .collect();
+    let refs: Vec<&Mat<f64>> = spread.iter().collect();
+    let out = kron_matvec(&refs, &inner)?;
     Ok(Some(out))
+}
+
+/// The attributes where a term's residual sets differ, and the weight of
+/// each pattern over them ([`pattern_weights`]).
+type Patterns = (Vec<usize>, Vec<f64>);
+
+/// For a term whose support meets the free attributes in `shared`: the
+/// attributes where the residual sets it reads (those inside `shared`)
+/// differ, and the weight `Σ Π λ⁻¹` of the ordered quadruples of those
+/// sets per pattern `k` (how many of the four hold each such attribute;
+/// base 5, first attribute most significant), by convolving the sets'
+/// indicator patterns four times. `None` when it reads no set.
+fn pattern_weights(shared: &[usize], sets: &[(Vec<usize>, f64)]) -> Option<(Vec<usize>, Vec<f64>)> {
+    let reads: Vec<&(Vec<usize>, f64)> = sets
+        .iter()
+        .filter(|(set, _)| set.iter().all(|i| shared.contains(i)))
+        .collect();
+    if reads.is_empty() {
+        return None;
+    }
+    let mut varying: Vec<usize> = reads.iter().flat_map(|(set, _)| set.clone()).collect();
+    varying.sort_unstable();
+    varying.dedup();
+    if varying.len() > MAX_PATTERN_ATTRIBUTES {
+        return Some((varying, Vec::new()));
+    }
+    let digit = |i: usize| -> usize {
+        let p = varying.iter().position(|&v| v == i).unwrap_or(0);
+        5usize.pow((varying.len() - 1 - p) as u32)
+    };
+    let size = 5usize.pow(varying.len() as u32);
+    let mut one = vec![0.0; size];
+    for (set, lambda) in &reads {
+        one[set.iter().map(|&i| digit(i)).sum::<usize>()] += 1.0 / lambda;
+    }
+    let mut coef = one.clone();
+    for _ in 1..4 {
+        let mut next = vec![0.0; size];
+        for (a, &x) in coef.iter().enumerate().filter(|(_, x)| **x != 0.0) {
+            for (b, &y) in one.iter().enumerate().filter(|(_, y)| **y != 0.0) {
+                // Digits never carry: at most four sets hold an attribute.
+                next[a + b] += x * y;
+            }
+        }
+        coef = next;
+    }
+    Some((varying, coef))
 }
 
 /// Adds `λ⁻¹ (⊗ Mᵢ) c_T` to the answers and its variance share.
