@@ -8,7 +8,7 @@ use std::sync::Arc;
 use dp_core::{KronTerm, PrivacyBudget};
 use dp_linalg::Mat;
 use dp_plan::StructuredPlan;
-use dp_plan::plan::{PlanFigures, PlanFile};
+use dp_plan::plan::{FactorValue, PlanFigures, PlanFile};
 use dp_workloads::domain::Domain;
 use dp_workloads::spec::parse_spec;
 use dp_workloads::structured::{Factor, StructuredWorkload};
@@ -94,9 +94,9 @@ impl Strategy {
         }
         let beside: Beside =
             serde_json::from_str(&text).map_err(|e| at(&format!("not a plan file: {e}")))?;
-        if file.version != 1 {
+        if !matches!(file.version, 1 | 2) {
             return Err(at(&format!(
-                "plan file version {} (this dpmm reads 1)",
+                "plan file version {} (this dpmm reads 1 and 2)",
                 file.version
             )));
         }
@@ -156,13 +156,42 @@ impl Strategy {
             return Err(at("'terms' must be a non-empty array"));
         }
         let mut out = Vec::with_capacity(file.terms.len());
+        // A shared matrix is built once and shared by every term naming it.
+        let mut shared: Vec<Option<Arc<Mat<f64>>>> = vec![None; file.matrices.len()];
         for (k, t) in file.terms.iter().enumerate() {
             let bad = |why: &str| at(&format!("terms[{k}]: {why}"));
             let mut fs = Vec::with_capacity(t.factors.len());
-            for (name, rows) in &t.factors {
+            for (name, value) in &t.factors {
                 let p = domain.position(name).map_err(|e| bad(&e.to_string()))?;
-                let m = matrix(rows, attrs[p].size).map_err(|e| bad(&e))?;
-                fs.push((p, Arc::new(m)));
+                let size = attrs[p].size;
+                let m = match value {
+                    FactorValue::Rows(rows) => Arc::new(matrix(rows, size).map_err(|e| bad(&e))?),
+                    FactorValue::Shared(i) => {
+                        let Some(slot) = shared.get_mut(*i) else {
+                            return Err(bad(&format!(
+                                "'{name}' names matrix {i}, and the file has {}",
+                                file.matrices.len()
+                            )));
+                        };
+                        match slot {
+                            Some(m) if m.ncols() == size => m.clone(),
+                            Some(_) => {
+                                return Err(bad(&format!(
+                                    "matrix {i} does not have '{name}''s {size} columns"
+                                )));
+                            }
+                            None => {
+                                let m = Arc::new(
+                                    matrix(&file.matrices[*i], size)
+                                        .map_err(|e| bad(&format!("matrix {i}: {e}")))?,
+                                );
+                                *slot = Some(m.clone());
+                                m
+                            }
+                        }
+                    }
+                };
+                fs.push((p, m));
             }
             fs.sort_by_key(|(p, _)| *p);
             out.push(KronTerm {

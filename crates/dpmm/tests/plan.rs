@@ -90,7 +90,8 @@ fn union_groups() -> Vec<Vec<Vec<f64>>> {
 }
 
 /// The strategy of a plan file: `weight · ⊗ factors`, `[[1, …, 1]]` for an
-/// attribute a term does not name, terms stacked.
+/// attribute a term does not name, a factor given inline or as an index
+/// into `matrices`, terms stacked.
 fn strategy_from_file(file: &Value) -> Vec<Vec<f64>> {
     let domain: Vec<(String, usize)> = file["domain"]
         .as_array()
@@ -108,18 +109,21 @@ fn strategy_from_file(file: &Value) -> Vec<Vec<f64>> {
         let mut product = vec![vec![term["weight"].as_f64().unwrap()]];
         for (name, size) in &domain {
             let factor: Vec<Vec<f64>> = match term["factors"].get(name) {
-                Some(m) => m
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|r| {
-                        r.as_array()
-                            .unwrap()
-                            .iter()
-                            .map(|x| x.as_f64().unwrap())
-                            .collect()
-                    })
-                    .collect(),
+                Some(m) => match m.as_u64() {
+                    Some(i) => &file["matrices"][i as usize],
+                    None => m,
+                }
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| {
+                    r.as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|x| x.as_f64().unwrap())
+                        .collect()
+                })
+                .collect(),
                 None => total(*size),
             };
             assert!(factor.iter().all(|r| r.len() == *size));
@@ -325,5 +329,84 @@ fn max_variance_is_refused_under_pure_dp_and_for_other_workloads() {
         assert!(run.is_refusal(), "{objective}: {run:?}");
         assert!(run.stderr.contains(says), "{}", run.stderr);
         assert!(!out.exists());
+    }
+}
+
+/// A plan file names each distinct factor matrix once (`matrices`, version
+/// 2); a version 1 file with every factor inline reads as the same plan,
+/// and a bad matrix reference is refused with a typed error.
+#[test]
+fn shared_and_inline_factors_read_as_the_same_plan() {
+    let dir = scratch_dir("plan-v1-v2");
+    let spec = dir.join("spec.json");
+    std::fs::write(&spec, UNION_SPEC).unwrap();
+    let out_path = dir.join("plan.json");
+    let out = dpmm(&[
+        "plan",
+        "--workload",
+        arg(&spec),
+        "--out",
+        arg(&out_path),
+        "--privacy",
+        "approx",
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-6",
+    ]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let v2: Value = serde_json::from_str(&std::fs::read_to_string(&out_path).unwrap()).unwrap();
+    assert_eq!(v2["version"], 2);
+    let matrices = v2["matrices"].as_array().unwrap();
+    let named: usize = v2["terms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["factors"].as_object().unwrap().len())
+        .sum();
+    assert!(matrices.len() <= named);
+    // The same plan with every factor inline, as dpmm wrote it before.
+    let mut v1 = v2.clone();
+    v1["version"] = 1.into();
+    v1.as_object_mut().unwrap().remove("matrices");
+    for t in v1["terms"].as_array_mut().unwrap() {
+        for (_, f) in t["factors"].as_object_mut().unwrap() {
+            *f = matrices[f.as_u64().unwrap() as usize].clone();
+        }
+    }
+    assert_eq!(strategy_from_file(&v1), strategy_from_file(&v2));
+    let load = |v: &Value| dpmm::SavedPlan::load(dpmm::Document::text(v.to_string(), "plan"), None);
+    let (a, b) = (load(&v1).unwrap(), load(&v2).unwrap());
+    assert_eq!(a.summary().objective, b.summary().objective);
+    assert_eq!(a.summary().groups.len(), b.summary().groups.len());
+    // An index past `matrices`, and a matrix on an attribute of another size.
+    let mut past = v2.clone();
+    past["terms"][0]["factors"]
+        .as_object_mut()
+        .unwrap()
+        .values_mut()
+        .for_each(|f| *f = 99.into());
+    let e = load(&past).err().unwrap().to_string();
+    assert!(e.contains("names matrix 99"), "{e}");
+    let sizes: Vec<usize> = matrices
+        .iter()
+        .map(|m| m[0].as_array().unwrap().len())
+        .collect();
+    if let Some(other) = (0..sizes.len()).find(|&j| sizes[j] != sizes[0]) {
+        let mut wrong = v2.clone();
+        let first = wrong["terms"]
+            .as_array_mut()
+            .unwrap()
+            .iter_mut()
+            .find_map(|t| {
+                t["factors"]
+                    .as_object_mut()
+                    .unwrap()
+                    .values_mut()
+                    .find(|f| f.as_u64() == Some(0))
+            });
+        *first.unwrap() = other.into();
+        let e = load(&wrong).err().unwrap().to_string();
+        assert!(e.contains("columns") || e.contains("entries"), "{e}");
     }
 }
