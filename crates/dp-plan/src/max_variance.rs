@@ -34,9 +34,9 @@
 //! Titterington & Torsney 1978; its monotone variants with an exponent,
 //! Yu, Ann. Statist. 2010): `λ_S ← λ_S (v_S/g)^κ`, renormalized — a fixed
 //! point has `v_S = g` on its support, the optimality condition. Here
-//! monotonicity is enforced, not assumed: a step must not lower `g` (κ
-//! halves until it does, and doubles, up to 4, after a success), so the
-//! lower bound never falls; the best upper bound seen is kept. It stops
+//! monotonicity is enforced, not assumed: a step must not lower `g` beyond
+//! rounding ([`FLAT`]; κ halves until it does not, and doubles, up to 4,
+//! after a success); the best lower and upper bounds seen are kept. It stops
 //! when the relative gap is at most the tolerance, or says why it could
 //! not ([`Termination`]). On a workload invariant under
 //! permutations of the attributes as well (all k-way marginals, equal
@@ -59,6 +59,14 @@ use dp_opt::{Budget, Executor, PrivacyModel, Solver, Termination};
 /// Largest exponent κ of the multiplicative step (κ = 2 is the exact step
 /// when every residual set lies in one marginal only).
 const MAX_EXPONENT: f64 = 4.0;
+
+/// Relative fall of `g` a step may make and still be taken. `g` is flat
+/// at its maximum (its error is quadratic in λ's, the variances' only
+/// linear), so once `g` has converged to rounding a step that still
+/// halves the primal gap can lower the computed `g` slightly; refusing it
+/// stalled the 0-3-way marginals on 100 attributes at a gap of 1.2e-6.
+/// The certificate is unaffected: its bounds are the best seen.
+const FLAT: f64 = 1e-10;
 
 /// Smallest exponent tried before the solver reports a stall.
 const MIN_EXPONENT: f64 = 1e-12;
@@ -287,7 +295,7 @@ impl Solver for Multiplicative<'_> {
             let total: f64 = next.iter().sum();
             next.iter_mut().for_each(|l| *l /= total);
             let trial = self.c.evaluate(&next);
-            if trial.lower.is_finite() && trial.lower >= self.at.lower {
+            if trial.lower.is_finite() && trial.lower >= self.at.lower * (1.0 - FLAT) {
                 self.exponent = (2.0 * self.exponent).min(MAX_EXPONENT);
                 break Some((next, trial));
             }
