@@ -127,7 +127,7 @@ fn objective_and_groups_match_the_dense_per_query_variances() {
     }
     assert_eq!(row, v.len());
     let c = plan.certificate.unwrap();
-    assert!(c.relative_gap <= 1e-6 && c.lower_bound <= plan.objective);
+    assert!(c.relative_gap <= 1e-7 && c.lower_bound <= plan.objective);
     // The solver moved off the uniform start: the optimum is not the sum
     // plan's.
     let sum = plan_strategy(&w, PrivacyModel::Approx, &PlanOptions::default()).unwrap();
@@ -214,7 +214,7 @@ fn twelve_mixed_attributes_certified_and_better_at_the_max_than_the_sum_plan() {
     let w = mixed_twelve();
     let max = plan_strategy(&w, PrivacyModel::Approx, &max_options()).unwrap();
     let c = max.certificate.unwrap();
-    assert!(c.relative_gap <= 1e-6, "{c:?} {:?}", max.termination);
+    assert!(c.relative_gap <= 1e-7, "{c:?} {:?}", max.termination);
     assert!(max.termination.converged());
     // The objective is the largest per-marginal variance of the groups
     // (a second code path).
@@ -379,4 +379,78 @@ fn repeated_marginals_count_their_heaviest_row() {
     let g = dp_linalg::gram(a.strategy.dense().unwrap().as_ref(), dp_linalg::Par::Seq);
     let dense_max = max_of(&dense_variances(&twice.dense_matrix().unwrap(), &g, true));
     assert!((a.objective - dense_max).abs() <= 1e-9 * dense_max);
+}
+
+/// The optimum of every 0..=k-way marginal on `d` attributes of `n` values
+/// by the symmetry reduction: the optimal λ is uniform within each level
+/// (marginal size), so the dual has k + 1 variables, `b_j` for a residual
+/// set of size j is `Σ_{m≥j} l_m C(d−j, m−j) a_{m,j}`, `a_{m,j} =
+/// ((n−1)^j/n^m)²`, and `g = (Σ_j C(d,j) √b_j)²`. Solved by the same
+/// multiplicative steps on k + 1 numbers, where rounding is negligible.
+fn levels_optimum(d: usize, n: usize, k: usize) -> f64 {
+    let choose = |a: usize, b: usize| -> f64 {
+        (0..b).fold(1.0, |acc, i| acc * (a - i) as f64 / (i + 1) as f64)
+    };
+    let a =
+        |m: usize, j: usize| ((n as f64 - 1.0).powi(j as i32) / (n as f64).powi(m as i32)).powi(2);
+    let count: Vec<f64> = (0..=k).map(|m| choose(d, m)).collect();
+    let mut l: Vec<f64> = vec![1.0 / count.iter().sum::<f64>(); k + 1];
+    let mut g = 0.0;
+    for _ in 0..200_000 {
+        let b: Vec<f64> = (0..=k)
+            .map(|j| (j..=k).map(|m| l[m] * choose(d - j, m - j) * a(m, j)).sum())
+            .collect();
+        let s: f64 = (0..=k).map(|j| count[j] * b[j].sqrt()).sum();
+        g = s * s;
+        let nu: Vec<f64> = b.iter().map(|x| x.sqrt() / s).collect();
+        let v: Vec<f64> = (0..=k)
+            .map(|m| (0..=m).map(|j| choose(m, j) * a(m, j) / nu[j]).sum())
+            .collect();
+        l = (0..=k).map(|m| l[m] * (v[m] / g).powi(2)).collect();
+        let z: f64 = (0..=k).map(|m| count[m] * l[m]).sum();
+        l.iter_mut().for_each(|x| *x /= z);
+    }
+    g
+}
+
+/// Every 0..=3-way marginal on 100 attributes of 10 values (166,751
+/// marginals, ResidualPlanner's headline workload): certified to the
+/// default tolerance, at the optimum of the symmetry reduction. The dual
+/// is flat at its maximum, and refusing steps that lowered it by rounding
+/// once stalled this plan at a gap of 1.2·10⁻⁶.
+#[test]
+fn a_hundred_attributes_converge_to_the_reduced_optimum() {
+    let d = 100;
+    let names: Vec<String> = (0..d).map(|i| format!("a{i}")).collect();
+    let pairs: Vec<(&str, usize)> = names.iter().map(|s| (s.as_str(), 10)).collect();
+    let domain = Domain::from_pairs(&pairs).unwrap();
+    let mut sets: Vec<(AttrSet, f64)> = vec![(0, 1.0)];
+    for i in 0..d {
+        sets.push((1 << i, 1.0));
+        for j in i + 1..d {
+            sets.push((1 << i | 1 << j, 1.0));
+            for k in j + 1..d {
+                sets.push((1 << i | 1 << j | 1 << k, 1.0));
+            }
+        }
+    }
+    assert_eq!(sets.len(), 166_751);
+    let w = marginals(&domain, &sets);
+    let plan = plan_strategy(&w, PrivacyModel::Approx, &max_options()).unwrap();
+    assert!(plan.termination.converged(), "{:?}", plan.termination);
+    let c = plan.certificate.unwrap();
+    assert!(c.relative_gap <= 1e-7, "{c:?}");
+    let truth = levels_optimum(d, 10, 3);
+    // The dual bound holds up to the rounding of its sums over 1.7·10⁵
+    // residual sets (it lands 8·10⁻¹² above).
+    assert!(
+        c.lower_bound <= truth * (1.0 + 1e-10),
+        "{} > {truth}",
+        c.lower_bound
+    );
+    assert!(
+        (plan.objective - truth).abs() <= 1.1e-7 * truth,
+        "{} vs {truth}",
+        plan.objective
+    );
 }
