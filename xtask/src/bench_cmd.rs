@@ -5,7 +5,8 @@
 //! binary, so that its peak resident memory is its own.
 //!
 //! `cargo xtask bench peers`: dpmm beside HDMM in one run
-//! ([`crate::peers_cmd`]).
+//! ([`crate::peers_cmd`]); `cargo xtask bench rp-peers`: beside
+//! ResidualPlanner ([`dp_bench::rp_peers`]).
 //!
 //! `cargo xtask bench release`: `dpmm release` on generated records
 //! ([`dp_bench::release_bench`]).
@@ -28,7 +29,9 @@ pub struct BenchArgs {
     /// beside HDMM when `HDMM_SRC` is set; `--sizes` default 512) or
     /// `release` (`dpmm release` on generated records; `--sizes` are
     /// record counts, default 1000000,10000000) or `guards` (huge domains
-    /// through `dpmm plan` and `dpmm release`).
+    /// through `dpmm plan` and `dpmm release`) or `rp-peers` (dpmm beside
+    /// ResidualPlanner when `RP_SRC` is set; `--sizes` are attribute
+    /// counts, default 10,20,50,100).
     #[arg(value_enum)]
     target: BenchTarget,
     /// Workload family.
@@ -67,6 +70,8 @@ enum BenchTarget {
     Lrm,
     /// dpmm beside HDMM.
     Peers,
+    /// dpmm beside ResidualPlanner.
+    RpPeers,
     /// `dpmm release` on generated records.
     Release,
     /// Huge domains through `dpmm plan` and `dpmm release`.
@@ -78,7 +83,7 @@ impl BenchTarget {
         match self {
             Self::Coa => Some(ScalingTarget::Coa),
             Self::Lrm => Some(ScalingTarget::Lrm),
-            Self::Peers | Self::Release | Self::Guards => None,
+            Self::Peers | Self::RpPeers | Self::Release | Self::Guards => None,
         }
     }
 }
@@ -87,6 +92,7 @@ impl BenchTarget {
 pub fn run(args: &BenchArgs) -> Result<()> {
     let default: &[usize] = match args.target {
         BenchTarget::Peers => &[512],
+        BenchTarget::RpPeers => &dp_bench::rp_peers::RP_DIMENSIONS,
         BenchTarget::Release => &[1_000_000, 10_000_000],
         _ => &[256, 512, 1024],
     };
@@ -103,6 +109,9 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     }
     if args.target == BenchTarget::Guards {
         return dp_bench::guards_bench::print_bench(&args.dpmm);
+    }
+    if args.target == BenchTarget::RpPeers {
+        return crate::peers_cmd::run_rp(sizes, args.json);
     }
     if args.target == BenchTarget::Release {
         return dp_bench::release_bench::print_bench(&args.dpmm, sizes);

@@ -1,6 +1,8 @@
 //! `cargo xtask bench peers`: prints issue 21's side-by-side table (the
 //! measurement is [`dp_bench::peers`]). Without `HDMM_SRC` (or a Python
-//! with numpy and scipy) only dpmm's columns are filled.
+//! with numpy and scipy) only dpmm's columns are filled. `cargo xtask
+//! bench rp-peers` does the same beside ResidualPlanner
+//! ([`dp_bench::rp_peers`]; without `RP_SRC`, dpmm alone).
 
 use dp_bench::peers::{Hdmm, PEER_WORKLOADS, measure, table_line, table_preamble};
 use dp_bench::procfs::load_average;
@@ -38,5 +40,34 @@ pub fn run(sizes: &[usize], models: &[PrivacyModel], json: bool) -> Result<()> {
     }
     // Best effort: the directory holds only this run's Gram and strategy files.
     let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+/// The ResidualPlanner table for attribute counts `dims` (10 values each,
+/// every 0..=3-way marginal), both objectives; one JSON object per row
+/// with `json`.
+pub fn run_rp(dims: &[usize], json: bool) -> Result<()> {
+    use dp_bench::rp_peers::{ResidualPlanner, measure, table_line, table_preamble};
+    let rp = ResidualPlanner::from_env();
+    if !json {
+        for line in table_preamble(load_average(), rp.is_some()) {
+            println!("{line}");
+        }
+    }
+    for objective in ["sumvar", "maxvar"] {
+        for &d in dims {
+            let row = measure(10, d, 3, objective, rp.as_ref())?;
+            if json {
+                let text = serde_json::to_string(&row).map_err(|e| DpError::Io(e.to_string()))?;
+                println!("{text}");
+            } else {
+                println!("{}", table_line(&row));
+            }
+        }
+    }
+    if !json {
+        let load = load_average().map_or("?".into(), |l| format!("{l:.1}"));
+        println!("load average at end {load}");
+    }
     Ok(())
 }

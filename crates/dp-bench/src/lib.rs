@@ -25,6 +25,7 @@ pub mod procfs;
 pub mod progress;
 pub mod regress;
 pub mod release_bench;
+pub mod rp_peers;
 pub mod scaling;
 pub mod stats;
 

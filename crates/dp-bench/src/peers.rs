@@ -201,6 +201,23 @@ np.save(sys.argv[4], A)
 print(dt, dc)
 "#;
 
+/// `PEER_PYTHON` (default `python3`) and the source directory named by
+/// the environment variable `src_var`, if that Python, with the directory
+/// first on its path, imports `modules`.
+pub(crate) fn peer_python(src_var: &str, modules: &str) -> Option<(PathBuf, PathBuf)> {
+    let src = PathBuf::from(std::env::var_os(src_var)?);
+    let python = std::env::var_os("PEER_PYTHON").map_or("python3".into(), PathBuf::from);
+    let probe = format!(
+        "import sys; sys.path.insert(0, {:?}); import {modules}",
+        src.display().to_string()
+    );
+    let ok = Command::new(&python)
+        .args(["-c", &probe])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    ok.then_some((python, src))
+}
+
 /// HDMM's source and a Python able to run it.
 #[derive(Debug, Clone)]
 pub struct Hdmm {
@@ -212,17 +229,8 @@ impl Hdmm {
     /// From `HDMM_SRC` and `PEER_PYTHON` (default `python3`), if that
     /// Python imports numpy, scipy and HDMM; `None` otherwise.
     pub fn from_env() -> Option<Self> {
-        let src = PathBuf::from(std::env::var_os("HDMM_SRC")?);
-        let python = std::env::var_os("PEER_PYTHON").map_or("python3".into(), PathBuf::from);
-        let probe = format!(
-            "import sys; sys.path.insert(0, {:?}); import numpy, scipy, hdmm",
-            src.display().to_string()
-        );
-        let ok = Command::new(&python)
-            .args(["-c", &probe])
-            .output()
-            .is_ok_and(|o| o.status.success());
-        ok.then_some(Self { python, src })
+        let (python, src) = peer_python("HDMM_SRC", "numpy, scipy, hdmm")?;
+        Some(Self { python, src })
     }
 
     /// Runs the Python source `script` with HDMM's source directory and

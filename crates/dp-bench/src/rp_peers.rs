@@ -1,0 +1,248 @@
+//! `cargo xtask bench rp-peers`: dpmm beside ResidualPlanner (Xiao, He,
+//! Zhang, Kifer, NeurIPS 2023; dkifer/ResidualPlanner, GPL-3.0) in one run,
+//! on ResidualPlanner's own synthetic headline workload: every marginal of
+//! 0..=k attributes on d attributes of n values, planned for the sum of
+//! the queries' variances and for the largest one.
+//!
+//! ResidualPlanner is never vendored: when `RP_SRC` names its
+//! `residual_planner/selection_only` directory and a Python with numpy,
+//! scipy, pandas and cvxpy is found (`PEER_PYTHON`, else `python3`), a
+//! short driver of ours calls its public entry point (`workload_allkway`,
+//! then `get_noise_level`) in a child process; without a Gurobi licence
+//! the max-variance program goes to cvxpy's CLARABEL. Its sum of
+//! variances at privacy cost 1 (ρ = 1/2) equals dpmm's `l2_obj`, and its
+//! max-variance objective dpmm's `max_variance`, so the objectives
+//! compare directly. Both times cover building the workload and planning,
+//! not starting the process or importing modules; ours runs in this
+//! process.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Instant;
+
+use dp_core::{DpError, Result};
+use dp_opt::PrivacyModel;
+use dp_plan::{PlanObjective, PlanOptions, plan_strategy};
+use serde::Serialize;
+
+/// The attribute counts of the table.
+pub const RP_DIMENSIONS: [usize; 4] = [10, 20, 50, 100];
+
+/// The driver run by ResidualPlanner's Python: argv = source directory,
+/// n, d, k, objective; prints seconds and objective.
+const DRIVER: &str = r#"
+import sys, time
+sys.path.insert(0, sys.argv[1])
+from workload import workload_allkway
+n, d, k, objective = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+if objective == "maxvar":
+    import cvxpy as cp
+    solve = cp.Problem.solve
+    cp.Problem.solve = lambda self, *a, **kw: solve(self, *a, **{"solver": cp.CLARABEL, **kw})
+t = time.perf_counter()
+system, _ = workload_allkway(n, d, k, choice=objective)
+if objective == "sumvar":
+    value = float(system.get_noise_level())
+else:
+    value = float(system.get_noise_level(solver="cvxpy"))
+print(time.perf_counter() - t, value)
+"#;
+
+/// ResidualPlanner's source and a Python able to run it.
+#[derive(Debug, Clone)]
+pub struct ResidualPlanner {
+    python: PathBuf,
+    src: PathBuf,
+}
+
+impl ResidualPlanner {
+    /// From `RP_SRC` and `PEER_PYTHON` (default `python3`), if that Python
+    /// imports numpy, scipy, pandas, cvxpy and ResidualPlanner's
+    /// `workload` module; `None` otherwise.
+    pub fn from_env() -> Option<Self> {
+        let (python, src) =
+            crate::peers::peer_python("RP_SRC", "numpy, scipy, pandas, cvxpy, workload")?;
+        Some(Self { python, src })
+    }
+
+    /// Plans the workload of `n`, `d`, `k` for `objective` (`sumvar` or
+    /// `maxvar`): ResidualPlanner's seconds and objective.
+    pub fn run(&self, n: usize, d: usize, k: usize, objective: &str) -> Result<(f64, f64)> {
+        let o = Command::new(&self.python)
+            .args(["-c", DRIVER])
+            .arg(&self.src)
+            .args([n.to_string(), d.to_string(), k.to_string()])
+            .arg(objective)
+            .env("OPENBLAS_NUM_THREADS", "1")
+            .output()
+            .map_err(|e| DpError::Io(format!("cannot run {}: {e}", self.python.display())))?;
+        let text = String::from_utf8_lossy(&o.stdout);
+        let fields: Vec<f64> = text
+            .split_whitespace()
+            .filter_map(|v| v.parse().ok())
+            .collect();
+        match (o.status.success(), fields.as_slice()) {
+            (true, &[seconds, value]) => Ok((seconds, value)),
+            _ => Err(DpError::Io(format!(
+                "ResidualPlanner {objective} at d = {d} failed: {}",
+                String::from_utf8_lossy(&o.stderr).trim()
+            ))),
+        }
+    }
+}
+
+/// One row: a workload and objective, both sides.
+#[derive(Debug, Clone, Serialize)]
+pub struct RpRow {
+    /// Values per attribute.
+    pub n: usize,
+    /// Attributes.
+    pub d: usize,
+    /// Largest marginal size.
+    pub k: usize,
+    /// `sumvar` or `maxvar`.
+    pub objective: &'static str,
+    /// Marginals in the workload.
+    pub marginals: usize,
+    /// ResidualPlanner's seconds and objective, when it ran.
+    pub rp: Option<(f64, f64)>,
+    /// dpmm's seconds (building the workload and planning).
+    pub seconds: f64,
+    /// dpmm's objective.
+    pub value: f64,
+    /// dpmm's certified relative gap.
+    pub gap: Option<f64>,
+}
+
+impl RpRow {
+    /// ResidualPlanner's time over ours.
+    pub fn time_ratio(&self) -> Option<f64> {
+        self.rp.map(|(s, _)| s / self.seconds)
+    }
+
+    /// Our objective over ResidualPlanner's.
+    pub fn objective_ratio(&self) -> Option<f64> {
+        self.rp.map(|(_, v)| self.value / v)
+    }
+}
+
+/// The spec of every 0..=k-way marginal on `d` attributes of `n` values.
+fn spec(n: usize, d: usize, k: usize) -> String {
+    let domain: Vec<String> = (0..d)
+        .map(|i| format!(r#"{{"name": "a{i}", "size": {n}}}"#))
+        .collect();
+    let queries: Vec<String> = (0..=k)
+        .map(|j| format!(r#"{{"marginals": {{"k": {j}}}}}"#))
+        .collect();
+    format!(
+        r#"{{"domain": [{}], "queries": [{}]}}"#,
+        domain.join(", "),
+        queries.join(", ")
+    )
+}
+
+/// Plans the workload of `n`, `d`, `k` for `objective` with dpmm (and
+/// ResidualPlanner when given).
+pub fn measure(
+    n: usize,
+    d: usize,
+    k: usize,
+    objective: &'static str,
+    rp: Option<&ResidualPlanner>,
+) -> Result<RpRow> {
+    let kind = match objective {
+        "sumvar" => PlanObjective::TotalVariance,
+        "maxvar" => PlanObjective::MaxVariance,
+        other => {
+            return Err(DpError::InvalidParameter {
+                name: "objective",
+                reason: format!("'{other}' (sumvar or maxvar)"),
+            });
+        }
+    };
+    let rp = rp.map(|r| r.run(n, d, k, objective)).transpose()?;
+    let text = spec(n, d, k);
+    let started = Instant::now();
+    let workload = dp_workloads::spec::parse_spec(&text, std::path::Path::new("."))?;
+    let options = PlanOptions {
+        objective: kind,
+        ..PlanOptions::default()
+    };
+    let plan = plan_strategy(&workload, PrivacyModel::Approx, &options)?;
+    let seconds = started.elapsed().as_secs_f64();
+    Ok(RpRow {
+        n,
+        d,
+        k,
+        objective,
+        marginals: (0..=k.min(d))
+            .map(|j| (0..j).fold(1usize, |c, i| c * (d - i) / (i + 1)))
+            .sum(),
+        rp,
+        seconds,
+        value: plan.objective,
+        gap: plan.certificate.map(|c| c.relative_gap),
+    })
+}
+
+/// The table's header lines.
+pub fn table_preamble(load: Option<f64>, with_rp: bool) -> [String; 3] {
+    let load = load.map_or("?".into(), |l| format!("{l:.1}"));
+    [
+        format!(
+            "every 0..=k-way marginal on d attributes of n values, (ε,δ) plans; ResidualPlanner {}; load average {load}",
+            if with_rp { "run as a peer" } else { "not found (set RP_SRC)" }
+        ),
+        "| d | objective | ResidualPlanner s | dpmm s | time ratio RP/dpmm | RP objective | dpmm objective | ratio dpmm/RP | dpmm certified gap |".into(),
+        "|---|---|---|---|---|---|---|---|---|".into(),
+    ]
+}
+
+/// One row of the table.
+pub fn table_line(r: &RpRow) -> String {
+    let opt = |v: Option<f64>, f: &dyn Fn(f64) -> String| v.map_or("–".into(), f);
+    format!(
+        "| {} | {} | {} | {:.3} | {} | {} | {:.7e} | {} | {} |",
+        r.d,
+        r.objective,
+        opt(r.rp.map(|p| p.0), &|s| format!("{s:.3}")),
+        r.seconds,
+        opt(r.time_ratio(), &|x| format!("{x:.1}")),
+        opt(r.rp.map(|p| p.1), &|v| format!("{v:.7e}")),
+        r.value,
+        opt(r.objective_ratio(), &|x| format!("{x:.8}")),
+        opt(r.gap, &|g| format!("{g:.1e}")),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// Without the peer, ours alone: the sum-of-variances plan of every
+    /// 0..=2-way marginal on 3 attributes of 3 values reaches the SVD
+    /// bound of the dense workload (a marginal workload attains it), and
+    /// the max-variance plan is certified.
+    #[test]
+    fn ours_alone_reaches_the_svd_bound_and_reports_no_peer() {
+        let row = measure(3, 3, 2, "sumvar", None).unwrap();
+        assert!(row.rp.is_none() && row.time_ratio().is_none());
+        assert_eq!(row.marginals, 1 + 3 + 3);
+        let w = dp_workloads::spec::parse_spec(&spec(3, 3, 2), std::path::Path::new("."))
+            .unwrap()
+            .dense_matrix()
+            .unwrap();
+        let bound = dp_core::accuracy::svd_lower_bound(w.as_ref()).unwrap();
+        assert!(
+            (row.value - bound).abs() <= 1e-9 * bound,
+            "{} vs {bound}",
+            row.value
+        );
+        let max = measure(3, 3, 2, "maxvar", None).unwrap();
+        assert!(max.gap.unwrap() <= 1e-7 && max.value < row.value, "{max:?}");
+        let line = table_line(&row);
+        assert!(line.starts_with("| 3 | sumvar | – |"), "{line}");
+        assert!(measure(3, 3, 2, "median", None).is_err());
+    }
+}
