@@ -253,7 +253,26 @@ impl CountTable {
 pub struct PrivateCounts {
     layout: Layout,
     tables: Vec<CountTable>,
+    /// Rows encoded but not yet counted ([`PrivateCounts::flush`]).
+    pending: Pending,
 }
+
+/// A block of encoded rows waiting to be counted: table by table, so that
+/// one table's counts stay in cache while the block streams past (row by
+/// row, a release of every 3-way marginal on 30 attributes touched 4,060
+/// tables' cache lines per record), and the tables on rayon's pool.
+struct Pending {
+    /// Row-major codes, `width` per row.
+    codes: Vec<usize>,
+    /// Each row's count.
+    counts: Vec<u64>,
+    width: usize,
+    /// Rows per block.
+    rows: usize,
+}
+
+/// Codes held per block (8 MiB of them).
+const BLOCK_CODES: usize = 1 << 20;
 
 impl std::fmt::Debug for PrivateCounts {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -271,10 +290,44 @@ impl PrivateCounts {
             .iter()
             .map(|attrs| CountTable::new(attrs, &layout.shape))
             .collect::<Result<_, _>>()?;
+        let width = layout.shape.len().max(1);
         Ok(Self {
             layout: layout.clone(),
             tables,
+            pending: Pending {
+                codes: Vec::new(),
+                counts: Vec::new(),
+                width,
+                rows: (BLOCK_CODES / width).clamp(256, 1 << 16),
+            },
         })
+    }
+
+    /// Counts the pending rows into every table (each table on one
+    /// thread, so no two threads touch one count).
+    pub(crate) fn flush(&mut self) -> Result<(), RecordsError> {
+        use rayon::prelude::*;
+        let p = &self.pending;
+        if p.counts.is_empty() {
+            return Ok(());
+        }
+        let count_into = |table: &mut CountTable| -> Result<(), RecordsError> {
+            for (codes, &count) in p.codes.chunks_exact(p.width).zip(&p.counts) {
+                let cell = table.cell(codes);
+                table.counts[cell] = table.counts[cell]
+                    .checked_add(count)
+                    .ok_or(RecordsError::CountOverflow)?;
+            }
+            Ok(())
+        };
+        if self.tables.len() > 1 {
+            self.tables.par_iter_mut().try_for_each(count_into)?;
+        } else {
+            self.tables.iter_mut().try_for_each(count_into)?;
+        }
+        self.pending.codes.clear();
+        self.pending.counts.clear();
+        Ok(())
     }
 
     /// The layout the counts were kept in (public: it depends only on the
@@ -287,7 +340,12 @@ impl PrivateCounts {
     /// (they come from one pass over the records, so one record adds one
     /// to one cell of every table: the contract of
     /// [`dp_core::PrivateMarginals`]). Nothing else reads the counts.
-    pub fn into_kernel(self) -> Result<dp_core::PrivateMarginals, dp_core::DpError> {
+    pub fn into_kernel(mut self) -> Result<dp_core::PrivateMarginals, dp_core::DpError> {
+        self.flush()
+            .map_err(|e| dp_core::DpError::InvalidParameter {
+                name: "counts",
+                reason: e.to_string(),
+            })?;
         let tables = self
             .tables
             .into_iter()
@@ -318,13 +376,22 @@ impl PrivateCounts {
         }
     }
 
+    /// Queues one encoded row, counting the block when it is full. The
+    /// readers flush at their end; [`PrivateCounts::into_kernel`] and the
+    /// tests' accessor flush too.
     #[inline]
     fn add(&mut self, codes: &[usize], count: u64) -> Result<(), RecordsError> {
-        for table in &mut self.tables {
-            let cell = table.cell(codes);
-            table.counts[cell] = table.counts[cell]
-                .checked_add(count)
-                .ok_or(RecordsError::CountOverflow)?;
+        let p = &mut self.pending;
+        if codes.is_empty() {
+            // A schema of no attribute: one code row of zeros per record.
+            p.codes.resize(p.codes.len() + p.width, 0);
+        } else {
+            debug_assert_eq!(codes.len(), p.width, "one code per attribute of the layout");
+            p.codes.extend_from_slice(codes);
+        }
+        p.counts.push(count);
+        if p.counts.len() >= p.rows {
+            self.flush()?;
         }
         Ok(())
     }
@@ -613,6 +680,7 @@ fn count_rows<R: BufRead>(
             }
         }
     }
+    counts.flush()?;
     Ok(counts)
 }
 

@@ -139,6 +139,19 @@ fn random_records_match_brute_force_in_every_layout_and_encoding() {
     }
 }
 
+/// Rows are counted in blocks, table by table on rayon's pool: several
+/// full blocks and a partial one count as the records do one by one.
+#[test]
+fn blocks_of_rows_count_like_single_rows() {
+    let schema = schema();
+    let (csv, x) = random_records(9, 300_001);
+    let subsets = vec![vec![0, 1], vec![1, 2], vec![0, 2], vec![2], vec![]];
+    let layout = Layout::marginals(schema.domain(), &subsets, 1000).expect("fits");
+    let want: Vec<Vec<u64>> = subsets.iter().map(|k| marginal_of(&x, k)).collect();
+    assert_eq!(run(&csv, &layout), Ok(want));
+    assert_eq!(run(&csv, &full(&schema)), Ok(vec![x]));
+}
+
 /// The private values planted in bad rows: no error may contain them.
 const SECRETS: [&str; 3] = ["Zanzibar-77", "987654.25", "Q9X"];
 

@@ -55,6 +55,7 @@ pub fn aggregate_parquet_file(
         }
         counts.add_row(&compiled, &record, &mut codes, 1)?;
     }
+    counts.flush()?;
     Ok(counts)
 }
 
