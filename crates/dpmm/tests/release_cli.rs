@@ -470,8 +470,16 @@ fn a_plan_file_alone_carries_its_workload_and_must_match_the_schema() {
     let full: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&plan).expect("plan")).expect("json");
     type Break = fn(&mut serde_json::Value);
-    let broken: [(&str, Break, &str); 6] = [
-        ("version", |f| f["version"] = 2.into(), "version 2"),
+    let broken: [(&str, Break, &str); 7] = [
+        ("version", |f| f["version"] = 3.into(), "version 3"),
+        (
+            "matrix index",
+            |f| {
+                let factors = f["terms"][0]["factors"].as_object_mut().expect("factors");
+                *factors.values_mut().next().expect("a factor") = 999.into();
+            },
+            "names matrix 999",
+        ),
         (
             "privacy",
             |f| f["privacy"] = "laplace".into(),
