@@ -35,7 +35,7 @@
 //! Yu, Ann. Statist. 2010): `λ_S ← λ_S (v_S/g)^κ`, renormalized — a fixed
 //! point has `v_S = g` on its support, the optimality condition. Here
 //! monotonicity is enforced, not assumed: a step must not lower `g` beyond
-//! rounding ([`FLAT`]; κ halves until it does not, and doubles, up to 4,
+//! rounding (`FLAT`; κ halves until it does not, and doubles, up to 4,
 //! after a success); the best lower and upper bounds seen are kept. It stops
 //! when the relative gap is at most the tolerance, or says why it could
 //! not ([`Termination`]). On a workload invariant under
