@@ -18,7 +18,7 @@ use std::path::Path;
 
 use dp_core::{DpError, Result};
 use dp_linalg::{Mat, MatRef};
-use npyz::{DType, NpyFile, Order, TypeChar, WriterBuilder};
+use npyz::{DType, Endianness, NpyFile, Order, TypeChar, WriterBuilder};
 
 /// An array read from a `.npy` file, converted to f64, with its shape.
 #[derive(Debug, Clone, PartialEq)]
@@ -43,8 +43,44 @@ pub fn read_array(path: &Path) -> Result<NpyArray> {
 
 /// Reads a supported `.npy` array from a reader; `path` only names it in
 /// errors.
-pub fn read_array_from<R: Read>(mut reader: R, path: &Path) -> Result<NpyArray> {
+pub fn read_array_from<R: Read>(reader: R, path: &Path) -> Result<NpyArray> {
+    let (header, data_reader) = read_header(reader, path)?;
+    // Grows with the entries actually read, never with the header's claim.
+    let mut data = Vec::with_capacity(header.len.min(CHUNK_ENTRIES));
+    stream_data(data_reader, &header, CHUNK_ENTRIES, path, |_, values| {
+        data.extend_from_slice(values);
+        Ok(())
+    })?;
+    let data = if header.order == Order::Fortran && header.shape.len() > 1 {
+        fortran_to_c(&data, &header.shape)
+    } else {
+        data
+    };
+    Ok(NpyArray {
+        shape: header.shape,
+        data,
+        dtype: header.dtype,
+    })
+}
+
+/// A parsed `.npy` header: what the data bytes after it hold.
+struct Header {
+    shape: Vec<usize>,
+    /// The element count, checked not to overflow.
+    len: usize,
+    order: Order,
+    decoder: Decoder,
+    /// The stored dtype, e.g. `<f8`.
+    dtype: String,
+    /// Bytes before the data (magic, version, header).
+    preamble_bytes: usize,
+}
+
+/// Reads and checks the header; returns it with the reader positioned at
+/// the first data byte.
+fn read_header<R: Read>(mut reader: R, path: &Path) -> Result<(Header, impl Read)> {
     let preamble = read_preamble(&mut reader, path)?;
+    let preamble_bytes = preamble.len();
     let npy = NpyFile::new(Cursor::new(preamble).chain(reader))
         .map_err(|e| io_error(path, format!("not a valid .npy file ({e})")))?;
     let shape = npy
@@ -67,75 +103,117 @@ pub fn read_array_from<R: Read>(mut reader: R, path: &Path) -> Result<NpyArray> 
         }
     };
     let dtype = type_str.to_string();
-    let size = type_str.size_field();
-    let len = checked_len(&shape).ok_or_else(|| too_large(path, &shape))?;
-    let data: Vec<f64> = match (type_str.type_char(), size) {
-        (TypeChar::Float, 8) => read_all::<f64, _>(npy, len, path)?,
-        (TypeChar::Float, 4) => read_all::<f32, _>(npy, len, path)?,
-        (TypeChar::Int, 1) => read_all::<i8, _>(npy, len, path)?,
-        (TypeChar::Int, 2) => read_all::<i16, _>(npy, len, path)?,
-        (TypeChar::Int, 4) => read_all::<i32, _>(npy, len, path)?,
-        (TypeChar::Int, 8) => read_all::<i64, _>(npy, len, path)?,
-        (TypeChar::Uint, 1) => read_all::<u8, _>(npy, len, path)?,
-        (TypeChar::Uint, 2) => read_all::<u16, _>(npy, len, path)?,
-        (TypeChar::Uint, 4) => read_all::<u32, _>(npy, len, path)?,
-        (TypeChar::Uint, 8) => read_all::<u64, _>(npy, len, path)?,
-        (TypeChar::Bool, _) => read_all::<bool, _>(npy, len, path)?,
-        _ => {
-            return Err(io_error(
-                path,
-                format!(
-                    "unsupported dtype {dtype}: expected float64, float32, an integer type or bool"
-                ),
-            ));
-        }
-    };
-    if data.len() != len {
-        return Err(io_error(
+    let decoder = Decoder::of(&type_str).ok_or_else(|| {
+        io_error(
             path,
             format!(
-                "truncated: shape {shape:?} needs {len} entries, found {}",
-                data.len()
+                "unsupported dtype {dtype}: expected float64, float32, an integer type or bool"
             ),
-        ));
+        )
+    })?;
+    let len = checked_len(&shape).ok_or_else(|| too_large(path, &shape))?;
+    let header = Header {
+        shape,
+        len,
+        order,
+        decoder,
+        dtype,
+        preamble_bytes,
+    };
+    Ok((header, npy.into_inner()))
+}
+
+/// Entries decoded per read: 1 MiB of f64.
+const CHUNK_ENTRIES: usize = 1 << 17;
+
+/// How one stored element becomes an f64: exactly, but for 64-bit
+/// integers beyond 2⁵³, which round to the nearest f64; a bool is 0 or 1
+/// (any other byte is an error, as NumPy writes only those).
+#[derive(Debug, Clone, Copy)]
+struct Decoder {
+    kind: TypeChar,
+    size: usize,
+    big_endian: bool,
+}
+
+impl Decoder {
+    /// The decoder of a supported plain dtype.
+    fn of(type_str: &npyz::TypeStr) -> Option<Self> {
+        let kind = type_str.type_char();
+        let size = usize::try_from(type_str.size_field()).ok()?;
+        let supported = match kind {
+            TypeChar::Float => matches!(size, 4 | 8),
+            TypeChar::Int | TypeChar::Uint => matches!(size, 1 | 2 | 4 | 8),
+            TypeChar::Bool => size == 1,
+            _ => false,
+        };
+        supported.then_some(Self {
+            kind,
+            size,
+            big_endian: type_str.endianness() == Endianness::Big,
+        })
     }
-    let data = if order == Order::Fortran && shape.len() > 1 {
-        fortran_to_c(&data, &shape)
-    } else {
-        data
-    };
-    Ok(NpyArray { shape, data, dtype })
-}
 
-/// A supported `.npy` cell type and its value as f64: exact, but for
-/// 64-bit integers beyond 2⁵³, which round to the nearest f64; `true` is 1.
-trait Cell: npyz::Deserialize {
-    fn to_f64(self) -> f64;
-}
-
-macro_rules! cells_converted_by {
-    ($convert:expr; $($t:ty),*) => {
-        $(impl Cell for $t {
-            fn to_f64(self) -> f64 {
-                $convert(self)
+    /// Appends the values of `bytes`, a whole number of elements.
+    fn decode(self, bytes: &[u8], out: &mut Vec<f64>, path: &Path) -> Result<()> {
+        macro_rules! push {
+            ($t:ty, $n:literal) => {
+                out.extend(bytes.chunks_exact($n).map(|c| {
+                    let raw: [u8; $n] = c.try_into().unwrap_or([0; $n]);
+                    let v = if self.big_endian {
+                        <$t>::from_be_bytes(raw)
+                    } else {
+                        <$t>::from_le_bytes(raw)
+                    };
+                    v as f64
+                }))
+            };
+        }
+        match (self.kind, self.size) {
+            (TypeChar::Float, 8) => push!(f64, 8),
+            (TypeChar::Float, _) => push!(f32, 4),
+            (TypeChar::Int, 1) => push!(i8, 1),
+            (TypeChar::Int, 2) => push!(i16, 2),
+            (TypeChar::Int, 4) => push!(i32, 4),
+            (TypeChar::Int, _) => push!(i64, 8),
+            (TypeChar::Uint, 1) => push!(u8, 1),
+            (TypeChar::Uint, 2) => push!(u16, 2),
+            (TypeChar::Uint, 4) => push!(u32, 4),
+            (TypeChar::Uint, _) => push!(u64, 8),
+            _ => {
+                if let Some(&bad) = bytes.iter().find(|&&b| b > 1) {
+                    return Err(io_error(
+                        path,
+                        format!("cannot read data (invalid value for bool: {bad})"),
+                    ));
+                }
+                out.extend(bytes.iter().map(|&b| f64::from(b)));
             }
-        })*
-    };
+        }
+        Ok(())
+    }
 }
 
-cells_converted_by!(f64::from; f64, f32, i8, i16, i32, u8, u16, u32);
-cells_converted_by!(|v| v as f64; i64, u64);
-cells_converted_by!(|v| f64::from(u8::from(v)); bool);
-
-/// The `len` entries as f64, read one by one: memory grows with the bytes
-/// actually present, never with what the header announces.
-fn read_all<T: Cell, R: Read>(npy: NpyFile<R>, len: usize, path: &Path) -> Result<Vec<f64>> {
-    let entries = npy
-        .data::<T>()
-        .map_err(|e| io_error(path, format!("cannot read data ({e})")))?;
-    let mut out = Vec::with_capacity(len.min(1 << 16));
-    for entry in entries {
-        out.push(Cell::to_f64(entry.map_err(|e| {
+/// Reads the `header.len` entries after the header, decoded to f64 in the
+/// file's order, and hands them to `sink(first index, values)` in chunks
+/// of `chunk` entries (the last shorter): memory is one chunk, whatever
+/// the header announces. A file that ends early is "truncated".
+fn stream_data<R: Read>(
+    mut reader: R,
+    header: &Header,
+    chunk: usize,
+    path: &Path,
+    mut sink: impl FnMut(usize, &[f64]) -> Result<()>,
+) -> Result<()> {
+    let size = header.decoder.size;
+    let chunk = chunk.max(1);
+    let mut bytes = vec![0u8; chunk.min(header.len) * size];
+    let mut values = Vec::with_capacity(chunk.min(header.len));
+    let mut done = 0;
+    while done < header.len {
+        let take = chunk.min(header.len - done);
+        let raw = &mut bytes[..take * size];
+        reader.read_exact(raw).map_err(|e| {
             if e.kind() == std::io::ErrorKind::UnexpectedEof {
                 io_error(
                     path,
@@ -144,9 +222,13 @@ fn read_all<T: Cell, R: Read>(npy: NpyFile<R>, len: usize, path: &Path) -> Resul
             } else {
                 io_error(path, format!("cannot read data ({e})"))
             }
-        })?));
+        })?;
+        values.clear();
+        header.decoder.decode(raw, &mut values, path)?;
+        sink(done, &values)?;
+        done += take;
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Largest header accepted (NumPy itself refuses headers over 10 000
@@ -262,38 +344,32 @@ fn fortran_to_c(data: &[f64], shape: &[usize]) -> Vec<f64> {
     out
 }
 
-fn check_finite(path: &Path, shape: &[usize], data: &[f64]) -> Result<()> {
-    if let Some(pos) = data.iter().position(|v| !v.is_finite()) {
-        let (row, col) = if shape.len() == 2 {
-            (pos / shape[1], pos % shape[1])
-        } else {
-            (pos, 0)
-        };
-        return Err(DpError::NonFinite {
-            what: path.display().to_string(),
-            row,
-            col,
-            value: data[pos],
-        });
-    }
-    Ok(())
-}
-
 /// Reads a 2-D matrix (workload or strategy). Refuses 1-D and n-d arrays,
 /// empty arrays and non-finite entries.
+///
+/// The entries go straight into the matrix, a block of whole rows (or
+/// columns, for Fortran order) at a time: no second copy of a large W.
+/// The file's length is checked against the header before the matrix is
+/// allocated, so a header announcing more than the file holds is
+/// "truncated", not a huge allocation.
 pub fn read_matrix(path: &Path) -> Result<Mat<f64>> {
-    let arr = read_array(path)?;
-    if arr.shape.len() != 2 {
+    let file = File::open(path).map_err(|e| io_error(path, format!("cannot open: {e}")))?;
+    let file_bytes = file
+        .metadata()
+        .map_err(|e| io_error(path, format!("cannot read: {e}")))?
+        .len();
+    let (header, data) = read_header(BufReader::new(file), path)?;
+    if header.shape.len() != 2 {
         return Err(io_error(
             path,
             format!(
                 "expected a 2-D matrix, found a {}-D array of shape {:?}",
-                arr.shape.len(),
-                arr.shape
+                header.shape.len(),
+                header.shape
             ),
         ));
     }
-    let (rows, cols) = (arr.shape[0], arr.shape[1]);
+    let (rows, cols) = (header.shape[0], header.shape[1]);
     if rows == 0 || cols == 0 {
         return Err(DpError::Empty {
             what: path.display().to_string(),
@@ -301,8 +377,69 @@ pub fn read_matrix(path: &Path) -> Result<Mat<f64>> {
             cols,
         });
     }
-    check_finite(path, &arr.shape, &arr.data)?;
-    Ok(Mat::from_fn(rows, cols, |i, j| arr.data[i * cols + j]))
+    let needed = u64::try_from(header.len)
+        .ok()
+        .and_then(|n| n.checked_mul(header.decoder.size as u64))
+        .and_then(|n| n.checked_add(header.preamble_bytes as u64));
+    if needed.is_none_or(|n| n > file_bytes) {
+        return Err(io_error(
+            path,
+            "truncated: the file ends before the data its header announces",
+        ));
+    }
+    // The file holds lines: rows in C order, columns in Fortran order.
+    let fortran = header.order == Order::Fortran;
+    let line = if fortran { rows } else { cols };
+    let lines_per_chunk = (CHUNK_ENTRIES / line).max(1);
+    let mut m = Mat::<f64>::zeros(rows, cols);
+    stream_data(
+        data,
+        &header,
+        lines_per_chunk * line,
+        path,
+        |first, values| {
+            if let Some(pos) = values.iter().position(|v| !v.is_finite()) {
+                let (along, across) = ((first + pos) % line, (first + pos) / line);
+                let (row, col) = if fortran {
+                    (along, across)
+                } else {
+                    (across, along)
+                };
+                return Err(DpError::NonFinite {
+                    what: path.display().to_string(),
+                    row,
+                    col,
+                    value: values[pos],
+                });
+            }
+            let (start, count) = (first / line, values.len() / line);
+            if fortran {
+                m.as_mut()
+                    .subcols_mut(start, count)
+                    .copy_from(MatRef::from_column_major_slice(values, rows, count));
+                return Ok(());
+            }
+            // Column by column: the chunk's rows stay in cache while each
+            // column is written contiguously (faer's copy between layouts goes
+            // entry by entry, at twice the time).
+            for (j, col) in m
+                .as_mut()
+                .subrows_mut(start, count)
+                .col_iter_mut()
+                .enumerate()
+            {
+                let dst = col
+                    .try_as_col_major_mut()
+                    .ok_or_else(|| io_error(path, "a matrix column is not contiguous"))?
+                    .as_slice_mut();
+                for (d, &v) in dst.iter_mut().zip(values[j..].iter().step_by(cols)) {
+                    *d = v;
+                }
+            }
+            Ok(())
+        },
+    )?;
+    Ok(m)
 }
 
 /// Writes a matrix as a C-order float64 `.npy` file.
