@@ -13,6 +13,7 @@
 
 use dp_linalg::{
     Mat, MatRef, Par, SymmetricEigen, ThinSvd, gram_root, solve_upper_transpose, triangular_factor,
+    whitened_squared_norm,
 };
 
 use crate::calibration::NoiseCalibration;
@@ -83,6 +84,38 @@ pub fn evaluate_strategy(
         sensitivity_l1: sensitivity_l1(strategy)?,
         sensitivity_l2: sensitivity_l2(strategy)?,
         support,
+    })
+}
+
+/// [`evaluate_strategy`] at half the work on a strategy of full column
+/// rank: support is then automatic, and the trace is `‖W R⁻¹‖²_F` with R
+/// from a QR of the strategy, W's own rows whitened over row blocks
+/// ([`dp_linalg::whitened_squared_norm`]; never a copy of W, never
+/// `WᵀW`). Its rounding is of the SVD path's order: the strategy's
+/// conditioning times the rounding unit.
+/// Any other strategy takes [`evaluate_strategy`].
+pub fn evaluate_strategy_rows(
+    workload: MatRef<'_, f64>,
+    strategy: MatRef<'_, f64>,
+) -> Result<StrategyEvaluation> {
+    check_nonzero_matrix("workload", workload)?;
+    check_nonzero_matrix("strategy", strategy)?;
+    check_same_domain(workload, strategy)?;
+    let Some(r) = full_rank_factor(strategy)? else {
+        return evaluate_strategy(workload, strategy);
+    };
+    let n = workload.ncols();
+    let trace = whitened_squared_norm(r.as_ref(), workload, Par::rayon(0))?;
+    Ok(StrategyEvaluation {
+        trace,
+        sensitivity_l1: sensitivity_l1(strategy)?,
+        sensitivity_l2: sensitivity_l2(strategy)?,
+        support: SupportCheck {
+            supported: true,
+            relative_residual: 0.0,
+            tolerance: DEFAULT_SUPPORT_TOLERANCE,
+            strategy_rank: n,
+        },
     })
 }
 

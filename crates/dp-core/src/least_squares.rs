@@ -99,7 +99,13 @@ impl StrategyFactors {
     /// explicitly (the difference `‖W‖² − ‖WV_r‖²` would cancel away a
     /// residual of 1e-8), over blocks of about [`SUPPORT_BLOCK_ENTRIES`]
     /// entries of W, so a tall workload is never copied whole.
+    ///
+    /// A strategy of full column rank spans every workload: `V_r` is then
+    /// square and orthogonal, the residual is zero, and no product is formed.
     pub fn relative_support_residual(&self, workload: MatRef<'_, f64>) -> f64 {
+        if self.rank() == self.domain_size() {
+            return 0.0;
+        }
         let rows = (SUPPORT_BLOCK_ENTRIES / workload.ncols().max(1)).max(1);
         self.relative_support_residual_by_blocks(workload, rows)
     }

@@ -54,7 +54,7 @@ pub mod validate;
 
 pub use accuracy::{
     StrategyEvaluation, evaluate_strategy, evaluate_strategy_gram,
-    evaluate_strategy_gram_with_root, expected_per_query_squared_error,
+    evaluate_strategy_gram_with_root, evaluate_strategy_rows, expected_per_query_squared_error,
     expected_total_squared_error, l1_obj, l2_obj, structural_squared_error, svd_lower_bound,
     svd_lower_bound_from_gram, trace_objective,
 };

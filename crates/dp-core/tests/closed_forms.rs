@@ -321,3 +321,47 @@ fn identity_strategy_takes_the_closed_form() {
     assert!(fast.support.supported && general.support.supported);
     assert_eq!(fast.l1_obj(), trace);
 }
+
+/// The row-whitening evaluation equals the SVD one: the same trace,
+/// sensitivities and support verdict on full-rank strategies (H4, Y4,
+/// a tall random one) and, through its fallback, on a rank-deficient
+/// strategy that supports W and one that does not.
+#[test]
+fn row_whitening_evaluation_equals_the_svd_one() {
+    let w = Mat::from_fn(9, 4, |i, j| (((i * 5 + j * 3) % 7) as f64 - 2.0) / 3.0);
+    let tall = Mat::from_fn(6, 4, |i, j| {
+        ((i * 11 + j * 13) % 5) as f64 + f64::from(u8::from(i == j))
+    });
+    let sum_pairs = mat(&[&[1.0, 1.0, 0.0, 0.0], &[0.0, 0.0, 1.0, 1.0]]);
+    let first_two = mat(&[
+        &[1.0, 0.0, 0.0, 0.0],
+        &[0.0, 1.0, 0.0, 0.0],
+        &[0.0, 0.0, 1.0, 1.0],
+    ]);
+    let pairs_w = mat(&[&[2.0, 2.0, 0.0, 0.0], &[1.0, 1.0, -1.0, -1.0]]);
+    for (a, w) in [
+        (h4(), &w),
+        (y4(), &w),
+        (tall, &w),
+        (sum_pairs.clone(), &pairs_w),
+        (first_two, &w),
+    ] {
+        let svd = evaluate_strategy(w.as_ref(), a.as_ref()).unwrap();
+        let rows = evaluate_strategy_rows(w.as_ref(), a.as_ref()).unwrap();
+        assert_eq!(rows.support.supported, svd.support.supported);
+        assert_eq!(rows.support.strategy_rank, svd.support.strategy_rank);
+        assert_eq!(rows.sensitivity_l1, svd.sensitivity_l1);
+        assert_eq!(rows.sensitivity_l2, svd.sensitivity_l2);
+        assert!(
+            (rows.trace - svd.trace).abs() <= 1e-12 * svd.trace,
+            "{} vs {}",
+            rows.trace,
+            svd.trace
+        );
+    }
+    // H4 on the identity workload: tr((H4ᵀH4)⁻¹) = 4 · 13/21, the trace
+    // of figure 3b's profile.
+    let identity = Mat::<f64>::identity(4, 4);
+    let eval = evaluate_strategy_rows(identity.as_ref(), h4().as_ref()).unwrap();
+    assert!((eval.trace - 52.0 / 21.0).abs() <= 1e-13, "{}", eval.trace);
+}

@@ -45,7 +45,7 @@ pub use products::{
     lower_triangle_of_product_into, matmul, matmul_tn, outer_gram, stack_rows, symmetrize, trace,
     trace_of_product,
 };
-pub use qr::{solve_upper_transpose, triangular_factor};
+pub use qr::{solve_upper_transpose, triangular_factor, whitened_squared_norm};
 
 /// Why a linear-algebra routine could not produce its result.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

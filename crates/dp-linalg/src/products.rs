@@ -83,8 +83,12 @@ pub fn lower_triangle_of_product_into(
 
 /// The Gram matrix `AᵀA` (n×n for a p×n strategy), exactly symmetric.
 pub fn gram(a: MatRef<'_, f64>, par: Par) -> Mat<f64> {
-    let mut out = gemm(a.transpose(), a, par);
-    symmetrize(&mut out);
+    let mut out = gram_lower(a, par);
+    for j in 0..out.ncols() {
+        for i in (j + 1)..out.nrows() {
+            out[(j, i)] = out[(i, j)];
+        }
+    }
     out
 }
 

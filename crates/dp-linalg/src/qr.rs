@@ -1,7 +1,9 @@
 //! The triangular factor of a tall matrix, taken over row blocks.
 
+use faer::linalg::matmul::triangular::{BlockStructure, matmul as triangular_matmul};
+use faer::linalg::triangular_inverse::invert_upper_triangular;
 use faer::linalg::triangular_solve::solve_lower_triangular_in_place;
-use faer::{Mat, MatRef, Par};
+use faer::{Accum, Mat, MatRef, Par};
 
 use crate::{LinalgError, Result, require_finite, require_rhs, require_square};
 
@@ -44,6 +46,47 @@ pub fn solve_upper_transpose(r: MatRef<'_, f64>, b: MatRef<'_, f64>, par: Par) -
     let mut x = b.to_owned();
     solve_lower_triangular_in_place(r.transpose(), x.as_mut(), par);
     Ok(x)
+}
+
+/// `‖B R⁻¹‖²_F` for a square upper-triangular `R` (only its upper
+/// triangle is read) with a nonzero diagonal and a tall `B`: B's rows
+/// whitened by R, over row blocks of about 8 MiB (never a copy of B).
+/// R's triangular inverse is formed once (its rounding, like a solve's,
+/// is of order `κ(R)·ε` relative) and each block is multiplied by it as a
+/// triangular product: half the work of a dense product, at matrix-product
+/// speed. Fails as [`solve_upper_transpose`] does.
+pub fn whitened_squared_norm(r: MatRef<'_, f64>, b: MatRef<'_, f64>, par: Par) -> Result<f64> {
+    require_square("triangular factor", r)?;
+    require_rhs("whitening", r.nrows(), b.transpose())?;
+    require_finite("triangular factor", r)?;
+    require_finite("matrix to whiten", b)?;
+    if let Some(i) = (0..r.nrows()).find(|&i| r[(i, i)] == 0.0) {
+        return Err(LinalgError::Singular { pivot: i });
+    }
+    let n = r.nrows();
+    let mut inverse = Mat::<f64>::zeros(n, n);
+    invert_upper_triangular(inverse.as_mut(), r, par);
+    let rows = (4 * BLOCK_ENTRIES / n.max(1)).max(1);
+    let mut product = Mat::<f64>::zeros(rows.min(b.nrows()), n);
+    let mut total = 0.0;
+    let mut start = 0;
+    while start < b.nrows() {
+        let take = rows.min(b.nrows() - start);
+        triangular_matmul(
+            product.as_mut().subrows_mut(0, take),
+            BlockStructure::Rectangular,
+            Accum::Replace,
+            b.subrows(start, take),
+            BlockStructure::Rectangular,
+            inverse.as_ref(),
+            BlockStructure::TriangularUpper,
+            1.0,
+            par,
+        );
+        total += product.as_ref().subrows(0, take).norm_l2().powi(2);
+        start += take;
+    }
+    Ok(total)
 }
 
 fn triangular_factor_by_blocks(a: MatRef<'_, f64>, block_rows: usize) -> Result<Mat<f64>> {
@@ -145,5 +188,37 @@ mod tests {
         let mut a = noise(4, 3, 5);
         a[(2, 1)] = f64::NAN;
         assert!(triangular_factor(a.as_ref()).is_err());
+    }
+
+    /// `‖B R⁻¹‖²_F` equals the squared norm of `R⁻ᵀ Bᵀ` by forward
+    /// substitution, for B of one row, of fewer rows than a block and of
+    /// several blocks; a mismatched B and a zero pivot are refused.
+    #[test]
+    fn whitening_equals_the_triangular_solve() {
+        let n = 7;
+        let a = noise(30, n, 4);
+        let a = Mat::from_fn(30, n, |i, j| a[(i, j)] + f64::from(u8::from(i == j)));
+        let r = triangular_factor(a.as_ref()).unwrap();
+        for m in [1, 5, (4 * BLOCK_ENTRIES / n) * 2 + 3] {
+            let b = noise(m, n, 6);
+            let by_solve = solve_upper_transpose(r.as_ref(), b.transpose(), Par::Seq)
+                .unwrap()
+                .norm_l2()
+                .powi(2);
+            for par in [Par::Seq, Par::rayon(0)] {
+                let got = whitened_squared_norm(r.as_ref(), b.as_ref(), par).unwrap();
+                assert!(
+                    (got - by_solve).abs() <= 1e-12 * by_solve,
+                    "{m}: {got} vs {by_solve}"
+                );
+            }
+        }
+        let wrong = noise(4, n + 1, 7);
+        assert!(whitened_squared_norm(r.as_ref(), wrong.as_ref(), Par::Seq).is_err());
+        let mut singular = r.clone();
+        singular[(3, 3)] = 0.0;
+        assert!(
+            whitened_squared_norm(singular.as_ref(), noise(4, n, 8).as_ref(), Par::Seq).is_err()
+        );
     }
 }

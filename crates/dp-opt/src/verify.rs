@@ -8,7 +8,7 @@
 //! singular value bound from the Gram `WᵀW` (`σᵢ(W)² = λᵢ(WᵀW)`) at O(n³).
 
 use crate::{Certificate, Problem};
-use dp_core::{Result, evaluate_strategy};
+use dp_core::{Result, evaluate_strategy_rows};
 use dp_linalg::MatRef;
 
 /// The objective and bounds of a strategy, recomputed from W and `A`.
@@ -30,8 +30,8 @@ pub struct VerifiedStrategy {
 
 /// Recomputes the objective of `strategy` for the problem's workload
 /// `workload` (the problem is its Gram) under its privacy model, from W
-/// itself ([`dp_core::evaluate_strategy`]), and the gap of `certificate`
-/// against it. An
+/// itself ([`dp_core::evaluate_strategy_rows`]), and the gap of
+/// `certificate` against it. An
 /// [`dp_core::DpError::UnsupportedWorkload`] when the strategy does not
 /// support `workload` by the mechanism's own test
 /// ([`dp_core::evaluate_strategy`]'s test at the default tolerance): its answers
@@ -42,12 +42,12 @@ pub fn verify_strategy(
     strategy: MatRef<'_, f64>,
     certificate: Option<Certificate>,
 ) -> Result<VerifiedStrategy> {
-    // Support and objective from W's own rows and the strategy's SVD, at
-    // the cost of the support test alone: a triangular factor of a badly
-    // scaled W (or its Gram) carries rounding the objective amplifies
-    // (3.6e-7 relative on COA's strategy for WRange 64x48 with rows over
-    // eight decades, against an exact rational evaluation; this: 1e-13).
-    let eval = evaluate_strategy(workload, strategy)?.supported()?;
+    // Support and objective from W's own rows against the strategy's own
+    // factor (QR when of full column rank, else SVD): a triangular factor
+    // of a badly scaled W (or its Gram) carries rounding the objective
+    // amplifies (3.6e-7 relative on COA's strategy for WRange 64x48 with
+    // rows over eight decades, against an exact rational evaluation).
+    let eval = evaluate_strategy_rows(workload, strategy)?.supported()?;
     let objective = problem.privacy().objective(&eval);
     let lower_bound = certificate.map(|c| c.lower_bound);
     Ok(VerifiedStrategy {
