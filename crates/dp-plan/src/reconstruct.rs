@@ -44,7 +44,7 @@ pub use crate::reconstruction::{
     CgOptions, CgReport, DENSE_RECONSTRUCTION_CELLS, EXACT_VARIANCE_BUDGET,
     ITERATIVE_RECONSTRUCTION_CELLS, Reconstruction, ReconstructionMethod, VarianceMethod,
 };
-use crate::reconstruction::{Problem, explicit_products, invalid, not_estimable};
+use crate::reconstruction::{Problem, invalid, not_estimable};
 
 /// Relative tolerance of the row-space (unbiasedness) check.
 const ROW_SPACE_TOLERANCE: f64 = 1e-9;
@@ -440,28 +440,17 @@ struct OrthogonalPlan {
 impl OrthogonalPlan {
     fn new(workload: &StructuredWorkload, measured: &MeasuredStrategy) -> Result<Self> {
         let terms = build_terms(measured, &workload.domain().shape())?;
+        let index = TermIndex::new(&terms);
         let mut relevant = Vec::new();
         let mut variances = Vec::new();
         let mut fourth = Vec::new();
-        for (p, (c, ws)) in explicit_products(workload)?.into_iter().enumerate() {
-            // A term contributes nothing when, on some attribute, the query
-            // factor has constant rows (a multiple of 1ᵀ per row) and the
-            // term's factor is a contrast: then Wᵢ F⁺ = c 1ᵀFᵀ(FFᵀ)⁻¹ = 0
-            // exactly. Skipping it keeps marginal workloads on many
-            // attributes linear in the terms that matter.
-            let constant: Vec<bool> = ws.iter().map(constant_rows).collect();
-            let reads: Vec<usize> = (0..terms.len())
-                .filter(|&t| {
-                    !terms[t]
-                        .factors
-                        .iter()
-                        .zip(&constant)
-                        .any(|(f, &c)| c && f.is_contrast())
-                })
-                .collect();
+        for (p, (c, factors)) in workload.products().into_iter().enumerate() {
+            let product = QueryProduct::new(&factors)?;
+            let reads = index.relevant(&terms, &product);
             let read: Vec<&Term> = reads.iter().map(|&t| &terms[t]).collect();
-            check_row_space(p, &ws, &read)?;
-            let m = ws
+            check_row_space(p, &product, &read)?;
+            let m = product
+                .ws
                 .iter()
                 .try_fold(1usize, |acc, w| acc.checked_mul(w.nrows()));
             let mut var = super::resources::try_zeros(m, "the variances")?;
@@ -470,12 +459,8 @@ impl OrthogonalPlan {
                 // Row power sums of each Wᵢ F⁺, multiplied out over
                 // attributes: the coefficients of a term's noise are a
                 // Kronecker product of those rows.
-                let qs: Vec<Mat<f64>> = ws
-                    .iter()
-                    .zip(&t.factors)
-                    .map(|(w, f)| query_factor(w, f))
-                    .collect();
-                let s = c / t.scalar;
+                let (qs, scalar) = product.query_factors(t);
+                let s = c / t.scalar * scalar;
                 for (power, out) in [(2, &mut var), (4, &mut quartic)] {
                     let sums: Vec<Mat<f64>> = qs
                         .iter()
@@ -511,17 +496,15 @@ impl OrthogonalPlan {
     /// The workload's answers from the measured `values`.
     fn answers(&self, workload: &StructuredWorkload, values: &[f64]) -> Result<Vec<f64>> {
         let mut answers = Vec::new();
-        for ((c, ws), reads) in explicit_products(workload)?.into_iter().zip(&self.relevant) {
-            let m = ws
+        for ((c, factors), reads) in workload.products().into_iter().zip(&self.relevant) {
+            let product = QueryProduct::new(&factors)?;
+            let m = product
+                .ws
                 .iter()
                 .try_fold(1usize, |acc, w| acc.checked_mul(w.nrows()));
             let mut ans = super::resources::try_zeros(m, "the answers")?;
             for t in reads.iter().map(|&t| &self.terms[t]) {
-                let qs: Vec<Mat<f64>> = ws
-                    .iter()
-                    .zip(&t.factors)
-                    .map(|(w, f)| query_factor(w, f))
-                    .collect();
+                let (qs, scalar) = product.query_factors(t);
                 let refs: Vec<&Mat<f64>> = qs.iter().collect();
                 let y = &values[t.offset..t.offset + t.rows];
                 // Square factors (e.g. a Kronecker plan's): in place on one
@@ -533,7 +516,7 @@ impl OrthogonalPlan {
                 } else {
                     kron_matvec(&refs, y)?
                 };
-                let s = c / t.scalar;
+                let s = c / t.scalar * scalar;
                 for (a, p) in ans.iter_mut().zip(&part) {
                     *a += s * p;
                 }
@@ -547,21 +530,154 @@ impl OrthogonalPlan {
     }
 }
 
-/// Refuses query product `p` (factors `ws`) when it leaves the row space
-/// of the orthogonal terms: `Πᵢ tr(Gᵢ) − Σ_t Πᵢ tr(Gᵢ P_{t,i})`.
-fn check_row_space(p: usize, ws: &[Mat<f64>], terms: &[&Term]) -> Result<()> {
+/// One query product's explicit factors, with what every term shares on
+/// them: which attributes keep more than one row, each single-row
+/// factor's value against the ones row, and `tr(Gᵢ P)` for the ones row.
+struct QueryProduct {
+    ws: Vec<Mat<f64>>,
+    /// `Wᵢ 1/nᵢ` where `Wᵢ` has one row (a marginal's summed-out
+    /// attribute: 1), else NaN (never read).
+    ones_value: Vec<f64>,
+    /// `tr(Wᵢᵀ Wᵢ 11ᵀ/nᵢ)`.
+    ones_trace: Vec<f64>,
+    /// Attributes whose rows are all constant (a contrast term there
+    /// contributes exactly nothing).
+    constant: Vec<bool>,
+}
+
+impl QueryProduct {
+    fn new(factors: &[dp_workloads::structured::Factor]) -> Result<Self> {
+        let ws: Vec<Mat<f64>> = factors
+            .iter()
+            .map(dp_workloads::structured::Factor::explicit)
+            .collect::<std::result::Result<_, _>>()?;
+        let ones_value = ws
+            .iter()
+            .map(|w| {
+                if w.nrows() == 1 {
+                    (0..w.ncols()).map(|j| w[(0, j)]).sum::<f64>() / w.ncols() as f64
+                } else {
+                    f64::NAN
+                }
+            })
+            .collect();
+        let ones_trace = ws
+            .iter()
+            .map(|w| trace_gp(w, &TermFactor::Ones(w.ncols())))
+            .collect();
+        let constant = ws.iter().map(constant_rows).collect();
+        Ok(Self {
+            ws,
+            ones_value,
+            ones_trace,
+            constant,
+        })
+    }
+
+    /// Term `t`'s query factors `Wᵢ F_{t,i}⁺` on the attributes where one
+    /// is more than a scalar (the query keeps several rows, or the term
+    /// has a matrix factor), in attribute order, and the product of the
+    /// scalars `Wᵢ 1/nᵢ` elsewhere. Single-row, single-column factors do
+    /// not change a Kronecker product's layout, so the answers and power
+    /// sums are those of the full product, at a cost in the attributes
+    /// that matter.
+    fn query_factors(&self, t: &Term) -> (Vec<Mat<f64>>, f64) {
+        let mut qs = Vec::new();
+        let mut scalar = 1.0;
+        for (i, (w, f)) in self.ws.iter().zip(&t.factors).enumerate() {
+            if w.nrows() == 1 && matches!(f, TermFactor::Ones(_)) {
+                scalar *= self.ones_value[i];
+            } else {
+                qs.push(query_factor(w, f));
+            }
+        }
+        if qs.is_empty() {
+            qs.push(Mat::from_fn(1, 1, |_, _| 1.0));
+        }
+        (qs, scalar)
+    }
+}
+
+/// The terms by the attributes where their factor is a contrast, so that
+/// a query product finds the terms it reads among the subsets of its
+/// non-constant attributes instead of scanning every term.
+struct TermIndex {
+    by_contrasts: HashMap<Vec<usize>, Vec<usize>>,
+}
+
+/// Most non-constant attributes a query product's subsets are enumerated
+/// over; beyond, every term is scanned.
+const MAX_ENUMERATED_ATTRIBUTES: usize = 16;
+
+impl TermIndex {
+    fn new(terms: &[Term]) -> Self {
+        let mut by_contrasts: HashMap<Vec<usize>, Vec<usize>> = HashMap::new();
+        for (k, t) in terms.iter().enumerate() {
+            by_contrasts.entry(contrasts(t)).or_default().push(k);
+        }
+        Self { by_contrasts }
+    }
+
+    /// The terms query product `q` reads, increasing. A term contributes
+    /// nothing when, on some attribute, the query factor has constant rows
+    /// (a multiple of 1ᵀ per row) and the term's factor is a contrast:
+    /// then `Wᵢ F⁺ = c 1ᵀFᵀ(FFᵀ)⁻¹ = 0` exactly. So a term is read iff its
+    /// contrast attributes are among the query's non-constant ones.
+    fn relevant(&self, terms: &[Term], q: &QueryProduct) -> Vec<usize> {
+        let free: Vec<usize> = (0..q.constant.len()).filter(|&i| !q.constant[i]).collect();
+        let mut reads = Vec::new();
+        if free.len() <= MAX_ENUMERATED_ATTRIBUTES {
+            for mask in 0u32..(1 << free.len()) {
+                let key: Vec<usize> = (0..free.len())
+                    .filter(|&b| mask & (1 << b) != 0)
+                    .map(|b| free[b])
+                    .collect();
+                if let Some(ts) = self.by_contrasts.get(&key) {
+                    reads.extend_from_slice(ts);
+                }
+            }
+            reads.sort_unstable();
+        } else {
+            reads = (0..terms.len())
+                .filter(|&t| {
+                    !terms[t]
+                        .factors
+                        .iter()
+                        .zip(&q.constant)
+                        .any(|(f, &c)| c && f.is_contrast())
+                })
+                .collect();
+        }
+        reads
+    }
+}
+
+/// The attributes where term `t`'s factor is a contrast, increasing.
+fn contrasts(t: &Term) -> Vec<usize> {
+    (0..t.factors.len())
+        .filter(|&i| t.factors[i].is_contrast())
+        .collect()
+}
+
+/// Refuses query product `p` when it leaves the row space of the
+/// orthogonal terms: `Πᵢ tr(Gᵢ) − Σ_t Πᵢ tr(Gᵢ P_{t,i})`.
+fn check_row_space(p: usize, q: &QueryProduct, terms: &[&Term]) -> Result<()> {
     // tr(Gᵢ) = ‖Wᵢ‖²_F: no n×n Gram is formed (an attribute summed out
     // may have 10⁵ values).
-    let total: f64 = ws
-        .iter()
-        .map(|w| dp_linalg::frobenius_norm(w.as_ref()).powi(2))
-        .product();
+    let total: f64 =
+        q.ws.iter()
+            .map(|w| dp_linalg::frobenius_norm(w.as_ref()).powi(2))
+            .product();
     let covered: f64 = terms
         .iter()
         .map(|t| {
-            ws.iter()
+            q.ws.iter()
                 .zip(&t.factors)
-                .map(|(w, f)| trace_gp(w, f))
+                .enumerate()
+                .map(|(i, (w, f))| match f {
+                    TermFactor::Ones(_) => q.ones_trace[i],
+                    TermFactor::Matrix { .. } => trace_gp(w, f),
+                })
                 .product::<f64>()
         })
         .sum();
