@@ -36,6 +36,8 @@
 
 use std::collections::HashMap;
 
+use rayon::prelude::*;
+
 use dp_core::{DpError, MeasuredStrategy, Result};
 use dp_linalg::{Mat, Par, pseudo_inverse, pseudo_inverse_symmetric};
 use dp_workloads::structured::{StructuredWorkload, kron_matvec};
@@ -441,50 +443,45 @@ impl OrthogonalPlan {
     fn new(workload: &StructuredWorkload, measured: &MeasuredStrategy) -> Result<Self> {
         let terms = build_terms(measured, &workload.domain().shape())?;
         let index = TermIndex::new(&terms);
-        let mut relevant = Vec::new();
-        let mut variances = Vec::new();
-        let mut fourth = Vec::new();
-        for (p, (c, factors)) in workload.products().into_iter().enumerate() {
-            let product = QueryProduct::new(&factors)?;
-            let reads = index.relevant(&terms, &product);
-            let read: Vec<&Term> = reads.iter().map(|&t| &terms[t]).collect();
-            check_row_space(p, &product, &read)?;
-            let m = product
-                .ws
-                .iter()
-                .try_fold(1usize, |acc, w| acc.checked_mul(w.nrows()));
-            let mut var = super::resources::try_zeros(m, "the variances")?;
-            let mut quartic = super::resources::try_zeros(m, "the fourth power sums")?;
-            for t in read {
-                // Row power sums of each Wᵢ F⁺, multiplied out over
-                // attributes: the coefficients of a term's noise are a
-                // Kronecker product of those rows.
-                let (qs, scalar) = product.query_factors(t);
-                let s = c / t.scalar * scalar;
-                for (power, out) in [(2, &mut var), (4, &mut quartic)] {
-                    let sums: Vec<Mat<f64>> = qs
-                        .iter()
-                        .map(|q| {
-                            Mat::from_fn(q.nrows(), 1, |r, _| {
-                                (0..q.ncols()).map(|j| q[(r, j)].powi(power)).sum::<f64>()
+        let products = workload.products();
+        let (sizes, total) = product_sizes(&products)?;
+        let mut variances = super::resources::try_zeros(Some(total), "the variances")?;
+        let mut fourth = super::resources::try_zeros(Some(total), "the fourth power sums")?;
+        // Products are independent: each fills its own slice of the outputs.
+        let work: Vec<_> = products
+            .iter()
+            .zip(split_by(&mut variances, &sizes))
+            .zip(split_by(&mut fourth, &sizes))
+            .enumerate()
+            .collect();
+        let relevant = work
+            .into_par_iter()
+            .map(|(p, (((c, factors), var), quartic))| {
+                let product = QueryProduct::new(factors)?;
+                let reads = index.relevant(&terms, &product);
+                let read: Vec<&Term> = reads.iter().map(|&t| &terms[t]).collect();
+                check_row_space(p, &product, &read)?;
+                for t in read {
+                    // Row power sums of each Wᵢ F⁺, multiplied out over
+                    // attributes: the coefficients of a term's noise are a
+                    // Kronecker product of those rows.
+                    let (qs, scalar) = product.query_factors(t);
+                    let s = c / t.scalar * scalar;
+                    for (power, out) in [(2, &mut *var), (4, &mut *quartic)] {
+                        let sums: Vec<Vec<f64>> = qs
+                            .iter()
+                            .map(|q| {
+                                (0..q.nrows())
+                                    .map(|r| (0..q.ncols()).map(|j| q[(r, j)].powi(power)).sum())
+                                    .collect()
                             })
-                        })
-                        .collect();
-                    let refs: Vec<&Mat<f64>> = sums.iter().collect();
-                    let part = kron_matvec(&refs, &[1.0])?;
-                    let sp = s.powi(power);
-                    for (v, p) in out.iter_mut().zip(&part) {
-                        *v += sp * p;
+                            .collect();
+                        add_outer_product(out, s.powi(power), &sums);
                     }
                 }
-            }
-            for (all, one) in [(&mut variances, var), (&mut fourth, quartic)] {
-                all.try_reserve(one.len())
-                    .map_err(|_| invalid("the variances cannot be allocated".into()))?;
-                all.extend(one);
-            }
-            relevant.push(reads);
-        }
+                Ok(reads)
+            })
+            .collect::<Result<Vec<_>>>()?;
         Ok(Self {
             terms,
             relevant,
@@ -495,38 +492,87 @@ impl OrthogonalPlan {
 
     /// The workload's answers from the measured `values`.
     fn answers(&self, workload: &StructuredWorkload, values: &[f64]) -> Result<Vec<f64>> {
-        let mut answers = Vec::new();
-        for ((c, factors), reads) in workload.products().into_iter().zip(&self.relevant) {
-            let product = QueryProduct::new(&factors)?;
-            let m = product
-                .ws
-                .iter()
-                .try_fold(1usize, |acc, w| acc.checked_mul(w.nrows()));
-            let mut ans = super::resources::try_zeros(m, "the answers")?;
-            for t in reads.iter().map(|&t| &self.terms[t]) {
-                let (qs, scalar) = product.query_factors(t);
-                let refs: Vec<&Mat<f64>> = qs.iter().collect();
-                let y = &values[t.offset..t.offset + t.rows];
-                // Square factors (e.g. a Kronecker plan's): in place on one
-                // copy of the term's values, no per-mode intermediates.
-                let part = if qs.iter().all(|q| q.nrows() == q.ncols()) {
-                    let mut part = y.to_vec();
-                    super::reconstruct_kron::kron_apply_in_place(&refs, &mut part, Par::rayon(0))?;
-                    part
-                } else {
-                    kron_matvec(&refs, y)?
-                };
-                let s = c / t.scalar * scalar;
-                for (a, p) in ans.iter_mut().zip(&part) {
-                    *a += s * p;
+        let products = workload.products();
+        let (sizes, total) = product_sizes(&products)?;
+        let mut answers = super::resources::try_zeros(Some(total), "the answers")?;
+        let work: Vec<_> = products
+            .iter()
+            .zip(&self.relevant)
+            .zip(split_by(&mut answers, &sizes))
+            .collect();
+        work.into_par_iter()
+            .try_for_each(|(((c, factors), reads), ans)| -> Result<()> {
+                let product = QueryProduct::new(factors)?;
+                for t in reads.iter().map(|&t| &self.terms[t]) {
+                    let (qs, scalar) = product.query_factors(t);
+                    let refs: Vec<&Mat<f64>> = qs.iter().collect();
+                    let y = &values[t.offset..t.offset + t.rows];
+                    // Square factors (e.g. a Kronecker plan's): in place on
+                    // one copy of the term's values, no per-mode
+                    // intermediates.
+                    let part = if qs.iter().all(|q| q.nrows() == q.ncols()) {
+                        let mut part = y.to_vec();
+                        super::reconstruct_kron::kron_apply_in_place(&refs, &mut part, Par::Seq)?;
+                        part
+                    } else {
+                        kron_matvec(&refs, y)?
+                    };
+                    let s = c / t.scalar * scalar;
+                    for (a, p) in ans.iter_mut().zip(&part) {
+                        *a += s * p;
+                    }
                 }
-            }
-            answers
-                .try_reserve(ans.len())
-                .map_err(|_| invalid("the answers cannot be allocated".into()))?;
-            answers.extend(ans);
-        }
+                Ok(())
+            })?;
         Ok(answers)
+    }
+}
+
+/// Each query product's number of queries, and their total (refused when
+/// it overflows).
+fn product_sizes(
+    products: &[(f64, Vec<dp_workloads::structured::Factor>)],
+) -> Result<(Vec<usize>, usize)> {
+    let overflow = || DpError::MemoryLimit("the workload has more than 2^64 queries".into());
+    let sizes = products
+        .iter()
+        .map(|(_, fs)| {
+            fs.iter()
+                .try_fold(1usize, |acc, f| acc.checked_mul(f.num_queries()))
+                .ok_or_else(overflow)
+        })
+        .collect::<Result<Vec<usize>>>()?;
+    let total = sizes
+        .iter()
+        .try_fold(0usize, |acc, &m| acc.checked_add(m))
+        .ok_or_else(overflow)?;
+    Ok((sizes, total))
+}
+
+/// `out` split into consecutive slices of the given lengths (which sum
+/// to its length).
+fn split_by<'a>(mut out: &'a mut [f64], sizes: &[usize]) -> Vec<&'a mut [f64]> {
+    let mut parts = Vec::with_capacity(sizes.len());
+    for &m in sizes {
+        let (head, tail) = std::mem::take(&mut out).split_at_mut(m);
+        parts.push(head);
+        out = tail;
+    }
+    parts
+}
+
+/// `out += scale · (v₁ ⊗ v₂ ⊗ …)`, the first vector's index slowest (the
+/// row order of a Kronecker product of column vectors).
+fn add_outer_product(out: &mut [f64], scale: f64, vs: &[Vec<f64>]) {
+    let mut acc = vec![scale];
+    for v in vs {
+        acc = acc
+            .iter()
+            .flat_map(|&a| v.iter().map(move |&b| a * b))
+            .collect();
+    }
+    for (o, a) in out.iter_mut().zip(&acc) {
+        *o += a;
     }
 }
 
