@@ -73,9 +73,29 @@ impl TermFactor {
 struct Term {
     /// The 1×1 factor of a term on no attribute (else 1).
     scalar: f64,
+    /// The attributes with a matrix factor, increasing (the ones row
+    /// elsewhere, never stored: a term on 3 of 100 attributes keeps 3).
+    support: Vec<usize>,
+    /// The matrix factors, one per support attribute.
     factors: Vec<TermFactor>,
     rows: usize,
     offset: usize,
+}
+
+impl Term {
+    /// The factor on each of `d` attributes in order: `None` for the ones
+    /// row.
+    fn each_factor(&self, d: usize) -> impl Iterator<Item = Option<&TermFactor>> {
+        let mut k = 0;
+        (0..d).map(move |i| {
+            if self.support.get(k) == Some(&i) {
+                k += 1;
+                Some(&self.factors[k - 1])
+            } else {
+                None
+            }
+        })
+    }
 }
 
 /// The least-squares answers and variances of `workload` from the
@@ -329,10 +349,10 @@ fn build_terms(measured: &MeasuredStrategy, shape: &[usize]) -> Result<Vec<Term>
         } else {
             (1.0, t.factors.iter().collect())
         };
-        let mut fs = Vec::with_capacity(shape.len());
-        for (i, &n) in shape.iter().enumerate() {
+        let mut fs = Vec::with_capacity(t.support.len());
+        for (i, _) in shape.iter().enumerate() {
             match t.support.iter().position(|&p| p == i) {
-                None => fs.push(TermFactor::Ones(n)),
+                None => {}
                 Some(k) => {
                     let f = factors[k];
                     let key = (
@@ -363,6 +383,7 @@ fn build_terms(measured: &MeasuredStrategy, shape: &[usize]) -> Result<Vec<Term>
         let rows: usize = t.factors.iter().map(|f| f.nrows()).product();
         out.push(Term {
             scalar,
+            support: t.support.clone(),
             factors: fs,
             rows,
             offset,
@@ -564,15 +585,25 @@ fn split_by<'a>(mut out: &'a mut [f64], sizes: &[usize]) -> Vec<&'a mut [f64]> {
 /// `out += scale · (v₁ ⊗ v₂ ⊗ …)`, the first vector's index slowest (the
 /// row order of a Kronecker product of column vectors).
 fn add_outer_product(out: &mut [f64], scale: f64, vs: &[Vec<f64>]) {
+    let Some((last, first)) = vs.split_last() else {
+        if let Some(o) = out.first_mut() {
+            *o += scale;
+        }
+        return;
+    };
     let mut acc = vec![scale];
-    for v in vs {
-        acc = acc
-            .iter()
-            .flat_map(|&a| v.iter().map(move |&b| a * b))
-            .collect();
+    for v in first {
+        let mut next = Vec::with_capacity(acc.len() * v.len());
+        for &a in &acc {
+            next.extend(v.iter().map(|&b| a * b));
+        }
+        acc = next;
     }
-    for (o, a) in out.iter_mut().zip(&acc) {
-        *o += a;
+    // The last factor straight into `out`, with no product vector.
+    for (chunk, &a) in out.chunks_mut(last.len()).zip(&acc) {
+        for (o, &b) in chunk.iter_mut().zip(last) {
+            *o += a * b;
+        }
     }
 }
 
@@ -630,11 +661,11 @@ impl QueryProduct {
     fn query_factors(&self, t: &Term) -> (Vec<Mat<f64>>, f64) {
         let mut qs = Vec::new();
         let mut scalar = 1.0;
-        for (i, (w, f)) in self.ws.iter().zip(&t.factors).enumerate() {
-            if w.nrows() == 1 && matches!(f, TermFactor::Ones(_)) {
-                scalar *= self.ones_value[i];
-            } else {
-                qs.push(query_factor(w, f));
+        for (i, (w, f)) in self.ws.iter().zip(t.each_factor(self.ws.len())).enumerate() {
+            match f {
+                None if w.nrows() == 1 => scalar *= self.ones_value[i],
+                None => qs.push(query_factor(w, &TermFactor::Ones(w.ncols()))),
+                Some(f) => qs.push(query_factor(w, f)),
             }
         }
         if qs.is_empty() {
@@ -687,10 +718,10 @@ impl TermIndex {
             reads = (0..terms.len())
                 .filter(|&t| {
                     !terms[t]
-                        .factors
+                        .support
                         .iter()
-                        .zip(&q.constant)
-                        .any(|(f, &c)| c && f.is_contrast())
+                        .zip(&terms[t].factors)
+                        .any(|(&i, f)| q.constant[i] && f.is_contrast())
                 })
                 .collect();
         }
@@ -700,8 +731,11 @@ impl TermIndex {
 
 /// The attributes where term `t`'s factor is a contrast, increasing.
 fn contrasts(t: &Term) -> Vec<usize> {
-    (0..t.factors.len())
-        .filter(|&i| t.factors[i].is_contrast())
+    t.support
+        .iter()
+        .zip(&t.factors)
+        .filter(|(_, f)| f.is_contrast())
+        .map(|(&i, _)| i)
         .collect()
 }
 
@@ -718,11 +752,11 @@ fn check_row_space(p: usize, q: &QueryProduct, terms: &[&Term]) -> Result<()> {
         .iter()
         .map(|t| {
             q.ws.iter()
-                .zip(&t.factors)
+                .zip(t.each_factor(q.ws.len()))
                 .enumerate()
                 .map(|(i, (w, f))| match f {
-                    TermFactor::Ones(_) => q.ones_trace[i],
-                    TermFactor::Matrix { .. } => trace_gp(w, f),
+                    None => q.ones_trace[i],
+                    Some(f) => trace_gp(w, f),
                 })
                 .product::<f64>()
         })
