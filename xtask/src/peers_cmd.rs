@@ -65,6 +65,22 @@ pub fn run_rp(dims: &[usize], json: bool) -> Result<()> {
             }
         }
     }
+    use dp_bench::rp_peers::{reconstruct_all, reconstruction_line, reconstruction_preamble};
+    if !json {
+        println!();
+        for line in reconstruction_preamble() {
+            println!("{line}");
+        }
+    }
+    for &d in dims {
+        let row = reconstruct_all(10, d, 3)?;
+        if json {
+            let text = serde_json::to_string(&row).map_err(|e| DpError::Io(e.to_string()))?;
+            println!("{text}");
+        } else {
+            println!("{}", reconstruction_line(&row));
+        }
+    }
     if !json {
         let load = load_average().map_or("?".into(), |l| format!("{l:.1}"));
         println!("load average at end {load}");
