@@ -46,7 +46,7 @@ pub use crate::reconstruction::{
     CgOptions, CgReport, DENSE_RECONSTRUCTION_CELLS, EXACT_VARIANCE_BUDGET,
     ITERATIVE_RECONSTRUCTION_CELLS, Reconstruction, ReconstructionMethod, VarianceMethod,
 };
-use crate::reconstruction::{Problem, invalid, not_estimable};
+use crate::reconstruction::{Problem, invalid, is_identity, not_estimable};
 
 /// Relative tolerance of the row-space (unbiasedness) check.
 const ROW_SPACE_TOLERANCE: f64 = 1e-9;
@@ -440,12 +440,6 @@ fn product(a: &Mat<f64>, b: &Mat<f64>) -> Mat<f64> {
         Par::Seq
     };
     dp_linalg::gemm(a.as_ref(), b.as_ref(), par)
-}
-
-/// Whether `w` is exactly a square identity.
-pub(crate) fn is_identity(w: &Mat<f64>) -> bool {
-    w.nrows() == w.ncols()
-        && (0..w.ncols()).all(|j| (0..w.nrows()).all(|i| w[(i, j)] == f64::from(u8::from(i == j))))
 }
 
 /// The orthogonal-terms reconstruction's value-independent part: the

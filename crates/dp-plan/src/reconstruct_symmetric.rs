@@ -351,7 +351,7 @@ fn fourth_powers(
         groups.entry((shared, bits)).or_insert((0.0, shapes)).0 += scalar;
     }
     let mut patterns: HashMap<Vec<usize>, Option<Patterns>> = HashMap::new();
-    let identity: Vec<bool> = ws.iter().map(crate::reconstruct::is_identity).collect();
+    let identity: Vec<bool> = ws.iter().map(crate::reconstruction::is_identity).collect();
     for ((shared, _), (weight, shapes)) in groups {
         let entry = patterns
             .entry(shared.clone())

@@ -140,6 +140,12 @@ pub(crate) fn explicit_products(
     Ok(out)
 }
 
+/// Whether `w` is exactly a square identity.
+pub(crate) fn is_identity(w: &Mat<f64>) -> bool {
+    w.nrows() == w.ncols()
+        && (0..w.ncols()).all(|j| (0..w.nrows()).all(|i| w[(i, j)] == f64::from(u8::from(i == j))))
+}
+
 pub(crate) fn not_estimable(p: usize) -> DpError {
     invalid(format!(
         "query product {p} of the workload is not in the row space of the strategy (its \
