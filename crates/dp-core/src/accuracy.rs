@@ -67,15 +67,20 @@ impl StrategyEvaluation {
     }
 }
 
+/// Both matrices valid and nonzero, on the same domain.
+fn check_pair(workload: MatRef<'_, f64>, strategy: MatRef<'_, f64>) -> Result<()> {
+    check_nonzero_matrix("workload", workload)?;
+    check_nonzero_matrix("strategy", strategy)?;
+    check_same_domain(workload, strategy)
+}
+
 /// Evaluates a pair without refusing unsupported workloads (the support
 /// test is part of the answer). Validates shapes and entries.
 pub fn evaluate_strategy(
     workload: MatRef<'_, f64>,
     strategy: MatRef<'_, f64>,
 ) -> Result<StrategyEvaluation> {
-    check_nonzero_matrix("workload", workload)?;
-    check_nonzero_matrix("strategy", strategy)?;
-    check_same_domain(workload, strategy)?;
+    check_pair(workload, strategy)?;
     let factors = StrategyFactors::new(strategy)?;
     let support = support_from_factors(&factors, workload, DEFAULT_SUPPORT_TOLERANCE);
     let trace = factors.whitened_squared_norm(workload);
@@ -98,9 +103,7 @@ pub fn evaluate_strategy_rows(
     workload: MatRef<'_, f64>,
     strategy: MatRef<'_, f64>,
 ) -> Result<StrategyEvaluation> {
-    check_nonzero_matrix("workload", workload)?;
-    check_nonzero_matrix("strategy", strategy)?;
-    check_same_domain(workload, strategy)?;
+    check_pair(workload, strategy)?;
     let Some(r) = full_rank_factor(strategy)? else {
         return evaluate_strategy(workload, strategy);
     };

@@ -9,20 +9,8 @@ use dp_core::DpError;
 use dp_workloads::npy::{read_array_from, read_matrix, write_matrix};
 use proptest::prelude::*;
 
-/// A version-1 `.npy` file: magic, version, header length, the header
-/// dict padded to a multiple of 64 bytes, then `data`.
-fn npy_bytes(header: &str, data: &[u8]) -> Vec<u8> {
-    let mut text = header.to_string();
-    while !(10 + text.len() + 1).is_multiple_of(64) {
-        text.push(' ');
-    }
-    text.push('\n');
-    let mut out = b"\x93NUMPY\x01\x00".to_vec();
-    out.extend_from_slice(&u16::try_from(text.len()).unwrap().to_le_bytes());
-    out.extend_from_slice(text.as_bytes());
-    out.extend_from_slice(data);
-    out
-}
+mod common;
+use common::npy_bytes;
 
 fn f8_header(shape: &str) -> String {
     format!("{{'descr': '<f8', 'fortran_order': False, 'shape': {shape}, }}")

@@ -9,22 +9,16 @@ use std::path::{Path, PathBuf};
 use dp_core::DpError;
 use dp_workloads::npy::{read_array_from, read_matrix};
 
-/// A version-1 `.npy` file with the given header fields and data bytes.
+mod common;
+
+/// A `.npy` file with the given header fields and data bytes.
 fn npy_bytes(descr: &str, fortran: bool, shape: (usize, usize), data: &[u8]) -> Vec<u8> {
     let order = if fortran { "True" } else { "False" };
-    let mut text = format!(
+    let header = format!(
         "{{'descr': '{descr}', 'fortran_order': {order}, 'shape': ({}, {}), }}",
         shape.0, shape.1
     );
-    while !(10 + text.len() + 1).is_multiple_of(64) {
-        text.push(' ');
-    }
-    text.push('\n');
-    let mut out = b"\x93NUMPY\x01\x00".to_vec();
-    out.extend_from_slice(&u16::try_from(text.len()).unwrap().to_le_bytes());
-    out.extend_from_slice(text.as_bytes());
-    out.extend_from_slice(data);
-    out
+    common::npy_bytes(&header, data)
 }
 
 fn write(name: &str, bytes: &[u8]) -> PathBuf {
@@ -53,76 +47,36 @@ fn file_order(rows: usize, cols: usize, fortran: bool) -> Vec<(usize, usize)> {
     }
 }
 
+/// The encoder of one value as the numeric type `$t`, in either byte
+/// order (one-byte types have only one).
+macro_rules! encode {
+    ($t:ty) => {
+        |v: i64, big_endian: bool| {
+            let x = v as $t;
+            if big_endian {
+                x.to_be_bytes().to_vec()
+            } else {
+                x.to_le_bytes().to_vec()
+            }
+        }
+    };
+}
+
 #[test]
 fn every_dtype_byte_order_and_layout_reads_back_its_integers() {
     // (descr without the byte-order mark, signed, encoder of one value).
     type Encode = fn(i64, bool) -> Vec<u8>;
     let kinds: [(&str, bool, Encode); 10] = [
-        ("f8", true, |v, be| {
-            let x = v as f64;
-            if be {
-                x.to_be_bytes().to_vec()
-            } else {
-                x.to_le_bytes().to_vec()
-            }
-        }),
-        ("f4", true, |v, be| {
-            let x = v as f32;
-            if be {
-                x.to_be_bytes().to_vec()
-            } else {
-                x.to_le_bytes().to_vec()
-            }
-        }),
-        ("i1", true, |v, _| (v as i8).to_le_bytes().to_vec()),
-        ("i2", true, |v, be| {
-            let x = v as i16;
-            if be {
-                x.to_be_bytes().to_vec()
-            } else {
-                x.to_le_bytes().to_vec()
-            }
-        }),
-        ("i4", true, |v, be| {
-            let x = v as i32;
-            if be {
-                x.to_be_bytes().to_vec()
-            } else {
-                x.to_le_bytes().to_vec()
-            }
-        }),
-        ("i8", true, |v, be| {
-            if be {
-                v.to_be_bytes().to_vec()
-            } else {
-                v.to_le_bytes().to_vec()
-            }
-        }),
-        ("u1", false, |v, _| (v as u8).to_le_bytes().to_vec()),
-        ("u2", false, |v, be| {
-            let x = v as u16;
-            if be {
-                x.to_be_bytes().to_vec()
-            } else {
-                x.to_le_bytes().to_vec()
-            }
-        }),
-        ("u4", false, |v, be| {
-            let x = v as u32;
-            if be {
-                x.to_be_bytes().to_vec()
-            } else {
-                x.to_le_bytes().to_vec()
-            }
-        }),
-        ("u8", false, |v, be| {
-            let x = v as u64;
-            if be {
-                x.to_be_bytes().to_vec()
-            } else {
-                x.to_le_bytes().to_vec()
-            }
-        }),
+        ("f8", true, encode!(f64)),
+        ("f4", true, encode!(f32)),
+        ("i1", true, encode!(i8)),
+        ("i2", true, encode!(i16)),
+        ("i4", true, encode!(i32)),
+        ("i8", true, encode!(i64)),
+        ("u1", false, encode!(u8)),
+        ("u2", false, encode!(u16)),
+        ("u4", false, encode!(u32)),
+        ("u8", false, encode!(u64)),
     ];
     let (rows, cols) = (3, 4);
     for (descr, signed, encode) in kinds {
