@@ -390,55 +390,68 @@ pub fn read_matrix(path: &Path) -> Result<Mat<f64>> {
     // The file holds lines: rows in C order, columns in Fortran order.
     let fortran = header.order == Order::Fortran;
     let line = if fortran { rows } else { cols };
-    let lines_per_chunk = (CHUNK_ENTRIES / line).max(1);
+    // Chunks of whole lines where a line fits in one; a longer line (a
+    // 1×10⁸ row, say) is read in plain chunks, never one line at once.
+    let whole_lines = line <= CHUNK_ENTRIES;
+    let chunk = if whole_lines {
+        (CHUNK_ENTRIES / line) * line
+    } else {
+        CHUNK_ENTRIES
+    };
     let mut m = Mat::<f64>::zeros(rows, cols);
-    stream_data(
-        data,
-        &header,
-        lines_per_chunk * line,
-        path,
-        |first, values| {
-            if let Some(pos) = values.iter().position(|v| !v.is_finite()) {
-                let (along, across) = ((first + pos) % line, (first + pos) / line);
-                let (row, col) = if fortran {
+    stream_data(data, &header, chunk, path, |first, values| {
+        if let Some(pos) = values.iter().position(|v| !v.is_finite()) {
+            let (along, across) = ((first + pos) % line, (first + pos) / line);
+            let (row, col) = if fortran {
+                (along, across)
+            } else {
+                (across, along)
+            };
+            return Err(DpError::NonFinite {
+                what: path.display().to_string(),
+                row,
+                col,
+                value: values[pos],
+            });
+        }
+        if !whole_lines {
+            for (k, &v) in values.iter().enumerate() {
+                let (along, across) = ((first + k) % line, (first + k) / line);
+                let (i, j) = if fortran {
                     (along, across)
                 } else {
                     (across, along)
                 };
-                return Err(DpError::NonFinite {
-                    what: path.display().to_string(),
-                    row,
-                    col,
-                    value: values[pos],
-                });
+                m[(i, j)] = v;
             }
-            let (start, count) = (first / line, values.len() / line);
-            if fortran {
-                m.as_mut()
-                    .subcols_mut(start, count)
-                    .copy_from(MatRef::from_column_major_slice(values, rows, count));
-                return Ok(());
+            return Ok(());
+        }
+        let (start, count) = (first / line, values.len() / line);
+        if fortran {
+            m.as_mut()
+                .subcols_mut(start, count)
+                .copy_from(MatRef::from_column_major_slice(values, rows, count));
+            return Ok(());
+        }
+        // Column by column: the chunk's rows stay in cache while each
+        // column is written contiguously (faer's copy between layouts goes
+        // entry by entry, at twice the time).
+        for (j, col) in m
+            .as_mut()
+            .subrows_mut(start, count)
+            .col_iter_mut()
+            .enumerate()
+        {
+            let dst = col
+                .try_as_col_major_mut()
+                .ok_or_else(|| io_error(path, "a matrix column is not contiguous"))?
+                .as_slice_mut();
+            for (d, &v) in dst.iter_mut().zip(values[j..].iter().step_by(cols)) {
+                *d = v;
             }
-            // Column by column: the chunk's rows stay in cache while each
-            // column is written contiguously (faer's copy between layouts goes
-            // entry by entry, at twice the time).
-            for (j, col) in m
-                .as_mut()
-                .subrows_mut(start, count)
-                .col_iter_mut()
-                .enumerate()
-            {
-                let dst = col
-                    .try_as_col_major_mut()
-                    .ok_or_else(|| io_error(path, "a matrix column is not contiguous"))?
-                    .as_slice_mut();
-                for (d, &v) in dst.iter_mut().zip(values[j..].iter().step_by(cols)) {
-                    *d = v;
-                }
-            }
-            Ok(())
-        },
-    )?;
+        }
+        Ok(())
+    })?;
     Ok(m)
 }
 

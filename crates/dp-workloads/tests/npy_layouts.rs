@@ -132,10 +132,11 @@ fn bools_are_zero_or_one_and_other_bytes_are_refused() {
 }
 
 /// Matrices of several read chunks (over 2¹⁷ entries), including one whose
-/// rows do not divide a chunk, in both orders.
+/// rows do not divide a chunk and lines (rows in C order, columns in
+/// Fortran order) longer than a chunk, in both orders.
 #[test]
 fn matrices_spanning_many_chunks_are_read_whole() {
-    for (rows, cols) in [(700, 301), (3, 70_001), (150_001, 2)] {
+    for (rows, cols) in [(700, 301), (3, 70_001), (150_001, 2), (2, 140_001)] {
         for fortran in [false, true] {
             let data: Vec<u8> = file_order(rows, cols, fortran)
                 .into_iter()
