@@ -472,7 +472,7 @@ impl OrthogonalPlan {
         let relevant = work
             .into_par_iter()
             .map(|(p, (((c, factors), var), quartic))| {
-                let product = QueryProduct::new(factors)?;
+                let product = QueryProduct::new(factors, true)?;
                 let reads = index.relevant(&terms, &product);
                 let read: Vec<&Term> = reads.iter().map(|&t| &terms[t]).collect();
                 check_row_space(p, &product, &read)?;
@@ -517,7 +517,7 @@ impl OrthogonalPlan {
             .collect();
         work.into_par_iter()
             .try_for_each(|(((c, factors), reads), ans)| -> Result<()> {
-                let product = QueryProduct::new(factors)?;
+                let product = QueryProduct::new(factors, false)?;
                 for t in reads.iter().map(|&t| &self.terms[t]) {
                     let (qs, scalar) = product.query_factors(t);
                     let refs: Vec<&Mat<f64>> = qs.iter().collect();
@@ -609,15 +609,18 @@ struct QueryProduct {
     /// `Wᵢ 1/nᵢ` where `Wᵢ` has one row (a marginal's summed-out
     /// attribute: 1), else NaN (never read).
     ones_value: Vec<f64>,
-    /// `tr(Wᵢᵀ Wᵢ 11ᵀ/nᵢ)`.
+    /// `tr(Wᵢᵀ Wᵢ 11ᵀ/nᵢ)` (empty when made for the answers only).
     ones_trace: Vec<f64>,
     /// Attributes whose rows are all constant (a contrast term there
-    /// contributes exactly nothing).
+    /// contributes exactly nothing; empty when made for the answers only).
     constant: Vec<bool>,
 }
 
 impl QueryProduct {
-    fn new(factors: &[dp_workloads::structured::Factor]) -> Result<Self> {
+    /// The product of `factors`; with `for_planning`, also what the term
+    /// lookup and the row-space check read (the answers pass, given the
+    /// terms already found, needs only the factors and ones values).
+    fn new(factors: &[dp_workloads::structured::Factor], for_planning: bool) -> Result<Self> {
         let ws: Vec<Mat<f64>> = factors
             .iter()
             .map(dp_workloads::structured::Factor::explicit)
@@ -632,11 +635,16 @@ impl QueryProduct {
                 }
             })
             .collect();
-        let ones_trace = ws
-            .iter()
-            .map(|w| trace_gp(w, &TermFactor::Ones(w.ncols())))
-            .collect();
-        let constant = ws.iter().map(constant_rows).collect();
+        let (ones_trace, constant) = if for_planning {
+            (
+                ws.iter()
+                    .map(|w| trace_gp(w, &TermFactor::Ones(w.ncols())))
+                    .collect(),
+                ws.iter().map(constant_rows).collect(),
+            )
+        } else {
+            (Vec::new(), Vec::new())
+        };
         Ok(Self {
             ws,
             ones_value,
