@@ -112,13 +112,16 @@ pub fn marginals_objective(
             ),
         });
     }
-    let full: AttrSet = (1 << d) - 1;
+    let full: u128 = (1 << d) - 1;
     let mut mu = vec![0.0; 1 << d];
-    for &(s, t) in theta {
+    for (set, t) in theta {
+        let t = *t;
+        // A set past the first 128 positions is outside the domain here.
+        let s = set.as_bits().unwrap_or(u128::MAX);
         if s & !full != 0 || !(t.is_finite() && t >= 0.0) {
             return Err(DpError::InvalidParameter {
                 name: "strategy",
-                reason: format!("weight {t} on attribute set {s:#b}"),
+                reason: format!("weight {t} on attribute set {set}"),
             });
         }
         let outside: f64 = (0..d)

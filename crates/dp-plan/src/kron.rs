@@ -94,14 +94,12 @@ impl Table {
                     t.group.push(gi);
                 }
                 Queries::Marginals(sets) => {
-                    for &s in sets {
-                        t.idx.extend((0..d).map(|i| {
-                            if s & (1u128 << i) != 0 {
-                                ident[i]
-                            } else {
-                                total[i]
-                            }
-                        }));
+                    for s in sets {
+                        t.idx.extend((0..d).map(
+                            |i| {
+                                if s.contains(i) { ident[i] } else { total[i] }
+                            },
+                        ));
                         t.log_c2.push(lc2);
                         t.group.push(gi);
                     }

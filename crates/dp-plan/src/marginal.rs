@@ -23,7 +23,7 @@ use std::sync::Arc;
 use dp_core::Result;
 use dp_linalg::{Mat, helmert};
 use dp_workloads::marginals::{residual_spectrum, svd_bound};
-use dp_workloads::structured::{AttrSet, StructuredWorkload, members};
+use dp_workloads::structured::{AttrSet, StructuredWorkload};
 
 use super::{
     GroupError, KronTerm, PlanObjective, StructuredPlan, StructuredStrategy, certificate, overflow,
@@ -42,8 +42,11 @@ pub fn optimal_marginal_plan(
     let ln_cells: f64 = ln_n.iter().sum();
     // Helmert rows only for the attributes some term lists (a dense
     // (n−1)×n matrix per attribute: an unused huge attribute costs nothing).
-    let used = spectrum.iter().fold(0, |acc, e| acc | e.set);
-    let q: HashMap<usize, Arc<Mat<f64>>> = members(used)
+    let used = spectrum
+        .iter()
+        .fold(AttrSet::EMPTY, |acc, e| acc.union(&e.set));
+    let q: HashMap<usize, Arc<Mat<f64>>> = used
+        .members()
         .map(|i| (i, Arc::new(helmert(shape[i]))))
         .collect();
     // s = Σ_T mult_T √λ_T = tr(G^{1/2}).
@@ -59,10 +62,10 @@ pub fn optimal_marginal_plan(
     let terms: Vec<KronTerm> = spectrum
         .iter()
         .map(|e| {
-            let inside: f64 = members(e.set).map(|i| ln_n[i]).sum();
+            let inside: f64 = e.set.members().map(|i| ln_n[i]).sum();
             KronTerm {
                 weight: (0.25 * e.eigenvalue.ln() - 0.5 * (ln_cells - inside)).exp(),
-                factors: members(e.set).map(|i| (i, q[&i].clone())).collect(),
+                factors: e.set.members().map(|i| (i, q[&i].clone())).collect(),
             }
         })
         .collect();
@@ -71,7 +74,7 @@ pub fn optimal_marginal_plan(
         .iter()
         .map(|e| {
             let ln = ln_cells + e.multiplicity.ln() - 0.5 * e.eigenvalue.ln();
-            (e.set, ln.exp())
+            (e.set.clone(), ln.exp())
         })
         .collect();
     let groups = marginal_group_errors(w, &scaled_inverse, ln_sens2);
@@ -110,17 +113,12 @@ pub(crate) fn marginal_group_errors(
         .iter()
         .map(|&n| (n as f64).ln())
         .collect();
-    let marginal_trace = |s: AttrSet| -> f64 {
-        let inside: f64 = members(s).map(|i| ln_n[i]).sum();
-        let mut acc = 0.0;
-        let mut t = s;
-        loop {
-            acc += scaled_inverse.get(&t).copied().unwrap_or(0.0);
-            if t == 0 {
-                break;
-            }
-            t = (t - 1) & s;
-        }
+    let marginal_trace = |s: &AttrSet| -> f64 {
+        let inside: f64 = s.members().map(|i| ln_n[i]).sum();
+        let acc: f64 = s
+            .subsets()
+            .map(|t| scaled_inverse.get(&t).copied().unwrap_or(0.0))
+            .sum();
         acc * (ln_sens2 - inside).exp()
     };
     w.groups()
@@ -128,7 +126,7 @@ pub(crate) fn marginal_group_errors(
         .map(|g| {
             // Only called on marginal workloads: every group has sets.
             let sets = g.marginal_sets().unwrap_or_default();
-            let tr: f64 = sets.iter().map(|&s| marginal_trace(s)).sum();
+            let tr: f64 = sets.iter().map(marginal_trace).sum();
             GroupError {
                 label: g.label.clone(),
                 queries: w.group_queries(g),

@@ -50,7 +50,7 @@ use std::sync::Arc;
 use dp_core::{DpError, Result};
 use dp_linalg::helmert;
 use dp_workloads::marginals::residual_spectrum;
-use dp_workloads::structured::{AttrSet, StructuredWorkload, members};
+use dp_workloads::structured::{AttrSet, StructuredWorkload};
 
 use super::marginal::marginal_group_errors;
 use super::{KronTerm, PlanOptions, StructuredPlan, StructuredStrategy, certificate, overflow};
@@ -107,7 +107,7 @@ impl Coefficients {
         let index: HashMap<AttrSet, u32> = residual_sets
             .iter()
             .enumerate()
-            .map(|(k, &t)| (t, k as u32))
+            .map(|(k, t)| (t.clone(), k as u32))
             .collect();
         let ln_n: Vec<f64> = shape.iter().map(|&n| (n as f64).ln()).collect();
         // ln((nᵢ−1)/nᵢ)², −∞ for nᵢ = 1 (no residual: never looked up).
@@ -118,23 +118,18 @@ impl Coefficients {
         let mut offsets = vec![0];
         let mut sets = Vec::new();
         let mut ln_values = Vec::new();
-        for (m, &(s, w2)) in marginals.iter().enumerate() {
+        for (m, (s, w2)) in marginals.iter().enumerate() {
             if m.is_multiple_of(1024) {
                 dp_core::interrupt::check()?;
             }
             let ln_w2 = w2.ln();
-            let mut t = s;
-            loop {
+            for t in s.subsets() {
                 if let Some(&k) = index.get(&t) {
-                    let inside: f64 = members(t).map(|i| ln_share[i]).sum();
-                    let rest: f64 = members(s & !t).map(|i| 2.0 * ln_n[i]).sum();
+                    let inside: f64 = t.members().map(|i| ln_share[i]).sum();
+                    let rest: f64 = s.difference(&t).members().map(|i| 2.0 * ln_n[i]).sum();
                     sets.push(k);
                     ln_values.push(ln_w2 + inside - rest);
                 }
-                if t == 0 {
-                    break;
-                }
-                t = (t - 1) & s;
             }
             offsets.push(sets.len());
         }
@@ -354,14 +349,16 @@ pub fn max_variance_marginal_plan(
     // The residual sets the workload touches, with their multiplicities.
     let spectrum = residual_spectrum(domain, &marginals)?;
     dp_core::interrupt::check()?;
-    let residual_sets: Vec<AttrSet> = spectrum.iter().map(|e| e.set).collect();
+    let residual_sets: Vec<AttrSet> = spectrum.iter().map(|e| e.set.clone()).collect();
     let c = Coefficients::new(&shape, &marginals, &residual_sets)?;
     let solution = solve(&c, options.gap_tolerance, budget);
     let ln_n: Vec<f64> = shape.iter().map(|&n| (n as f64).ln()).collect();
-    let q: HashMap<usize, Arc<dp_linalg::Mat<f64>>> =
-        members(residual_sets.iter().fold(0, |a, &t| a | t))
-            .map(|i| (i, Arc::new(helmert(shape[i]))))
-            .collect();
+    let q: HashMap<usize, Arc<dp_linalg::Mat<f64>>> = residual_sets
+        .iter()
+        .fold(AttrSet::EMPTY, |a, t| a.union(t))
+        .members()
+        .map(|i| (i, Arc::new(helmert(shape[i]))))
+        .collect();
     // Term T: c_T ⊗_{i∈T} Qᵢ ⊗_{i∉T} 1ᵀ has Gram c_T² Π_{i∉T} nᵢ P_T, so
     // μ_T = ν_T N/mult_T needs c_T² = ν_T Π_{i∈T} nᵢ / mult_T; its columns
     // have squared norm ν_T, so Δ₂² = Σν = 1.
@@ -369,10 +366,10 @@ pub fn max_variance_marginal_plan(
         .iter()
         .zip(&solution.nu)
         .map(|(e, &nu)| {
-            let inside: f64 = members(e.set).map(|i| ln_n[i]).sum();
+            let inside: f64 = e.set.members().map(|i| ln_n[i]).sum();
             KronTerm {
                 weight: (0.5 * (nu.ln() + inside - e.multiplicity.ln())).exp(),
-                factors: members(e.set).map(|i| (i, q[&i].clone())).collect(),
+                factors: e.set.members().map(|i| (i, q[&i].clone())).collect(),
             }
         })
         .collect();
@@ -381,7 +378,7 @@ pub fn max_variance_marginal_plan(
     let scaled_inverse: HashMap<AttrSet, f64> = spectrum
         .iter()
         .zip(&solution.nu)
-        .map(|(e, &nu)| (e.set, e.multiplicity * e.multiplicity / nu))
+        .map(|(e, &nu)| (e.set.clone(), e.multiplicity * e.multiplicity / nu))
         .collect();
     let groups = marginal_group_errors(w, &scaled_inverse, 2.0 * sensitivity.ln());
     if !(solution.upper.is_finite() && solution.lower.is_finite()) {
@@ -400,6 +397,47 @@ pub fn max_variance_marginal_plan(
         termination: solution.termination,
         seconds: 0.0,
     })
+}
+
+/// The optimum of every 0..=k-way marginal on `d` attributes of `n` values
+/// by the symmetry reduction: the optimal λ is uniform within each level
+/// (marginal size), so the dual has k + 1 variables, `b_j` for a residual
+/// set of size j is `Σ_{m≥j} l_m C(d−j, m−j) a_{m,j}`, `a_{m,j} =
+/// ((n−1)^j/n^m)²`, and `g = (Σ_j C(d,j) √b_j)²`. Solved by the same
+/// multiplicative steps on k + 1 numbers, where rounding is negligible.
+/// An independent check of [`max_variance_marginal_plan`] on the
+/// symmetric workloads (tests and the ResidualPlanner benchmark), which
+/// share nothing with it but the formula.
+pub fn symmetric_all_k_way_optimum(d: usize, n: usize, k: usize) -> Result<f64> {
+    if k > d || n < 2 {
+        return Err(DpError::InvalidParameter {
+            name: "workload",
+            reason: format!("all 0..={k}-way marginals on {d} attributes of {n} values"),
+        });
+    }
+    let choose = |a: usize, b: usize| -> f64 {
+        (0..b).fold(1.0, |acc, i| acc * (a - i) as f64 / (i + 1) as f64)
+    };
+    let a =
+        |m: usize, j: usize| ((n as f64 - 1.0).powi(j as i32) / (n as f64).powi(m as i32)).powi(2);
+    let count: Vec<f64> = (0..=k).map(|m| choose(d, m)).collect();
+    let mut l: Vec<f64> = vec![1.0 / count.iter().sum::<f64>(); k + 1];
+    let mut g = 0.0;
+    for _ in 0..200_000 {
+        let b: Vec<f64> = (0..=k)
+            .map(|j| (j..=k).map(|m| l[m] * choose(d - j, m - j) * a(m, j)).sum())
+            .collect();
+        let s: f64 = (0..=k).map(|j| count[j] * b[j].sqrt()).sum();
+        g = s * s;
+        let nu: Vec<f64> = b.iter().map(|x| x.sqrt() / s).collect();
+        let v: Vec<f64> = (0..=k)
+            .map(|m| (0..=m).map(|j| choose(m, j) * a(m, j) / nu[j]).sum())
+            .collect();
+        l = (0..=k).map(|m| l[m] * (v[m] / g).powi(2)).collect();
+        let z: f64 = (0..=k).map(|m| count[m] * l[m]).sum();
+        l.iter_mut().for_each(|x| *x /= z);
+    }
+    Ok(g)
 }
 
 /// The refusal for workloads that are not unions of marginals.

@@ -29,7 +29,17 @@ fn marginals(domain: &Domain, sets: &[(AttrSet, f64)]) -> StructuredWorkload {
 
 /// Every k-subset of `d` attributes as a mask.
 fn k_way(d: usize, k: u32) -> Vec<AttrSet> {
-    (0..1u128 << d).filter(|s| s.count_ones() == k).collect()
+    (0..1u128 << d)
+        .filter(|s| s.count_ones() == k)
+        .map(AttrSet::from_bits)
+        .collect()
+}
+
+/// Weighted sets given as masks.
+fn bits(sets: &[(u128, f64)]) -> Vec<(AttrSet, f64)> {
+    sets.iter()
+        .map(|&(s, w)| (AttrSet::from_bits(s), w))
+        .collect()
 }
 
 /// Per row q of the dense workload `wm`, `Δ₂² q G⁺ qᵀ` for the dense
@@ -104,7 +114,10 @@ fn small_domain() -> Domain {
 #[test]
 fn objective_and_groups_match_the_dense_per_query_variances() {
     // {a}, {a, b}, {c} with different weights on sizes 2, 3, 4.
-    let w = marginals(&small_domain(), &[(0b001, 1.0), (0b011, 2.0), (0b100, 0.5)]);
+    let w = marginals(
+        &small_domain(),
+        &bits(&[(0b001, 1.0), (0b011, 2.0), (0b100, 0.5)]),
+    );
     let plan = plan_strategy(&w, PrivacyModel::Approx, &max_options()).unwrap();
     let a = plan.strategy.dense().unwrap();
     let g = dp_linalg::gram(a.as_ref(), dp_linalg::Par::Seq);
@@ -163,8 +176,10 @@ fn optimum_matches_a_direct_minimization_over_the_strategy_eigenvalues() {
     // by nested golden sections (the max of convex functions is convex,
     // and so is its partial minimum).
     let domain = Domain::from_pairs(&[("a", 2), ("b", 3)]).unwrap();
-    let w = marginals(&domain, &[(0b01, 1.0), (0b11, 0.6)]);
-    let p: Vec<Mat<f64>> = (0..4u128).map(|t| dense_projector(&domain, t)).collect();
+    let w = marginals(&domain, &bits(&[(0b01, 1.0), (0b11, 0.6)]));
+    let p: Vec<Mat<f64>> = (0..4u128)
+        .map(|t| dense_projector(&domain, &AttrSet::from_bits(t)))
+        .collect();
     let mult = [1.0, 1.0, 2.0, 2.0];
     let wm = w.dense_matrix().unwrap();
     let worst = |nu: [f64; 4]| -> f64 {
@@ -231,7 +246,7 @@ fn dual_bounds_never_exceed_primal_maxima_at_random_points() {
     let w = mixed_twelve();
     let weights = w.marginal_max_weights().unwrap();
     let spectrum = residual_spectrum(w.domain(), &weights).unwrap();
-    let sets: Vec<AttrSet> = spectrum.iter().map(|e| e.set).collect();
+    let sets: Vec<AttrSet> = spectrum.iter().map(|e| e.set.clone()).collect();
     let c = Coefficients::new(&w.domain().shape(), &weights, &sets).unwrap();
     let mut rng = ChaCha8Rng::seed_from_u64(7);
     let simplex = |rng: &mut ChaCha8Rng, len: usize| -> Vec<f64> {
@@ -258,7 +273,7 @@ fn dual_bounds_never_exceed_primal_maxima_at_random_points() {
 
 #[test]
 fn refused_under_pure_dp_and_for_non_marginal_workloads() {
-    let w = marginals(&small_domain(), &[(0b001, 1.0)]);
+    let w = marginals(&small_domain(), &bits(&[(0b001, 1.0)]));
     let e = plan_strategy(&w, PrivacyModel::Pure, &max_options()).unwrap_err();
     assert!(e.to_string().contains("max_variance"), "{e}");
     let prefix = StructuredWorkload::new(
@@ -285,7 +300,10 @@ fn refused_under_pure_dp_and_for_non_marginal_workloads() {
 
 #[test]
 fn an_exhausted_iteration_budget_is_reported_with_its_honest_gap() {
-    let w = marginals(&small_domain(), &[(0b001, 1.0), (0b011, 2.0), (0b100, 0.5)]);
+    let w = marginals(
+        &small_domain(),
+        &bits(&[(0b001, 1.0), (0b011, 2.0), (0b100, 0.5)]),
+    );
     let short = PlanOptions {
         max_iterations: 1,
         ..max_options()
@@ -304,7 +322,10 @@ fn an_exhausted_iteration_budget_is_reported_with_its_honest_gap() {
 /// dual bound never falls and the best upper bound never rises.
 #[test]
 fn an_iteration_budget_of_k_takes_exactly_k_steps() {
-    let w = marginals(&small_domain(), &[(0b001, 1.0), (0b011, 2.0), (0b100, 0.5)]);
+    let w = marginals(
+        &small_domain(),
+        &bits(&[(0b001, 1.0), (0b011, 2.0), (0b100, 0.5)]),
+    );
     let (mut lower, mut upper) = (0.0, f64::INFINITY);
     for k in 0..=4 {
         let options = PlanOptions {
@@ -330,7 +351,10 @@ fn an_iteration_budget_of_k_takes_exactly_k_steps() {
 /// negative time limit is refused.
 #[test]
 fn a_zero_second_budget_returns_the_uniform_start() {
-    let w = marginals(&small_domain(), &[(0b001, 1.0), (0b011, 2.0), (0b100, 0.5)]);
+    let w = marginals(
+        &small_domain(),
+        &bits(&[(0b001, 1.0), (0b011, 2.0), (0b100, 0.5)]),
+    );
     let timed = PlanOptions {
         max_seconds: Some(0.0),
         ..max_options()
@@ -371,46 +395,14 @@ fn repeated_marginals_count_their_heaviest_row() {
     // {a} twice (weights 1 and 3): the max sees weight 3, as a workload
     // with {a} once at weight 3.
     let domain = small_domain();
-    let twice = marginals(&domain, &[(0b001, 1.0), (0b001, 3.0), (0b110, 1.0)]);
-    let once = marginals(&domain, &[(0b001, 3.0), (0b110, 1.0)]);
+    let twice = marginals(&domain, &bits(&[(0b001, 1.0), (0b001, 3.0), (0b110, 1.0)]));
+    let once = marginals(&domain, &bits(&[(0b001, 3.0), (0b110, 1.0)]));
     let a = plan_strategy(&twice, PrivacyModel::Approx, &max_options()).unwrap();
     let b = plan_strategy(&once, PrivacyModel::Approx, &max_options()).unwrap();
     assert!((a.objective - b.objective).abs() <= 1e-6 * b.objective);
     let g = dp_linalg::gram(a.strategy.dense().unwrap().as_ref(), dp_linalg::Par::Seq);
     let dense_max = max_of(&dense_variances(&twice.dense_matrix().unwrap(), &g, true));
     assert!((a.objective - dense_max).abs() <= 1e-9 * dense_max);
-}
-
-/// The optimum of every 0..=k-way marginal on `d` attributes of `n` values
-/// by the symmetry reduction: the optimal λ is uniform within each level
-/// (marginal size), so the dual has k + 1 variables, `b_j` for a residual
-/// set of size j is `Σ_{m≥j} l_m C(d−j, m−j) a_{m,j}`, `a_{m,j} =
-/// ((n−1)^j/n^m)²`, and `g = (Σ_j C(d,j) √b_j)²`. Solved by the same
-/// multiplicative steps on k + 1 numbers, where rounding is negligible.
-fn levels_optimum(d: usize, n: usize, k: usize) -> f64 {
-    let choose = |a: usize, b: usize| -> f64 {
-        (0..b).fold(1.0, |acc, i| acc * (a - i) as f64 / (i + 1) as f64)
-    };
-    let a =
-        |m: usize, j: usize| ((n as f64 - 1.0).powi(j as i32) / (n as f64).powi(m as i32)).powi(2);
-    let count: Vec<f64> = (0..=k).map(|m| choose(d, m)).collect();
-    let mut l: Vec<f64> = vec![1.0 / count.iter().sum::<f64>(); k + 1];
-    let mut g = 0.0;
-    for _ in 0..200_000 {
-        let b: Vec<f64> = (0..=k)
-            .map(|j| (j..=k).map(|m| l[m] * choose(d - j, m - j) * a(m, j)).sum())
-            .collect();
-        let s: f64 = (0..=k).map(|j| count[j] * b[j].sqrt()).sum();
-        g = s * s;
-        let nu: Vec<f64> = b.iter().map(|x| x.sqrt() / s).collect();
-        let v: Vec<f64> = (0..=k)
-            .map(|m| (0..=m).map(|j| choose(m, j) * a(m, j) / nu[j]).sum())
-            .collect();
-        l = (0..=k).map(|m| l[m] * (v[m] / g).powi(2)).collect();
-        let z: f64 = (0..=k).map(|m| count[m] * l[m]).sum();
-        l.iter_mut().for_each(|x| *x /= z);
-    }
-    g
 }
 
 /// Every 0..=3-way marginal on 100 attributes of 10 values (166,751
@@ -424,23 +416,24 @@ fn a_hundred_attributes_converge_to_the_reduced_optimum() {
     let names: Vec<String> = (0..d).map(|i| format!("a{i}")).collect();
     let pairs: Vec<(&str, usize)> = names.iter().map(|s| (s.as_str(), 10)).collect();
     let domain = Domain::from_pairs(&pairs).unwrap();
-    let mut sets: Vec<(AttrSet, f64)> = vec![(0, 1.0)];
+    let mut sets: Vec<(AttrSet, f64)> = vec![(AttrSet::EMPTY, 1.0)];
     for i in 0..d {
-        sets.push((1 << i, 1.0));
+        sets.push((AttrSet::singleton(i), 1.0));
         for j in i + 1..d {
-            sets.push((1 << i | 1 << j, 1.0));
+            sets.push((AttrSet::from_members([i, j]), 1.0));
             for k in j + 1..d {
-                sets.push((1 << i | 1 << j | 1 << k, 1.0));
+                sets.push((AttrSet::from_members([i, j, k]), 1.0));
             }
         }
     }
     assert_eq!(sets.len(), 166_751);
+    assert!(super::symmetric_all_k_way_optimum(2, 10, 3).is_err());
     let w = marginals(&domain, &sets);
     let plan = plan_strategy(&w, PrivacyModel::Approx, &max_options()).unwrap();
     assert!(plan.termination.converged(), "{:?}", plan.termination);
     let c = plan.certificate.unwrap();
     assert!(c.relative_gap <= 1e-7, "{c:?}");
-    let truth = levels_optimum(d, 10, 3);
+    let truth = super::symmetric_all_k_way_optimum(d, 10, 3).unwrap();
     // The dual bound holds up to the rounding of its sums over 1.7·10⁵
     // residual sets (it lands 8·10⁻¹² above).
     assert!(

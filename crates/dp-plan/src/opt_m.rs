@@ -44,7 +44,7 @@ use std::sync::Arc;
 use dp_core::{DpError, Result};
 use dp_linalg::Mat;
 use dp_workloads::domain::StructuredError;
-use dp_workloads::structured::{AttrSet, StructuredWorkload, members};
+use dp_workloads::structured::{AttrSet, StructuredWorkload};
 
 use super::marginal::marginal_group_errors;
 use super::{KronTerm, StructuredPlan, StructuredStrategy, overflow};
@@ -116,8 +116,10 @@ impl Family {
     /// every subset of the used attributes while they are at most
     /// `full_max`, the down-set of the workload's marginals otherwise.
     pub fn new(shape: &[usize], weights: &[(AttrSet, f64)], full_max: usize) -> Result<Self> {
-        let used = weights.iter().fold(0, |acc, &(s, _)| acc | s);
-        let attrs: Vec<usize> = members(used).collect();
+        let used = weights
+            .iter()
+            .fold(AttrSet::EMPTY, |acc, (s, _)| acc.union(s));
+        let attrs: Vec<usize> = used.members().collect();
         let mut index: HashMap<AttrSet, u32> = HashMap::new();
         let mut sets: Vec<AttrSet> = Vec::new();
         let mut add = |s: AttrSet, sets: &mut Vec<AttrSet>| -> Result<bool> {
@@ -131,64 +133,58 @@ impl Family {
                     action: "optimize",
                 }));
             }
-            index.insert(s, 0);
+            index.insert(s.clone(), 0);
             sets.push(s);
             Ok(true)
         };
         if attrs.len() <= full_max.min(FULL_FAMILY_MAX_ATTRIBUTES) {
-            let mut t = used;
-            loop {
+            for t in used.subsets() {
                 add(t, &mut sets)?;
-                if t == 0 {
-                    break;
-                }
-                t = (t - 1) & used;
             }
         } else {
             let mut queue: Vec<AttrSet> = Vec::new();
-            for &(s, _) in weights {
-                if add(s, &mut sets)? {
-                    queue.push(s);
+            for (s, _) in weights {
+                if add(s.clone(), &mut sets)? {
+                    queue.push(s.clone());
                 }
             }
             while let Some(s) = queue.pop() {
-                for i in members(s) {
-                    let child = s & !(1u128 << i);
-                    if add(child, &mut sets)? {
+                for i in s.members() {
+                    let child = s.without(i);
+                    if add(child.clone(), &mut sets)? {
                         queue.push(child);
                     }
                 }
             }
         }
-        sets.sort_by_key(|s| (s.count_ones(), *s));
+        sets.sort_by(|a, b| (a.len(), a).cmp(&(b.len(), b)));
         let index: HashMap<AttrSet, u32> = sets
             .iter()
             .enumerate()
-            .map(|(k, &s)| (s, k as u32))
+            .map(|(k, s)| (s.clone(), k as u32))
             .collect();
         let edges: Vec<Vec<(u32, u32)>> = attrs
             .iter()
             .map(|&i| {
-                let bit = 1u128 << i;
                 sets.iter()
                     .enumerate()
-                    .filter(|(_, s)| *s & bit != 0)
-                    .map(|(k, &s)| (k as u32, index[&(s & !bit)]))
+                    .filter(|(_, s)| s.contains(i))
+                    .map(|(k, s)| (k as u32, index[&s.without(i)]))
                     .collect()
             })
             .collect();
         let ln_n: Vec<f64> = shape.iter().map(|&n| (n as f64).ln()).collect();
         let inv_size: Vec<f64> = sets
             .iter()
-            .map(|&s| (-members(s).map(|i| ln_n[i]).sum::<f64>()).exp())
+            .map(|s| (-s.members().map(|i| ln_n[i]).sum::<f64>()).exp())
             .collect();
         let mult: Vec<f64> = sets
             .iter()
-            .map(|&s| members(s).map(|i| (shape[i] - 1) as f64).product())
+            .map(|s| s.members().map(|i| (shape[i] - 1) as f64).product())
             .collect();
         let mut lambda = vec![0.0; sets.len()];
-        for &(s, w2) in weights {
-            let k = index[&s] as usize;
+        for (s, w2) in weights {
+            let k = index[s] as usize;
             lambda[k] += w2 * inv_size[k];
         }
         let mut family = Self {
@@ -304,9 +300,9 @@ fn starts(family: &Family, weights: &[(AttrSet, f64)], options: &OptMOptions) ->
     // with few maximal sets, where comparing all pairs was quadratic.
     let mut tops: Vec<AttrSet> = Vec::new();
     let mut maximal = vec![0.0; size];
-    for (i, &s) in family.sets.iter().enumerate().rev() {
-        if !tops.iter().any(|&t| t & s == s) {
-            tops.push(s);
+    for (i, s) in family.sets.iter().enumerate().rev() {
+        if !tops.iter().any(|t| s.is_subset(t)) {
+            tops.push(s.clone());
             maximal[i] = 1.0;
         }
     }
@@ -395,7 +391,7 @@ fn finish(
         .iter()
         .zip(mu.iter().zip(&family.mult))
         .filter(|(_, (m, mult))| **m > 0.0 && **mult > 0.0)
-        .map(|(&t, (m, mult))| (t, mult / m))
+        .map(|(t, (m, mult))| (t.clone(), mult / m))
         .collect();
     let sensitivity: f64 = theta.iter().sum();
     let groups = marginal_group_errors(w, &scaled_inverse, 2.0 * sensitivity.ln());
@@ -406,8 +402,9 @@ fn finish(
         .iter()
         .zip(theta)
         .filter(|(_, t)| **t > 0.0)
-        .fold(0, |acc, (&s, _)| acc | s);
-    let identities: HashMap<usize, Arc<Mat<f64>>> = members(used)
+        .fold(AttrSet::EMPTY, |acc, (s, _)| acc.union(s));
+    let identities: HashMap<usize, Arc<Mat<f64>>> = used
+        .members()
         .map(|i| (i, Arc::new(Mat::identity(shape[i], shape[i]))))
         .collect();
     let terms = family
@@ -415,9 +412,9 @@ fn finish(
         .iter()
         .zip(theta)
         .filter(|(_, t)| **t > 0.0)
-        .map(|(&s, &t)| KronTerm {
+        .map(|(s, &t)| KronTerm {
             weight: t,
-            factors: members(s).map(|i| (i, identities[&i].clone())).collect(),
+            factors: s.members().map(|i| (i, identities[&i].clone())).collect(),
         })
         .collect();
     Ok(StructuredPlan {
@@ -445,20 +442,23 @@ mod tests {
     /// for down-sets of overlapping marginals.
     #[test]
     fn the_maximal_start_marks_the_sets_no_other_contains() {
-        let cases: [(&[AttrSet], usize); 3] = [
+        let cases: [(&[u128], usize); 3] = [
             (&[0b0111, 0b1100, 0b1_0001], 0),
             (&[0b0111, 0b1100, 0b1_0001], 10),
             (&[0b11, 0b110, 0b1, 0b1_1000, 0b1_0000], 0),
         ];
         for (marginals, full_max) in cases {
-            let weights: Vec<(AttrSet, f64)> = marginals.iter().map(|&s| (s, 1.0)).collect();
+            let weights: Vec<(AttrSet, f64)> = marginals
+                .iter()
+                .map(|&s| (AttrSet::from_bits(s), 1.0))
+                .collect();
             let family = Family::new(&[2, 3, 2, 4, 2], &weights, full_max).unwrap();
             let starts = starts(&family, &weights, &OptMOptions::default());
             let marked: Vec<bool> = starts[2].iter().map(|&v| v > 0.0).collect();
             let brute: Vec<bool> = family
                 .sets
                 .iter()
-                .map(|&s| !family.sets.iter().any(|&t| t != s && t & s == s))
+                .map(|s| !family.sets.iter().any(|t| t != s && s.is_subset(t)))
                 .collect();
             assert_eq!(marked, brute, "{marginals:?} full_max {full_max}");
             assert!(brute.iter().any(|&m| m));

@@ -16,8 +16,9 @@
 //! `/proc/meminfo`), or [`FALLBACK_MEMORY_LIMIT`] where that cannot be
 //! read: the rest is left to the operating system and other processes.
 
-use dp_core::{DpError, KronTerm, Result};
-use dp_workloads::structured::{Factor, Queries, StructuredWorkload, members};
+use dp_core::{DpError, Result};
+use dp_workloads::domain::Domain;
+use dp_workloads::structured::{AttrSet, Factor, Queries, StructuredWorkload};
 
 use super::{PlanObjective, PlanOptions, StructuredStrategy};
 use dp_opt::PrivacyModel;
@@ -35,6 +36,15 @@ const KRON_WORKING_MATRICES: f64 = 16.0;
 /// `f64` of the file's rows and its JSON text (up to 24 characters and a
 /// separator), with room for the row vectors.
 const PLAN_FILE_BYTES_PER_ENTRY: f64 = 40.0;
+
+/// Bytes of a plan file term beside its factor references: its weight as
+/// a number and as JSON text, its vectors and their allocations.
+const PLAN_FILE_BYTES_PER_TERM: f64 = 128.0;
+
+/// Bytes of one factor reference of a term beside the attribute's name:
+/// the name's copy and allocation, the shared matrix's index, and their
+/// JSON text.
+const PLAN_FILE_BYTES_PER_REFERENCE: f64 = 96.0;
 
 /// The physical memory in bytes (`MemTotal` of `/proc/meminfo`), if it
 /// can be read.
@@ -149,7 +159,7 @@ fn distinct_factors(w: &StructuredWorkload) -> Vec<f64> {
         match &g.queries {
             Queries::Kron(factors) => factors.iter().enumerate().for_each(|(i, f)| note(i, f)),
             Queries::Marginals(sets) => {
-                for &s in sets {
+                for s in sets {
                     for (i, f) in w.marginal_factors(s).iter().enumerate() {
                         note(i, f);
                     }
@@ -182,8 +192,12 @@ pub fn kron_need(w: &StructuredWorkload) -> MemoryNeed {
 }
 
 /// The attributes a marginal workload uses (in one of its marginals).
-fn used_attributes(weights: &[(u128, f64)]) -> Vec<usize> {
-    members(weights.iter().fold(0u128, |acc, (s, _)| acc | s)).collect()
+fn used_attributes(weights: &[(AttrSet, f64)]) -> Vec<usize> {
+    weights
+        .iter()
+        .fold(AttrSet::EMPTY, |acc, (s, _)| acc.union(s))
+        .members()
+        .collect()
 }
 
 /// What the marginal planners hold (the residual closed form, the
@@ -192,7 +206,7 @@ fn used_attributes(weights: &[(u128, f64)]) -> Vec<usize> {
 /// family set, a few numbers.
 fn marginal_need(
     w: &StructuredWorkload,
-    weights: &[(u128, f64)],
+    weights: &[(AttrSet, f64)],
     step: &'static str,
 ) -> MemoryNeed {
     let mut need = MemoryNeed::new(step);
@@ -209,10 +223,7 @@ fn marginal_need(
     }
     // Subsets of the workload's marginals (residual subspaces, OPT_M's
     // family down-set), a hash entry and a few f64 each.
-    let subsets: f64 = weights
-        .iter()
-        .map(|(s, _)| 2f64.powi(s.count_ones() as i32))
-        .sum();
+    let subsets: f64 = weights.iter().map(|(s, _)| 2f64.powi(s.len() as i32)).sum();
     need.add("the residual subspaces", subsets * 128.0);
     need
 }
@@ -253,7 +264,7 @@ pub fn planning_need(
 /// (`Π nᵢ` counts of 8 bytes), and the planning's own matrices must fit
 /// too. When either is over `limit` the Kronecker plan could not be
 /// released here, and OPT_M's is kept without computing it.
-pub fn kron_rival_fits(w: &StructuredWorkload, weights: &[(u128, f64)], limit: u64) -> bool {
+pub fn kron_rival_fits(w: &StructuredWorkload, weights: &[(AttrSet, f64)], limit: u64) -> bool {
     let sizes = w.domain().shape();
     let table: f64 = used_attributes(weights)
         .iter()
@@ -270,14 +281,39 @@ pub(super) fn kron_rival_skipped() -> DpError {
     )
 }
 
-/// What writing the plan file of `strategy` holds: every factor entry of
-/// every term, as numbers and as JSON text.
-pub fn plan_file_need(strategy: &StructuredStrategy) -> MemoryNeed {
-    let entries: f64 = strategy.terms.iter().map(KronTerm::entries).sum();
+/// What writing the plan file of `strategy` on `domain` holds: every
+/// entry of each distinct factor matrix (the file writes a matrix once and
+/// terms refer to it), as numbers and as JSON text, and each term's
+/// weight and references by attribute name.
+pub fn plan_file_need(strategy: &StructuredStrategy, domain: &Domain) -> MemoryNeed {
+    let names: Vec<f64> = domain
+        .attributes()
+        .iter()
+        .map(|a| 2.0 * a.name.len() as f64 + PLAN_FILE_BYTES_PER_REFERENCE)
+        .collect();
+    let mut seen = std::collections::HashSet::new();
+    let mut entries = 0.0;
+    let mut references = 0.0;
+    for t in &strategy.terms {
+        references += PLAN_FILE_BYTES_PER_TERM;
+        for (i, m) in &t.factors {
+            if seen.insert(std::sync::Arc::as_ptr(m)) {
+                entries += (m.nrows() * m.ncols()) as f64;
+            }
+            references += names
+                .get(*i)
+                .copied()
+                .unwrap_or(PLAN_FILE_BYTES_PER_REFERENCE);
+        }
+    }
     let mut need = MemoryNeed::new("writing the plan file");
     need.add(
-        format!("{entries:.3e} factor entries written out"),
+        format!("{entries:.3e} distinct factor entries written out"),
         entries * PLAN_FILE_BYTES_PER_ENTRY,
+    );
+    need.add(
+        format!("{} terms and their factor references", strategy.terms.len()),
+        references,
     );
     need
 }
@@ -317,11 +353,11 @@ fn visit_products(w: &StructuredWorkload, mut visit: impl FnMut(&[(usize, usize)
                 visit(&dims);
             }
             Queries::Marginals(sets) => {
-                for &s in sets {
+                for s in sets {
                     let dims: Vec<(usize, usize)> = sizes
                         .iter()
                         .enumerate()
-                        .map(|(i, &n)| (if s >> i & 1 == 1 { n } else { 1 }, n))
+                        .map(|(i, &n)| (if s.contains(i) { n } else { 1 }, n))
                         .collect();
                     visit(&dims);
                 }

@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 use dp_workloads::domain::Domain;
-use dp_workloads::structured::{Factor, Queries, QueryGroup, StructuredWorkload};
+use dp_workloads::structured::{AttrSet, Factor, Queries, QueryGroup, StructuredWorkload};
 
 use super::*;
 use crate::{PlanObjective, PlanOptions, plan_strategy};
@@ -32,11 +32,16 @@ fn options(limit: u64) -> PlanOptions {
 }
 
 /// Every pair of the attributes (bit masks).
-fn pairs(d: usize) -> Vec<u128> {
+/// Sets given as masks.
+fn bits(masks: &[u128]) -> Vec<AttrSet> {
+    masks.iter().map(|&m| AttrSet::from_bits(m)).collect()
+}
+
+fn pairs(d: usize) -> Vec<AttrSet> {
     let mut out = Vec::new();
     for i in 0..d {
         for j in i + 1..d {
-            out.push((1u128 << i) | (1u128 << j));
+            out.push(AttrSet::from_members([i, j]));
         }
     }
     out
@@ -92,8 +97,8 @@ fn a_huge_queried_attribute_is_refused_before_planning() {
     let kinds = [
         Queries::Kron(vec![Factor::Identity(n), Factor::Total(2)]),
         Queries::Kron(vec![Factor::Prefix(n), Factor::Identity(2)]),
-        Queries::Marginals(vec![0b01]),
-        Queries::Marginals(vec![0b11, 0b10]),
+        Queries::Marginals(bits(&[0b01])),
+        Queries::Marginals(bits(&[0b11, 0b10])),
     ];
     for queries in kinds {
         let w = workload(&[("big", n), ("small", 2)], vec![queries]);
@@ -115,7 +120,7 @@ fn a_huge_queried_attribute_is_refused_before_planning() {
 fn a_huge_attribute_no_marginal_uses_plans_without_a_factor_on_it() {
     let w = workload(
         &[("big", 100_000), ("a", 3), ("b", 4)],
-        vec![Queries::Marginals(vec![0b010, 0b110])],
+        vec![Queries::Marginals(bits(&[0b010, 0b110]))],
     );
     for privacy in [PrivacyModel::Pure, PrivacyModel::Approx] {
         let plan = plan_strategy(&w, privacy, &options(12 * GB)).unwrap();
@@ -152,7 +157,7 @@ fn the_kronecker_rival_is_skipped_when_its_table_cannot_be_held() {
 fn a_tiny_limit_refuses_every_planner() {
     let w = workload(
         &[("a", 30), ("b", 20)],
-        vec![Queries::Marginals(vec![0b01, 0b11])],
+        vec![Queries::Marginals(bits(&[0b01, 0b11]))],
     );
     for privacy in [PrivacyModel::Pure, PrivacyModel::Approx] {
         let e = plan_strategy(&w, privacy, &options(1000)).unwrap_err();
@@ -179,7 +184,7 @@ fn the_plan_file_need_covers_the_file() {
     let w = workload(
         &[("a", 7), ("b", 5), ("c", 3)],
         vec![
-            Queries::Marginals(vec![0b011, 0b110]),
+            Queries::Marginals(bits(&[0b011, 0b110])),
             Queries::Kron(vec![
                 Factor::Prefix(7),
                 Factor::Total(5),
@@ -190,14 +195,15 @@ fn the_plan_file_need_covers_the_file() {
     for privacy in [PrivacyModel::Pure, PrivacyModel::Approx] {
         let plan = plan_strategy(&w, privacy, &options(12 * GB)).unwrap();
         let text = serde_json::to_string(&super::super::plan::plan_file(&w, &plan)).unwrap();
-        let entries: usize = plan
+        let distinct: std::collections::HashMap<_, usize> = plan
             .strategy
             .terms
             .iter()
             .flat_map(|t| t.factors.iter())
-            .map(|(_, m)| m.nrows() * m.ncols())
-            .sum();
-        let need = plan_file_need(&plan.strategy).bytes();
+            .map(|(_, m)| (std::sync::Arc::as_ptr(m), m.nrows() * m.ncols()))
+            .collect();
+        let entries: usize = distinct.values().sum();
+        let need = plan_file_need(&plan.strategy, w.domain()).bytes();
         assert!(
             need >= (text.len() + 8 * entries) as f64,
             "{need} < {}",
@@ -212,7 +218,7 @@ fn the_plan_file_need_covers_the_file() {
 fn reconstruction_sizing_counts_every_answer() {
     let names = ["a", "b", "c", "d", "e"];
     let dims: Vec<(&str, usize)> = names.iter().map(|&s| (s, 1000)).collect();
-    let w = workload(&dims, vec![Queries::Marginals(vec![0b11111])]);
+    let w = workload(&dims, vec![Queries::Marginals(bits(&[0b11111]))]);
     let identity: TermShape = ((0..5).collect(), vec![1000; 5]);
     let need = reconstruction_need(&w, &[identity]);
     assert!(need.bytes() >= 1.6e16 + 8e15, "{}", need.bytes());

@@ -5,7 +5,7 @@
 use dp_core::evaluate_strategy_gram;
 use dp_linalg::Mat;
 use dp_workloads::domain::Domain;
-use dp_workloads::structured::{Factor, Queries, QueryGroup, StructuredWorkload};
+use dp_workloads::structured::{AttrSet, Factor, Queries, QueryGroup, StructuredWorkload};
 
 use super::*;
 use dp_opt::{Problem, StrategyOptimizer};
@@ -22,7 +22,7 @@ fn marginal_group(label: &str, weight: f64, sets: Vec<u128>) -> QueryGroup {
     QueryGroup {
         label: label.into(),
         weight,
-        queries: Queries::Marginals(sets),
+        queries: Queries::Marginals(sets.into_iter().map(AttrSet::from_bits).collect()),
     }
 }
 
@@ -497,12 +497,12 @@ fn all_k_way(domain: &Domain, k: u32) -> StructuredWorkload {
 }
 
 /// The dense OPT_M strategy `[θ_S M_S]` on `sets`.
-fn dense_marginals_strategy(w: &StructuredWorkload, sets: &[u128], theta: &[f64]) -> Mat<f64> {
+fn dense_marginals_strategy(w: &StructuredWorkload, sets: &[AttrSet], theta: &[f64]) -> Mat<f64> {
     let n = w.domain().cells("densify").unwrap();
     let blocks: Vec<Mat<f64>> = sets
         .iter()
         .zip(theta)
-        .map(|(&s, &t)| {
+        .map(|(s, &t)| {
             let mats: Vec<Mat<f64>> = w
                 .marginal_factors(s)
                 .iter()
@@ -553,7 +553,13 @@ fn opt_m_objective_equals_the_densified_l1_obj_for_both_families() {
     let theta: Vec<f64> = family
         .sets
         .iter()
-        .map(|&s| if s & 0b110 == 0b110 { 0.0 } else { 1.0 })
+        .map(|s| {
+            if s.contains(1) && s.contains(2) {
+                0.0
+            } else {
+                1.0
+            }
+        })
         .collect();
     assert_eq!(family.ln_objective(&theta, None), f64::INFINITY);
     let a = dense_marginals_strategy(&w, &family.sets, &theta);
@@ -617,7 +623,7 @@ fn opt_m_beats_kron_pidentity_on_all_two_way_marginals_of_six_attributes() {
     let equal: Vec<f64> = family
         .sets
         .iter()
-        .map(|s| if s.count_ones() == 2 { 1.0 } else { 0.0 })
+        .map(|s| if s.len() == 2 { 1.0 } else { 0.0 })
         .collect();
     let naive = family.ln_objective(&equal, None).exp();
     assert!(
@@ -669,25 +675,28 @@ fn evaluated_kron_and_marginals_strategies_match_dense() {
         let got = evaluate::kron_objective(&w, &own, privacy).unwrap();
         assert!((got - plan.objective).abs() <= 1e-10 * plan.objective);
         // A weighted union of marginals on all 8 sets.
-        let sets: Vec<u128> = (0..8).collect();
+        let sets: Vec<AttrSet> = (0..8).map(AttrSet::from_bits).collect();
         let theta: Vec<f64> = (0..8).map(|k| 0.3 + (k as f64 * 1.3).sin().abs()).collect();
-        let pairs: Vec<(u128, f64)> = sets.iter().copied().zip(theta.iter().copied()).collect();
+        let pairs: Vec<(AttrSet, f64)> = sets.iter().cloned().zip(theta.iter().copied()).collect();
         let got = evaluate::marginals_objective(&w, &pairs, privacy).unwrap();
         let a = dense_marginals_strategy(&w, &sets, &theta);
         let want = dense_objective(&w, &a, privacy);
         assert!((got - want).abs() <= 1e-10 * want, "{got} vs {want}");
     }
     // Without a marginal covering {a, b}, k1 is not supported.
-    let partial = [(0b110, 1.0), (0b101, 1.0)];
+    let partial = [(0b110, 1.0), (0b101, 1.0)].map(|(s, t)| (AttrSet::from_bits(s), t));
     let got = evaluate::marginals_objective(&w, &partial, PrivacyModel::Pure).unwrap();
     assert_eq!(got, f64::INFINITY);
-    let a = dense_marginals_strategy(&w, &[0b110, 0b101], &[1.0; 2]);
+    let a = dense_marginals_strategy(&w, &[0b110, 0b101].map(AttrSet::from_bits), &[1.0; 2]);
     let eval = evaluate_strategy_gram(w.dense_gram().unwrap().as_ref(), a.as_ref()).unwrap();
     assert!(!eval.support.supported);
     // Wrong shapes are refused.
     let two = vec![Mat::identity(5, 5), Mat::identity(4, 4)];
     assert!(evaluate::kron_objective(&w, &two, PrivacyModel::Pure).is_err());
-    assert!(evaluate::marginals_objective(&w, &[(0b1000, 1.0)], PrivacyModel::Pure).is_err());
+    assert!(
+        evaluate::marginals_objective(&w, &[(AttrSet::from_bits(0b1000), 1.0)], PrivacyModel::Pure)
+            .is_err()
+    );
 }
 
 #[test]
@@ -706,7 +715,8 @@ fn opt_m_is_no_worse_than_hdmms_point_on_weighted_census_marginals() {
         (0b10001, 0.2782),
         (0b01011, 0.176),
         (0, 0.0477),
-    ];
+    ]
+    .map(|(s, t)| (AttrSet::from_bits(s), t));
     let theta: Vec<f64> = family
         .sets
         .iter()
@@ -716,7 +726,7 @@ fn opt_m_is_no_worse_than_hdmms_point_on_weighted_census_marginals() {
     let m = opt_m::opt_marginals(&w, &weights, &opt_m::OptMOptions::default()).unwrap();
     assert!(m.objective <= hdmm, "{} > {hdmm}", m.objective);
     // The same point through the general evaluation.
-    let pairs: Vec<(u128, f64)> = point.to_vec();
+    let pairs: Vec<(AttrSet, f64)> = point.to_vec();
     let general = evaluate::marginals_objective(&w, &pairs, PrivacyModel::Pure).unwrap();
     assert!((general - hdmm).abs() <= 1e-10 * hdmm);
     let plan = plan_strategy(&w, PrivacyModel::Pure, &PlanOptions::default()).unwrap();

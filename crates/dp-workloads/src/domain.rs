@@ -69,16 +69,6 @@ pub enum StructuredError {
         /// What was refused ("densify", "index cells").
         action: &'static str,
     },
-    /// More attributes than a structure supports.
-    #[error("{found} attributes: {what} supports at most {max}")]
-    TooManyAttributes {
-        /// Which structure.
-        what: &'static str,
-        /// Attributes given.
-        found: usize,
-        /// The limit.
-        max: usize,
-    },
     /// A malformed workload spec (the message names the JSON location).
     #[error("workload spec: {0}")]
     Spec(String),

@@ -24,7 +24,7 @@ use dp_core::{DpError, Result};
 use crate::composite::{Kronecker, Union};
 use crate::domain::{Domain, SResult, StructuredError};
 use crate::spec::k_subsets;
-use crate::structured::{AttrSet, MAX_MARGINAL_ATTRIBUTES, kron_all, members};
+use crate::structured::{AttrSet, kron_all};
 use crate::workload::{Identity, Total, Workload};
 
 /// Most (S, T ⊆ S) pairs enumerated when building a spectrum.
@@ -32,7 +32,7 @@ pub const MAX_SUBSET_PAIRS: f64 = 1e8;
 
 /// One residual subspace: the attribute set T, the Gram's eigenvalue on it
 /// and its dimension.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ResidualEigen {
     /// The set T.
     pub set: AttrSet,
@@ -50,18 +50,8 @@ pub fn residual_spectrum(
     weights: &[(AttrSet, f64)],
 ) -> SResult<Vec<ResidualEigen>> {
     let d = domain.len();
-    if d > MAX_MARGINAL_ATTRIBUTES {
-        return Err(StructuredError::TooManyAttributes {
-            what: "the residual basis",
-            found: d,
-            max: MAX_MARGINAL_ATTRIBUTES,
-        });
-    }
     let sizes = domain.shape();
-    let pairs: f64 = weights
-        .iter()
-        .map(|(s, _)| 2f64.powi(s.count_ones() as i32))
-        .sum();
+    let pairs: f64 = weights.iter().map(|(s, _)| 2f64.powi(s.len() as i32)).sum();
     if pairs > MAX_SUBSET_PAIRS {
         return Err(StructuredError::TooLarge {
             what: "residual subspaces",
@@ -70,29 +60,29 @@ pub fn residual_spectrum(
         });
     }
     let mut lambda: HashMap<AttrSet, f64> = HashMap::new();
-    for &(s, w2) in weights {
+    for (s, w2) in weights {
+        let w2 = *w2;
         if !(w2.is_finite() && w2 > 0.0) {
             return Err(StructuredError::BadWeight(w2.sqrt()));
         }
+        if s.max_member() >= Some(d) {
+            return Err(StructuredError::Spec(format!(
+                "marginal set {s} outside a domain of {d} attributes"
+            )));
+        }
         let outside: f64 = (0..d)
-            .filter(|&i| s & (1u128 << i) == 0)
+            .filter(|&i| !s.contains(i))
             .map(|i| sizes[i] as f64)
             .product();
         let c = w2 * outside;
-        // Every T ⊆ S, by the standard sub-mask walk.
-        let mut t = s;
-        loop {
+        for t in s.subsets() {
             *lambda.entry(t).or_insert(0.0) += c;
-            if t == 0 {
-                break;
-            }
-            t = (t - 1) & s;
         }
     }
     let mut out: Vec<ResidualEigen> = lambda
         .into_iter()
         .filter_map(|(set, eigenvalue)| {
-            let multiplicity: f64 = members(set).map(|i| (sizes[i] - 1) as f64).product();
+            let multiplicity: f64 = set.members().map(|i| (sizes[i] - 1) as f64).product();
             (multiplicity > 0.0).then_some(ResidualEigen {
                 set,
                 eigenvalue,
@@ -102,11 +92,11 @@ pub fn residual_spectrum(
         .collect();
     if let Some(bad) = out.iter().find(|e| !e.eigenvalue.is_finite()) {
         return Err(StructuredError::Overflow(format!(
-            "the Gram eigenvalue of residual set {:#x} overflows f64",
+            "the Gram eigenvalue of residual set {} overflows f64",
             bad.set
         )));
     }
-    out.sort_by_key(|e| (e.set.count_ones(), e.set));
+    out.sort_by(|a, b| (a.set.len(), &a.set).cmp(&(b.set.len(), &b.set)));
     Ok(out)
 }
 
@@ -128,7 +118,7 @@ pub fn svd_bound(domain: &Domain, spectrum: &[ResidualEigen]) -> SResult<f64> {
 
 /// The dense residual projector `P_T` (tests and small domains; the
 /// caller checks the size).
-pub fn dense_projector(domain: &Domain, set: AttrSet) -> Mat<f64> {
+pub fn dense_projector(domain: &Domain, set: &AttrSet) -> Mat<f64> {
     let mats: Vec<Mat<f64>> = domain
         .attributes()
         .iter()
@@ -136,7 +126,7 @@ pub fn dense_projector(domain: &Domain, set: AttrSet) -> Mat<f64> {
         .map(|(i, a)| {
             let n = a.size;
             let inv = 1.0 / n as f64;
-            if set & (1u128 << i) != 0 {
+            if set.contains(i) {
                 Mat::from_fn(n, n, |r, c| if r == c { 1.0 - inv } else { -inv })
             } else {
                 Mat::from_fn(n, n, |_, _| inv)
@@ -168,7 +158,7 @@ pub fn k_way_marginals(shape: &[usize], k: usize) -> Result<Union> {
             .iter()
             .enumerate()
             .map(|(i, &ni)| -> Result<Arc<dyn Workload>> {
-                if mask & (1u128 << i) != 0 {
+                if mask.contains(i) {
                     Ok(Arc::new(Identity::new(ni)?))
                 } else {
                     Ok(Arc::new(Total::new(ni)?))
@@ -201,7 +191,8 @@ mod tests {
             (0b000, 2.0),
             (0b100, 1.1),
             (0b011, 0.4),
-        ];
+        ]
+        .map(|(s, w)| (AttrSet::from_bits(s), w));
         let w = workload(&domain, &sets);
         let weights = w.marginal_weights().unwrap();
         assert_eq!(weights.len(), 4);
@@ -224,7 +215,7 @@ mod tests {
         // And the Gram itself is Σ λ_T P_T.
         let mut g2 = Mat::<f64>::zeros(24, 24);
         for e in &spec {
-            g2 += dense_projector(&domain, e.set) * e.eigenvalue;
+            g2 += dense_projector(&domain, &e.set) * e.eigenvalue;
         }
         let diff = (&g - &g2).norm_l2() / g.norm_l2();
         assert!(diff < 1e-12, "{diff}");
@@ -241,36 +232,52 @@ mod tests {
     #[test]
     fn sizes_one_have_no_residual() {
         let domain = Domain::from_pairs(&[("a", 1), ("b", 3)]).unwrap();
-        let spec = residual_spectrum(&domain, &[(0b11, 1.0)]).unwrap();
-        assert!(spec.iter().all(|e| e.set & 1 == 0));
+        let spec = residual_spectrum(&domain, &[(AttrSet::from_bits(0b11), 1.0)]).unwrap();
+        assert!(spec.iter().all(|e| !e.set.contains(0)));
         assert_eq!(spec.len(), 2);
+    }
+
+    /// All k-way marginals on d attributes of size 10: the eigenvalue of
+    /// |T| = t is C(d − t, k − t) · 10^(d − k) (each S ⊇ T contributes
+    /// Π_{i∉S} nᵢ), with multiplicity 9^t.
+    fn check_k_way_closed_form(d: usize, k: usize) {
+        let pairs: Vec<(String, usize)> = (0..d).map(|i| (format!("a{i}"), 10)).collect();
+        let p: Vec<(&str, usize)> = pairs.iter().map(|(n, s)| (n.as_str(), *s)).collect();
+        let domain = Domain::from_pairs(&p).unwrap();
+        let weights: Vec<(AttrSet, f64)> = crate::spec::k_subsets(d, k)
+            .unwrap()
+            .into_iter()
+            .map(|s| (s, 1.0))
+            .collect();
+        let spec = residual_spectrum(&domain, &weights).unwrap();
+        let binom =
+            |n: usize, k: usize| (0..k).fold(1.0, |acc, i| acc * (n - i) as f64 / (i + 1) as f64);
+        let count: f64 = (0..=k).map(|t| binom(d, t)).sum();
+        assert_eq!(spec.len() as f64, count);
+        let mut seen = std::collections::HashSet::new();
+        for e in &spec {
+            let t = e.set.len();
+            let want = binom(d - t, k - t) * 10f64.powi((d - k) as i32);
+            assert!((e.eigenvalue - want).abs() <= 1e-12 * want, "{}", e.set);
+            assert_eq!(e.multiplicity, 9f64.powi(t as i32));
+            assert!(e.set.max_member() < Some(d));
+            assert!(seen.insert(e.set.clone()), "{} twice", e.set);
+        }
+        // Ordered by size, then as numbers.
+        assert!(
+            spec.windows(2)
+                .all(|w| (w[0].set.len(), &w[0].set) < (w[1].set.len(), &w[1].set))
+        );
     }
 
     #[test]
     fn hundred_attributes_closed_form() {
-        // All 3-way marginals on 100 attributes of size 10: the eigenvalue
-        // of |T| = t is C(100 − t, 3 − t) · 10^97 (each S ⊇ T contributes
-        // Π_{i∉S} nᵢ = 10^97).
-        let pairs: Vec<(String, usize)> = (0..100).map(|i| (format!("a{i}"), 10)).collect();
-        let p: Vec<(&str, usize)> = pairs.iter().map(|(n, s)| (n.as_str(), *s)).collect();
-        let domain = Domain::from_pairs(&p).unwrap();
-        let mut weights = Vec::new();
-        for i in 0..100u32 {
-            for j in i + 1..100 {
-                for k in j + 1..100 {
-                    weights.push(((1u128 << i) | (1u128 << j) | (1u128 << k), 1.0));
-                }
-            }
-        }
-        let spec = residual_spectrum(&domain, &weights).unwrap();
-        assert_eq!(spec.len(), 1 + 100 + 4950 + 161_700);
-        let binom =
-            |n: f64, k: u32| (0..k).fold(1.0, |acc, i| acc * (n - i as f64) / (i + 1) as f64);
-        for e in [&spec[0], &spec[1], &spec[200], &spec[spec.len() - 1]] {
-            let t = e.set.count_ones();
-            let want = binom((100 - t) as f64, 3 - t) * 1e97;
-            assert!((e.eigenvalue - want).abs() <= 1e-12 * want);
-            assert_eq!(e.multiplicity, 9f64.powi(t as i32));
-        }
+        check_k_way_closed_form(100, 3);
+    }
+
+    #[test]
+    fn two_hundred_attributes_closed_form() {
+        // Past 128 attributes the sets are no longer one machine word.
+        check_k_way_closed_form(200, 2);
     }
 }

@@ -21,9 +21,7 @@ use std::path::Path;
 use serde_json::{Map, Value};
 
 use crate::domain::{Attribute, Domain, SResult, StructuredError};
-use crate::structured::{
-    AttrSet, Factor, MAX_MARGINAL_ATTRIBUTES, Queries, QueryGroup, StructuredWorkload,
-};
+use crate::structured::{AttrSet, Factor, Queries, QueryGroup, StructuredWorkload};
 
 /// Most marginals one `marginals: {k}` entry may expand to.
 pub const MAX_MARGINALS_PER_ENTRY: f64 = 1e7;
@@ -193,7 +191,7 @@ fn parse_query(domain: &Domain, q: &Value, at: &str, base: &Path) -> SResult<Que
         "marginal" => {
             let set = parse_marginal(domain, v, &format!("{at}.marginal"))?;
             (
-                crate::structured::marginal_label(domain, set),
+                crate::structured::marginal_label(domain, &set),
                 Queries::Marginals(vec![set]),
             )
         }
@@ -318,26 +316,19 @@ fn inline_matrix(rows: &[Value], at: &str) -> SResult<dp_linalg::Mat<f64>> {
 }
 
 fn parse_marginal(domain: &Domain, v: &Value, at: &str) -> SResult<AttrSet> {
-    if domain.len() > MAX_MARGINAL_ATTRIBUTES {
-        return Err(StructuredError::TooManyAttributes {
-            what: "a marginal workload",
-            found: domain.len(),
-            max: MAX_MARGINAL_ATTRIBUTES,
-        });
-    }
     let arr = v
         .as_array()
         .ok_or_else(|| spec_err(at, "expected an array of attribute names"))?;
-    let mut set: AttrSet = 0;
+    let mut set = AttrSet::EMPTY;
     for a in arr {
         let name = a
             .as_str()
             .ok_or_else(|| spec_err(at, format!("{a} is not an attribute name")))?;
-        let bit = 1u128 << domain.position(name)?;
-        if set & bit != 0 {
+        let i = domain.position(name)?;
+        if set.contains(i) {
             return Err(spec_err(at, format!("attribute '{name}' listed twice")));
         }
-        set |= bit;
+        set = set.with(i);
     }
     Ok(set)
 }
@@ -355,26 +346,12 @@ fn parse_k(domain: &Domain, v: &Value, at: &str) -> SResult<usize> {
     if k > d as u64 {
         return Err(StructuredError::BadK { k: k as usize, d });
     }
-    if d > MAX_MARGINAL_ATTRIBUTES {
-        return Err(StructuredError::TooManyAttributes {
-            what: "a marginal workload",
-            found: d,
-            max: MAX_MARGINAL_ATTRIBUTES,
-        });
-    }
     Ok(k as usize)
 }
 
 /// Every k-subset of `0..d` as a mask, in lexicographic order of the
 /// sorted positions (refused past [`MAX_MARGINALS_PER_ENTRY`]).
 pub fn k_subsets(d: usize, k: usize) -> SResult<Vec<AttrSet>> {
-    if d > MAX_MARGINAL_ATTRIBUTES {
-        return Err(StructuredError::TooManyAttributes {
-            what: "attribute sets",
-            found: d,
-            max: MAX_MARGINAL_ATTRIBUTES,
-        });
-    }
     if k > d {
         return Err(StructuredError::BadK { k, d });
     }
@@ -389,7 +366,7 @@ pub fn k_subsets(d: usize, k: usize) -> SResult<Vec<AttrSet>> {
     let mut out = Vec::with_capacity(count.round() as usize);
     let mut idx: Vec<usize> = (0..k).collect();
     loop {
-        out.push(idx.iter().fold(0u128, |s, &i| s | (1u128 << i)));
+        out.push(idx.iter().copied().collect());
         // Advance to the next combination in lexicographic order.
         let Some(p) = (0..k).rev().find(|&p| idx[p] < d - k + p) else {
             return Ok(out);

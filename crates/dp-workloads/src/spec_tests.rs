@@ -9,6 +9,10 @@ use dp_linalg::Mat;
 
 use super::*;
 
+fn bits(masks: &[u128]) -> Vec<AttrSet> {
+    masks.iter().map(|&m| AttrSet::from_bits(m)).collect()
+}
+
 const DOMAIN: &str =
     r#"[{"name": "sex", "size": 2}, {"name": "age", "size": 4}, {"name": "race", "size": 3}]"#;
 
@@ -56,11 +60,11 @@ fn well_formed_spec_loads_in_order() {
     let rows: Vec<f64> = g.iter().map(|q| w.group_queries(q)).collect();
     assert_eq!(rows, vec![8.0, 4.0, 1.0, 6.0, 26.0]);
     match &g[3].queries {
-        Queries::Marginals(s) => assert_eq!(s, &vec![0b101]),
+        Queries::Marginals(s) => assert_eq!(s, &vec![AttrSet::from_bits(0b101)]),
         q => panic!("{q:?}"),
     }
     match &g[4].queries {
-        Queries::Marginals(s) => assert_eq!(s, &vec![0b011, 0b101, 0b110]),
+        Queries::Marginals(s) => assert_eq!(s, &bits(&[0b011, 0b101, 0b110])),
         q => panic!("{q:?}"),
     }
     match &g[2].queries {
@@ -131,10 +135,10 @@ fn an_inlined_spec_is_the_same_workload_without_its_files() {
 fn k_subsets_lexicographic() {
     assert_eq!(
         k_subsets(4, 2).unwrap(),
-        vec![0b0011, 0b0101, 0b1001, 0b0110, 0b1010, 0b1100]
+        bits(&[0b0011, 0b0101, 0b1001, 0b0110, 0b1010, 0b1100])
     );
-    assert_eq!(k_subsets(3, 0).unwrap(), vec![0]);
-    assert_eq!(k_subsets(3, 3).unwrap(), vec![0b111]);
+    assert_eq!(k_subsets(3, 0).unwrap(), bits(&[0]));
+    assert_eq!(k_subsets(3, 3).unwrap(), bits(&[0b111]));
     assert_eq!(k_subsets(100, 3).unwrap().len(), 161_700);
     assert!(k_subsets(100, 50).is_err());
 }

@@ -158,22 +158,14 @@ impl Layout {
         })
     }
 
-    /// [`Layout::marginals`] for attribute sets given as bit masks (bit
-    /// `i` = domain position `i`), as `dp_workloads` marginal workloads and
-    /// `spec::k_subsets` hold them.
+    /// [`Layout::marginals`] for attribute sets as `dp_workloads` marginal
+    /// workloads and `spec::k_subsets` hold them.
     pub fn marginal_masks(
         domain: &Domain,
         masks: &[AttrSet],
         cell_limit: u64,
     ) -> Result<Self, RecordsError> {
-        let subsets: Vec<Vec<usize>> = masks
-            .iter()
-            .map(|&m| {
-                (0..AttrSet::BITS as usize)
-                    .filter(|&i| m >> i & 1 == 1)
-                    .collect()
-            })
-            .collect();
+        let subsets: Vec<Vec<usize>> = masks.iter().map(|m| m.members().collect()).collect();
         Self::marginals(domain, &subsets, cell_limit)
     }
 

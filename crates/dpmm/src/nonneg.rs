@@ -25,7 +25,7 @@
 
 use std::collections::HashMap;
 
-use dp_workloads::structured::{Factor, StructuredWorkload};
+use dp_workloads::structured::{AttrSet, Factor, StructuredWorkload};
 
 use crate::{Error, Result};
 
@@ -47,7 +47,7 @@ pub struct Marginals {
     /// `ln Π_{j∉S} n_j` of each table.
     ln_outside: Vec<f64>,
     /// `ln λ_T` of every residual set `T` a table contains.
-    ln_lambda: HashMap<u128, f64>,
+    ln_lambda: HashMap<AttrSet, f64>,
     answers: usize,
     /// `Σ_S 2^|S| n_S`: the cost of one projection onto the consistent
     /// tables.
@@ -70,16 +70,6 @@ pub struct Projection {
     /// was clipped to 0 (0 when none was negative): the size of the
     /// inconsistency the clipping leaves.
     pub clipped: f64,
-}
-
-/// The subsets of `set` (a bit mask), `set` itself included.
-fn subsets(set: u128) -> impl Iterator<Item = u128> {
-    let mut next = Some(set);
-    std::iter::from_fn(move || {
-        let t = next?;
-        next = (t != 0).then(|| (t - 1) & set);
-        Some(t)
-    })
 }
 
 /// `ln Σ exp(xᵢ)`, stable.
@@ -134,15 +124,14 @@ impl Marginals {
                  iteration (Σ over the marginals of 2^attributes × cells), more than {MAX_WORK:e}"
             )));
         }
-        let mask = |t: &Table| t.attributes.iter().fold(0u128, |m, &a| m | (1 << a));
         let total_ln: f64 = ln_n.iter().sum();
         let ln_outside: Vec<f64> = tables
             .iter()
             .map(|t| total_ln - t.attributes.iter().map(|&a| ln_n[a]).sum::<f64>())
             .collect();
-        let mut terms: HashMap<u128, Vec<f64>> = HashMap::new();
+        let mut terms: HashMap<AttrSet, Vec<f64>> = HashMap::new();
         for (t, &ln) in tables.iter().zip(&ln_outside) {
-            for sub in subsets(mask(t)) {
+            for sub in AttrSet::from_members(t.attributes.iter().copied()).subsets() {
                 terms.entry(sub).or_default().push(ln);
             }
         }
@@ -179,7 +168,7 @@ impl Marginals {
     /// The Euclidean projection of the answers `a` onto the consistent
     /// tables, `W (WᵀW)⁺ Wᵀ a` (the module doc's closed form).
     pub fn project_consistent(&self, a: &[f64]) -> Vec<f64> {
-        let mut z: HashMap<u128, Vec<f64>> = HashMap::new();
+        let mut z: HashMap<AttrSet, Vec<f64>> = HashMap::new();
         for t in &self.tables {
             let table = &a[t.start..t.start + t.len];
             for (sub, positions) in Self::subsets_of(t) {
@@ -207,19 +196,15 @@ impl Marginals {
         out
     }
 
-    /// Every residual set of table `t`: its mask and the positions of its
+    /// Every residual set of table `t`: the set and the positions of its
     /// attributes within the table.
-    fn subsets_of(t: &Table) -> Vec<(u128, Vec<usize>)> {
-        let all = (1u128 << t.attributes.len()) - 1;
-        subsets(all)
+    fn subsets_of(t: &Table) -> Vec<(AttrSet, Vec<usize>)> {
+        AttrSet::from_members(0..t.attributes.len())
+            .subsets()
             .map(|local| {
-                let positions: Vec<usize> = (0..t.attributes.len())
-                    .filter(|&k| local & (1 << k) != 0)
-                    .collect();
-                let mask = positions
-                    .iter()
-                    .fold(0u128, |m, &k| m | (1 << t.attributes[k]));
-                (mask, positions)
+                let positions: Vec<usize> = local.members().collect();
+                let set = positions.iter().map(|&k| t.attributes[k]).collect();
+                (set, positions)
             })
             .collect()
     }

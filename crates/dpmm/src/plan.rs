@@ -111,7 +111,8 @@ impl Plan {
     /// it would not fit the memory limit.
     pub fn to_json(&self) -> Result<String> {
         if let Some(limit) = self.max_memory {
-            plan_file_need(&self.plan.strategy).check(limit)?;
+            plan_file_need(&self.plan.strategy, self.workload.structured().domain())
+                .check(limit)?;
         }
         let file = PlanFileWithWorkload {
             file: plan::plan_file(self.workload.structured(), &self.plan),

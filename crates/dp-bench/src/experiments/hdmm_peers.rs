@@ -507,9 +507,7 @@ fn evaluate(w: &StructuredWorkload, privacy: PrivacyModel, o: &DriverOut) -> Res
             .enumerate()
             .filter(|(_, t)| **t > 0.0)
             .map(|(key, &t)| {
-                let set = (0..d)
-                    .filter(|&i| key & (1 << (d - 1 - i)) != 0)
-                    .fold(0, |acc, i| acc | (1u128 << i));
+                let set = (0..d).filter(|&i| key & (1 << (d - 1 - i)) != 0).collect();
                 (set, t)
             })
             .collect();
@@ -544,14 +542,15 @@ mod tests {
     /// stated directly, and the other bit order or orientation does not.
     #[test]
     fn driver_output_is_decoded() {
-        let sets = vec![0b01, 0b11];
+        let b = AttrSet::from_bits;
+        let sets = vec![b(0b01), b(0b11)];
         let w = single_group(named(&[2, 3]).unwrap(), "m", Queries::Marginals(sets)).unwrap();
         let approx = PrivacyModel::Approx;
         // Keys 0b10 = {a0} (weight 1) and 0b11 = {a0, a1} (weight 2).
         let (seconds, got) = decoded(&w, r#"{"seconds": 1.5, "loss": 7, "theta": [0, 0, 1, 2]}"#);
         assert_eq!(seconds, 1.5);
-        let want = marginals_objective(&w, &[(0b01, 1.0), (0b11, 2.0)], approx).unwrap();
-        let reversed = marginals_objective(&w, &[(0b10, 1.0), (0b11, 2.0)], approx).unwrap();
+        let want = marginals_objective(&w, &[(b(0b01), 1.0), (b(0b11), 2.0)], approx).unwrap();
+        let reversed = marginals_objective(&w, &[(b(0b10), 1.0), (b(0b11), 2.0)], approx).unwrap();
         assert!((got - want).abs() <= 1e-12 * want, "{got} vs {want}");
         assert!(
             (reversed - want).abs() > 1e-6 * want,

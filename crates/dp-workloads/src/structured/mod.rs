@@ -8,26 +8,20 @@
 //! marginal workload's Gram is diagonal in the residual basis
 //! ([`crate::marginals`]). Whatever would densify checks the size first.
 
+mod attrset;
 mod factor;
 pub mod sf1;
 #[cfg(test)]
 mod tests;
 pub mod write;
 
+pub use attrset::{AttrSet, Members, Subsets};
 pub use factor::{Factor, kron_all, kron_matvec};
 
 use dp_linalg::Mat;
 
 use crate::domain::{Domain, SResult, StructuredError};
 use crate::workload::EXPLICIT_ENTRY_LIMIT;
-
-/// A set of attributes as a bit mask over domain positions (bit i =
-/// attribute i). Marginal workloads therefore support up to 128
-/// attributes.
-pub type AttrSet = u128;
-
-/// Most attributes a marginal workload may have ([`AttrSet`]'s width).
-pub const MAX_MARGINAL_ATTRIBUTES: usize = 128;
 
 /// Largest domain whose Gram is densified on request (4096 cells: a
 /// 128 MiB matrix).
@@ -59,24 +53,21 @@ pub struct QueryGroup {
 impl QueryGroup {
     /// The attribute sets of the marginals this group asks (a Kronecker
     /// group of identity and total factors is the marginal on its identity
-    /// attributes), or `None` when it is not made of marginals or has more
-    /// than [`MAX_MARGINAL_ATTRIBUTES`] factors.
+    /// attributes), or `None` when it is not made of marginals.
     pub fn marginal_sets(&self) -> Option<Vec<AttrSet>> {
         match &self.queries {
             Queries::Marginals(sets) => Some(sets.clone()),
             Queries::Kron(factors) => {
-                if factors.len() > MAX_MARGINAL_ATTRIBUTES {
+                if factors.iter().any(|f| !f.is_identity() && !f.is_total()) {
                     return None;
                 }
-                let mut s: AttrSet = 0;
-                for (i, f) in factors.iter().enumerate() {
-                    if f.is_identity() {
-                        s |= 1u128 << i;
-                    } else if !f.is_total() {
-                        return None;
-                    }
-                }
-                Some(vec![s])
+                let set = factors
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, f)| f.is_identity())
+                    .map(|(i, _)| i)
+                    .collect();
+                Some(vec![set])
             }
         }
     }
@@ -91,22 +82,18 @@ pub struct StructuredWorkload {
 
 /// `marginal[a,b]`: the label of the marginal on `set` (names in domain
 /// order; bits outside the domain are not named).
-pub fn marginal_label(domain: &Domain, set: AttrSet) -> String {
-    let names: Vec<&str> = members(set)
+pub fn marginal_label(domain: &Domain, set: &AttrSet) -> String {
+    let names: Vec<&str> = set
+        .members()
         .filter_map(|i| domain.attributes().get(i).map(|a| a.name.as_str()))
         .collect();
     format!("marginal[{}]", names.join(","))
 }
 
-/// Bits of the attributes in `set`, ascending.
-pub fn members(set: AttrSet) -> impl Iterator<Item = usize> {
-    (0..MAX_MARGINAL_ATTRIBUTES).filter(move |&i| set & (1u128 << i) != 0)
-}
-
 impl StructuredWorkload {
     /// Validates every group against `domain`: weights finite and > 0,
     /// one factor per attribute with matching sizes, marginal sets inside
-    /// the domain (≤ 128 attributes when marginals are used).
+    /// the domain.
     pub fn new(domain: Domain, groups: Vec<QueryGroup>) -> SResult<Self> {
         if groups.is_empty() {
             return Err(StructuredError::Spec("the workload has no queries".into()));
@@ -136,14 +123,7 @@ impl StructuredWorkload {
                     }
                 }
                 Queries::Marginals(sets) => {
-                    if d > MAX_MARGINAL_ATTRIBUTES {
-                        return Err(StructuredError::TooManyAttributes {
-                            what: "a marginal workload",
-                            found: d,
-                            max: MAX_MARGINAL_ATTRIBUTES,
-                        });
-                    }
-                    if sets.is_empty() || sets.iter().any(|&s| d < 128 && s >> d != 0) {
+                    if sets.is_empty() || sets.iter().any(|s| s.max_member() >= Some(d)) {
                         return Err(StructuredError::Spec(format!(
                             "{}: marginal sets outside the domain or none",
                             g.label
@@ -160,10 +140,10 @@ impl StructuredWorkload {
     pub fn weighted_marginals(domain: Domain, marginals: &[(AttrSet, f64)]) -> SResult<Self> {
         let groups = marginals
             .iter()
-            .map(|&(s, weight)| QueryGroup {
+            .map(|(s, weight)| QueryGroup {
                 label: marginal_label(&domain, s),
-                weight,
-                queries: Queries::Marginals(vec![s]),
+                weight: *weight,
+                queries: Queries::Marginals(vec![s.clone()]),
             })
             .collect();
         Self::new(domain, groups)
@@ -180,13 +160,13 @@ impl StructuredWorkload {
     }
 
     /// The factors of marginal `set`: identity on it, total elsewhere.
-    pub fn marginal_factors(&self, set: AttrSet) -> Vec<Factor> {
+    pub fn marginal_factors(&self, set: &AttrSet) -> Vec<Factor> {
         self.domain
             .attributes()
             .iter()
             .enumerate()
             .map(|(i, a)| {
-                if set & (1u128 << i) != 0 {
+                if set.contains(i) {
                     Factor::Identity(a.size)
                 } else {
                     Factor::Total(a.size)
@@ -204,7 +184,7 @@ impl StructuredWorkload {
             match &g.queries {
                 Queries::Kron(f) => out.push((g.weight, f.clone())),
                 Queries::Marginals(sets) => {
-                    out.extend(sets.iter().map(|&s| (g.weight, self.marginal_factors(s))));
+                    out.extend(sets.iter().map(|s| (g.weight, self.marginal_factors(s))));
                 }
             }
         }
@@ -217,8 +197,8 @@ impl StructuredWorkload {
             Queries::Kron(f) => f.iter().map(|f| f.num_queries() as f64).product(),
             Queries::Marginals(sets) => sets
                 .iter()
-                .map(|&s| {
-                    members(s)
+                .map(|s| {
+                    s.members()
                         .map(|i| self.domain.attributes()[i].size as f64)
                         .product::<f64>()
                 })
@@ -246,9 +226,6 @@ impl StructuredWorkload {
     }
 
     fn merged_marginal_weights(&self, merge: fn(f64, f64) -> f64) -> Option<Vec<(AttrSet, f64)>> {
-        if self.domain.len() > MAX_MARGINAL_ATTRIBUTES {
-            return None;
-        }
         let mut out: Vec<(AttrSet, f64)> = Vec::new();
         let mut index: std::collections::HashMap<AttrSet, usize> = std::collections::HashMap::new();
         for g in &self.groups {
@@ -257,7 +234,7 @@ impl StructuredWorkload {
                 match index.get(&s) {
                     Some(&k) => out[k].1 = merge(out[k].1, w2),
                     None => {
-                        index.insert(s, out.len());
+                        index.insert(s.clone(), out.len());
                         out.push((s, w2));
                     }
                 }

@@ -216,7 +216,7 @@ pub fn sf1_persons() -> SResult<StructuredWorkload> {
 /// (1), race × age (0.5), relationship (1), sex × hispanic × relationship
 /// (1.5) and the total (3), one group each, labelled by the attribute mask.
 pub fn census_marginals() -> SResult<StructuredWorkload> {
-    let weighted: [(AttrSet, f64); 6] = [
+    let weighted: [(u128, f64); 6] = [
         (0b10001, 2.0),
         (0b00110, 1.0),
         (0b10100, 0.5),
@@ -229,7 +229,7 @@ pub fn census_marginals() -> SResult<StructuredWorkload> {
         .map(|&(s, weight)| QueryGroup {
             label: format!("m{s:05b}"),
             weight,
-            queries: Queries::Marginals(vec![s]),
+            queries: Queries::Marginals(vec![AttrSet::from_bits(s)]),
         })
         .collect();
     StructuredWorkload::new(Domain::from_pairs(&SIZES)?, groups)

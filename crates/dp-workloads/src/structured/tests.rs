@@ -51,7 +51,7 @@ fn random_workload(seed: u64) -> StructuredWorkload {
             Queries::Kron(shape.iter().map(|&n| random_factor(&mut rng, n)).collect())
         } else {
             let sets = (0..rng.random_range(1..3))
-                .map(|_| rng.random_range(0..(1u128 << d)))
+                .map(|_| AttrSet::from_bits(rng.random_range(0..(1u128 << d))))
                 .collect();
             Queries::Marginals(sets)
         };
@@ -208,12 +208,21 @@ fn marginal_weights_recognize_identity_total_products() {
             QueryGroup {
                 label: "m".into(),
                 weight: 1.0,
-                queries: Queries::Marginals(vec![0b01, 0b10]),
+                queries: Queries::Marginals(vec![
+                    AttrSet::from_bits(0b01),
+                    AttrSet::from_bits(0b10),
+                ]),
             },
         ],
     )
     .unwrap();
-    assert_eq!(w.marginal_weights(), Some(vec![(0b01, 5.0), (0b10, 1.0)]));
+    assert_eq!(
+        w.marginal_weights(),
+        Some(vec![
+            (AttrSet::from_bits(0b01), 5.0),
+            (AttrSet::from_bits(0b10), 1.0)
+        ])
+    );
     let not = StructuredWorkload::new(
         domain,
         vec![QueryGroup {
@@ -236,7 +245,7 @@ fn large_domains_refuse_to_densify_with_the_size() {
         vec![QueryGroup {
             label: "m".into(),
             weight: 1.0,
-            queries: Queries::Marginals(vec![0b11]),
+            queries: Queries::Marginals(vec![AttrSet::from_bits(0b11)]),
         }],
     )
     .unwrap();

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value, json};
 
-use super::{Factor, Queries, StructuredWorkload, members};
+use super::{Factor, Queries, StructuredWorkload};
 use crate::domain::{SResult, StructuredError};
 
 fn file_error(path: &Path, e: impl std::fmt::Display) -> StructuredError {
@@ -49,8 +49,8 @@ pub fn write_spec(w: &StructuredWorkload, dir: &Path, stem: &str) -> SResult<Pat
                 queries.push(json!({ "kron": kron, "weight": group.weight }));
             }
             Queries::Marginals(sets) => {
-                for &s in sets {
-                    let names: Vec<&str> = members(s).map(|i| attrs[i].name.as_str()).collect();
+                for s in sets {
+                    let names: Vec<&str> = s.members().map(|i| attrs[i].name.as_str()).collect();
                     queries.push(json!({ "marginal": names, "weight": group.weight }));
                 }
             }
