@@ -47,24 +47,39 @@ pub fn run(sizes: &[usize], models: &[PrivacyModel], json: bool) -> Result<()> {
 /// every 0..=3-way marginal), both objectives; one JSON object per row
 /// with `json`.
 pub fn run_rp(dims: &[usize], json: bool) -> Result<()> {
-    use dp_bench::rp_peers::{ResidualPlanner, measure, table_line, table_preamble};
+    use dp_bench::rp_peers::{
+        BEYOND_DIMENSION, ResidualPlanner, measure, table_line, table_preamble,
+    };
     let rp = ResidualPlanner::from_env();
     if !json {
         for line in table_preamble(load_average(), rp.is_some()) {
             println!("{line}");
         }
     }
+    let print = |row: &dp_bench::rp_peers::RpRow| -> Result<()> {
+        if json {
+            let text = serde_json::to_string(row).map_err(|e| DpError::Io(e.to_string()))?;
+            println!("{text}");
+        } else {
+            println!("{}", table_line(row));
+        }
+        Ok(())
+    };
     for objective in ["sumvar", "maxvar"] {
         for &d in dims {
-            let row = measure(10, d, 3, objective, rp.as_ref())?;
-            if json {
-                let text = serde_json::to_string(&row).map_err(|e| DpError::Io(e.to_string()))?;
-                println!("{text}");
-            } else {
-                println!("{}", table_line(&row));
-            }
+            print(&measure(10, d, 3, objective, rp.as_ref())?)?;
         }
     }
+    if !json {
+        println!();
+        println!(
+            "past the peer (its paper: d = {BEYOND_DIMENSION} max variance killed after more than an hour), dpmm alone:"
+        );
+        for line in &table_preamble(None, false)[1..] {
+            println!("{line}");
+        }
+    }
+    print(&measure(10, BEYOND_DIMENSION, 3, "maxvar", None)?)?;
     use dp_bench::rp_peers::{reconstruct_all, reconstruction_line, reconstruction_preamble};
     if !json {
         println!();

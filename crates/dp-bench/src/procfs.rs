@@ -61,6 +61,13 @@ pub fn peak_rss_bytes(pid: Pid) -> Option<f64> {
     parse_peak_rss(&std::fs::read_to_string(pid.file("status")).ok()?)
 }
 
+/// Resets this process's peak resident set size to its current one
+/// (`5` into `clear_refs`, Linux ≥ 4.0), so that a later
+/// [`peak_rss_bytes`] is the peak of what ran since; false when refused.
+pub fn reset_peak_rss() -> bool {
+    std::fs::write(Pid::Current.file("clear_refs"), "5").is_ok()
+}
+
 /// The `VmHWM:   1234 kB` line of a status file, in bytes.
 fn parse_peak_rss(status: &str) -> Option<f64> {
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;

@@ -28,6 +28,10 @@ use serde::Serialize;
 /// The attribute counts of the table.
 pub const RP_DIMENSIONS: [usize; 4] = [10, 20, 50, 100];
 
+/// The attribute count of the max-variance row past the peer (its paper
+/// reports d = 200 killed after more than an hour), dpmm alone.
+pub const BEYOND_DIMENSION: usize = 200;
+
 /// The driver run by ResidualPlanner's Python: argv = source directory,
 /// n, d, k, objective; prints seconds and objective.
 const DRIVER: &str = r#"
@@ -112,6 +116,13 @@ pub struct RpRow {
     pub value: f64,
     /// dpmm's certified relative gap.
     pub gap: Option<f64>,
+    /// For the max-variance objective, the optimum by the symmetry
+    /// reduction ([`dp_plan::max_variance::symmetric_all_k_way_optimum`]),
+    /// an independent check of dpmm's (and the only one past the peer).
+    pub reduced: Option<f64>,
+    /// The peak resident memory of dpmm's planning, bytes (the process's
+    /// peak reset before it starts; `None` where that is refused).
+    pub peak_rss_bytes: Option<f64>,
 }
 
 impl RpRow {
@@ -162,6 +173,7 @@ pub fn measure(
     };
     let rp = rp.map(|r| r.run(n, d, k, objective)).transpose()?;
     let text = spec(n, d, k);
+    let reset = crate::procfs::reset_peak_rss();
     let started = Instant::now();
     let workload = dp_workloads::spec::parse_spec(&text, std::path::Path::new("."))?;
     let options = PlanOptions {
@@ -182,6 +194,15 @@ pub fn measure(
         seconds,
         value: plan.objective,
         gap: plan.certificate.map(|c| c.relative_gap),
+        reduced: match kind {
+            PlanObjective::MaxVariance => {
+                Some(dp_plan::max_variance::symmetric_all_k_way_optimum(d, n, k)?)
+            }
+            PlanObjective::TotalVariance => None,
+        },
+        peak_rss_bytes: reset
+            .then(|| crate::procfs::peak_rss_bytes(crate::procfs::Pid::Current))
+            .flatten(),
     })
 }
 
@@ -200,7 +221,7 @@ pub struct ReconstructionRow {
     pub prepare_seconds: f64,
     /// Seconds to reconstruct every answer from the measured values.
     pub run_seconds: f64,
-    /// The process's peak resident memory afterwards, bytes.
+    /// The peak resident memory of planning and reconstructing, bytes.
     pub peak_rss_bytes: Option<f64>,
 }
 
@@ -209,6 +230,7 @@ pub struct ReconstructionRow {
 /// synthetic measured values (the work does not depend on them; a
 /// release's come from the data).
 pub fn reconstruct_all(n: usize, d: usize, k: usize) -> Result<ReconstructionRow> {
+    let reset = crate::procfs::reset_peak_rss();
     let workload = dp_workloads::spec::parse_spec(&spec(n, d, k), std::path::Path::new("."))?;
     let plan = plan_strategy(&workload, PrivacyModel::Approx, &PlanOptions::default())?;
     let started = Instant::now();
@@ -241,7 +263,9 @@ pub fn reconstruct_all(n: usize, d: usize, k: usize) -> Result<ReconstructionRow
         measurements,
         prepare_seconds,
         run_seconds,
-        peak_rss_bytes: crate::procfs::peak_rss_bytes(crate::procfs::Pid::Current),
+        peak_rss_bytes: reset
+            .then(|| crate::procfs::peak_rss_bytes(crate::procfs::Pid::Current))
+            .flatten(),
     })
 }
 
@@ -276,8 +300,8 @@ pub fn table_preamble(load: Option<f64>, with_rp: bool) -> [String; 3] {
             "every 0..=k-way marginal on d attributes of n values, (ε,δ) plans; ResidualPlanner {}; load average {load}",
             if with_rp { "run as a peer" } else { "not found (set RP_SRC)" }
         ),
-        "| d | objective | ResidualPlanner s | dpmm s | time ratio RP/dpmm | RP objective | dpmm objective | ratio dpmm/RP | dpmm certified gap |".into(),
-        "|---|---|---|---|---|---|---|---|---|".into(),
+        "| d | objective | ResidualPlanner s | dpmm s | time ratio RP/dpmm | RP objective | dpmm objective | ratio dpmm/RP | dpmm certified gap | dpmm/symmetry-reduced optimum − 1 | dpmm peak RSS MiB |".into(),
+        "|---|---|---|---|---|---|---|---|---|---|---|".into(),
     ]
 }
 
@@ -285,7 +309,7 @@ pub fn table_preamble(load: Option<f64>, with_rp: bool) -> [String; 3] {
 pub fn table_line(r: &RpRow) -> String {
     let opt = |v: Option<f64>, f: &dyn Fn(f64) -> String| v.map_or("–".into(), f);
     format!(
-        "| {} | {} | {} | {:.3} | {} | {} | {:.7e} | {} | {} |",
+        "| {} | {} | {} | {:.3} | {} | {} | {:.7e} | {} | {} | {} | {} |",
         r.d,
         r.objective,
         opt(r.rp.map(|p| p.0), &|s| format!("{s:.3}")),
@@ -295,6 +319,11 @@ pub fn table_line(r: &RpRow) -> String {
         r.value,
         opt(r.objective_ratio(), &|x| format!("{x:.8}")),
         opt(r.gap, &|g| format!("{g:.1e}")),
+        opt(r.reduced, &|v| format!("{:.1e}", r.value / v - 1.0)),
+        opt(r.peak_rss_bytes, &|b| format!(
+            "{:.0}",
+            b / (1024.0 * 1024.0)
+        )),
     )
 }
 
@@ -324,6 +353,11 @@ mod tests {
         );
         let max = measure(3, 3, 2, "maxvar", None).unwrap();
         assert!(max.gap.unwrap() <= 1e-7 && max.value < row.value, "{max:?}");
+        assert!(
+            (max.value / max.reduced.unwrap() - 1.0).abs() <= 1e-7,
+            "{max:?}"
+        );
+        assert!(row.reduced.is_none());
         let line = table_line(&row);
         assert!(line.starts_with("| 3 | sumvar | – |"), "{line}");
         assert!(measure(3, 3, 2, "median", None).is_err());
