@@ -736,6 +736,70 @@ fn opt_m_is_no_worse_than_hdmms_point_on_weighted_census_marginals() {
     );
 }
 
+/// A weighted census-domain marginal workload drawn at random (the
+/// `hdmm-census-random` experiment's second): HDMM's marginals template,
+/// one L-BFGS-B run from a random point, returned the point below (weights
+/// on {age}, {hispanic, race, relationship}, {sex, race} and {sex, race,
+/// age}). No start of OPT_M reaches its basin; the support moves do.
+#[test]
+fn support_moves_reach_hdmms_basin_on_random_census_marginals() {
+    let domain = dp_workloads::structured::sf1::census_marginals()
+        .unwrap()
+        .domain()
+        .clone();
+    let sets: Vec<(AttrSet, f64)> = [
+        (&[][..], 1.3649718668438615),
+        (&[0], 1.9773726086759567),
+        (&[1], 0.9706957813958883),
+        (&[2], 3.949239296120846),
+        (&[4], 1.30950948275022),
+        (&[0, 2], 2.4322999823108264),
+        (&[2, 4], 0.9968165754146805),
+        (&[0, 2, 4], 1.5089620463238285),
+        (&[1, 2, 3], 3.2796731832228527),
+    ]
+    .iter()
+    .map(|(m, w)| (AttrSet::from_members(m.iter().copied()), *w))
+    .collect();
+    let w = StructuredWorkload::weighted_marginals(domain, &sets).unwrap();
+    let weights = w.marginal_weights().unwrap();
+    let point: Vec<(AttrSet, f64)> = [
+        (&[4][..], 0.05269),
+        (&[1, 2, 3], 0.35455),
+        (&[0, 2], 0.14941),
+        (&[0, 2, 4], 0.44336),
+    ]
+    .iter()
+    .map(|(m, t)| (AttrSet::from_members(m.iter().copied()), *t))
+    .collect();
+    let hdmm = evaluate::marginals_objective(&w, &point, PrivacyModel::Pure).unwrap();
+    let starts_only = opt_m::OptMOptions {
+        support_rounds: 0,
+        ..opt_m::OptMOptions::default()
+    };
+    let stuck = opt_m::opt_marginals(&w, &weights, &starts_only).unwrap();
+    assert!(
+        stuck.objective > 1.01 * hdmm,
+        "{} vs {hdmm}",
+        stuck.objective
+    );
+    let m = opt_m::opt_marginals(&w, &weights, &opt_m::OptMOptions::default()).unwrap();
+    assert!(m.objective <= hdmm, "{} > {hdmm}", m.objective);
+    // The plan's reported objective is its strategy's, evaluated apart.
+    let theta: Vec<(AttrSet, f64)> = m
+        .strategy
+        .terms
+        .iter()
+        .map(|t| (t.factors.iter().map(|(i, _)| *i).collect(), t.weight))
+        .collect();
+    let own = evaluate::marginals_objective(&w, &theta, PrivacyModel::Pure).unwrap();
+    assert!(
+        (own - m.objective).abs() <= 1e-9 * own,
+        "{own} vs {}",
+        m.objective
+    );
+}
+
 #[test]
 fn commuting_unions_are_certified_by_their_structured_svd_bound() {
     // kron_union's first product beside one whose factor Grams commute

@@ -52,6 +52,47 @@ pub(crate) enum Kind {
     CensusMarginals,
     /// HDMM's SF1 Persons (its §8).
     Sf1Persons,
+    /// Random weighted marginals on the SF1 domain ([`random_census`]):
+    /// the seed, 1 to [`CENSUS_RANDOM_LABELS`]'s length.
+    CensusRandom(u64),
+}
+
+/// The labels of the random census workloads, by seed − 1.
+const CENSUS_RANDOM_LABELS: [&str; 8] = [
+    "random weighted census marginals #1",
+    "random weighted census marginals #2",
+    "random weighted census marginals #3",
+    "random weighted census marginals #4",
+    "random weighted census marginals #5",
+    "random weighted census marginals #6",
+    "random weighted census marginals #7",
+    "random weighted census marginals #8",
+];
+
+/// Weighted marginals on the SF1 domain (2×2×64×17×115 cells) drawn from
+/// `seed`: the total, each 1-way marginal with probability 0.6, each
+/// 2-way with 0.4 and each 3-way with 0.2, at least one marginal of two
+/// or more attributes, weights uniform on [0.25, 4), one group each.
+/// Planning must not depend on a workload someone tuned it for: these are
+/// workloads nobody chose.
+fn random_census(seed: u64) -> Result<StructuredWorkload> {
+    use rand::{Rng, SeedableRng};
+    let domain = census_marginals()?.domain().clone();
+    let d = domain.len();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    loop {
+        let mut sets = vec![(AttrSet::EMPTY, rng.random_range(0.25..4.0))];
+        for (k, p) in [(1, 0.6), (2, 0.4), (3, 0.2)] {
+            for s in dp_workloads::spec::k_subsets(d, k)? {
+                if rng.random_bool(p) {
+                    sets.push((s, rng.random_range(0.25..4.0)));
+                }
+            }
+        }
+        if sets.iter().any(|(s, _)| s.len() >= 2) {
+            return Ok(StructuredWorkload::weighted_marginals(domain, &sets)?);
+        }
+    }
 }
 
 impl Kind {
@@ -63,6 +104,10 @@ impl Kind {
             Self::TwoWay40Binary => "2-way marginals, 40 binary attributes",
             Self::CensusMarginals => "weighted marginals on the SF1 domain",
             Self::Sf1Persons => "SF1 Persons",
+            Self::CensusRandom(seed) => CENSUS_RANDOM_LABELS
+                .get((seed as usize).wrapping_sub(1))
+                .copied()
+                .unwrap_or("random weighted census marginals"),
         }
     }
 
@@ -114,6 +159,7 @@ impl Kind {
             }
             Self::CensusMarginals => Ok(census_marginals()?),
             Self::Sf1Persons => Ok(sf1_persons()?),
+            Self::CensusRandom(seed) => random_census(seed),
         }
     }
 }
@@ -164,6 +210,26 @@ pub(crate) const CENSUS: Grid<Peers> = Grid::new(
         name: "hdmm-census",
         kinds: &[Kind::Sf1Persons, Kind::CensusMarginals],
         part_of: Some("hdmm-peers"),
+    },
+);
+
+/// `hdmm-census-random`.
+pub(crate) const CENSUS_RANDOM: Grid<Peers> = Grid::new(
+    "hdmm-census-random",
+    "ε-DP and (ε,δ) plans beside HDMM's templates on weighted marginals of the SF1 domain that nobody chose (8 random draws), both privacy models, one run",
+    Peers {
+        name: "hdmm-census-random",
+        kinds: &[
+            Kind::CensusRandom(1),
+            Kind::CensusRandom(2),
+            Kind::CensusRandom(3),
+            Kind::CensusRandom(4),
+            Kind::CensusRandom(5),
+            Kind::CensusRandom(6),
+            Kind::CensusRandom(7),
+            Kind::CensusRandom(8),
+        ],
+        part_of: None,
     },
 );
 

@@ -40,6 +40,7 @@ pub fn all() -> Vec<Box<dyn Experiment>> {
     out.push(Box::new(hdmm::SCALABILITY));
     out.push(Box::new(hdmm_peers::CENSUS));
     out.push(Box::new(hdmm_peers::PEERS));
+    out.push(Box::new(hdmm_peers::CENSUS_RANDOM));
     out.push(Box::new(reconstruction::Scaling));
     out
 }
