@@ -52,6 +52,9 @@ pub(crate) enum Kind {
     CensusMarginals,
     /// HDMM's SF1 Persons (its §8).
     Sf1Persons,
+    /// Prefix(115) ⊗ AllRange(64) ⊗ Identity(17): a Kronecker product
+    /// of implicit range factors on census-sized attributes.
+    PrefixRangeIdentity,
     /// Random weighted marginals on the SF1 domain ([`random_census`]):
     /// the seed, 1 to [`CENSUS_RANDOM_LABELS`]'s length.
     CensusRandom(u64),
@@ -104,6 +107,7 @@ impl Kind {
             Self::TwoWay40Binary => "2-way marginals, 40 binary attributes",
             Self::CensusMarginals => "weighted marginals on the SF1 domain",
             Self::Sf1Persons => "SF1 Persons",
+            Self::PrefixRangeIdentity => "Prefix(115) ⊗ AllRange(64) ⊗ Identity(17)",
             Self::CensusRandom(seed) => CENSUS_RANDOM_LABELS
                 .get((seed as usize).wrapping_sub(1))
                 .copied()
@@ -159,6 +163,15 @@ impl Kind {
             }
             Self::CensusMarginals => Ok(census_marginals()?),
             Self::Sf1Persons => Ok(sf1_persons()?),
+            Self::PrefixRangeIdentity => single_group(
+                named(&[115, 64, 17])?,
+                "kron",
+                Queries::Kron(vec![
+                    Factor::Prefix(115),
+                    Factor::AllRange(64),
+                    Factor::Identity(17),
+                ]),
+            ),
             Self::CensusRandom(seed) => random_census(seed),
         }
     }
@@ -197,6 +210,7 @@ pub(crate) const PEERS: Grid<Peers> = Grid::new(
             Kind::ThreeWay12,
             Kind::TwoWay40Binary,
             Kind::Sf1Persons,
+            Kind::PrefixRangeIdentity,
         ],
         part_of: None,
     },
