@@ -18,6 +18,15 @@ use crate::release_plan::QueryLabels;
 /// Queries per chunk of the answers CSV formatted on one thread.
 const CSV_CHUNK: usize = 1 << 16;
 
+/// Chunks formatted at once before they are written (at least one per
+/// thread): about 64 MiB of text in memory.
+const CSV_BATCH_CHUNKS: usize = 16;
+
+/// The answers CSV's rows formatted and held at once.
+pub(crate) fn csv_rows_in_flight() -> usize {
+    CSV_CHUNK * CSV_BATCH_CHUNKS.max(rayon::current_num_threads())
+}
+
 /// One answered query.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Answer {
@@ -164,39 +173,51 @@ impl Answers {
     }
 
     /// The answers CSV: `query,answer,std_error,ci_low,ci_high`, one row
-    /// per query. Numbers are written by `ryu` (shortest round-trip form,
-    /// exponent for very small or large values), chunks of rows formatted
-    /// on rayon's pool.
+    /// per query ([`Answers::write_csv`] into memory).
     pub fn to_csv(&self) -> String {
+        let mut out = Vec::new();
+        // Writing into a vector cannot fail.
+        let _ = self.write_csv(&mut out);
+        String::from_utf8(out).unwrap_or_default()
+    }
+
+    /// Streams the answers CSV into `out`: numbers written by `ryu`
+    /// (shortest round-trip form, exponent for very small or large
+    /// values), rows formatted in chunks on rayon's pool, a batch of
+    /// chunks at a time, so that memory holds one batch and not the file.
+    pub fn write_csv(&self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
         use rayon::prelude::*;
         let labels = QueryLabels::new(&self.workload, &self.schema);
         let n = labels.len().min(self.len());
-        let chunks: Vec<String> = (0..n.div_ceil(CSV_CHUNK))
-            .into_par_iter()
-            .map(|c| {
-                let mut out = String::new();
-                let mut label = String::new();
-                let mut number = ryu::Buffer::new();
-                for q in c * CSV_CHUNK..((c + 1) * CSV_CHUNK).min(n) {
-                    label.clear();
-                    let w = labels.write(q, &mut label);
-                    push_csv_field(&mut out, &label);
-                    let (a, se, half) = self.unweighted(q, w);
-                    for v in [a, se, a - half, a + half] {
-                        out.push(',');
-                        out.push_str(number.format(v));
+        out.write_all(b"query,answer,std_error,ci_low,ci_high\n")?;
+        let chunks = n.div_ceil(CSV_CHUNK);
+        let batch = csv_rows_in_flight() / CSV_CHUNK;
+        for first in (0..chunks).step_by(batch) {
+            let texts: Vec<String> = (first..(first + batch).min(chunks))
+                .into_par_iter()
+                .map(|c| {
+                    let mut text = String::new();
+                    let mut label = String::new();
+                    let mut number = ryu::Buffer::new();
+                    for q in c * CSV_CHUNK..((c + 1) * CSV_CHUNK).min(n) {
+                        label.clear();
+                        let w = labels.write(q, &mut label);
+                        push_csv_field(&mut text, &label);
+                        let (a, se, half) = self.unweighted(q, w);
+                        for v in [a, se, a - half, a + half] {
+                            text.push(',');
+                            text.push_str(number.format(v));
+                        }
+                        text.push('\n');
                     }
-                    out.push('\n');
-                }
-                out
-            })
-            .collect();
-        let mut out = String::from("query,answer,std_error,ci_low,ci_high\n");
-        out.reserve(chunks.iter().map(String::len).sum());
-        for chunk in chunks {
-            out.push_str(&chunk);
+                    text
+                })
+                .collect();
+            for text in texts {
+                out.write_all(text.as_bytes())?;
+            }
         }
-        out
+        Ok(())
     }
 
     /// Writes the answers CSV to `out` and the sidecar to `<out>.json`,
@@ -209,21 +230,24 @@ impl Answers {
         for path in [out.to_path_buf(), sidecar_path(out)] {
             crate::output::check_output(&path, &self.inputs)?;
         }
+        use crate::output::Content;
         let mut side = serde_json::to_string_pretty(&self.sidecar).unwrap_or_default();
         side.push('\n');
-        let answers = self.to_csv();
+        let stream = |w: &mut dyn std::io::Write| -> Result<()> {
+            self.write_csv(w).map_err(|e| crate::Error::file(out, e))
+        };
         let nonneg = self.nonneg_csv();
         let nonneg_file = nonneg_path(out);
+        let side_file = sidecar_path(out);
         let mut files = vec![
-            (sidecar_path(out), side.as_bytes()),
-            (out.to_path_buf(), answers.as_bytes()),
+            (side_file.as_path(), Content::Bytes(side.as_bytes())),
+            (out, Content::Stream(&stream)),
         ];
         if let Some(text) = &nonneg {
             crate::output::check_output(&nonneg_file, &self.inputs)?;
-            files.push((nonneg_file, text.as_bytes()));
+            files.push((nonneg_file.as_path(), Content::Bytes(text.as_bytes())));
         }
-        let refs: Vec<(&Path, &[u8])> = files.iter().map(|(p, b)| (p.as_path(), *b)).collect();
-        crate::output::write_all_atomically(&refs)
+        crate::output::write_contents_atomically(&files)
     }
 }
 

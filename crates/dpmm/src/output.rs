@@ -151,12 +151,18 @@ impl Temporary {
         Err(Error::file(target, "no free temporary name beside it"))
     }
 
-    /// A temporary beside `target` holding `bytes`, fsync'ed.
-    fn holding(target: &Path, bytes: &[u8]) -> Result<Self, Error> {
+    /// A temporary beside `target` holding `content`, fsync'ed.
+    fn holding(target: &Path, content: &Content<'_>) -> Result<Self, Error> {
         let (temporary, mut file) = Self::create(target)?;
-        file.write_all(bytes)
-            .and_then(|()| file.sync_all())
-            .map_err(|e| Error::file(target, e))?;
+        match content {
+            Content::Bytes(bytes) => file.write_all(bytes).map_err(|e| Error::file(target, e))?,
+            Content::Stream(write) => {
+                let mut out = std::io::BufWriter::with_capacity(1 << 20, &mut file);
+                write(&mut out)?;
+                out.flush().map_err(|e| Error::file(target, e))?;
+            }
+        }
+        file.sync_all().map_err(|e| Error::file(target, e))?;
         Ok(temporary)
     }
 }
@@ -182,6 +188,15 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), Error> {
     write_all_atomically(&[(path, bytes)])
 }
 
+/// What one file of [`write_contents_atomically`] holds.
+pub enum Content<'a> {
+    /// These bytes.
+    Bytes(&'a [u8]),
+    /// What this writes, streamed into the temporary file (a file too
+    /// large to hold in memory as one buffer).
+    Stream(&'a (dyn Fn(&mut dyn Write) -> Result<(), Error> + Sync)),
+}
+
 /// Writes each `(path, bytes)`: every temporary written and fsync'ed
 /// first, then all renamed in order under one hold of the registry (a
 /// signal never separates them), then their directories fsync'ed. If a
@@ -189,9 +204,18 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), Error> {
 /// that a sidecar never sits beside answers it does not describe; every
 /// temporary is removed.
 pub fn write_all_atomically(files: &[(&Path, &[u8])]) -> Result<(), Error> {
+    let contents: Vec<(&Path, Content<'_>)> = files
+        .iter()
+        .map(|&(path, bytes)| (path, Content::Bytes(bytes)))
+        .collect();
+    write_contents_atomically(&contents)
+}
+
+/// [`write_all_atomically`] for contents that may be streamed.
+pub fn write_contents_atomically(files: &[(&Path, Content<'_>)]) -> Result<(), Error> {
     let mut temporaries = files
         .iter()
-        .map(|(path, bytes)| Temporary::holding(path, bytes))
+        .map(|(path, content)| Temporary::holding(path, content))
         .collect::<Result<Vec<_>, _>>()?;
     pause_for_tests();
     rename_all(&mut temporaries)?;

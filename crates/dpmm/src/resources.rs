@@ -27,9 +27,14 @@ use crate::release_plan::Strategy;
 /// measurement's copy.
 const BYTES_PER_ROW: f64 = 40.0;
 
-/// Bytes per answered query in the outputs: its description and its CSV
-/// line (both held until the file is written).
+/// Bytes per answered query while the answers CSV is formatted: its
+/// description and its CSV line (a batch of them at a time, the file is
+/// streamed).
 const BYTES_PER_QUERY: f64 = 256.0;
+
+/// Bytes per answered query held whole until written: the non-negative
+/// estimate and its CSV line, when asked for.
+const BYTES_PER_QUERY_HELD: f64 = 96.0;
 
 /// Copies of the strategy's factor entries held at once: the plan's (which
 /// the kernel reads in place), the kernel's quantized integers and their
@@ -141,9 +146,10 @@ pub fn release_need(
     let entries: f64 = strategy.terms.iter().map(KronTerm::entries).sum();
     need.add("the strategy's factors", entries * 8.0 * STRATEGY_COPIES);
     let queries = workload.num_queries();
+    let in_flight = queries.min(crate::answers::csv_rows_in_flight() as f64);
     need.add(
         format!("the answers file of {queries:.3e} queries"),
-        queries * BYTES_PER_QUERY,
+        in_flight * BYTES_PER_QUERY + queries * BYTES_PER_QUERY_HELD,
     );
     need
 }

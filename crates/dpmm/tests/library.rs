@@ -53,6 +53,24 @@ fn answers_are_never_written_over_the_releases_inputs() {
     answers.write(&dir.join("answers.csv")).unwrap();
     let csv = std::fs::read_to_string(dir.join("answers.csv")).unwrap();
     assert_eq!(csv.lines().count(), 1 + 18);
+    // The file is streamed; it holds what the in-memory form does, and a
+    // writer that fails part-way fails the stream.
+    assert_eq!(csv, answers.to_csv());
+    struct Full(usize);
+    impl std::io::Write for Full {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            if self.0 < buf.len() {
+                return Err(std::io::Error::other("device full"));
+            }
+            self.0 -= buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    assert!(answers.write_csv(&mut Full(csv.len())).is_ok());
+    assert!(answers.write_csv(&mut Full(csv.len() - 1)).is_err());
 }
 
 fn dp_core_head(ledger: &Path) -> PathBuf {
