@@ -130,6 +130,11 @@ struct FactorSolution {
     slack: f64,
 }
 
+/// Whether `m` is exactly the 1×n row of ones (the total query).
+fn is_total_row(m: &Mat<f64>) -> bool {
+    m.nrows() == 1 && (0..m.ncols()).all(|j| m[(0, j)] == 1.0)
+}
+
 fn proportional_to(g: &Mat<f64>, pattern: impl Fn(usize, usize) -> f64) -> bool {
     let c = g[(0, 0)];
     (0..g.ncols()).all(|j| (0..g.nrows()).all(|i| g[(i, j)] == c * pattern(i, j)))
@@ -615,9 +620,14 @@ fn finish(
         shape: w.domain().shape(),
         terms: vec![KronTerm {
             weight: 1.0,
+            // A factor that is the total row (an attribute the workload
+            // sums out) is left out of the support: a term's absent
+            // attribute is summed, the same matrix with sensitivity 1, so
+            // measuring needs no table over it.
             factors: sols
                 .into_iter()
                 .enumerate()
+                .filter(|(_, s)| !is_total_row(&s.strategy))
                 .map(|(i, s)| (i, s.strategy))
                 .collect(),
         }],
