@@ -8,6 +8,7 @@ from __future__ import annotations
 import _thread
 import os
 import pty
+import signal
 import subprocess
 import sys
 import threading
@@ -31,6 +32,10 @@ def long_workload() -> np.ndarray:
 
 def test_ctrl_c_interrupts_a_long_optimization_and_the_module_still_works():
     w = long_workload()
+    # A runner started as a background job without job control inherits
+    # SIGINT ignored, and interrupt_main then does nothing: install
+    # Python's own handler, as an interactive session has it.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(1.0, _thread.interrupt_main)
     start = time.monotonic()
     timer.start()
@@ -39,6 +44,7 @@ def test_ctrl_c_interrupts_a_long_optimization_and_the_module_still_works():
             dm.optimize(w, optimizer="coa", privacy="approx")
     finally:
         timer.cancel()
+        signal.signal(signal.SIGINT, previous)
     # Far below the uninterrupted run: the interrupt stopped the solver.
     assert time.monotonic() - start < 6.0
     small = dm.optimize(dm.workloads.prefix(16), optimizer="coa", privacy="approx")
