@@ -421,6 +421,9 @@ pub fn symmetric_all_k_way_optimum(d: usize, n: usize, k: usize) -> Result<f64> 
     let a =
         |m: usize, j: usize| ((n as f64 - 1.0).powi(j as i32) / (n as f64).powi(m as i32)).powi(2);
     let count: Vec<f64> = (0..=k).map(|m| choose(d, m)).collect();
+    if count.iter().any(|c| !c.is_finite()) {
+        return Err(overflow("the symmetry-reduced max-variance optimum"));
+    }
     let mut l: Vec<f64> = vec![1.0 / count.iter().sum::<f64>(); k + 1];
     let mut g = 0.0;
     for _ in 0..200_000 {
@@ -436,6 +439,9 @@ pub fn symmetric_all_k_way_optimum(d: usize, n: usize, k: usize) -> Result<f64> 
         l = (0..=k).map(|m| l[m] * (v[m] / g).powi(2)).collect();
         let z: f64 = (0..=k).map(|m| count[m] * l[m]).sum();
         l.iter_mut().for_each(|x| *x /= z);
+    }
+    if !(g.is_finite() && g > 0.0) {
+        return Err(overflow("the symmetry-reduced max-variance optimum"));
     }
     Ok(g)
 }

@@ -428,6 +428,8 @@ fn a_hundred_attributes_converge_to_the_reduced_optimum() {
     }
     assert_eq!(sets.len(), 166_751);
     assert!(super::symmetric_all_k_way_optimum(2, 10, 3).is_err());
+    // Binomials past f64 are refused, not returned as NaN.
+    assert!(super::symmetric_all_k_way_optimum(5000, 10, 400).is_err());
     let w = marginals(&domain, &sets);
     let plan = plan_strategy(&w, PrivacyModel::Approx, &max_options()).unwrap();
     assert!(plan.termination.converged(), "{:?}", plan.termination);
