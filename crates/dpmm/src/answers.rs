@@ -220,45 +220,145 @@ impl Answers {
         Ok(())
     }
 
-    /// Writes the answers CSV to `out` and the sidecar to `<out>.json`,
-    /// each whole or absent ([`crate::output`]); the sidecar first, so that
+    /// Streams the answers into `out` as a Parquet table (the `parquet`
+    /// feature): columns `query` (text), `answer`, `std_error`, `ci_low`,
+    /// `ci_high` (doubles, the same numbers as the CSV's), the sidecar in
+    /// the file's metadata ([`crate::parquet_output`]).
+    #[cfg(feature = "parquet")]
+    pub fn write_parquet(&self, out: &mut (dyn std::io::Write + Send)) -> std::io::Result<()> {
+        let labels = QueryLabels::new(&self.workload, &self.schema);
+        let row = |q: usize, label: &mut String, values: &mut [f64]| {
+            let w = labels.write(q, label);
+            let (a, se, half) = self.unweighted(q, w);
+            values.copy_from_slice(&[a, se, a - half, a + half]);
+        };
+        crate::parquet_output::write_table(
+            out,
+            &crate::parquet_output::Table {
+                columns: &["query", "answer", "std_error", "ci_low", "ci_high"],
+                rows: labels.len().min(self.len()),
+                row: &row,
+                group_rows: csv_rows_in_flight(),
+                sidecar: self.sidecar.to_string(),
+            },
+        )
+    }
+
+    /// Writes the answers to `out` (CSV, or Parquet when `out` ends in
+    /// `.parquet`: [`AnswersFormat`]) and the sidecar to `<out>.json`, each
+    /// whole or absent ([`crate::output`]); the sidecar first, so that
     /// answers never appear without theirs. Refused when either path is a
     /// directory or one of the release's input files (its ledger and the
     /// ledger's head above all); CSV a caller streamed in has no path to
     /// protect.
     pub fn write(&self, out: &Path) -> Result<()> {
+        let format = AnswersFormat::of(out)?;
         for path in [out.to_path_buf(), sidecar_path(out)] {
             crate::output::check_output(&path, &self.inputs)?;
         }
         use crate::output::Content;
         let mut side = serde_json::to_string_pretty(&self.sidecar).unwrap_or_default();
         side.push('\n');
-        let stream = |w: &mut dyn std::io::Write| -> Result<()> {
-            self.write_csv(w).map_err(|e| crate::Error::file(out, e))
+        let stream = |w: &mut (dyn std::io::Write + Send)| -> Result<()> {
+            match format {
+                AnswersFormat::Csv => self.write_csv(w),
+                #[cfg(feature = "parquet")]
+                AnswersFormat::Parquet => self.write_parquet(w),
+            }
+            .map_err(|e| crate::Error::file(out, e))
         };
-        let nonneg = self.nonneg_csv();
         let nonneg_file = nonneg_path(out);
+        let nonneg = self.nonneg.as_ref().map(|_| match format {
+            AnswersFormat::Csv => self.nonneg_csv().unwrap_or_default().into_bytes(),
+            #[cfg(feature = "parquet")]
+            AnswersFormat::Parquet => self.nonneg_parquet(),
+        });
         let side_file = sidecar_path(out);
         let mut files = vec![
             (side_file.as_path(), Content::Bytes(side.as_bytes())),
             (out, Content::Stream(&stream)),
         ];
-        if let Some(text) = &nonneg {
+        if let Some(bytes) = &nonneg {
             crate::output::check_output(&nonneg_file, &self.inputs)?;
-            files.push((nonneg_file.as_path(), Content::Bytes(text.as_bytes())));
+            files.push((nonneg_file.as_path(), Content::Bytes(bytes)));
         }
         crate::output::write_contents_atomically(&files)
+    }
+
+    /// The non-negative estimates as a Parquet table, `query` and
+    /// `answer` (empty without them).
+    #[cfg(feature = "parquet")]
+    fn nonneg_parquet(&self) -> Vec<u8> {
+        let Some(values) = &self.nonneg else {
+            return Vec::new();
+        };
+        let labels = QueryLabels::new(&self.workload, &self.schema);
+        let row = |q: usize, label: &mut String, out: &mut [f64]| {
+            labels.write(q, label);
+            out[0] = values[q];
+        };
+        let mut bytes = Vec::new();
+        // Writing into a vector cannot fail.
+        let _ = crate::parquet_output::write_table(
+            &mut bytes,
+            &crate::parquet_output::Table {
+                columns: &["query", "answer"],
+                rows: labels.len().min(values.len()),
+                row: &row,
+                group_rows: csv_rows_in_flight(),
+                sidecar: self.sidecar.to_string(),
+            },
+        );
+        bytes
+    }
+}
+
+/// How an answers file is written, by its name: Parquet when it ends in
+/// `.parquet` (any case), CSV otherwise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AnswersFormat {
+    /// `query,answer,std_error,ci_low,ci_high` ([`Answers::write_csv`]).
+    Csv,
+    /// The same columns as a Parquet table ([`Answers::write_parquet`];
+    /// the `parquet` feature).
+    #[cfg(feature = "parquet")]
+    Parquet,
+}
+
+impl AnswersFormat {
+    /// The format of answers written to `out`; a `.parquet` name in a
+    /// build without the `parquet` feature is refused (before a release
+    /// charges anything), never written as CSV under that name.
+    pub fn of(out: &Path) -> Result<Self> {
+        let parquet = out
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("parquet"));
+        if !parquet {
+            return Ok(Self::Csv);
+        }
+        #[cfg(feature = "parquet")]
+        return Ok(Self::Parquet);
+        #[cfg(not(feature = "parquet"))]
+        Err(crate::Error::file(
+            out,
+            "Parquet answers need dpmm built with the `parquet` feature; name a .csv file",
+        ))
     }
 }
 
 /// `answers.nonneg.csv` beside `answers.csv` (`<out>.nonneg.csv` when `out`
-/// does not end in `.csv`): the non-negative consistent estimates.
+/// does not end in `.csv`; `answers.nonneg.parquet` beside
+/// `answers.parquet`): the non-negative consistent estimates.
 pub fn nonneg_path(out: &Path) -> PathBuf {
     let text = out.display().to_string();
-    match text.strip_suffix(".csv") {
-        Some(stem) => PathBuf::from(format!("{stem}.nonneg.csv")),
-        None => PathBuf::from(format!("{text}.nonneg.csv")),
+    for suffix in [".csv", ".parquet"] {
+        let cut = text.len().saturating_sub(suffix.len());
+        if text.is_char_boundary(cut) && text[cut..].eq_ignore_ascii_case(suffix) {
+            return PathBuf::from(format!("{}.nonneg{}", &text[..cut], &text[cut..]));
+        }
     }
+    PathBuf::from(format!("{text}.nonneg.csv"))
 }
 
 /// The non-negative projection stops once no consistent cell is below

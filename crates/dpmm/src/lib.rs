@@ -74,6 +74,8 @@ pub mod ledger;
 pub mod matrix;
 pub mod nonneg;
 pub mod output;
+#[cfg(feature = "parquet")]
+pub mod parquet_output;
 pub mod plan;
 pub mod privacy;
 pub mod release;

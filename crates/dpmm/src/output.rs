@@ -194,7 +194,7 @@ pub enum Content<'a> {
     Bytes(&'a [u8]),
     /// What this writes, streamed into the temporary file (a file too
     /// large to hold in memory as one buffer).
-    Stream(&'a (dyn Fn(&mut dyn Write) -> Result<(), Error> + Sync)),
+    Stream(&'a (dyn Fn(&mut (dyn Write + Send)) -> Result<(), Error> + Sync)),
 }
 
 /// Writes each `(path, bytes)`: every temporary written and fsync'ed

@@ -114,8 +114,10 @@ pub struct Release {
     pub budget: PrivacyBudget,
     /// The ledger to charge.
     pub ledger: PathBuf,
-    /// Where to write the answers CSV (and `<out>.json`, the sidecar); it
-    /// is checked writable before anything is charged. `None`: the
+    /// Where to write the answers, CSV or (named `*.parquet`, the
+    /// `parquet` feature) Parquet ([`crate::answers::AnswersFormat`]), and
+    /// `<out>.json`, the sidecar; checked writable, and its format
+    /// available, before anything is charged. `None`: the
     /// answers are only returned.
     pub out: Option<PathBuf>,
     /// The memory limit in bytes (`None`: half the physical memory).
@@ -214,6 +216,9 @@ impl Release {
                 "--report: {queries} answers are more than one page can show (at most {})",
                 MAX_REPORT_ANSWERS
             )));
+        }
+        if let Some(out) = &self.out {
+            crate::answers::AnswersFormat::of(out)?;
         }
         let outputs = self.out.iter().flat_map(|out| {
             let mut paths = vec![out.clone(), sidecar_path(out)];

@@ -134,7 +134,9 @@ struct ReleaseArgs {
     /// The ledger to charge (`dpmm ledger init`).
     #[arg(long)]
     ledger: PathBuf,
-    /// The answers CSV; a JSON sidecar is written beside it (`<out>.json`).
+    /// The answers: CSV, or a Parquet table when the name ends in
+    /// `.parquet` (the `parquet` feature); a JSON sidecar is written beside
+    /// it (`<out>.json`).
     #[arg(long)]
     out: PathBuf,
     /// Also write an HTML report here: what was spent and is left, the
@@ -144,7 +146,7 @@ struct ReleaseArgs {
     report: Option<PathBuf>,
     /// Also write non-negative, consistent tables estimated from the same
     /// answers (post-processing, no further budget; marginal workloads
-    /// only) to `answers.nonneg.csv` beside `--out`: biased, so without
+    /// only) to `answers.nonneg.csv` (`.parquet`) beside `--out`: biased, so without
     /// error columns.
     #[arg(long)]
     nonneg: bool,
