@@ -11,6 +11,7 @@ mod audit_cmd;
 mod bench_cmd;
 mod error_cmd;
 mod experiment_cmd;
+mod factorize_cmd;
 mod optimize_cmd;
 mod output;
 mod peers_cmd;
@@ -30,6 +31,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Factor a streaming workload (continual release) and print its
+    /// figures: total and largest variance, sensitivity, lower bound.
+    Factorize(factorize_cmd::FactorizeArgs),
     /// Evaluate a strategy for a workload: l1_obj or l2_obj, expected total
     /// squared error, and whether the strategy supports the workload.
     Error(error_cmd::ErrorArgs),
@@ -74,6 +78,7 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Error(args) => error_cmd::run(&args),
+        Command::Factorize(args) => factorize_cmd::run(&args),
         Command::Optimize(args) => optimize_cmd::run(&args),
         Command::Experiment(args) => experiment_cmd::run(&args),
         Command::Bench(args) => bench_cmd::run(&args),

@@ -1,0 +1,128 @@
+//! `cargo xtask factorize`: a factorization of a streaming workload and
+//! its figures as one JSON object ([`dp_stream`]).
+
+use clap::{Args, ValueEnum};
+use dp_core::{DpError, Result};
+use dp_stream::{Family, Objective, Participation, Stream, StreamQuery, factorize};
+use serde_json::json;
+
+use crate::output::print_json;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum FamilyArg {
+    /// COA's certified optimum for the total squared error (T ≤ 4096).
+    Dense,
+    /// The square-root factorization B = C = W^{1/2}.
+    Sqrt,
+    /// The binary tree (running sums and windows).
+    Tree,
+    /// Banded Toeplitz C, optimized (`--bands`).
+    Banded,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ObjectiveArg {
+    /// The sum of every step's variance.
+    Total,
+    /// The largest step's variance.
+    Max,
+}
+
+#[derive(Debug, Args)]
+pub struct FactorizeArgs {
+    /// The horizon T (steps).
+    #[arg(long)]
+    steps: usize,
+    /// The factorization family.
+    #[arg(long, value_enum)]
+    family: FamilyArg,
+    /// The query at every step: `prefix` (running sums), `window:H` (the
+    /// last H steps) or `decayed:R` (older steps weighted by R^age).
+    #[arg(long, default_value = "prefix")]
+    workload: String,
+    /// Bands of the banded factorization (default: the separation with
+    /// several participations, else min(T, 64)).
+    #[arg(long)]
+    bands: Option<usize>,
+    /// Participations per person (default 1).
+    #[arg(long, requires = "separation")]
+    participations: Option<usize>,
+    /// The fewest steps between two participations.
+    #[arg(long, requires = "participations")]
+    separation: Option<usize>,
+    /// What banded optimizes (the dense optimum is for the total).
+    #[arg(long, value_enum, default_value = "total")]
+    objective: ObjectiveArg,
+    /// Print JSON (the default and only format; kept for scripts).
+    #[arg(long)]
+    json: bool,
+}
+
+/// The `--workload` text as a query.
+fn parse_query(text: &str) -> Result<StreamQuery> {
+    let bad = || DpError::InvalidParameter {
+        name: "workload",
+        reason: format!("{text:?}: prefix, window:H or decayed:R"),
+    };
+    match text.split_once(':') {
+        None if text == "prefix" => Ok(StreamQuery::Prefix),
+        Some(("window", h)) => Ok(StreamQuery::SlidingWindow {
+            width: h.parse().map_err(|_| bad())?,
+        }),
+        Some(("decayed", r)) => Ok(StreamQuery::Decayed {
+            rate: r.parse().map_err(|_| bad())?,
+        }),
+        _ => Err(bad()),
+    }
+}
+
+pub fn run(args: &FactorizeArgs) -> Result<()> {
+    let stream = Stream::new(parse_query(&args.workload)?, args.steps)?;
+    let participation = match (args.participations, args.separation) {
+        (Some(k), Some(b)) => Participation::Multi {
+            participations: k,
+            separation: b,
+        },
+        _ => Participation::Single,
+    };
+    participation.validate()?;
+    let family = match args.family {
+        FamilyArg::Dense => Family::Dense,
+        FamilyArg::Sqrt => Family::Sqrt,
+        FamilyArg::Tree => Family::Tree,
+        FamilyArg::Banded => Family::Banded,
+    };
+    let objective = match args.objective {
+        ObjectiveArg::Total => Objective::Total,
+        ObjectiveArg::Max => Objective::Max,
+    };
+    let started = std::time::Instant::now();
+    let (f, _) = factorize(&stream, family, args.bands, participation, objective)?;
+    let figures = f.figures(participation)?;
+    // The factorization and its figures (a sensitivity can cost more
+    // than the factors).
+    let seconds = started.elapsed().as_secs_f64();
+    let (k, b) = participation.schema();
+    print_json(&json!({
+        "family": family.name(),
+        "workload": args.workload,
+        "steps": args.steps,
+        "bands": f.toeplitz_c().filter(|_| family == Family::Banded).map(<[f64]>::len),
+        "participations": k,
+        "separation": (k > 1).then_some(b),
+        "objective": match objective { Objective::Total => "total", Objective::Max => "max" },
+        "total_squared_error": figures.total_squared_error,
+        "max_variance": figures.max_variance,
+        "sensitivity": figures.sensitivity.value,
+        "sensitivity_lower": figures.sensitivity.lower,
+        "sensitivity_exact": figures.sensitivity.is_exact(),
+        "lower_bound": figures.lower_bound.map(|(total, max)| json!({
+            "total_squared_error": total,
+            "max_variance": max,
+        })),
+        "duality_gap": f.certificate.as_ref().map(|c| c.relative_gap),
+        "certified_lower_bound": f.certificate.as_ref().map(|c| c.lower_bound),
+        "termination": f.termination.as_ref().map(|t| format!("{t}")),
+        "seconds": seconds,
+    }))
+}
