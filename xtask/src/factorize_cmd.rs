@@ -18,6 +18,9 @@ enum FamilyArg {
     Tree,
     /// Banded Toeplitz C, optimized (`--bands`).
     Banded,
+    /// Buffered linear Toeplitz, optimized (`--buffers`; running and
+    /// decayed sums).
+    Blt,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -44,6 +47,9 @@ pub struct FactorizeArgs {
     /// several participations, else min(T, 64)).
     #[arg(long)]
     bands: Option<usize>,
+    /// Buffers of the BLT (at most; default 4).
+    #[arg(long)]
+    buffers: Option<usize>,
     /// Participations per person (default 1).
     #[arg(long, requires = "separation")]
     participations: Option<usize>,
@@ -91,13 +97,21 @@ pub fn run(args: &FactorizeArgs) -> Result<()> {
         FamilyArg::Sqrt => Family::Sqrt,
         FamilyArg::Tree => Family::Tree,
         FamilyArg::Banded => Family::Banded,
+        FamilyArg::Blt => Family::Blt,
     };
     let objective = match args.objective {
         ObjectiveArg::Total => Objective::Total,
         ObjectiveArg::Max => Objective::Max,
     };
     let started = std::time::Instant::now();
-    let (f, _) = factorize(&stream, family, args.bands, participation, objective)?;
+    let (f, _) = factorize(
+        &stream,
+        family,
+        args.bands,
+        args.buffers,
+        participation,
+        objective,
+    )?;
     let figures = f.figures(participation)?;
     // The factorization and its figures (a sensitivity can cost more
     // than the factors).
@@ -108,6 +122,8 @@ pub fn run(args: &FactorizeArgs) -> Result<()> {
         "workload": args.workload,
         "steps": args.steps,
         "bands": f.toeplitz_c().filter(|_| family == Family::Banded).map(<[f64]>::len),
+        "buffers": f.blt.as_ref().map(dp_stream::Blt::buffers),
+        "blt": f.blt.as_ref().map(|b| json!({"theta": b.theta(), "omega": b.omega()})),
         "participations": k,
         "separation": (k > 1).then_some(b),
         "objective": match objective { Objective::Total => "total", Objective::Max => "max" },

@@ -30,6 +30,7 @@ use dp_opt::optimizers::coa::{Coa, CoaOptions};
 use dp_opt::solvers::lbfgs::{LbfgsOptions, minimize};
 use dp_opt::{Budget, PrivacyModel, Problem, StrategyOptimizer, Termination};
 
+use crate::blt::Blt;
 use crate::participation::{self, Participation, Sensitivity};
 use crate::toeplitz;
 use crate::workload::{Stream, StreamQuery};
@@ -49,6 +50,8 @@ pub enum Family {
     Tree,
     /// Banded Toeplitz, optimized.
     Banded,
+    /// Buffered linear Toeplitz, optimized.
+    Blt,
 }
 
 impl Family {
@@ -59,6 +62,7 @@ impl Family {
             Self::Sqrt => "sqrt",
             Self::Tree => "tree",
             Self::Banded => "banded",
+            Self::Blt => "blt",
         }
     }
 }
@@ -95,8 +99,12 @@ pub struct Factorization {
     /// optimal total squared error (single participation) and the relative
     /// gap to it.
     pub certificate: Option<dp_opt::Certificate>,
-    /// Why the optimizer stopped (dense, banded): converged, or a budget.
+    /// Why the optimizer stopped (dense, banded, BLT): converged, or a
+    /// budget.
     pub termination: Option<Termination>,
+    /// The BLT's parameters, when the family is BLT (its noise is
+    /// generated from them in `O(d)` memory per coordinate).
+    pub blt: Option<Blt>,
 }
 
 /// A factorization's figures under a participation schema.
@@ -124,6 +132,7 @@ impl Factorization {
             factors: Factors::Toeplitz { b: c.clone(), c },
             certificate: None,
             termination: None,
+            blt: None,
         })
     }
 
@@ -143,6 +152,7 @@ impl Factorization {
             factors: Factors::Tree,
             certificate: None,
             termination: None,
+            blt: None,
         })
     }
 
@@ -200,6 +210,7 @@ impl Factorization {
             factors: Factors::Dense { b, c },
             certificate: optimized.report.certificate,
             termination: Some(optimized.report.termination),
+            blt: None,
         })
     }
 
@@ -281,6 +292,26 @@ impl Factorization {
             factors: Factors::Toeplitz { c: best, b },
             certificate: None,
             termination: Some(termination),
+            blt: None,
+        })
+    }
+
+    /// A BLT with at most `buffers` buffers optimized for `objective`
+    /// under single participation ([`Blt::optimize`]; running and decayed
+    /// sums). Its figures under several participations use the general
+    /// sensitivity bound.
+    pub fn blt(stream: &Stream, buffers: usize, objective: Objective) -> Result<Self> {
+        let (blt, termination) = Blt::optimize(stream, buffers, objective)?;
+        let t = stream.steps();
+        let c = blt.c_coefficients(t);
+        let b = toeplitz::apply_workload(stream, &blt.inverse_coefficients(t));
+        Ok(Self {
+            stream: *stream,
+            family: Family::Blt,
+            factors: Factors::Toeplitz { c, b },
+            certificate: None,
+            termination: Some(termination),
+            blt: Some(blt),
         })
     }
 
@@ -534,11 +565,13 @@ fn tree_common_nodes(i: usize, j: usize, t: usize) -> usize {
         .count()
 }
 
-/// A factorization of `stream` by family, timed.
+/// A factorization of `stream` by family (`bands` for banded, default
+/// the separation or 64; `buffers` for BLT, default 4), timed.
 pub fn factorize(
     stream: &Stream,
     family: Family,
     bands: Option<usize>,
+    buffers: Option<usize>,
     participation: Participation,
     objective: Objective,
 ) -> Result<(Factorization, f64)> {
@@ -555,6 +588,7 @@ pub fn factorize(
             });
             Factorization::banded(stream, bands, participation, objective)?
         }
+        Family::Blt => Factorization::blt(stream, buffers.unwrap_or(4), objective)?,
     };
     Ok((f, started.elapsed().as_secs_f64()))
 }
@@ -787,6 +821,7 @@ mod tests {
                 },
                 certificate: None,
                 termination: None,
+                blt: None,
             };
             let (a, b) = (banded.figures(p).unwrap(), start.figures(p).unwrap());
             let pick = |f: &Figures| match objective {
@@ -798,6 +833,62 @@ mod tests {
                 "{objective:?}: {} vs {}",
                 pick(&a),
                 pick(&b)
+            );
+        }
+    }
+
+    /// No Toeplitz factorization has a smaller largest variance than the
+    /// square root (single participation, running sums): minimizing it
+    /// over all T coefficients from perturbed starts ends at the square
+    /// root's value, never below. (In the infinite-horizon limit this is
+    /// Cauchy–Schwarz: `∫|c|² ∫|w/c|² ≥ (∫|w|)²`, equal for `|c|² ∝ |w|`.)
+    #[test]
+    fn the_square_root_is_the_best_toeplitz_factorization_for_the_max() {
+        let t = 48;
+        let stream = Stream::prefix(t).unwrap();
+        let sqrt = Factorization::sqrt(&stream)
+            .unwrap()
+            .figures(Participation::Single)
+            .unwrap();
+        let problem = Banded {
+            stream,
+            participations: 1,
+            separation: 1,
+            objective: Objective::Max,
+        };
+        let a = toeplitz::inverse_sqrt_series(t);
+        let mut seed = 3u64;
+        for _ in 0..4 {
+            let start: Vec<f64> = a
+                .iter()
+                .map(|v| {
+                    seed = seed
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    v * (1.0 + 0.6 * ((seed >> 11) as f64 / (1u64 << 53) as f64 - 0.5))
+                })
+                .collect();
+            let eval =
+                |c: &[f64], g: &mut [f64]| problem.value(c, Some(g)).unwrap_or(f64::INFINITY);
+            let options = LbfgsOptions {
+                budget: Budget::iterations(20_000),
+                gradient_tolerance: 1e-12,
+                function_tolerance: 1e-15,
+                ..LbfgsOptions::default()
+            };
+            let start_value = problem.value(&start, None).unwrap();
+            let run = minimize(eval, start, &options, &mut ()).unwrap();
+            let found = run.output.value;
+            assert!(found < start_value);
+            assert!(
+                found >= sqrt.max_variance * (1.0 - 1e-9),
+                "{found} < {}",
+                sqrt.max_variance
+            );
+            assert!(
+                found <= sqrt.max_variance * (1.0 + 1e-6),
+                "{found} vs {}",
+                sqrt.max_variance
             );
         }
     }

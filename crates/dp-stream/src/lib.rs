@@ -11,11 +11,13 @@
 //! figures, [`participation`] the sensitivity when a person may
 //! contribute at several steps.
 
+pub mod blt;
 pub mod factorization;
 pub mod participation;
 pub mod toeplitz;
 pub mod workload;
 
+pub use blt::Blt;
 pub use factorization::{Factorization, Family, Figures, Objective, factorize};
 pub use participation::{Participation, Sensitivity};
 pub use workload::{Stream, StreamQuery};
