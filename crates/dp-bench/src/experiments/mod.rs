@@ -10,6 +10,7 @@ mod mm_range_error;
 mod projection_small_db;
 mod reconstruction;
 mod runner;
+mod streams;
 mod sweep;
 mod timing;
 
@@ -42,5 +43,6 @@ pub fn all() -> Vec<Box<dyn Experiment>> {
     out.push(Box::new(hdmm_peers::PEERS));
     out.push(Box::new(hdmm_peers::CENSUS_RANDOM));
     out.push(Box::new(reconstruction::Scaling));
+    out.push(Box::new(streams::Streams));
     out
 }
