@@ -56,7 +56,7 @@ pub struct FactorizeArgs {
     /// The fewest steps between two participations.
     #[arg(long, requires = "participations")]
     separation: Option<usize>,
-    /// What banded optimizes (the dense optimum is for the total).
+    /// What banded and BLT optimize (the dense optimum is for the total).
     #[arg(long, value_enum, default_value = "total")]
     objective: ObjectiveArg,
     /// Print JSON (the default and only format; kept for scripts).
@@ -99,6 +99,16 @@ pub fn run(args: &FactorizeArgs) -> Result<()> {
         FamilyArg::Banded => Family::Banded,
         FamilyArg::Blt => Family::Blt,
     };
+    let misplaced = |flag: &str, family: &str| DpError::InvalidParameter {
+        name: "factorize",
+        reason: format!("{flag} applies to --family {family} only"),
+    };
+    if args.bands.is_some() && family != Family::Banded {
+        return Err(misplaced("--bands", "banded"));
+    }
+    if args.buffers.is_some() && family != Family::Blt {
+        return Err(misplaced("--buffers", "blt"));
+    }
     let objective = match args.objective {
         ObjectiveArg::Total => Objective::Total,
         ObjectiveArg::Max => Objective::Max,
@@ -126,7 +136,16 @@ pub fn run(args: &FactorizeArgs) -> Result<()> {
         "blt": f.blt.as_ref().map(|b| json!({"theta": b.theta(), "omega": b.omega()})),
         "participations": k,
         "separation": (k > 1).then_some(b),
-        "objective": match objective { Objective::Total => "total", Objective::Max => "max" },
+        // What the family was optimized for (the dense optimum is for the
+        // total; sqrt and the tree are not optimized).
+        "objective": match family {
+            Family::Banded | Family::Blt => Some(match objective {
+                Objective::Total => "total",
+                Objective::Max => "max",
+            }),
+            Family::Dense => Some("total"),
+            Family::Sqrt | Family::Tree => None,
+        },
         "total_squared_error": figures.total_squared_error,
         "max_variance": figures.max_variance,
         "sensitivity": figures.sensitivity.value,

@@ -116,6 +116,34 @@ fn bad_input_is_one_line_and_status_2() {
         ],
         vec!["factorize", "--steps", "5000", "--family", "dense"],
         vec!["factorize", "--steps", "8", "--family", "nope"],
+        vec![
+            "factorize",
+            "--steps",
+            "8",
+            "--family",
+            "sqrt",
+            "--bands",
+            "2",
+        ],
+        vec![
+            "factorize",
+            "--steps",
+            "8",
+            "--family",
+            "banded",
+            "--buffers",
+            "2",
+        ],
+        vec![
+            "factorize",
+            "--steps",
+            "8",
+            "--family",
+            "blt",
+            "--workload",
+            "window:3",
+        ],
+        vec!["factorize", "--steps", "99999999999", "--family", "sqrt"],
     ] {
         let run = xtask(&args);
         assert_eq!(run.code, 2, "{args:?}: {}", run.stderr);

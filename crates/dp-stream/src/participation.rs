@@ -69,6 +69,30 @@ impl Participation {
     }
 }
 
+/// Operations (`T²k`) the general sensitivity bound may take.
+pub const MAX_PATTERN_WORK: f64 = 2e9;
+
+/// `(k, b)` with `k` capped at the most participations `t` steps can hold
+/// `b` apart (`⌊(t − 1)/b⌋ + 1`): a larger `k` allows no other pattern.
+fn effective_schema(participation: Participation, t: usize) -> (usize, usize) {
+    let (k, b) = participation.schema();
+    (k.min(t.saturating_sub(1) / b + 1), b)
+}
+
+/// Refuses a non-finite Gram entry: a NaN would drop out of every maximum
+/// and understate the sensitivity.
+fn finite(values: &[f64]) -> Result<()> {
+    match values.iter().position(|v| !v.is_finite()) {
+        None => Ok(()),
+        Some(i) => Err(DpError::NonFinite {
+            what: "the factor's Gram matrix (diagonal, or row bound)".into(),
+            row: i,
+            col: i,
+            value: values[i],
+        }),
+    }
+}
+
 /// A sensitivity: exact, or bracketed by a sound upper bound (the one
 /// used) and the best pattern found.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -149,10 +173,22 @@ pub fn sensitivity(
     participation: Participation,
 ) -> Result<Sensitivity> {
     participation.validate()?;
-    let (k, b) = participation.schema();
-    if k == 1 || b >= t {
-        let max = (0..t).map(|j| x(j, j)).fold(0.0, f64::max);
+    let (k, b) = effective_schema(participation, t);
+    let diagonal: Vec<f64> = (0..t).map(|j| x(j, j)).collect();
+    finite(&diagonal)?;
+    if k == 1 {
+        let max = diagonal.iter().copied().fold(0.0, f64::max);
         return Ok(Sensitivity::exact(max.sqrt()));
+    }
+    let work = (t as f64) * (t as f64) * k as f64;
+    if work > MAX_PATTERN_WORK {
+        return Err(DpError::InvalidParameter {
+            name: "participations",
+            reason: format!(
+                "the sensitivity of {k} participations over {t} steps takes {work:.1e} \
+                 operations (at most {MAX_PATTERN_WORK:.0e})"
+            ),
+        });
     }
     use rayon::prelude::*;
     let u: Vec<Option<f64>> = (0..t)
@@ -161,9 +197,12 @@ pub fn sensitivity(
             let row: Vec<Option<f64>> = (0..t)
                 .map(|j| (j.abs_diff(i) >= b).then(|| x(i, j).max(0.0)))
                 .collect();
-            Some(x(i, i) + best_linear_pattern(&row, k - 1, b).0)
+            Some(diagonal[i] + best_linear_pattern(&row, k - 1, b).0)
         })
         .collect();
+    let values: Vec<f64> = u.iter().flatten().copied().collect();
+    // A non-finite entry off the diagonal would vanish in the maxima.
+    finite(&values)?;
     let (upper, best) = best_linear_pattern(&u, k, b);
     let mut lower = pattern_value(x, &best);
     for start in 0..b.min(t) {
@@ -181,7 +220,12 @@ pub fn sensitivity(
 /// columns' squared norms add, so the largest sum over patterns is exact.
 pub fn banded_sensitivity(column_norms2: &[f64], participation: Participation) -> Result<f64> {
     participation.validate()?;
-    let (k, b) = participation.schema();
+    finite(column_norms2)?;
+    let (k, b) = effective_schema(participation, column_norms2.len());
+    if k == 1 {
+        let max = column_norms2.iter().copied().fold(0.0, f64::max);
+        return Ok(max.sqrt());
+    }
     let v: Vec<Option<f64>> = column_norms2.iter().map(|&n| Some(n)).collect();
     Ok(best_linear_pattern(&v, k, b).0.sqrt())
 }

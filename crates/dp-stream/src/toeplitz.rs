@@ -102,10 +102,16 @@ pub fn inverse(c: &[f64], len: usize) -> Result<Vec<f64>> {
 }
 
 /// `λ` with `Cᵀλ = ρ` for the Toeplitz `C` of `c` over `ρ.len()` steps
-/// (the adjoint solve of [`inverse`]).
-pub fn solve_transpose(c: &[f64], rho: &[f64]) -> Vec<f64> {
+/// (the adjoint solve of [`inverse`]). Refuses `c₀ = 0`.
+pub fn solve_transpose(c: &[f64], rho: &[f64]) -> Result<Vec<f64>> {
     let t = rho.len();
-    let c0 = c[0];
+    let c0 = c.first().copied().unwrap_or(0.0);
+    if c0 == 0.0 || !c0.is_finite() {
+        return Err(DpError::InvalidParameter {
+            name: "factor",
+            reason: "a lower-triangular factor with a zero diagonal is not invertible".into(),
+        });
+    }
     let mut lambda = vec![0.0; t];
     for n in (0..t).rev() {
         let mut acc = rho[n];
@@ -117,7 +123,7 @@ pub fn solve_transpose(c: &[f64], rho: &[f64]) -> Vec<f64> {
         }
         lambda[n] = acc / c0;
     }
-    lambda
+    Ok(lambda)
 }
 
 /// `W r`: the workload's Toeplitz matrix times the Toeplitz matrix of `r`,
@@ -176,7 +182,7 @@ pub fn apply_workload_adjoint(stream: &Stream, g: &[f64]) -> Vec<f64> {
             let mut acc = 0.0;
             for n in (0..t).rev() {
                 acc += g[n];
-                if n + width < t {
+                if width < t - n {
                     acc -= g[n + width];
                 }
                 out[n] = acc;
@@ -261,7 +267,7 @@ mod tests {
             let stream = Stream::new(query, 17).unwrap();
             let c = workload_sqrt(&stream).unwrap();
             let square = matmul(&dense(&c, 17), &dense(&c, 17));
-            let w = stream.to_dense();
+            let w = stream.to_dense().unwrap();
             for i in 0..17 {
                 for j in 0..17 {
                     assert!((square[i][j] - w[(i, j)]).abs() < 1e-12, "{query:?}");
@@ -290,7 +296,7 @@ mod tests {
             }
         }
         let rho: Vec<f64> = (0..t).map(|i| (i as f64).sin()).collect();
-        let lambda = solve_transpose(&c, &rho);
+        let lambda = solve_transpose(&c, &rho).unwrap();
         let cm = dense(&c, t);
         for n in 0..t {
             let got: f64 = (0..t).map(|i| cm[i][n] * lambda[i]).sum();
@@ -302,7 +308,7 @@ mod tests {
             StreamQuery::Decayed { rate: 0.7 },
         ] {
             let stream = Stream::new(query, t).unwrap();
-            let w = stream.to_dense();
+            let w = stream.to_dense().unwrap();
             let wr = apply_workload(&stream, &r);
             for i in 0..t {
                 let want: f64 = (0..t).map(|k| w[(i, k)] * dense(&r, t)[k][0]).sum();

@@ -9,9 +9,15 @@
 use dp_core::{DpError, Result};
 use dp_linalg::Mat;
 
-/// The largest horizon dpmm plans for (2³⁰ steps); beyond it the
-/// coefficient sequences alone would not fit in memory.
-pub const MAX_STEPS: usize = 1 << 30;
+/// The largest horizon (2²⁴ steps): a factorization holds a few
+/// sequences of the horizon's length (about 55 bytes per step at the
+/// peak, so about 1 GB here).
+pub const MAX_STEPS: usize = 1 << 24;
+
+/// Horizons up to which dense `T × T` matrices are formed (the dense
+/// factorization, the general multi-participation sensitivity,
+/// [`Stream::to_dense`]).
+pub const DENSE_MAX_STEPS: usize = 4096;
 
 /// Which query is answered at every step.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -99,15 +105,22 @@ impl Stream {
         }
     }
 
-    /// The workload as a dense `T × T` matrix (for small horizons: tests,
-    /// the dense factorization).
-    pub fn to_dense(&self) -> Mat<f64> {
+    /// The workload as a dense `T × T` matrix (small horizons: tests, the
+    /// dense factorization); refused above [`DENSE_MAX_STEPS`].
+    pub fn to_dense(&self) -> Result<Mat<f64>> {
+        if self.steps > DENSE_MAX_STEPS {
+            return Err(DpError::InvalidParameter {
+                name: "steps",
+                reason: format!(
+                    "{}: dense T × T matrices are formed for T ≤ {DENSE_MAX_STEPS}",
+                    self.steps
+                ),
+            });
+        }
         let w = self.coefficients();
-        Mat::from_fn(
-            self.steps,
-            self.steps,
-            |t, s| if s <= t { w[t - s] } else { 0.0 },
-        )
+        Ok(Mat::from_fn(self.steps, self.steps, |t, s| {
+            if s <= t { w[t - s] } else { 0.0 }
+        }))
     }
 
     /// The singular values where a closed form is known: the prefix
@@ -116,8 +129,14 @@ impl Stream {
     /// tridiagonal `2, −1` matrix with a last diagonal entry of 1, whose
     /// eigenvalues are `4 sin²((2k − 1)π / (4T + 2))`), largest first.
     pub fn singular_values(&self) -> Option<Vec<f64>> {
-        match self.query {
-            StreamQuery::Prefix | StreamQuery::Decayed { rate: 1.0 } => {
+        let prefix = match self.query {
+            StreamQuery::Prefix => true,
+            StreamQuery::Decayed { rate } => rate == 1.0,
+            // A window as wide as the horizon is the running sum.
+            StreamQuery::SlidingWindow { width } => width >= self.steps,
+        };
+        match prefix {
+            true => {
                 let t = self.steps as f64;
                 Some(
                     (1..=self.steps)
@@ -129,7 +148,7 @@ impl Stream {
                         .collect(),
                 )
             }
-            _ => None,
+            false => None,
         }
     }
 
@@ -143,7 +162,8 @@ impl Stream {
         let sigma = self.singular_values()?;
         // Smallest first: the sum of many small terms, then the large.
         let sum: f64 = sigma.iter().rev().sum();
-        let total = sum * sum / self.steps as f64;
+        // Shaved by a few units of rounding: a bound, never above it.
+        let total = sum * sum / self.steps as f64 * (1.0 - 1e-14);
         Some((total, total / self.steps as f64))
     }
 }
@@ -162,7 +182,7 @@ mod tests {
         for t in [1, 2, 7, 64, 301] {
             let stream = Stream::prefix(t).unwrap();
             let closed = stream.singular_values().unwrap();
-            let mut dense = ThinSvd::values_only(stream.to_dense().as_ref()).unwrap();
+            let mut dense = ThinSvd::values_only(stream.to_dense().unwrap().as_ref()).unwrap();
             dense.sort_by(|a, b| b.total_cmp(a));
             assert_eq!(closed.len(), dense.len());
             for (a, b) in closed.iter().zip(&dense) {
@@ -182,7 +202,7 @@ mod tests {
             (StreamQuery::Decayed { rate: 0.5 }, None, 0.5),
         ];
         for (query, width, rate) in cases {
-            let w = Stream::new(query, 20).unwrap().to_dense();
+            let w = Stream::new(query, 20).unwrap().to_dense().unwrap();
             for t in 0..20 {
                 let from = width.map_or(0, |h| (t + 1usize).saturating_sub(h));
                 let want: f64 = (from..=t).map(|s| rate.powi((t - s) as i32) * x[s]).sum();
