@@ -45,12 +45,14 @@ from ._dpmatrix import BudgetExceeded
 __all__ = [
     "BudgetExceeded",
     "DpmmWarning",
+    "FactorizeResult",
     "Ledger",
     "OptimizeResult",
     "Plan",
     "Schema",
     "Workload",
     "error",
+    "factorize",
     "optimize",
     "optimizers",
     "plan",
@@ -493,3 +495,63 @@ def error(
     if privacy == "approx" and delta is None:
         delta = 1e-6
     return _dpmatrix.error(_matrix(W, "W"), _matrix(A, "A"), epsilon, delta)
+
+
+@dataclasses.dataclass(frozen=True)
+class FactorizeResult:
+    """A factorization ``W = BC`` of a streaming workload (continual
+    release: both factors lower-triangular) and its figures, in units of
+    the noise multiplier; ``cargo xtask factorize`` prints the same."""
+
+    family: str
+    """``dense``, ``sqrt``, ``tree``, ``banded`` or ``blt``."""
+    workload: str
+    """``prefix``, ``window:H`` or ``decayed:R``."""
+    steps: int
+    """The horizon T."""
+    total_squared_error: float
+    """``s²‖B‖²_F``: the sum of every step's variance."""
+    max_variance: float
+    """``s² maxᵢ ‖Bᵢ‖²``: the largest step's variance."""
+    sensitivity: float
+    """``s``: exact, or a sound upper bound (several participations)."""
+    sensitivity_lower: float
+    """A participation pattern attains at least this."""
+    sensitivity_exact: bool
+    lower_bound: Optional[float]
+    """The singular value bound on ``total_squared_error``, where known."""
+    lower_bound_max: Optional[float]
+    """The same bound on ``max_variance``."""
+    duality_gap: Optional[float]
+    """The dense factorization's certified relative gap."""
+    certified_lower_bound: Optional[float]
+    termination: Optional[str]
+    """Why the optimizer stopped (dense, banded, blt)."""
+    bands: Optional[int]
+    buffers: Optional[int]
+    seconds: float
+
+
+def factorize(
+    steps: int,
+    family: str,
+    *,
+    workload: str = "prefix",
+    bands: Optional[int] = None,
+    buffers: Optional[int] = None,
+    participations: Optional[int] = None,
+    separation: Optional[int] = None,
+    objective: str = "total",
+) -> FactorizeResult:
+    """Factors the streaming workload (``prefix`` running sums,
+    ``window:H`` sliding windows, ``decayed:R`` decayed sums) over ``steps``
+    steps with ``family``: the certified dense optimum (T ≤ 4096), the
+    square root, the binary tree, banded Toeplitz (``bands``) or BLT
+    (``buffers``), the last two optimized for ``objective`` (``total`` or
+    ``max``). With ``participations`` and ``separation``, a person
+    contributes to at most that many steps that far apart, and the
+    sensitivity accounts for every such pattern (docs/streams.md)."""
+    out = _dpmatrix.factorize(
+        steps, family, workload, bands, buffers, participations, separation, objective
+    )
+    return FactorizeResult(**out)

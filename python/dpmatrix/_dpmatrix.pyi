@@ -89,3 +89,13 @@ def error(
 ) -> dict[str, Any]: ...
 def optimizers() -> list[tuple[str, str, list[str]]]: ...
 def workload_matrix(name: str, n: int) -> np.ndarray: ...
+def factorize(
+    steps: int,
+    family: str,
+    workload: str = "prefix",
+    bands: Optional[int] = None,
+    buffers: Optional[int] = None,
+    participations: Optional[int] = None,
+    separation: Optional[int] = None,
+    objective: str = "total",
+) -> dict[str, Any]: ...

@@ -352,3 +352,45 @@ def test_nonneg_tables_are_non_negative_consistent_and_closer_to_the_truth(tmp_p
     assert "projection" in ans.attrs["sidecar"]["nonneg"]["method"]
     plain = dm.release(RECORDS, schema=schema, workload=wl, epsilon=1.0, ledger=ledger)
     assert "nonneg" not in plain.columns
+
+
+def test_factorize_closed_forms_and_the_command(xtask: Path):
+    # The tree at T = 2**20: 21 levels, step 2**20 - 2 sums 20 blocks.
+    tree = dm.factorize(2**20, "tree")
+    assert tree.max_variance == 420.0 and tree.sensitivity_exact
+    # The square root at T = 4: a = 1, 1/2, 3/8, 5/16; B = C, so the
+    # largest variance is (sum a**2)**2.
+    energy = sum(a * a for a in (1.0, 0.5, 0.375, 0.3125))
+    assert dm.factorize(4, "sqrt").max_variance == pytest.approx(energy**2, rel=1e-14)
+    # Banded under 4 participations: what the command prints, and below
+    # the square root's total.
+    args = dict(participations=4, separation=64)
+    res = dm.factorize(256, "banded", **args)
+    out = subprocess.run(
+        [xtask, "factorize", "--steps", "256", "--family", "banded",
+         "--participations", "4", "--separation", "64"],
+        capture_output=True, text=True, check=True,
+    )
+    cli = json.loads(out.stdout)
+    assert res.total_squared_error == pytest.approx(cli["total_squared_error"], rel=1e-12)
+    assert res.sensitivity == pytest.approx(cli["sensitivity"], rel=1e-12)
+    assert res.bands == 64 and res.sensitivity_exact
+    sqrt = dm.factorize(256, "sqrt", **args)
+    assert res.total_squared_error < sqrt.total_squared_error
+    assert res.lower_bound <= res.total_squared_error
+
+
+def test_factorize_refuses_bad_input_with_value_error():
+    for kwargs in (
+        dict(steps=0, family="sqrt"),
+        dict(steps=8, family="nope"),
+        dict(steps=8, family="sqrt", workload="window:x"),
+        dict(steps=8, family="tree", workload="decayed:0.5"),
+        dict(steps=8, family="sqrt", bands=2),
+        dict(steps=8, family="banded", participations=2),
+        dict(steps=8, family="banded", bands=9),
+        dict(steps=5000, family="dense"),
+        dict(steps=8, family="banded", objective="mean"),
+    ):
+        with pytest.raises(ValueError):
+            dm.factorize(**kwargs)

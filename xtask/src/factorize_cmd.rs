@@ -64,26 +64,8 @@ pub struct FactorizeArgs {
     json: bool,
 }
 
-/// The `--workload` text as a query.
-fn parse_query(text: &str) -> Result<StreamQuery> {
-    let bad = || DpError::InvalidParameter {
-        name: "workload",
-        reason: format!("{text:?}: prefix, window:H or decayed:R"),
-    };
-    match text.split_once(':') {
-        None if text == "prefix" => Ok(StreamQuery::Prefix),
-        Some(("window", h)) => Ok(StreamQuery::SlidingWindow {
-            width: h.parse().map_err(|_| bad())?,
-        }),
-        Some(("decayed", r)) => Ok(StreamQuery::Decayed {
-            rate: r.parse().map_err(|_| bad())?,
-        }),
-        _ => Err(bad()),
-    }
-}
-
 pub fn run(args: &FactorizeArgs) -> Result<()> {
-    let stream = Stream::new(parse_query(&args.workload)?, args.steps)?;
+    let stream = Stream::new(args.workload.parse::<StreamQuery>()?, args.steps)?;
     let participation = match (args.participations, args.separation) {
         (Some(k), Some(b)) => Participation::Multi {
             participations: k,
@@ -139,10 +121,7 @@ pub fn run(args: &FactorizeArgs) -> Result<()> {
         // What the family was optimized for (the dense optimum is for the
         // total; sqrt and the tree are not optimized).
         "objective": match family {
-            Family::Banded | Family::Blt => Some(match objective {
-                Objective::Total => "total",
-                Objective::Max => "max",
-            }),
+            Family::Banded | Family::Blt => Some(objective.name()),
             Family::Dense => Some("total"),
             Family::Sqrt | Family::Tree => None,
         },

@@ -53,6 +53,26 @@ pub enum Family {
 }
 
 impl Family {
+    /// Every family, in the order the command line lists them.
+    pub const ALL: [Family; 5] = [
+        Family::Dense,
+        Family::Sqrt,
+        Family::Tree,
+        Family::Banded,
+        Family::Blt,
+    ];
+
+    /// The family called `name` ([`Family::name`]).
+    pub fn from_name(name: &str) -> Result<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|f| f.name() == name)
+            .ok_or_else(|| DpError::InvalidParameter {
+                name: "family",
+                reason: format!("{name:?}: one of dense, sqrt, tree, banded, blt"),
+            })
+    }
+
     /// The name on the command line.
     pub fn name(self) -> &'static str {
         match self {
@@ -73,6 +93,28 @@ pub enum Objective {
     Total,
     /// The largest step's variance.
     Max,
+}
+
+impl Objective {
+    /// `total` or `max`.
+    pub fn from_name(name: &str) -> Result<Self> {
+        match name {
+            "total" => Ok(Self::Total),
+            "max" => Ok(Self::Max),
+            _ => Err(DpError::InvalidParameter {
+                name: "objective",
+                reason: format!("{name:?}: total or max"),
+            }),
+        }
+    }
+
+    /// The name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Total => "total",
+            Self::Max => "max",
+        }
+    }
 }
 
 /// The factors.

@@ -37,6 +37,29 @@ pub enum StreamQuery {
     },
 }
 
+impl std::str::FromStr for StreamQuery {
+    type Err = DpError;
+
+    /// `prefix`, `window:H` or `decayed:R` (the command line's and
+    /// Python's spelling; values checked by [`Stream::new`]).
+    fn from_str(text: &str) -> Result<Self> {
+        let bad = || DpError::InvalidParameter {
+            name: "workload",
+            reason: format!("{text:?}: prefix, window:H or decayed:R"),
+        };
+        match text.split_once(':') {
+            None if text == "prefix" => Ok(Self::Prefix),
+            Some(("window", h)) => Ok(Self::SlidingWindow {
+                width: h.trim().parse().map_err(|_| bad())?,
+            }),
+            Some(("decayed", r)) => Ok(Self::Decayed {
+                rate: r.trim().parse().map_err(|_| bad())?,
+            }),
+            _ => Err(bad()),
+        }
+    }
+}
+
 /// A streaming workload: a query kind over a horizon of `T` steps.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Stream {

@@ -669,6 +669,96 @@ fn workload_matrix<'py>(py: Python<'py>, name: &str, n: usize) -> PyResult<Bound
     to_numpy(py, m.as_ref())
 }
 
+/// A factorization `W = BC` of a streaming workload and its figures
+/// ([`dpmm::dp_stream`]), as `cargo xtask factorize` prints them.
+#[pyfunction]
+#[pyo3(signature = (steps, family, workload="prefix", bands=None, buffers=None,
+                    participations=None, separation=None, objective="total"))]
+#[allow(clippy::too_many_arguments)] // Python keyword arguments
+fn factorize<'py>(
+    py: Python<'py>,
+    steps: usize,
+    family: &str,
+    workload: &str,
+    bands: Option<usize>,
+    buffers: Option<usize>,
+    participations: Option<usize>,
+    separation: Option<usize>,
+    objective: &str,
+) -> PyResult<Bound<'py, PyDict>> {
+    use dpmm::dp_stream::{Family, Objective, Participation, Stream, StreamQuery};
+    let stream =
+        Stream::new(workload.parse::<StreamQuery>().map_err(dp_err)?, steps).map_err(dp_err)?;
+    let family = Family::from_name(family).map_err(dp_err)?;
+    let objective = Objective::from_name(objective).map_err(dp_err)?;
+    let participation = match (participations, separation) {
+        (None, None) => Participation::Single,
+        (Some(k), Some(b)) => Participation::Multi {
+            participations: k,
+            separation: b,
+        },
+        _ => {
+            return Err(PyValueError::new_err(
+                "participations and separation go together",
+            ));
+        }
+    };
+    if bands.is_some() && family != Family::Banded {
+        return Err(PyValueError::new_err(
+            "bands applies to family 'banded' only",
+        ));
+    }
+    if buffers.is_some() && family != Family::Blt {
+        return Err(PyValueError::new_err(
+            "buffers applies to family 'blt' only",
+        ));
+    }
+    let (f, figures, seconds) = py
+        .detach(|| {
+            let started = std::time::Instant::now();
+            let (f, _) = dpmm::dp_stream::factorize(
+                &stream,
+                family,
+                bands,
+                buffers,
+                participation,
+                objective,
+            )?;
+            let figures = f.figures(participation)?;
+            Ok((f, figures, started.elapsed().as_secs_f64()))
+        })
+        .map_err(dp_err)?;
+    let out = PyDict::new(py);
+    out.set_item("family", family.name())?;
+    out.set_item("workload", workload)?;
+    out.set_item("steps", steps)?;
+    out.set_item("total_squared_error", figures.total_squared_error)?;
+    out.set_item("max_variance", figures.max_variance)?;
+    out.set_item("sensitivity", figures.sensitivity.value)?;
+    out.set_item("sensitivity_lower", figures.sensitivity.lower)?;
+    out.set_item("sensitivity_exact", figures.sensitivity.is_exact())?;
+    out.set_item("lower_bound", figures.lower_bound.map(|(total, _)| total))?;
+    out.set_item("lower_bound_max", figures.lower_bound.map(|(_, max)| max))?;
+    out.set_item(
+        "duality_gap",
+        f.certificate.as_ref().map(|c| c.relative_gap),
+    )?;
+    out.set_item(
+        "certified_lower_bound",
+        f.certificate.as_ref().map(|c| c.lower_bound),
+    )?;
+    out.set_item("termination", f.termination.as_ref().map(|t| t.to_string()))?;
+    out.set_item(
+        "bands",
+        f.toeplitz_c()
+            .filter(|_| family == Family::Banded)
+            .map(<[f64]>::len),
+    )?;
+    out.set_item("buffers", f.blt.as_ref().map(|b| b.buffers()))?;
+    out.set_item("seconds", seconds)?;
+    Ok(out)
+}
+
 /// The module.
 #[pymodule]
 fn _dpmatrix(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -684,5 +774,6 @@ fn _dpmatrix(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(error, m)?)?;
     m.add_function(wrap_pyfunction!(optimizers, m)?)?;
     m.add_function(wrap_pyfunction!(workload_matrix, m)?)?;
+    m.add_function(wrap_pyfunction!(factorize, m)?)?;
     Ok(())
 }

@@ -102,5 +102,6 @@ pub use dp_core;
 pub use dp_linalg;
 pub use dp_opt;
 pub use dp_plan;
+pub use dp_stream;
 pub use dp_workloads;
 pub use dpmm_records;
