@@ -445,18 +445,18 @@ pub fn write_outputs(
         "# {}\n\nReproduces: {}\n\nScale: {} · seed {} · {:.1} s · command: `cargo xtask experiment {}{} --seed {}`\n\nFiles: {}\n\n",
         experiment.name(),
         experiment.reproduces(),
-        if cfg.scale == Scale::Full {
-            "full (paper)"
-        } else {
-            "default (reduced)"
+        match cfg.scale {
+            Scale::Full => "full (paper)",
+            Scale::Reduced => "default (reduced)",
+            Scale::Smoke => "smoke (an end-to-end check, not a reproduction)",
         },
         cfg.seed,
         seconds,
         experiment.name(),
-        if cfg.scale == Scale::Full {
-            " --full"
-        } else {
-            ""
+        match cfg.scale {
+            Scale::Full => " --full",
+            Scale::Reduced => "",
+            Scale::Smoke => " --smoke",
         },
         cfg.seed,
         files
