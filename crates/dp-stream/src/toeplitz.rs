@@ -80,16 +80,22 @@ pub fn workload_sqrt(stream: &Stream) -> Result<Vec<f64>> {
     }
 }
 
+/// `c₀`, the diagonal of the Toeplitz matrix of `c`; refused when zero
+/// or not finite (the matrix is not invertible).
+fn diagonal(c: &[f64]) -> Result<f64> {
+    match c.first() {
+        Some(&c0) if c0 != 0.0 && c0.is_finite() => Ok(c0),
+        _ => Err(DpError::InvalidParameter {
+            name: "factor",
+            reason: "a lower-triangular factor with a zero diagonal is not invertible".into(),
+        }),
+    }
+}
+
 /// `r` with `c ∗ r = 1` (the inverse of the Toeplitz matrix of `c`),
 /// truncated to `len`; `O(len · c.len())`. Refuses `c₀ = 0`.
 pub fn inverse(c: &[f64], len: usize) -> Result<Vec<f64>> {
-    let c0 = c.first().copied().unwrap_or(0.0);
-    if c0 == 0.0 || !c0.is_finite() {
-        return Err(DpError::InvalidParameter {
-            name: "factor",
-            reason: "a lower-triangular factor with a zero diagonal is not invertible".into(),
-        });
-    }
+    let c0 = diagonal(c)?;
     let mut r = vec![0.0; len];
     for n in 0..len {
         let mut acc = if n == 0 { 1.0 } else { 0.0 };
@@ -105,13 +111,7 @@ pub fn inverse(c: &[f64], len: usize) -> Result<Vec<f64>> {
 /// (the adjoint solve of [`inverse`]). Refuses `c₀ = 0`.
 pub fn solve_transpose(c: &[f64], rho: &[f64]) -> Result<Vec<f64>> {
     let t = rho.len();
-    let c0 = c.first().copied().unwrap_or(0.0);
-    if c0 == 0.0 || !c0.is_finite() {
-        return Err(DpError::InvalidParameter {
-            name: "factor",
-            reason: "a lower-triangular factor with a zero diagonal is not invertible".into(),
-        });
-    }
+    let c0 = diagonal(c)?;
     let mut lambda = vec![0.0; t];
     for n in (0..t).rev() {
         let mut acc = rho[n];
@@ -330,5 +330,8 @@ mod tests {
             assert!((norms[j] - x[j * t + j]).abs() < 1e-12);
         }
         assert!(inverse(&[0.0, 1.0], 3).is_err());
+        assert!(inverse(&[], 3).is_err());
+        assert!(solve_transpose(&[], &rho).is_err());
+        assert!(solve_transpose(&[f64::NAN], &rho).is_err());
     }
 }
