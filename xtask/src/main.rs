@@ -18,6 +18,7 @@ mod peers_cmd;
 mod plan_cmd;
 mod regress_cmd;
 mod report;
+mod stream_noise_cmd;
 
 #[derive(Parser)]
 #[command(
@@ -34,6 +35,9 @@ enum Command {
     /// Factor a streaming workload (continual release) and print its
     /// figures: total and largest variance, sensitivity, lower bound.
     Factorize(factorize_cmd::FactorizeArgs),
+    /// Generate DP-FTRL noise with the kernel's streaming mechanism and
+    /// report its throughput and peak memory.
+    StreamNoise(stream_noise_cmd::StreamNoiseArgs),
     /// Evaluate a strategy for a workload: l1_obj or l2_obj, expected total
     /// squared error, and whether the strategy supports the workload.
     Error(error_cmd::ErrorArgs),
@@ -79,6 +83,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Error(args) => error_cmd::run(&args),
         Command::Factorize(args) => factorize_cmd::run(&args),
+        Command::StreamNoise(args) => stream_noise_cmd::run(&args),
         Command::Optimize(args) => optimize_cmd::run(&args),
         Command::Experiment(args) => experiment_cmd::run(&args),
         Command::Bench(args) => bench_cmd::run(&args),

@@ -61,8 +61,9 @@ pub use accuracy::{
 pub use calibration::{GaussianCalibration, NoiseCalibration, NoiseDistribution};
 pub use error::{DpError, Result};
 pub use kernel::{
-    Cost, KronTerm, LinearStrategy, MarginalStrategy, MeasuredStrategy, MeasuredTerm, Measurement,
-    MeasurementNoise, PrivateHistogram, PrivateMarginals, Session, TotalBudget,
+    Contribution, Cost, KronTerm, LinearStrategy, MarginalStrategy, MeasuredStrategy, MeasuredTerm,
+    Measurement, MeasurementNoise, PrivateHistogram, PrivateMarginals, Session, StreamFigures,
+    StreamMechanism, StreamSpec, TotalBudget,
 };
 pub use mechanism::{MatrixMechanism, SupportCheck, check_support};
 pub use privacy::{Delta, Epsilon, PrivacyBudget};

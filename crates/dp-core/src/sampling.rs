@@ -56,6 +56,9 @@ use crate::{DpError, Result};
 pub struct NoiseSource {
     rng: ChaCha20Rng,
     seeded: bool,
+    /// Unused random bits of the last word drawn for single bits.
+    bits: u64,
+    bits_left: u32,
 }
 
 impl std::fmt::Debug for NoiseSource {
@@ -71,15 +74,12 @@ impl NoiseSource {
     /// when the operating system cannot provide it.
     pub fn from_os_entropy() -> Result<Self> {
         let rng = ChaCha20Rng::try_from_os_rng().map_err(|e| DpError::Entropy(e.to_string()))?;
-        Ok(Self { rng, seeded: false })
+        Ok(Self::from_rng(rng, false))
     }
 
     /// A reproducible source; reachable only through [`crate::experiments`].
     pub(crate) fn seeded(seed: u64) -> Self {
-        Self {
-            rng: ChaCha20Rng::seed_from_u64(seed),
-            seeded: true,
-        }
+        Self::from_rng(ChaCha20Rng::seed_from_u64(seed), true)
     }
 
     /// An independent stream keyed by 32 bytes of this one (a fresh
@@ -89,9 +89,15 @@ impl NoiseSource {
     pub(crate) fn split(&mut self) -> Self {
         let mut key = [0u8; 32];
         self.rng.fill_bytes(&mut key);
+        Self::from_rng(ChaCha20Rng::from_seed(key), self.seeded)
+    }
+
+    fn from_rng(rng: ChaCha20Rng, seeded: bool) -> Self {
         Self {
-            rng: ChaCha20Rng::from_seed(key),
-            seeded: self.seeded,
+            rng,
+            seeded,
+            bits: 0,
+            bits_left: 0,
         }
     }
 
@@ -186,21 +192,72 @@ impl NoiseSource {
     }
 
     /// A uniform integer in `[0, n)`, `n > 0`: the rejection of
-    /// [`Self::uniform_below`] on machine words.
+    /// [`Self::uniform_below`] on machine words, taking exactly `bits(n)`
+    /// random bits per round from [`Self::take_bits`] (none for `n = 1`).
+    #[inline]
     fn uniform_below_u128(&mut self, n: u128) -> u128 {
-        let bits = 128 - n.leading_zeros();
-        let mask = u128::MAX >> (128 - bits);
+        if let Ok(n) = u64::try_from(n) {
+            return u128::from(self.uniform_below_u64(n));
+        }
+        let bits = 128 - (n - 1).leading_zeros();
+        if bits == 0 {
+            return 0;
+        }
         loop {
-            let lo = u128::from(self.rng.next_u64());
             let v = if bits <= 64 {
-                lo & mask
+                u128::from(self.take_bits(bits))
             } else {
-                ((u128::from(self.rng.next_u64()) << 64) | lo) & mask
+                (u128::from(self.take_bits(bits - 64)) << 64) | u128::from(self.take_bits(64))
             };
             if v < n {
                 return v;
             }
         }
+    }
+
+    /// [`Self::uniform_below_u128`] for `n < 2^64`.
+    #[inline]
+    fn uniform_below_u64(&mut self, n: u64) -> u64 {
+        let bits = 64 - (n - 1).leading_zeros();
+        if bits == 0 {
+            return 0;
+        }
+        loop {
+            let v = self.take_bits(bits);
+            if v < n {
+                return v;
+            }
+        }
+    }
+
+    /// `k ≤ 64` uniformly random bits (as the low bits of the result),
+    /// from the generator's words, each bit used once.
+    #[inline]
+    fn take_bits(&mut self, k: u32) -> u64 {
+        debug_assert!((1..=64).contains(&k));
+        if k <= self.bits_left {
+            let v = if k == 64 {
+                self.bits
+            } else {
+                self.bits & ((1u64 << k) - 1)
+            };
+            self.bits = self.bits.checked_shr(k).unwrap_or(0);
+            self.bits_left -= k;
+            return v;
+        }
+        // The remaining bits, then the rest from a fresh word.
+        let have = self.bits_left;
+        let low = self.bits;
+        let need = k - have;
+        let word = self.rng.next_u64();
+        let high = if need == 64 {
+            word
+        } else {
+            word & ((1u64 << need) - 1)
+        };
+        self.bits = word.checked_shr(need).unwrap_or(0);
+        self.bits_left = 64 - need;
+        low | high.checked_shl(have).unwrap_or(0)
     }
 
     /// Bernoulli(exp(−num/den)) by CKS20 Algorithm 1 on machine words,
@@ -209,9 +266,9 @@ impl NoiseSource {
     /// distribution is unchanged).
     fn bernoulli_exp_neg_u128(&mut self, num: u128, den: u128) -> bool {
         if num <= den {
-            let mut k: u128 = 1;
+            let mut k: u64 = 1;
             loop {
-                let hit = match k.checked_mul(den) {
+                let hit = match mul_wide(den, u128::from(k)) {
                     Some(kden) => self.uniform_below_u128(kden) < num,
                     None => self.bernoulli(&BigUint::from(num), &(BigUint::from(k) * den)),
                 };
@@ -221,12 +278,28 @@ impl NoiseSource {
                 k += 1;
             }
         }
-        for _ in 0..num / den {
-            if !self.bernoulli_exp_neg_u128(1, 1) {
+        let (whole, rest) = div_rem(num, den);
+        for _ in 0..whole {
+            if !self.bernoulli_exp_minus_one() {
                 return false;
             }
         }
-        self.bernoulli_exp_neg_u128(num % den, den)
+        self.bernoulli_exp_neg_u128(rest, den)
+    }
+
+    /// Bernoulli(e⁻¹): CKS20 Algorithm 1 with γ = 1, whose steps are
+    /// Bernoulli(1/k) = [a uniform integer of `[0, k)` is 0] (k = 1 always
+    /// succeeds); the sampler's most frequent draw.
+    #[inline]
+    fn bernoulli_exp_minus_one(&mut self) -> bool {
+        let mut k: u64 = 2;
+        loop {
+            if self.uniform_below_u64(k) != 0 {
+                // The first failure at K = k.
+                return k & 1 == 1;
+            }
+            k += 1;
+        }
     }
 
     /// [`Self::discrete_laplace`] for `num, den < 2^126`: the same steps
@@ -240,7 +313,7 @@ impl NoiseSource {
                 continue;
             }
             let mut v: u128 = 0;
-            while self.bernoulli_exp_neg_u128(1, 1) {
+            while self.bernoulli_exp_minus_one() {
                 v += 1;
             }
             let y = match num.checked_mul(v).and_then(|x| x.checked_add(u)) {
@@ -259,21 +332,106 @@ impl NoiseSource {
     /// `P[Y = y] ∝ exp(−y²/(2σ²))` (CKS20 Algorithm 3): a discrete Laplace
     /// proposal of scale `t = ⌊σ⌋ + 1` accepted with probability
     /// `exp(−(|Y| − σ²/t)²/(2σ²))`. With `σ² = num/den`,
-    /// `γ = (|Y| t den − num)² / (2 num t² den)` exactly.
+    /// `γ = (|Y| t den − num)² / (2 num t² den)` exactly. When the
+    /// integers fit machine words ([`DiscreteGaussian::is_word_sized`]) the
+    /// same comparisons run on `u128`, a step that would overflow falling
+    /// back to big integers (the same exact test, so the same pmf).
     pub(crate) fn discrete_gaussian(&mut self, gaussian: &DiscreteGaussian) -> (bool, BigUint) {
+        if let Some(words) = &gaussian.words {
+            let (negative, y) = self.discrete_gaussian_words(words);
+            return (negative, y.map_or_else(|big| big, BigUint::from));
+        }
+        self.discrete_gaussian_big(gaussian)
+    }
+
+    /// [`Self::discrete_gaussian`] as an `i64` (a magnitude beyond it, far
+    /// beyond any accepted scale, is a typed error): the form a stream of
+    /// noise vectors uses, without a big-integer allocation per value.
+    pub(crate) fn discrete_gaussian_i64(&mut self, gaussian: &DiscreteGaussian) -> Result<i64> {
+        let (negative, y) = match &gaussian.words {
+            Some(words) => {
+                let (negative, y) = self.discrete_gaussian_words(words);
+                (negative, y.unwrap_or(u128::MAX))
+            }
+            None => {
+                let (negative, y) = self.discrete_gaussian_big(gaussian);
+                (negative, small(&y).unwrap_or(u128::MAX))
+            }
+        };
+        let v = i64::try_from(y).map_err(|_| DpError::InvalidParameter {
+            name: "noise draw",
+            reason: "magnitude beyond 2^63".into(),
+        })?;
+        Ok(if negative { -v } else { v })
+    }
+
+    fn discrete_gaussian_big(&mut self, gaussian: &DiscreteGaussian) -> (bool, BigUint) {
         let one = BigUint::from(1u8);
         loop {
             let (negative, y) = self.discrete_laplace(&gaussian.t, &one);
-            let a = &y * &gaussian.t_den;
-            let diff = if a >= gaussian.num {
-                a - &gaussian.num
-            } else {
-                &gaussian.num - a
-            };
-            if self.bernoulli_exp_neg(&(&diff * &diff), &gaussian.gamma_den) {
+            if self.gaussian_accepts_big(gaussian, &y) {
                 return (negative, y);
             }
         }
+    }
+
+    /// CKS20 Algorithm 3's acceptance test on big integers.
+    fn gaussian_accepts_big(&mut self, gaussian: &DiscreteGaussian, y: &BigUint) -> bool {
+        let a = y * &gaussian.t_den;
+        let diff = if a >= gaussian.num {
+            a - &gaussian.num
+        } else {
+            &gaussian.num - a
+        };
+        self.bernoulli_exp_neg(&(&diff * &diff), &gaussian.gamma_den)
+    }
+
+    /// The machine-word form of [`Self::discrete_gaussian`]: the proposal
+    /// is [`Self::discrete_laplace_u128`]'s loop with `den = 1`, the test
+    /// `γ = (|Y| t den − num)² / gamma_den` on `u128` whenever it fits.
+    /// A magnitude beyond 2¹²⁸ (acceptance probability below
+    /// `exp(−2¹²⁷)`, still decided exactly) comes back as `Err`.
+    fn discrete_gaussian_words(
+        &mut self,
+        g: &GaussianWords,
+    ) -> (bool, std::result::Result<u128, BigUint>) {
+        loop {
+            let u = self.uniform_below_u128(g.t);
+            if !self.bernoulli_exp_neg_u128(u, g.t) {
+                continue;
+            }
+            let mut v: u128 = 0;
+            while self.bernoulli_exp_minus_one() {
+                v += 1;
+            }
+            let negative = self.next_bit();
+            let Some(y) = g.t.checked_mul(v).and_then(|x| x.checked_add(u)) else {
+                let y = BigUint::from(u) + BigUint::from(g.t) * v;
+                if !self.gaussian_accepts_big(&g.big, &y) {
+                    continue;
+                }
+                return (negative, Err(y));
+            };
+            if negative && y == 0 {
+                continue;
+            }
+            let square = mul_wide(y, g.t_den)
+                .map(|a| a.abs_diff(g.num))
+                .and_then(|d| mul_wide(d, d))
+                .filter(|&sq| sq < 1 << 126);
+            let accept = match square {
+                Some(sq) => self.bernoulli_exp_neg_u128(sq, g.gamma_den),
+                None => self.gaussian_accepts_big(&g.big, &BigUint::from(y)),
+            };
+            if accept {
+                return (negative, Ok(y));
+            }
+        }
+    }
+
+    /// One uniformly random bit.
+    fn next_bit(&mut self) -> bool {
+        self.take_bits(1) == 1
     }
 }
 
@@ -282,28 +440,165 @@ impl NoiseSource {
 #[derive(Debug, Clone)]
 pub(crate) struct DiscreteGaussian {
     num: BigUint,
+    den: BigUint,
     /// The proposal's scale `t = ⌊σ⌋ + 1`.
     t: BigUint,
     /// `t · den`.
     t_den: BigUint,
     /// `2 num t² den`.
     gamma_den: BigUint,
+    /// The same integers as machine words, when they fit.
+    words: Option<Box<GaussianWords>>,
 }
 
+/// [`DiscreteGaussian`]'s integers below 2^126, and the big-integer form
+/// for a step that would overflow.
+#[derive(Debug, Clone)]
+struct GaussianWords {
+    num: u128,
+    t: u128,
+    t_den: u128,
+    gamma_den: u128,
+    big: DiscreteGaussian,
+}
+
+/// The largest `gamma_den` (in bits) of a variance rounded for the
+/// machine-word sampler: 6 bits below the words' 126 leave room for
+/// proposals up to 8σ before a test falls back to big integers.
+const WORD_GAMMA_BITS: u64 = 120;
+
 impl DiscreteGaussian {
-    /// For `σ² = num/den`, `num, den > 0`.
+    /// For `σ² = num/den` exactly, `num, den > 0`.
     pub(crate) fn new(num: BigUint, den: &BigUint) -> Self {
         // ⌊σ⌋ = ⌊√⌊σ²⌋⌋ since squares of integers are integers.
         let t = (&num / den).sqrt() + 1u8;
         let t_den = &t * den;
         let gamma_den = BigUint::from(2u8) * &num * &t * &t_den;
-        Self {
+        let mut gaussian = Self {
             num,
+            den: den.clone(),
             t,
             t_den,
             gamma_den,
+            words: None,
+        };
+        if let (Some(num), Some(t), Some(t_den), Some(gamma_den)) = (
+            small(&gaussian.num),
+            small(&gaussian.t),
+            small(&gaussian.t_den),
+            small(&gaussian.gamma_den),
+        ) {
+            gaussian.words = Some(Box::new(GaussianWords {
+                num,
+                t,
+                t_den,
+                gamma_den,
+                big: gaussian.clone(),
+            }));
+        }
+        gaussian
+    }
+
+    /// The discrete Gaussian whose variance is `num/den` rounded *up* to
+    /// the finest dyadic rational `⌈σ² 2^m⌉ / 2^m` whose sampler runs on
+    /// machine words (`2 num t² den` within [`WORD_GAMMA_BITS`] bits), or
+    /// `num/den` itself when it already does, or when no `m ≥ 0` fits
+    /// (σ beyond about 2^29: the exact big-integer sampler). More noise
+    /// than asked, never less; [`Self::variance`] is what is drawn.
+    pub(crate) fn rounded_up(num: BigUint, den: &BigUint) -> Self {
+        let exact = Self::new(num.clone(), den);
+        if exact.gamma_den.bits() <= WORD_GAMMA_BITS {
+            return exact;
+        }
+        // 2 num t² den ≈ 2 σ⁴ 4^m with num = ⌈σ² 2^m⌉, den = 2^m.
+        let ceil_s2 = ceil_div(&num, den);
+        let t = ceil_s2.sqrt() + 1u8;
+        let base = (BigUint::from(2u8) * &ceil_s2 * &t * &t).bits();
+        let mut m = WORD_GAMMA_BITS.saturating_sub(base) / 2 + 1;
+        loop {
+            let d = BigUint::from(1u8) << m;
+            let candidate = Self::new(ceil_div(&(&num << m), den), &d);
+            if candidate.gamma_den.bits() <= WORD_GAMMA_BITS {
+                return candidate;
+            }
+            if m == 0 {
+                return exact;
+            }
+            m -= 1;
         }
     }
+
+    /// Whether draws run on machine words.
+    #[cfg(test)]
+    pub(crate) fn is_word_sized(&self) -> bool {
+        self.words.is_some()
+    }
+
+    /// `σ²` as the nearest double (what is drawn).
+    pub(crate) fn variance(&self) -> f64 {
+        ratio_to_f64(&self.num, &self.den)
+    }
+
+    /// Whether `σ² ≥ num/den`.
+    #[cfg(test)]
+    fn at_least(&self, num: &BigUint, den: &BigUint) -> bool {
+        &self.num * den >= num * &self.den
+    }
+}
+
+/// `a · b` when it fits, with a single widening multiply when both
+/// factors fit 64 bits (the common case of the samplers' tests).
+#[inline]
+fn mul_wide(a: u128, b: u128) -> Option<u128> {
+    if (a | b) >> 64 == 0 {
+        Some(a * b)
+    } else {
+        a.checked_mul(b)
+    }
+}
+
+/// `(⌊n/d⌋, n mod d)` for `d > 0`: the quotient estimated in floating
+/// point and corrected exactly (the samplers' quotients are small, and a
+/// 128-bit division is far slower than the few multiplications).
+#[inline]
+fn div_rem(n: u128, d: u128) -> (u128, u128) {
+    let estimate = (n as f64 / d as f64) as u128;
+    match mul_wide(estimate, d) {
+        Some(p) if estimate < 1 << 52 => {
+            let (mut q, mut r) = if p <= n {
+                (estimate, n - p)
+            } else {
+                // Over by at most a few units of the estimate's rounding.
+                let mut q = estimate;
+                let mut p = p;
+                while p > n {
+                    q -= 1;
+                    p -= d;
+                }
+                (q, n - p)
+            };
+            while r >= d {
+                q += 1;
+                r -= d;
+            }
+            (q, r)
+        }
+        _ => (n / d, n % d),
+    }
+}
+
+/// `⌈a/b⌉` for `b > 0`.
+fn ceil_div(a: &BigUint, b: &BigUint) -> BigUint {
+    (a + b - 1u8) / b
+}
+
+/// `num/den` as the nearest double (within one rounding of each integer
+/// and the quotient; for reporting only).
+fn ratio_to_f64(num: &BigUint, den: &BigUint) -> f64 {
+    let shift = num.bits().max(den.bits()).saturating_sub(1000);
+    let n: f64 = (num >> shift).to_string().parse().unwrap_or(f64::INFINITY);
+    let d: f64 = (den >> shift).to_string().parse().unwrap_or(f64::INFINITY);
+    n / d
 }
 
 /// `v` as a machine word when below 2^126 (room for the sums above).
@@ -517,6 +812,179 @@ mod tests {
         // the σ² = 1/2 draws tested against it.
         assert!(gaussian_rejects(&gaussian_draws((11, 20), 5), 0.5));
         assert!(gaussian_rejects(&draws, 0.55));
+    }
+
+    #[test]
+    fn machine_word_and_big_integer_paths_draw_the_same_pmf() {
+        // σ² = 7/3 three ways: small integers (machine words throughout);
+        // scaled by 2^59 (words, but the test's square overflows for
+        // |Y| ≥ 4 and is finished in big integers); scaled by 2^70 (big
+        // integers throughout).
+        let s2 = 7.0 / 3.0;
+        for (shift, words) in [(0usize, true), (59, true), (70, false)] {
+            let num = BigUint::from(7u8) << shift;
+            let den = BigUint::from(3u8) << shift;
+            let gaussian = DiscreteGaussian::new(num, &den);
+            assert_eq!(gaussian.is_word_sized(), words, "shift {shift}");
+            let draws = draws(31 + shift as u64, |src| src.discrete_gaussian(&gaussian));
+            assert!(!gaussian_rejects(&draws, s2), "shift {shift}");
+            assert!(gaussian_rejects(&draws, 1.1 * s2), "shift {shift}");
+        }
+    }
+
+    #[test]
+    fn rounded_up_variance_is_word_sized_and_barely_larger() {
+        // Kernel-sized variances: Δ₂² b / (2a) with ρ = 0.1's exact
+        // binary fraction (a 2^56 denominator); beyond σ ≈ 19 the exact
+        // sampler needs big integers.
+        for delta2_sq in [1u64, 3, 1 << 20, 1 << 40] {
+            let (a, b) = exact_ratio(0.1).unwrap();
+            let num = BigUint::from(delta2_sq) * &b;
+            let den = a * 2u8;
+            let exact = DiscreteGaussian::new(num.clone(), &den);
+            assert_eq!(exact.is_word_sized(), delta2_sq < 1 << 20);
+            let rounded = DiscreteGaussian::rounded_up(num.clone(), &den);
+            assert!(rounded.is_word_sized(), "Δ₂² = {delta2_sq}");
+            assert!(rounded.at_least(&num, &den));
+            // The increase: below 2^-58 of σ².
+            let excess = &rounded.num * &den - &num * &rounded.den;
+            assert!(
+                excess << 58usize <= &num * &rounded.den,
+                "Δ₂² = {delta2_sq}"
+            );
+            let want = delta2_sq as f64 / 0.2;
+            assert!((rounded.variance() / want - 1.0).abs() < 1e-15);
+        }
+        // Already word-sized: unchanged.
+        let (n, d) = (BigUint::from(7u8), BigUint::from(3u8));
+        let same = DiscreteGaussian::rounded_up(n.clone(), &d);
+        assert_eq!((same.num, same.den), (n, d));
+        // σ = 2^32: no dyadic rounding fits, the exact sampler stays.
+        let (n, d) = (BigUint::from(1u8) << 64usize, BigUint::from(1u8));
+        assert!(!DiscreteGaussian::rounded_up(n, &d).is_word_sized());
+    }
+
+    #[test]
+    fn rounded_up_draws_have_the_pmf_of_the_rounded_variance() {
+        let (a, b) = exact_ratio(0.37).unwrap();
+        let num = BigUint::from(3u8) * b;
+        let den = a * 2u8;
+        let gaussian = DiscreteGaussian::rounded_up(num, &den);
+        assert!(gaussian.is_word_sized());
+        let s2 = gaussian.variance();
+        let draws = draws(77, |src| src.discrete_gaussian(&gaussian));
+        assert!(!gaussian_rejects(&draws, s2));
+        assert!(gaussian_rejects(&draws, 1.1 * s2));
+        // The i64 form draws the same values from the same bits.
+        let mut one = NoiseSource::seeded(5);
+        let mut two = NoiseSource::seeded(5);
+        for _ in 0..1000 {
+            let big = signed(one.discrete_gaussian(&gaussian)).unwrap();
+            assert_eq!(
+                i128::from(two.discrete_gaussian_i64(&gaussian).unwrap()),
+                big
+            );
+        }
+    }
+
+    #[test]
+    fn next_bit_is_uniform_and_uses_every_bit() {
+        let mut src = NoiseSource::seeded(3);
+        let mut reference = ChaCha20Rng::seed_from_u64(3);
+        for _ in 0..4 {
+            let word = reference.next_u64();
+            for i in 0..64 {
+                assert_eq!(src.next_bit(), (word >> i) & 1 == 1);
+            }
+        }
+    }
+
+    #[test]
+    fn take_bits_reads_the_generator_bit_stream_in_order() {
+        // Bits taken k at a time, for k cycling through 1..=64, are the
+        // generator's words' bits, least significant first, each once.
+        let mut src = NoiseSource::seeded(8);
+        let mut reference = ChaCha20Rng::seed_from_u64(8);
+        let stream: Vec<bool> = (0..200)
+            .flat_map(|_| {
+                let w = reference.next_u64();
+                (0..64).map(move |i| (w >> i) & 1 == 1)
+            })
+            .collect();
+        let mut at = 0;
+        for k in (1..=64u32).chain([64, 1, 63, 2, 64, 64]) {
+            let v = src.take_bits(k);
+            for i in 0..k {
+                assert_eq!((v >> i) & 1 == 1, stream[at], "k = {k}, bit {i}");
+                at += 1;
+            }
+            assert!(k == 64 || v >> k == 0);
+        }
+    }
+
+    #[test]
+    fn word_arithmetic_matches_the_definitions() {
+        let values = [
+            0u128,
+            1,
+            2,
+            3,
+            7,
+            (1 << 52) - 1,
+            1 << 52,
+            (1 << 64) - 1,
+            1 << 64,
+            (1 << 64) + 1,
+            3 << 100,
+            (1 << 120) + 12345,
+            u128::MAX / 3,
+            u128::MAX,
+        ];
+        for &a in &values {
+            for &b in &values {
+                assert_eq!(mul_wide(a, b), a.checked_mul(b), "{a} · {b}");
+                if b > 0 {
+                    assert_eq!(div_rem(a, b), (a / b, a % b), "{a} / {b}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn bernoulli_exp_minus_one_has_probability_one_over_e() {
+        let mut src = NoiseSource::seeded(23);
+        let trials = 200_000;
+        let hits = (0..trials)
+            .filter(|_| src.bernoulli_exp_minus_one())
+            .count();
+        let p = (-1f64).exp();
+        let se = (p * (1.0 - p) / f64::from(trials)).sqrt();
+        assert!((hits as f64 / f64::from(trials) - p).abs() < 4.5 * se);
+    }
+
+    #[test]
+    fn uniform_below_is_uniform() {
+        let mut src = NoiseSource::seeded(13);
+        for n in [1u128, 2, 3, 5, 7, 64, 100, (1 << 64) + 3] {
+            let bins = n.min(100) as usize;
+            let mut counts = vec![0f64; bins];
+            let draws = 20_000;
+            for _ in 0..draws {
+                let v = src.uniform_below_u128(n);
+                assert!(v < n);
+                // Equal-width bins of [0, n) when n > 100.
+                counts[(v * bins as u128 / n) as usize] += 1.0;
+            }
+            if n == 1 {
+                continue;
+            }
+            let e = f64::from(draws) / bins as f64;
+            let stat: f64 = counts.iter().map(|c| (c - e).powi(2) / e).sum();
+            let critical = statrs::distribution::ChiSquared::new((bins - 1) as f64)
+                .map(|d| statrs::distribution::ContinuousCDF::inverse_cdf(&d, 0.999))
+                .unwrap();
+            assert!(stat < critical, "n = {n}: χ² {stat} ≥ {critical}");
+        }
     }
 
     #[test]

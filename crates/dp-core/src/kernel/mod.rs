@@ -28,6 +28,7 @@ mod accounting;
 mod histogram;
 pub mod marginals;
 pub mod strategy;
+pub mod stream;
 
 pub use accounting::{
     MAX_DELTA, MAX_EPSILON, MAX_RHO, MIN_DELTA, MIN_EPSILON, MIN_RHO, add_up, check_delta,
@@ -36,6 +37,7 @@ pub use accounting::{
 pub use histogram::PrivateHistogram;
 pub use marginals::{KronTerm, MarginalStrategy, PrivateMarginals};
 pub use strategy::{LinearStrategy, MAX_COUNT, MeasuredStrategy, MeasuredTerm};
+pub use stream::{Contribution, StreamFigures, StreamMechanism, StreamSpec};
 
 use std::sync::Arc;
 
@@ -126,7 +128,9 @@ pub enum MeasurementNoise {
     },
     /// Discrete Gaussian on the grid: `P[z = kG] ∝ exp(−(kG)²/(2σ²))`.
     DiscreteGaussian {
-        /// `σ = Δ₂(Ã)/√(2ρ)`.
+        /// The standard deviation drawn: `Δ₂(Ã)/√(2ρ)` with `σ²` rounded
+        /// up (by a relative 2⁻⁵⁸ at most) to a rational the sampler runs
+        /// on machine words.
         sigma: f64,
     },
 }
@@ -336,7 +340,7 @@ const NOISE_CHUNK: usize = 1 << 16;
 enum PlanKind {
     /// Discrete Laplace of integer scale `num/den`.
     Laplace { num: BigUint, den: BigUint },
-    /// Discrete Gaussian of integer variance `num/den`.
+    /// Discrete Gaussian of variance `num/den` (at least `Δ₂²/(2ρ)`).
     Gaussian(DiscreteGaussian),
 }
 
@@ -367,13 +371,16 @@ impl NoisePlan {
                 })
             }
             Cost::Rho(rho) => {
-                // σ² = Δ₂²/(2ρ) exactly: ρ = a/b ⇒ σ² = Δ₂² b / (2a).
+                // σ² = Δ₂²/(2ρ): ρ = a/b ⇒ σ² = Δ₂² b / (2a), rounded up to
+                // the finest dyadic rational the machine-word sampler takes
+                // (more noise than ρ needs, never less; σ reports it).
                 let (a, b) = exact_ratio(check_rho(rho)?)?;
                 let d2sq = q.sensitivity_l2_squared();
                 let sensitivity = to_f64(&d2sq).sqrt();
+                let gaussian = DiscreteGaussian::rounded_up(d2sq * b, &(a * 2u8));
                 Ok(Self {
-                    kind: PlanKind::Gaussian(DiscreteGaussian::new(d2sq * b, &(a * 2u8))),
-                    scale: sensitivity / (2.0 * rho).sqrt(),
+                    scale: gaussian.variance().sqrt(),
+                    kind: PlanKind::Gaussian(gaussian),
                     sensitivity,
                 })
             }

@@ -1,0 +1,564 @@
+//! Continual release inside the kernel: the streaming matrix mechanism
+//! with a banded lower-triangular Toeplitz strategy `C` (Choquette-Choo et
+//! al., ICML 2023; McKenna, ICLR 2025).
+//!
+//! At step `t` the data `x_t ∈ ℝ^dim` (the sum of the step's
+//! contributions) arrives; the kernel measures `u_t = (C x)_t + z_t` with
+//! exact discrete Gaussian `z_t`, and hands back `x̂_t = (C⁻¹ u)_t =
+//! x_t + (C⁻¹ z)_t`, whose running sums are the private running sums
+//! (DP-FTRL's noisy prefix sums of gradients). Only `u` touches the data;
+//! `C⁻¹` is post-processing.
+//!
+//! # Why the data meets the noise here
+//!
+//! Exact lattice noise added to real-valued data is not private: `Cx + z`
+//! with `z` on a lattice reveals `Cx` modulo the lattice. So the kernel
+//! puts the data on the lattice itself and computes `C x` exactly:
+//!
+//! - `C` is quantized to integers: `c̃_k = m_k / 2^P` with `m_0 = 2^P`
+//!   (`c_0` normalized to 1), `m_k = round(c_k/c_0 · 2^P)`. Everything
+//!   reported (sensitivity, variances) is for the quantized `C̃`, the
+//!   strategy actually measured.
+//! - Counts ([`Contribution::Counts`]) are integers already. Real vectors
+//!   ([`Contribution::Clipped`]) are clipped one by one to L2 norm `L`,
+//!   rounded to the lattice `γℤ^dim` with `γ = L/2^q` (nearest, then
+//!   coordinates moved toward zero until `Σ X_i² ≤ 4^q` holds exactly on
+//!   integers), and summed exactly.
+//! - `(C̃ X)_t = Σ_{k<b} m_k X_{t−k}` is an exact integer: memory is the
+//!   last `b` steps' data and the last `b − 1` outputs, `O(b · dim)`,
+//!   independent of the horizon.
+//!
+//! # Sensitivity and the charge
+//!
+//! One individual changes one step's `X` by a vector of squared norm at
+//! most `M²` (`M = 2^q` for clipped vectors, the declared bound for
+//! counts), so a column of `C̃ X` moves by at most `M² Σ_{k<min(b,T)} m_k²`
+//! — exactly, on integers. Under `k` participations at least `s ≥ b` steps
+//! apart the columns' supports are disjoint and the squared sensitivity is
+//! the sum of the `k_eff = min(k, ⌊(T−1)/s⌋ + 1)` earliest columns' (steps
+//! `0, s, 2s, …`; later columns are truncated by the horizon); with `s < b` the
+//! kernel uses the triangle inequality, `k_eff² M² Σ m_k²` (sound, not
+//! tight: choose `b ≤ s`). The whole horizon is charged once, at
+//! construction, `ρ` for `σ² ≥ Δ²/(2ρ)` (CKS20 Theorem 14, composed over
+//! the horizon's steps as one Gaussian mechanism on the stacked vector).
+
+use num_bigint::BigUint;
+use rayon::prelude::*;
+
+use super::{Cost, Session};
+use crate::sampling::{DiscreteGaussian, NoiseSource, exact_ratio};
+use crate::{DpError, Result};
+
+/// The longest horizon a stream accepts.
+pub const MAX_HORIZON: usize = 1 << 30;
+/// The largest number of coefficients (bands) of `C`.
+pub const MAX_BANDS: usize = 4096;
+/// The largest dimension of one step's vector.
+pub const MAX_DIMENSION: usize = 1 << 26;
+/// The largest `bands × dimension` (the state the mechanism keeps).
+pub const MAX_STATE: usize = 1 << 28;
+/// `q`: clipped vectors are rounded to the lattice `(L / 2^q) ℤ^dim`.
+pub const CLIP_LATTICE_BITS: u32 = 14;
+
+/// Coordinates per noise stream: each chunk of a step draws from its own
+/// stream, so a step's noise is drawn on every core.
+const CHUNK: usize = 512;
+
+/// What one individual contributes to one step.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Contribution {
+    /// A real vector clipped by the kernel to L2 norm at most `norm`
+    /// (DP-FTRL's per-example gradients): passed to
+    /// [`StreamMechanism::next_clipped`].
+    Clipped {
+        /// The clipping norm `L > 0`.
+        norm: f64,
+    },
+    /// Integer counts where one individual moves a step's vector by at
+    /// most `squared_norm` in squared L2 norm (one record in `m`
+    /// marginal tables: `m`): passed to [`StreamMechanism::next_counts`].
+    Counts {
+        /// The bound on the squared L2 change, `≥ 1`.
+        squared_norm: u64,
+    },
+}
+
+/// A stream's public description: the strategy, horizon and participation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamSpec {
+    /// The first column of the banded lower-triangular Toeplitz `C`
+    /// (`c_0 > 0`, at most [`MAX_BANDS`] entries).
+    pub coefficients: Vec<f64>,
+    /// Steps to be released, `T`.
+    pub horizon: usize,
+    /// Length of each step's vector.
+    pub dimension: usize,
+    /// How many steps one individual may contribute to (`k ≥ 1`).
+    pub participations: usize,
+    /// The least distance between two of an individual's steps (`≥ 1`;
+    /// ignored for a single participation).
+    pub separation: usize,
+    /// What one individual contributes to a step.
+    pub contribution: Contribution,
+}
+
+/// The streaming mechanism: created by [`Session::stream`] (which charges
+/// the whole horizon), then fed one step at a time. Not `Clone`: a copy
+/// would replay its noise.
+#[derive(Debug)]
+pub struct StreamMechanism {
+    dimension: usize,
+    horizon: usize,
+    step: usize,
+    contribution: Contribution,
+    /// `m_k`, `m_0 = 2^P`.
+    m: Vec<i64>,
+    /// `c̃_k = m_k / 2^P`.
+    c: Vec<f64>,
+    /// `2^−P · unit`: one lattice step of the measurement in data units.
+    out_unit: f64,
+    /// The last `b` steps' integer data, `x_hist[(step − k) mod b]`.
+    x_hist: Vec<Vec<i64>>,
+    /// The last `b − 1` outputs (in lattice units of the measurement).
+    y_hist: Vec<Vec<f64>>,
+    gaussian: DiscreteGaussian,
+    sources: Vec<NoiseSource>,
+    figures: StreamFigures,
+    /// `c̃⁻¹`'s last `b − 1` coefficients (ring) for the variances.
+    inverse_tail: Vec<f64>,
+    inverse_sq_sum: f64,
+    inverse_prefix: f64,
+    prefix_sq_sum: f64,
+}
+
+/// What a stream measures with, public.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct StreamFigures {
+    /// `ρ` charged for the whole horizon.
+    pub rho: f64,
+    /// The L2 sensitivity of `C̃ x` over the horizon, in data units.
+    pub sensitivity: f64,
+    /// `σ` of each coordinate of `z`, in data units (the variance drawn,
+    /// rounded up from `Δ²/(2ρ)`).
+    pub sigma: f64,
+    /// `P`: `C` is quantized to multiples of `2^−P`.
+    pub coefficient_bits: u32,
+    /// Whether the squared sensitivity is exact (else the triangle
+    /// inequality's upper bound).
+    pub sensitivity_exact: bool,
+}
+
+impl Session {
+    /// Charges `cost` (`Cost::Rho`) for the whole horizon of `spec` and
+    /// returns the mechanism that releases it step by step. Everything is
+    /// validated, and the noise calibrated, before the charge; a refusal
+    /// spends nothing.
+    pub fn stream(&mut self, spec: &StreamSpec, cost: Cost) -> Result<StreamMechanism> {
+        let rho = match cost {
+            Cost::Rho(rho) => rho,
+            Cost::Epsilon(_) => {
+                return Err(DpError::InvalidParameter {
+                    name: "cost",
+                    reason: "a stream is measured with Gaussian noise: give ρ (or ε and δ)".into(),
+                });
+            }
+        };
+        let plan = StreamPlan::new(spec, rho)?;
+        self.charge(cost)?;
+        let sources = (0..spec.dimension.div_ceil(CHUNK))
+            .map(|_| self.noise.split())
+            .collect();
+        Ok(plan.into_mechanism(spec, sources))
+    }
+}
+
+impl StreamSpec {
+    /// The figures a stream of this spec would be measured with at `ρ`,
+    /// validated exactly as [`Session::stream`] does, charging nothing: for
+    /// a caller that must refuse before it charges a ledger.
+    pub fn figures(&self, rho: f64) -> Result<StreamFigures> {
+        Ok(StreamPlan::new(self, rho)?.figures)
+    }
+}
+
+fn invalid(name: &'static str, reason: impl Into<String>) -> DpError {
+    DpError::InvalidParameter {
+        name,
+        reason: reason.into(),
+    }
+}
+
+/// Everything computed before the charge.
+struct StreamPlan {
+    m: Vec<i64>,
+    bits: u32,
+    data_unit: f64,
+    gaussian: DiscreteGaussian,
+    figures: StreamFigures,
+}
+
+impl StreamPlan {
+    fn new(spec: &StreamSpec, rho: f64) -> Result<Self> {
+        let rho = super::check_rho(rho)?;
+        let StreamSpec {
+            coefficients: c,
+            horizon,
+            dimension,
+            participations,
+            separation,
+            contribution,
+        } = spec;
+        let (horizon, dimension) = (*horizon, *dimension);
+        if horizon == 0 || horizon > MAX_HORIZON {
+            return Err(invalid(
+                "horizon",
+                format!("must be in 1..={MAX_HORIZON}, got {horizon}"),
+            ));
+        }
+        if dimension == 0 || dimension > MAX_DIMENSION {
+            return Err(invalid(
+                "dimension",
+                format!("must be in 1..={MAX_DIMENSION}, got {dimension}"),
+            ));
+        }
+        if c.is_empty() || c.len() > MAX_BANDS {
+            return Err(invalid(
+                "coefficients",
+                format!("need 1..={MAX_BANDS} bands, got {}", c.len()),
+            ));
+        }
+        if c.len().saturating_mul(dimension) > MAX_STATE {
+            return Err(invalid(
+                "coefficients",
+                format!("bands × dimension must be at most {MAX_STATE}"),
+            ));
+        }
+        if !c.iter().all(|v| v.is_finite()) || c[0] <= 0.0 {
+            return Err(invalid(
+                "coefficients",
+                "must be finite with a positive first coefficient",
+            ));
+        }
+        if *participations == 0 || *separation == 0 {
+            return Err(invalid(
+                "participation",
+                "participations and separation must be at least 1",
+            ));
+        }
+        let m_sq = match *contribution {
+            Contribution::Clipped { norm } => {
+                if !(norm.is_finite() && norm > 0.0) {
+                    return Err(invalid(
+                        "clip norm",
+                        format!("must be finite and > 0, got {norm}"),
+                    ));
+                }
+                BigUint::from(1u8) << (2 * CLIP_LATTICE_BITS)
+            }
+            Contribution::Counts { squared_norm } => {
+                if squared_norm == 0 {
+                    return Err(invalid("squared norm", "must be at least 1"));
+                }
+                BigUint::from(squared_norm)
+            }
+        };
+        let data_unit = match *contribution {
+            Contribution::Clipped { norm } => norm / f64::from(1u32 << CLIP_LATTICE_BITS),
+            Contribution::Counts { .. } => 1.0,
+        };
+        // k_eff participations fit in the horizon.
+        let k_eff = (*participations).min((horizon - 1) / separation + 1) as u64;
+        let disjoint = k_eff == 1 || *separation >= c.len();
+        let k_factor = if disjoint { k_eff } else { k_eff * k_eff };
+        // σ in data units (before quantization), to put σ on the lattice
+        // near 2^26: fine enough that the quantization of C is far below
+        // the noise, small enough for the machine-word sampler.
+        let used = c.len().min(horizon);
+        let norm: f64 = c[..used]
+            .iter()
+            .map(|v| (v / c[0]).powi(2))
+            .sum::<f64>()
+            .sqrt();
+        let m_f = m_sq.to_string().parse::<f64>().unwrap_or(f64::MAX);
+        let sigma_unit = (m_f * k_factor as f64).sqrt() * norm / (2.0 * rho).sqrt();
+        let bits = (26.0 - sigma_unit.log2()).floor().clamp(8.0, 30.0) as u32;
+        let scale = f64::from(1u32 << bits);
+        let mut m = Vec::with_capacity(used);
+        for v in &c[..used] {
+            let q = (v / c[0] * scale).round();
+            if q.abs() >= 2f64.powi(62) {
+                return Err(invalid(
+                    "coefficients",
+                    "a coefficient is beyond 2^(62−P) times the first",
+                ));
+            }
+            m.push(q as i64);
+        }
+        m[0] = 1 << bits;
+        // Column j of C̃ has Σ_{k<min(b, T−j)} m_k²: prefix sums of m_k².
+        let mut column = Vec::with_capacity(used + 1);
+        column.push(BigUint::ZERO);
+        for &v in &m {
+            let next = column[column.len() - 1].clone() + BigUint::from(v.unsigned_abs()).pow(2);
+            column.push(next);
+        }
+        let full = &column[used];
+        let sum_m2 = if disjoint {
+            // Columns are nonincreasing in j, so the best pattern is the
+            // earliest: steps 0, s, 2s, …, their supports disjoint.
+            (0..k_eff as usize).fold(BigUint::ZERO, |acc, i| {
+                acc + &column[c.len().min(horizon - i * separation)]
+            })
+        } else {
+            full * k_factor
+        };
+        let delta_sq = sum_m2 * m_sq;
+        // σ² = Δ² / (2ρ) rounded up: ρ = a/b ⇒ Δ² b / (2a).
+        let (a, b) = exact_ratio(rho)?;
+        let gaussian = DiscreteGaussian::rounded_up(&delta_sq * b, &(a * 2u8));
+        let out_unit = data_unit / scale;
+        let delta = super::to_f64(&delta_sq).sqrt();
+        let figures = StreamFigures {
+            rho,
+            sensitivity: delta * out_unit,
+            sigma: gaussian.variance().sqrt() * out_unit,
+            coefficient_bits: bits,
+            sensitivity_exact: disjoint,
+        };
+        Ok(Self {
+            m,
+            bits,
+            data_unit,
+            gaussian,
+            figures,
+        })
+    }
+
+    fn into_mechanism(self, spec: &StreamSpec, sources: Vec<NoiseSource>) -> StreamMechanism {
+        let b = self.m.len();
+        let scale = f64::from(1u32 << self.bits);
+        StreamMechanism {
+            dimension: spec.dimension,
+            horizon: spec.horizon,
+            step: 0,
+            contribution: spec.contribution,
+            c: self.m.iter().map(|&v| v as f64 / scale).collect(),
+            m: self.m,
+            out_unit: self.data_unit / scale,
+            x_hist: vec![vec![0; spec.dimension]; b],
+            y_hist: vec![vec![0.0; spec.dimension]; b - 1],
+            gaussian: self.gaussian,
+            sources,
+            figures: self.figures,
+            inverse_tail: vec![0.0; b - 1],
+            inverse_sq_sum: 0.0,
+            inverse_prefix: 0.0,
+            prefix_sq_sum: 0.0,
+        }
+    }
+}
+
+impl StreamMechanism {
+    /// The figures the stream is measured with.
+    pub fn figures(&self) -> StreamFigures {
+        self.figures
+    }
+
+    /// The quantized strategy actually measured, `c̃_k = m_k / 2^P`.
+    pub fn coefficients(&self) -> &[f64] {
+        &self.c
+    }
+
+    /// Steps released so far (the index of the next step).
+    pub fn step(&self) -> usize {
+        self.step
+    }
+
+    /// The declared horizon.
+    pub fn horizon(&self) -> usize {
+        self.horizon
+    }
+
+    /// The dimension of each step's vector.
+    pub fn dimension(&self) -> usize {
+        self.dimension
+    }
+
+    /// The variance of each coordinate of the last step's `x̂_t` around
+    /// `x_t`, and of its running sum `Σ_{s≤t} x̂_s` around `Σ_{s≤t} x_s`,
+    /// in squared data units: `σ² Σ_{j≤t} (c̃⁻¹)_j²` and `σ² Σ_{i≤t}
+    /// (Σ_{j≤i} (c̃⁻¹)_j)²` (the noise is `C̃⁻¹ z`). `(0, 0)` before the
+    /// first step.
+    pub fn variances(&self) -> (f64, f64) {
+        let s2 = self.figures.sigma * self.figures.sigma;
+        (s2 * self.inverse_sq_sum, s2 * self.prefix_sq_sum)
+    }
+
+    /// Releases the next step of integer counts (see
+    /// [`Contribution::Counts`]): returns `x̂_t = x_t + (C̃⁻¹ z)_t`.
+    pub fn next_counts(&mut self, counts: &[i64]) -> Result<Vec<f64>> {
+        if !matches!(self.contribution, Contribution::Counts { .. }) {
+            return Err(invalid(
+                "contribution",
+                "this stream takes clipped vectors (next_clipped)",
+            ));
+        }
+        self.check_step(counts.len())?;
+        if counts.iter().any(|v| v.unsigned_abs() > 1 << 62) {
+            return Err(invalid("counts", "a count is beyond 2^62"));
+        }
+        self.release(counts.to_vec())
+    }
+
+    /// Releases the next step from its contributions, `rows` of
+    /// `dimension` values each (row-major): each row is clipped to the
+    /// stream's norm and put on the lattice, the rows are summed exactly,
+    /// and `x̂_t` (the private sum of the clipped rows) is returned.
+    pub fn next_clipped(&mut self, rows: &[f64]) -> Result<Vec<f64>> {
+        let Contribution::Clipped { norm } = self.contribution else {
+            return Err(invalid(
+                "contribution",
+                "this stream takes counts (next_counts)",
+            ));
+        };
+        self.check_step(self.dimension)?;
+        if !rows.len().is_multiple_of(self.dimension) {
+            return Err(invalid(
+                "rows",
+                format!(
+                    "length {} is not a multiple of the dimension {}",
+                    rows.len(),
+                    self.dimension
+                ),
+            ));
+        }
+        if rows.len() / self.dimension > 1 << 32 {
+            return Err(invalid("rows", "more than 2^32 rows in one step"));
+        }
+        if !rows.iter().all(|v| v.is_finite()) {
+            return Err(invalid("rows", "values must be finite"));
+        }
+        let mut sum = vec![0i64; self.dimension];
+        for row in rows.chunks_exact(self.dimension) {
+            for (s, v) in sum.iter_mut().zip(lattice_point(row, norm)) {
+                // |v| ≤ 2^q and at most 2^32 rows: no overflow.
+                *s += v;
+            }
+        }
+        self.release(sum)
+    }
+
+    fn check_step(&self, len: usize) -> Result<()> {
+        if self.step >= self.horizon {
+            return Err(invalid(
+                "step",
+                format!(
+                    "the horizon of {} steps is spent: a new stream (and charge) is needed",
+                    self.horizon
+                ),
+            ));
+        }
+        if len != self.dimension {
+            return Err(invalid(
+                "step",
+                format!("{len} values for a stream of dimension {}", self.dimension),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Measures `(C̃X)_t + z_t` on integers and returns `(C̃⁻¹ u)_t` in data
+    /// units.
+    fn release(&mut self, x: Vec<i64>) -> Result<Vec<f64>> {
+        let b = self.m.len();
+        let t = self.step;
+        self.x_hist[t % b] = x;
+        let mut y = vec![0.0; self.dimension];
+        let (x_hist, y_hist, m, c) = (&self.x_hist, &self.y_hist, &self.m, &self.c);
+        let gaussian = &self.gaussian;
+        y.par_chunks_mut(CHUNK)
+            .zip(self.sources.par_iter_mut())
+            .enumerate()
+            .try_for_each(|(chunk, (out, source))| -> Result<()> {
+                let lo = chunk * CHUNK;
+                let mut acc = vec![0i128; out.len()];
+                for (k, &mk) in m.iter().enumerate().take(t + 1) {
+                    let row = &x_hist[(t - k) % b][lo..lo + out.len()];
+                    for (a, &v) in acc.iter_mut().zip(row) {
+                        *a += i128::from(mk) * i128::from(v);
+                    }
+                }
+                for (o, a) in out.iter_mut().zip(&acc) {
+                    let z = source.discrete_gaussian_i64(gaussian)?;
+                    // u_t, then the inverse filter's new term.
+                    let u = a + i128::from(z);
+                    *o = i64::try_from(u).map_or(u as f64, |u| u as f64);
+                }
+                for (k, &ck) in c.iter().enumerate().skip(1).take(t) {
+                    let row = &y_hist[(t - k) % (b - 1)][lo..lo + out.len()];
+                    for (o, &v) in out.iter_mut().zip(row) {
+                        *o -= ck * v;
+                    }
+                }
+                Ok(())
+            })?;
+        // c̃_0 = 1: y_t is the inverse filter's output (measurement units).
+        let unit = self.out_unit;
+        let released: Vec<f64> = y.iter().map(|v| v * unit).collect();
+        if b > 1 {
+            self.y_hist[t % (b - 1)] = y;
+        }
+        self.advance_variances();
+        self.step += 1;
+        Ok(released)
+    }
+
+    /// The next coefficient of `c̃⁻¹` and the running variance sums.
+    fn advance_variances(&mut self) {
+        let b = self.c.len();
+        let t = self.step;
+        let mut inv = if t == 0 { 1.0 } else { 0.0 };
+        for k in 1..b.min(t + 1) {
+            inv -= self.c[k] * self.inverse_tail[(t - k) % (b - 1)];
+        }
+        if b > 1 {
+            self.inverse_tail[t % (b - 1)] = inv;
+        }
+        self.inverse_sq_sum += inv * inv;
+        self.inverse_prefix += inv;
+        self.prefix_sq_sum += self.inverse_prefix * self.inverse_prefix;
+    }
+}
+
+/// `row` clipped to L2 norm `norm` and put on the lattice `γℤ^dim`,
+/// `γ = norm / 2^q`, as integers `X` with `Σ X_i² ≤ 4^q` exactly: rounded
+/// to nearest, then (only near the clipping boundary) coordinates moved one
+/// step toward zero, largest first, until the bound holds.
+fn lattice_point(row: &[f64], norm: f64) -> Vec<i64> {
+    let length = row.iter().map(|v| v * v).sum::<f64>().sqrt();
+    let unit = f64::from(1u32 << CLIP_LATTICE_BITS) / norm.max(length);
+    let mut x: Vec<i64> = row.iter().map(|v| (v * unit).round() as i64).collect();
+    let bound = 1u128 << (2 * CLIP_LATTICE_BITS);
+    let mut sq: u128 = x.iter().map(|&v| (v.unsigned_abs() as u128).pow(2)).sum();
+    if sq > bound {
+        let mut order: Vec<usize> = (0..x.len()).filter(|&i| x[i] != 0).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(x[i].unsigned_abs()));
+        'shrink: while !order.is_empty() {
+            for &i in &order {
+                if sq <= bound {
+                    break 'shrink;
+                }
+                if x[i] != 0 {
+                    let a = x[i].unsigned_abs() as u128;
+                    sq = sq - a * a + (a - 1) * (a - 1);
+                    x[i] -= x[i].signum();
+                }
+            }
+        }
+    }
+    x
+}
+
+#[cfg(test)]
+#[path = "stream_tests.rs"]
+mod tests;
