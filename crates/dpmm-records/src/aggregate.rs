@@ -393,16 +393,16 @@ impl PrivateCounts {
 pub(crate) struct Reader {
     encoders: Vec<Encoder>,
     /// Header index of each attribute's column.
-    columns: Vec<usize>,
+    pub(crate) columns: Vec<usize>,
     /// Column and attribute names for error messages.
     names: Vec<(String, String)>,
     /// The header's number of fields: every row must have as many.
-    fields: usize,
+    pub(crate) fields: usize,
     /// The schema's policy for a malformed row.
-    malformed: Policy,
+    pub(crate) malformed: Policy,
 }
 
-enum Verdict {
+pub(crate) enum Verdict {
     Keep,
     Drop,
 }
@@ -450,7 +450,11 @@ impl Reader {
     /// Encodes one row into `codes`; the first `error` outcome in domain
     /// order wins over any `drop`.
     #[inline]
-    fn encode(&self, row: &ByteRecord, codes: &mut [usize]) -> Result<Verdict, RecordsError> {
+    pub(crate) fn encode(
+        &self,
+        row: &ByteRecord,
+        codes: &mut [usize],
+    ) -> Result<Verdict, RecordsError> {
         let mut verdict = Verdict::Keep;
         for (i, (encoder, &column)) in self.encoders.iter().zip(&self.columns).enumerate() {
             // Rows with another field count than the header are malformed,
@@ -485,7 +489,7 @@ impl Reader {
 
 /// The physical lines of `input`, gunzipped when it starts with the gzip
 /// magic bytes.
-fn lines_of<'a, R: Read + 'a>(
+pub(crate) fn lines_of<'a, R: Read + 'a>(
     input: R,
     source_name: &str,
 ) -> Result<Lines<BufReader<Box<dyn Read + 'a>>>, RecordsError> {
@@ -493,7 +497,7 @@ fn lines_of<'a, R: Read + 'a>(
     Ok(Lines::new(BufReader::with_capacity(1 << 16, input)))
 }
 
-fn io_error(e: &std::io::Error, source_name: &str) -> RecordsError {
+pub(crate) fn io_error(e: &std::io::Error, source_name: &str) -> RecordsError {
     RecordsError::Io {
         path: source_name.to_string(),
         reason: e.to_string(),
@@ -509,7 +513,10 @@ pub(crate) fn check_layout(schema: &Schema, layout: &Layout) -> Result<(), Recor
 
 /// The header: the first line that is not empty, split into names. It is
 /// the file's structure, not a record, so any flaw in it is a refusal.
-fn header<R: BufRead>(lines: &mut Lines<R>, source_name: &str) -> Result<ByteRecord, RecordsError> {
+pub(crate) fn header<R: BufRead>(
+    lines: &mut Lines<R>,
+    source_name: &str,
+) -> Result<ByteRecord, RecordsError> {
     let mut raw = ByteRecord::new();
     loop {
         let line = match lines.next_line().map_err(|e| io_error(&e, source_name))? {

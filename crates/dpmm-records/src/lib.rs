@@ -54,6 +54,7 @@ mod lines;
 pub mod parquet_input;
 pub mod schema;
 pub mod source;
+pub mod timed;
 
 #[cfg(test)]
 mod example_tests;

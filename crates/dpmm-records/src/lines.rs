@@ -45,6 +45,8 @@ pub(crate) enum Malformed {
     TooLong,
     /// A counts table's count that is not a non-negative integer.
     BadCount,
+    /// A time value that is not an integer (a stream's time column).
+    BadTime,
 }
 
 impl Malformed {
@@ -56,6 +58,7 @@ impl Malformed {
             Malformed::FieldCount => "another number of fields than the header",
             Malformed::TooLong => "a line longer than the limit",
             Malformed::BadCount => "a count that is not a non-negative integer",
+            Malformed::BadTime => "a time value that is not an integer",
         }
     }
 }

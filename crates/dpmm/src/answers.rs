@@ -375,7 +375,7 @@ pub fn sidecar_path(out: &Path) -> PathBuf {
 
 /// `s` as one CSV field: quoted when it holds a separator, quote or line
 /// break.
-fn push_csv_field(out: &mut String, s: &str) {
+pub(crate) fn push_csv_field(out: &mut String, s: &str) {
     if s.contains([',', '"', '\n', '\r']) {
         out.push('"');
         out.push_str(&s.replace('"', "\"\""));

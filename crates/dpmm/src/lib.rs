@@ -83,6 +83,7 @@ mod release_figures;
 mod release_plan;
 pub mod report;
 pub mod resources;
+pub mod stream;
 pub mod workload;
 
 pub use answers::{Answer, Answers};

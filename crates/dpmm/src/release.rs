@@ -486,7 +486,7 @@ impl Ready {
 }
 
 /// The workload spec `spec`, which must be on the schema's domain.
-fn load_workload(spec: &Document, schema: &Schema) -> Result<StructuredWorkload> {
+pub(crate) fn load_workload(spec: &Document, schema: &Schema) -> Result<StructuredWorkload> {
     let workload = match spec {
         Document::File(path) => load_spec(path),
         doc => parse_spec(&doc.read()?, doc.base()),

@@ -54,6 +54,50 @@ enum Command {
     /// repair a torn final line.
     #[command(subcommand)]
     Ledger(LedgerCommand),
+    /// Continual release: time-stamped records in (a file or standard
+    /// input, in time order), the running counts of a workload of
+    /// marginals at every step out, each step written as it closes; the
+    /// ledger charged once for the whole horizon.
+    Stream(StreamArgs),
+}
+
+/// `dpmm stream`'s flags.
+#[derive(Args)]
+struct StreamArgs {
+    /// The records (CSV with a header, plain or gzip'ed); `-` reads
+    /// standard input as records arrive.
+    #[arg(long)]
+    data: PathBuf,
+    /// The column holding each record's time: an integer; step = time −
+    /// --start.
+    #[arg(long)]
+    time_column: String,
+    /// The horizon T: steps 0..T are released (all of them, records or
+    /// not).
+    #[arg(long)]
+    steps: usize,
+    /// The time value of step 0.
+    #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
+    start: i64,
+    /// The records schema (JSON; docs/formats.md).
+    #[arg(long)]
+    schema: PathBuf,
+    /// The workload spec: marginals (docs/formats.md).
+    #[arg(long)]
+    workload: PathBuf,
+    /// `--epsilon` and `--delta` (required: the stream is measured with
+    /// Gaussian noise).
+    #[command(flatten)]
+    privacy: PrivacyArgs,
+    /// The ledger to charge (once, for the horizon).
+    #[arg(long)]
+    ledger: PathBuf,
+    /// The running counts: step,query,answer,std_error,ci_low,ci_high.
+    #[arg(long)]
+    out: PathBuf,
+    /// Bands of the strategy C (default 16, at most T).
+    #[arg(long)]
+    bands: Option<usize>,
 }
 
 #[derive(Subcommand)]
@@ -217,6 +261,7 @@ fn run(cli: Cli) -> Result<(), Error> {
     match cli.command {
         Command::Plan(args) => plan(&args),
         Command::Release(args) => release(args),
+        Command::Stream(args) => stream(&args),
         Command::Ledger(command) => {
             let text = match command {
                 LedgerCommand::Init {
@@ -302,6 +347,47 @@ fn release(args: ReleaseArgs) -> Result<(), Error> {
             .map(|r| format!(" and {}", r.display()))
             .unwrap_or_default(),
         answers.ledger_entry()
+    );
+    Ok(())
+}
+
+fn stream(args: &StreamArgs) -> Result<(), Error> {
+    let run = dpmm::stream::StreamRelease {
+        schema: args.schema.clone().into(),
+        workload: args.workload.clone().into(),
+        budget: args.privacy.budget()?,
+        ledger: args.ledger.clone(),
+        time_column: args.time_column.clone(),
+        start: args.start,
+        steps: args.steps,
+        bands: args.bands,
+    };
+    let stdin = args.data.as_os_str() == "-";
+    let (input, name): (Box<dyn std::io::Read>, String) = if stdin {
+        (Box::new(std::io::stdin().lock()), "standard input".into())
+    } else {
+        let file = std::fs::File::open(&args.data).map_err(|e| Error::file(&args.data, e))?;
+        (Box::new(file), args.data.display().to_string())
+    };
+    let inputs: Vec<PathBuf> = [&args.schema, &args.workload, &args.ledger]
+        .into_iter()
+        .chain((!stdin).then_some(&args.data))
+        .cloned()
+        .collect();
+    dpmm::output::check_output(&args.out, &inputs)?;
+    dpmm::output::check_writable(&args.out)?;
+    let summary = run.run(input, &name, || {
+        let file = std::fs::File::create(&args.out).map_err(|e| Error::file(&args.out, e))?;
+        Ok(Box::new(std::io::BufWriter::new(file)))
+    })?;
+    eprintln!(
+        "wrote {} ({} steps × {} queries, {} bands, σ = {:.4} per step); ledger entry {}",
+        args.out.display(),
+        args.steps,
+        summary.queries,
+        summary.bands,
+        summary.figures.sigma,
+        summary.ledger_entry
     );
     Ok(())
 }

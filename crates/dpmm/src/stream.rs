@@ -1,0 +1,305 @@
+//! Continual release of running counts (`dpmm stream`): time-stamped
+//! records in, the running counts of a workload of marginals at every
+//! step out, each step's rows written as the step closes.
+//!
+//! # What is released
+//!
+//! Step `t` publishes, for every cell of every marginal of the workload,
+//! the count of records with step `≤ t` in that cell, with its standard
+//! error and a 95% interval. The records of step `t` form a count vector
+//! `x_t` (all marginal tables, in workload order); the kernel's streaming
+//! mechanism ([`dp_core::StreamMechanism`]) measures `C x + z` for a
+//! banded lower-triangular Toeplitz `C` (optimized by
+//! [`dp_stream::Factorization::banded`] for the largest per-step
+//! variance of the running counts) with exact discrete Gaussian `z`, and
+//! the running counts are the running sums of `C⁻¹(C x + z)`.
+//!
+//! # Privacy
+//!
+//! The unit is one line of input, as in `release`: one record adds one to
+//! one cell of each of the `m` marginal tables of its step, so the
+//! contribution's squared norm is `m`, and it contributes to one step
+//! (single participation). The whole horizon is charged to the ledger
+//! once, before the first record is read past the header, as `ρ`-zCDP
+//! (ε, δ converted exactly, as in `release`).
+//!
+//! # Time values and steps
+//!
+//! The time column holds integers; a record's step is `time − start`
+//! (`--start`, default 0), steps `0..T` (`--steps`). Both are public: no
+//! step boundary is derived from the data, and all `T` steps are released
+//! (steps without records too). A time value that is not an integer, or
+//! outside `start..start + T`, is a bad line, handled like any other by
+//! the schema's `malformed` policy (dropped by default). Lines must come
+//! in nondecreasing step order: a step's rows are written when the first
+//! record of a later step arrives (or at the end of the input), and a
+//! record for a step already written stops the stream with an error (the
+//! steps already written stand; the charge is spent). Dropping such a
+//! record instead would depend on the other lines, which a per-line
+//! filter must not.
+
+use std::io::{Read, Write};
+use std::path::PathBuf;
+
+use dp_core::ledger::Ledger;
+use dp_core::{Contribution, Cost, PrivacyBudget, StreamFigures, StreamSpec};
+use dp_stream::{Factorization, Objective, Participation, Stream};
+use dp_workloads::structured::StructuredWorkload;
+use dpmm_records::Schema;
+use dpmm_records::timed::TimedRecords;
+
+use crate::release_plan::QueryLabels;
+use crate::{Document, Error, Result};
+
+/// The longest horizon `dpmm stream` plans for (the banded optimization
+/// is `O(T · bands)` per step of L-BFGS).
+pub const MAX_STEPS: usize = 1 << 20;
+/// The largest number of released cells per step.
+pub const MAX_CELLS: usize = 1 << 22;
+/// The default number of bands of `C`.
+pub const DEFAULT_BANDS: usize = 16;
+
+/// A continual release: what `dpmm stream` runs.
+#[derive(Debug, Clone)]
+pub struct StreamRelease {
+    /// The records schema.
+    pub schema: Document,
+    /// The workload spec: marginals only (`marginal`, `marginals`, or
+    /// Kronecker products of `identity` and `total`).
+    pub workload: Document,
+    /// (ε, δ): the whole horizon's privacy (δ is required: the stream is
+    /// measured with Gaussian noise).
+    pub budget: PrivacyBudget,
+    /// The ledger to charge.
+    pub ledger: PathBuf,
+    /// The time column's name.
+    pub time_column: String,
+    /// The time value of step 0.
+    pub start: i64,
+    /// The horizon `T`.
+    pub steps: usize,
+    /// Bands of `C` (default [`DEFAULT_BANDS`], at most `T`).
+    pub bands: Option<usize>,
+}
+
+/// What a stream measured with, public: for the caller's summary line.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StreamSummary {
+    /// The kernel's figures (ρ, sensitivity, σ).
+    pub figures: StreamFigures,
+    /// Released cells per step.
+    pub queries: usize,
+    /// Bands of `C`.
+    pub bands: usize,
+    /// The ledger entry charged.
+    pub ledger_entry: usize,
+}
+
+/// One marginal table of the workload: where its cells start in the step
+/// vector and each attribute's stride (0 for attributes summed out).
+struct Table {
+    start: usize,
+    strides: Vec<usize>,
+}
+
+impl StreamRelease {
+    /// Runs the stream on `input` (CSV records with a header, plain or
+    /// gzip'ed; `source_name` names it in errors), writing
+    /// `step,query,answer,std_error,ci_low,ci_high` rows to the writer
+    /// `open` returns (called once, just before the charge), each step's
+    /// rows flushed as the step closes. Everything that can be checked is
+    /// checked before the charge; a refusal spends nothing.
+    pub fn run<'w>(
+        &self,
+        input: Box<dyn Read + '_>,
+        source_name: &str,
+        open: impl FnOnce() -> Result<Box<dyn Write + 'w>>,
+    ) -> Result<StreamSummary> {
+        let rho = match crate::privacy::cost(self.budget)? {
+            Cost::Rho(rho) => rho,
+            Cost::Epsilon(_) => {
+                return Err(Error::BadInput(
+                    "a stream is measured with Gaussian noise: give --delta as well as --epsilon"
+                        .into(),
+                ));
+            }
+        };
+        if self.steps == 0 || self.steps > MAX_STEPS {
+            return Err(Error::BadInput(format!(
+                "--steps must be in 1..={MAX_STEPS}, got {}",
+                self.steps
+            )));
+        }
+        let bands = self.bands.unwrap_or(DEFAULT_BANDS).min(self.steps);
+        if bands == 0 || bands > dp_core::kernel::stream::MAX_BANDS {
+            return Err(Error::BadInput(format!(
+                "--bands must be in 1..={}",
+                dp_core::kernel::stream::MAX_BANDS
+            )));
+        }
+        if self.start.checked_add(self.steps as i64).is_none() {
+            return Err(Error::BadInput(
+                "--start + --steps is beyond 64-bit integers".into(),
+            ));
+        }
+        let schema = match &self.schema {
+            Document::File(path) => Schema::from_path(path)?,
+            doc => Schema::from_json(&doc.read()?)?,
+        };
+        let workload = crate::release::load_workload(&self.workload, &schema)?;
+        let (tables, queries) = tables(&workload)?;
+        let stream = Stream::prefix(self.steps)?;
+        let factorization =
+            Factorization::banded(&stream, bands, Participation::Single, Objective::Max)?;
+        let coefficients = factorization
+            .toeplitz_c()
+            .ok_or_else(|| {
+                Error::Internal("a banded factorization without its coefficients".into())
+            })?
+            .to_vec();
+        let spec = StreamSpec {
+            coefficients,
+            horizon: self.steps,
+            dimension: queries,
+            participations: 1,
+            separation: 1,
+            contribution: Contribution::Counts {
+                squared_norm: tables.len() as u64,
+            },
+        };
+        spec.figures(rho)?;
+        let labels = QueryLabels::new(&workload, &schema);
+        if labels.len() != queries {
+            return Err(Error::Internal("query labels and cells disagree".into()));
+        }
+        let mut records = TimedRecords::new(
+            input,
+            source_name,
+            &schema,
+            &self.time_column,
+            self.start,
+            self.steps as u64,
+        )?;
+        let mut ledger = Ledger::open(&self.ledger)?;
+        let charge = crate::privacy::charge(ledger.budget(), Cost::Rho(rho))
+            .map_err(|e| Error::BadInput(format!("{}: {e}", self.ledger.display())))?;
+        if charge > ledger.remaining() {
+            return Err(Error::BudgetExceeded(format!(
+                "budget exceeded: this stream needs {charge} but {} has {} left",
+                self.ledger.display(),
+                ledger.remaining()
+            )));
+        }
+        let io = |e: std::io::Error| Error::BadInput(format!("writing the running counts: {e}"));
+        let mut out = open()?;
+        out.write_all(b"step,query,answer,std_error,ci_low,ci_high\n")
+            .map_err(io)?;
+        let label = format!(
+            "stream of {} steps (epsilon {}, delta {})",
+            self.steps,
+            self.budget.epsilon().get(),
+            self.budget.delta().map_or(0.0, |d| d.get())
+        );
+        // The durable charge precedes every draw.
+        let mut session = ledger.open_session(charge, &label)?;
+        let ledger_entry = ledger.entries().len() - 1;
+        let mut mechanism = session.stream(&spec, Cost::Rho(charge))?;
+        let names: Vec<String> = (0..queries)
+            .map(|q| {
+                let mut s = String::new();
+                labels.write(q, &mut s);
+                s
+            })
+            .collect();
+        let mut counts = vec![0i64; queries];
+        let mut running = vec![0f64; queries];
+        let mut step = 0usize;
+        let mut text = String::new();
+        let mut close = |counts: &mut Vec<i64>, step: usize| -> Result<()> {
+            let released = mechanism.next_counts(counts)?;
+            counts.iter_mut().for_each(|c| *c = 0);
+            let (_, variance) = mechanism.variances();
+            let se = variance.sqrt();
+            let half = dp_core::intervals::Z95 * se;
+            text.clear();
+            let mut number = ryu::Buffer::new();
+            for (q, (r, v)) in running.iter_mut().zip(&released).enumerate() {
+                *r += v;
+                text.push_str(&step.to_string());
+                text.push(',');
+                crate::answers::push_csv_field(&mut text, &names[q]);
+                for value in [*r, se, *r - half, *r + half] {
+                    text.push(',');
+                    text.push_str(number.format(value));
+                }
+                text.push('\n');
+            }
+            out.write_all(text.as_bytes()).map_err(io)?;
+            out.flush().map_err(io)
+        };
+        while let Some(record) = records.next_record()? {
+            let at = record.step as usize;
+            if at < step {
+                return Err(Error::BadInput(format!(
+                    "{source_name}: a record for a step already released (lines must be in \
+                     nondecreasing time order); the steps before were written and the charge stands"
+                )));
+            }
+            while step < at {
+                close(&mut counts, step)?;
+                step += 1;
+            }
+            for table in &tables {
+                let cell = table.start
+                    + record
+                        .codes
+                        .iter()
+                        .zip(&table.strides)
+                        .map(|(c, s)| c * s)
+                        .sum::<usize>();
+                counts[cell] += 1;
+            }
+        }
+        while step < self.steps {
+            close(&mut counts, step)?;
+            step += 1;
+        }
+        Ok(StreamSummary {
+            figures: spec.figures(rho)?,
+            queries,
+            bands,
+            ledger_entry,
+        })
+    }
+}
+
+/// The workload's marginal tables and the total number of cells; a
+/// product with a factor other than `identity` or `total` is refused.
+fn tables(workload: &StructuredWorkload) -> Result<(Vec<Table>, usize)> {
+    let mut tables = Vec::new();
+    let mut start = 0usize;
+    for (_, factors) in workload.products() {
+        let mut strides = vec![0usize; factors.len()];
+        let mut size = 1usize;
+        for (a, f) in factors.iter().enumerate().rev() {
+            if f.is_identity() {
+                strides[a] = size;
+                size = size.saturating_mul(f.num_queries());
+            } else if !f.is_total() {
+                return Err(Error::BadInput(
+                    "dpmm stream releases running counts of marginals: the workload may hold \
+                     marginals and Kronecker products of identity and total only"
+                        .into(),
+                ));
+            }
+        }
+        tables.push(Table { start, strides });
+        start = start.saturating_add(size);
+        if start > MAX_CELLS {
+            return Err(Error::BadInput(format!(
+                "the workload has more than {MAX_CELLS} cells per step"
+            )));
+        }
+    }
+    Ok((tables, start))
+}

@@ -1,0 +1,301 @@
+//! `dpmm stream` as a curator runs it: running counts whose errors match
+//! their stated standard errors, the ledger charged once, bad lines
+//! dropped as in `release`, refusals that spend nothing.
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+
+mod common;
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use common::{Run, arg, dpmm, scratch_dir};
+
+/// sex (2) × age (100 one-year bins): 2 + 100 + 200 = 302 cells a step.
+const SCHEMA: &str = r#"{"domain": [
+  {"name": "sex", "column": "sex", "values": ["f", "m"]},
+  {"name": "age", "column": "age", "bins": {"start": 0, "stop": 100, "width": 1}}
+]}"#;
+const SPEC: &str = r#"{"domain": [{"name": "sex", "size": 2}, {"name": "age", "size": 100}],
+  "queries": [{"marginals": {"k": 1}}, {"marginal": ["sex", "age"]}]}"#;
+const STEPS: usize = 48;
+
+/// A scratch directory with the schema, the spec, an (ε, δ) ledger and a
+/// records file for `STEPS` days starting at day 100: every record in time
+/// order, with bad lines mixed in (a wrong field count, a time that is not
+/// an integer, a day outside the horizon, an age outside the domain), and
+/// the true running counts per (step, query label).
+fn setup(test: &str) -> (PathBuf, PathBuf, HashMap<(usize, String), f64>) {
+    let dir = scratch_dir(&format!("stream-{test}"));
+    std::fs::write(dir.join("schema.json"), SCHEMA).unwrap();
+    std::fs::write(dir.join("spec.json"), SPEC).unwrap();
+    let ledger = dir.join("ledger.jsonl");
+    let init = dpmm(&[
+        "ledger",
+        "init",
+        "--ledger",
+        arg(&ledger),
+        "--total-epsilon",
+        "4",
+        "--total-delta",
+        "1e-6",
+    ]);
+    assert_eq!(init.code, 0, "{}", init.stderr);
+    let mut text = String::from("day,sex,age\n");
+    let mut counts: HashMap<String, f64> = HashMap::new();
+    let mut truth = HashMap::new();
+    let mut state = 7u64;
+    for step in 0..STEPS {
+        let n = 20 + (step * 37) % 50;
+        for _ in 0..n {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let sex = if (state >> 33).is_multiple_of(3) { "m" } else { "f" };
+            let age = (state >> 40) % 100;
+            text.push_str(&format!("{},{sex},{age}\n", 100 + step));
+            for label in [
+                format!("sex = {sex}"),
+                format!("age = {age}"),
+                format!("sex = {sex} & age = {age}"),
+            ] {
+                *counts.entry(label).or_default() += 1.0;
+            }
+        }
+        text.push_str(&format!("{},f\n", 100 + step));
+        text.push_str("soon,f,3\n");
+        text.push_str("99999,m,3\n");
+        text.push_str(&format!("{},m,130\n", 100 + step));
+        for (label, c) in &counts {
+            truth.insert((step, label.clone()), *c);
+        }
+    }
+    std::fs::write(dir.join("records.csv"), text).unwrap();
+    (dir, ledger, truth)
+}
+
+fn stream_args(dir: &Path, ledger: &Path, data: &str, extra: &[&str]) -> Vec<String> {
+    let path = |name: &str| dir.join(name).to_str().unwrap().to_string();
+    let mut args: Vec<String> = [
+        "stream",
+        "--data",
+        data,
+        "--time-column",
+        "day",
+        "--start",
+        "100",
+        "--steps",
+        &STEPS.to_string(),
+        "--schema",
+        &path("schema.json"),
+        "--workload",
+        &path("spec.json"),
+        "--ledger",
+        arg(ledger),
+        "--out",
+        &path("running.csv"),
+    ]
+    .iter()
+    .map(ToString::to_string)
+    .collect();
+    args.extend(extra.iter().map(ToString::to_string));
+    args
+}
+
+fn run_stream(dir: &Path, ledger: &Path, extra: &[&str]) -> Run {
+    let data = dir.join("records.csv");
+    let args = stream_args(dir, ledger, arg(&data), extra);
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    dpmm(&refs)
+}
+
+fn status(ledger: &Path) -> dpmm::ledger::Status {
+    dpmm::ledger::status(ledger).unwrap()
+}
+
+/// The rows of `running.csv`: (step, query) → (answer, std_error, low, high).
+fn rows(dir: &Path) -> Vec<(usize, String, [f64; 4])> {
+    let text = std::fs::read_to_string(dir.join("running.csv")).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some("step,query,answer,std_error,ci_low,ci_high")
+    );
+    lines
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            assert_eq!(f.len(), 6, "{l}");
+            let v = |i: usize| f[i].parse::<f64>().unwrap();
+            (
+                f[0].parse().unwrap(),
+                f[1].to_string(),
+                [v(2), v(3), v(4), v(5)],
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn running_counts_have_honest_standard_errors_and_one_charge() {
+    let (dir, ledger, truth) = setup("calibrated");
+    let run = run_stream(&dir, &ledger, &["--epsilon", "4", "--delta", "1e-6"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    // Charged once, the whole budget (ε = 4, δ = 10⁻⁶ as ρ).
+    let s = status(&ledger);
+    assert_eq!(s.releases, 1);
+    assert!(
+        (s.spent - s.total).abs() <= 1e-12 * s.total,
+        "{} of {}",
+        s.spent,
+        s.total
+    );
+    let rows = rows(&dir);
+    assert_eq!(rows.len(), STEPS * 302);
+    let mut z = Vec::new();
+    let mut covered = 0usize;
+    for (step, query, [answer, se, low, high]) in &rows {
+        assert!(*step < STEPS);
+        let t = truth.get(&(*step, query.clone())).copied().unwrap_or(0.0);
+        assert!(se.is_finite() && *se > 0.0);
+        z.push((answer - t) / se);
+        covered += usize::from(*low <= t && t <= *high);
+    }
+    let n = z.len() as f64;
+    let mean = z.iter().sum::<f64>() / n;
+    let std = (z.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+    assert!((0.9..=1.1).contains(&std), "z-score std {std}");
+    assert!(mean.abs() < 0.2, "z-score mean {mean}");
+    let coverage = covered as f64 / n;
+    assert!(
+        (0.9..=0.99).contains(&coverage),
+        "95% intervals cover {coverage}"
+    );
+    // One step's standard error is shared by its rows and grows with t.
+    let se_at = |s: usize| rows.iter().find(|r| r.0 == s).unwrap().2[1];
+    assert!(se_at(STEPS - 1) > se_at(0));
+}
+
+#[test]
+fn records_from_standard_input() {
+    let (dir, ledger, _) = setup("stdin");
+    let args = stream_args(&dir, &ledger, "-", &["--epsilon", "1", "--delta", "1e-7"]);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dpmm"))
+        .args(&args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let records = std::fs::read(dir.join("records.csv")).unwrap();
+    child.stdin.take().unwrap().write_all(&records).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(rows(&dir).len(), STEPS * 302);
+    assert_eq!(status(&ledger).releases, 1);
+}
+
+#[test]
+fn refusals_spend_nothing_and_write_nothing() {
+    let (dir, ledger, _) = setup("refusals");
+    let bad_spec = dir.join("prefix.json");
+    std::fs::write(
+        &bad_spec,
+        r#"{"domain": [{"name": "sex", "size": 2}, {"name": "age", "size": 100}],
+            "queries": [{"kron": {"age": "prefix"}}]}"#,
+    )
+    .unwrap();
+    let cases: Vec<Vec<String>> = vec![
+        // Pure ε: a stream needs δ.
+        stream_args(
+            &dir,
+            &ledger,
+            arg(&dir.join("records.csv")),
+            &["--epsilon", "1"],
+        ),
+        // More than the ledger holds.
+        stream_args(
+            &dir,
+            &ledger,
+            arg(&dir.join("records.csv")),
+            &["--epsilon", "8", "--delta", "1e-6"],
+        ),
+        // Not a marginal workload.
+        {
+            let mut a = stream_args(
+                &dir,
+                &ledger,
+                arg(&dir.join("records.csv")),
+                &["--epsilon", "1", "--delta", "1e-6"],
+            );
+            let i = a.iter().position(|x| x == "--workload").unwrap();
+            a[i + 1] = arg(&bad_spec).to_string();
+            a
+        },
+        // No such time column.
+        {
+            let mut a = stream_args(
+                &dir,
+                &ledger,
+                arg(&dir.join("records.csv")),
+                &["--epsilon", "1", "--delta", "1e-6"],
+            );
+            let i = a.iter().position(|x| x == "--time-column").unwrap();
+            a[i + 1] = "when".into();
+            a
+        },
+        stream_args(
+            &dir,
+            &ledger,
+            arg(&dir.join("records.csv")),
+            &["--epsilon", "1", "--delta", "1e-6", "--bands", "0"],
+        ),
+        stream_args(
+            &dir,
+            &ledger,
+            arg(&dir.join("nothing.csv")),
+            &["--epsilon", "1", "--delta", "1e-6"],
+        ),
+    ];
+    for args in &cases {
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        let run = dpmm(&refs);
+        assert!(run.is_refusal(), "{args:?}: {} {}", run.code, run.stderr);
+        assert_eq!(status(&ledger).releases, 0, "{args:?}");
+        assert!(!dir.join("running.csv").exists(), "{args:?}");
+    }
+    // Zero steps is a usage error too.
+    let mut a = stream_args(
+        &dir,
+        &ledger,
+        arg(&dir.join("records.csv")),
+        &["--epsilon", "1", "--delta", "1e-6"],
+    );
+    let i = a.iter().position(|x| x == "--steps").unwrap();
+    a[i + 1] = "0".into();
+    let refs: Vec<&str> = a.iter().map(String::as_str).collect();
+    assert!(dpmm(&refs).is_refusal());
+    assert_eq!(status(&ledger).releases, 0);
+}
+
+#[test]
+fn a_record_out_of_time_order_stops_the_stream_after_the_steps_written() {
+    let (dir, ledger, _) = setup("order");
+    let mut text = std::fs::read_to_string(dir.join("records.csv")).unwrap();
+    // A record for day 100 after the records of day 110.
+    let cut = text.find("\n111,").unwrap();
+    text.insert_str(cut + 1, "100,f,30\n");
+    std::fs::write(dir.join("records.csv"), text).unwrap();
+    let run = run_stream(&dir, &ledger, &["--epsilon", "1", "--delta", "1e-6"]);
+    assert!(run.is_refusal(), "{}", run.stderr);
+    assert!(run.stderr.contains("time order"), "{}", run.stderr);
+    // Charged (the stream had begun); step 10 was open, steps 0..=9 stand.
+    assert_eq!(status(&ledger).releases, 1);
+    let steps: Vec<usize> = rows(&dir).iter().map(|r| r.0).collect();
+    assert_eq!(steps.len(), 10 * 302);
+    assert_eq!(steps.iter().max(), Some(&9));
+}
