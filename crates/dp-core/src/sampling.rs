@@ -230,6 +230,47 @@ impl NoiseSource {
         }
     }
 
+    /// Bernoulli(`num/n`) for `num ≤ n`, `n > 0`: whether a uniform
+    /// integer of `[0, n)` falls below `num`. For `n ≥ 2^64` the integer is
+    /// drawn lazily, its top 64 bits first: they decide unless they equal
+    /// the top bits of `num` or of `n` (probability 2⁻⁶³ at most), and only
+    /// then are the low bits drawn; the integer, hence the probability, is
+    /// the same.
+    #[inline]
+    fn bernoulli_u128(&mut self, num: u128, n: u128) -> bool {
+        let Ok(small) = u64::try_from(n) else {
+            return self.bernoulli_wide(num, n);
+        };
+        // num ≤ n < 2^64.
+        self.uniform_below_u64(small) < num as u64
+    }
+
+    fn bernoulli_wide(&mut self, num: u128, n: u128) -> bool {
+        let low_bits = 64 - (n - 1).leading_zeros();
+        // The top bits of n reach 2^64 when n is a power of two: u128.
+        let (n_hi, num_hi) = (n >> low_bits, num >> low_bits);
+        let mask = (1u128 << low_bits) - 1;
+        loop {
+            let hi = u128::from(self.rng.next_u64());
+            if hi > n_hi {
+                continue;
+            }
+            if hi != num_hi && hi != n_hi {
+                // hi < n_hi: below n whatever the low bits.
+                return hi < num_hi;
+            }
+            let v = (hi << low_bits) | (self.uniform_low_bits(low_bits) & mask);
+            if v < n {
+                return v < num;
+            }
+        }
+    }
+
+    /// `k ≤ 64` uniformly random bits as a `u128` (`k ≥ 1`).
+    fn uniform_low_bits(&mut self, k: u32) -> u128 {
+        u128::from(self.take_bits(k))
+    }
+
     /// `k ≤ 64` uniformly random bits (as the low bits of the result),
     /// from the generator's words, each bit used once.
     #[inline]
@@ -269,7 +310,7 @@ impl NoiseSource {
             let mut k: u64 = 1;
             loop {
                 let hit = match mul_wide(den, u128::from(k)) {
-                    Some(kden) => self.uniform_below_u128(kden) < num,
+                    Some(kden) => self.bernoulli_u128(num, kden),
                     None => self.bernoulli(&BigUint::from(num), &(BigUint::from(k) * den)),
                 };
                 if !hit {
@@ -960,6 +1001,39 @@ mod tests {
         let p = (-1f64).exp();
         let se = (p * (1.0 - p) / f64::from(trials)).sqrt();
         assert!((hits as f64 / f64::from(trials) - p).abs() < 4.5 * se);
+    }
+
+    #[test]
+    fn lazy_bernoulli_has_the_exact_probability() {
+        // Wide denominators (the acceptance test's): the frequency of
+        // Bernoulli(num/n) within 4.5 standard errors of num/n, for
+        // thresholds on and around the top 64 bits' boundaries.
+        let mut src = NoiseSource::seeded(17);
+        for n in [
+            (1u128 << 120) + (1 << 70) + 12345,
+            (1 << 65) + 1,
+            1 << 100,
+            u128::MAX >> 2,
+        ] {
+            let low = 64 - (n - 1).leading_zeros();
+            for num in [0, 1, n / 3, n / 2 + 1, (n >> low) << low, n - 1, n] {
+                let trials = 40_000;
+                let hits = (0..trials).filter(|_| src.bernoulli_u128(num, n)).count();
+                let p = num as f64 / n as f64;
+                let se = (p * (1.0 - p) / f64::from(trials)).sqrt().max(1e-9);
+                let freq = hits as f64 / f64::from(trials);
+                assert!((freq - p).abs() <= 4.5 * se, "{num}/{n}: {freq} vs {p}");
+            }
+        }
+        // Ties on the top bits: n = 2^64 + 1 has top bits 1 (of 2^63 + 0),
+        // so hi = n_hi happens half the time; the exact value decides.
+        let n = (1u128 << 64) + 1;
+        let mut src = NoiseSource::seeded(3);
+        let hits = (0..40_000)
+            .filter(|_| src.bernoulli_u128(1 << 64, n))
+            .count();
+        let p = (1u128 << 64) as f64 / n as f64;
+        assert!(hits as f64 / 40_000.0 > p - 4.5 * (p * (1.0 - p) / 40_000.0).sqrt() - 1e-9);
     }
 
     #[test]
