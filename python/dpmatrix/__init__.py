@@ -44,6 +44,7 @@ from ._dpmatrix import BudgetExceeded
 
 __all__ = [
     "BudgetExceeded",
+    "DpFtrl",
     "DpmmWarning",
     "FactorizeResult",
     "Ledger",
@@ -555,3 +556,131 @@ def factorize(
         steps, family, workload, bands, buffers, participations, separation, objective
     )
     return FactorizeResult(**out)
+
+
+class DpFtrl:
+    """DP-FTRL's correlated noise with the data inside the privacy kernel.
+
+    The kernel's streaming matrix mechanism over ``steps`` steps of
+    ``dimension`` values: a banded lower-triangular Toeplitz strategy ``C``
+    (optimized for running sums by :func:`factorize`'s banded family unless
+    ``coefficients`` gives ``C``'s first column), exact discrete Gaussian
+    noise, the whole horizon charged once to ``ledger`` at (ε, δ) when the
+    object is created (a refusal spends nothing).
+
+    Each :meth:`next` takes the step's contributions, one per row, which
+    the kernel clips to ``clip_norm`` and puts on its lattice, and returns
+    the private sum of the clipped rows, ``x_t + (C⁻¹z)_t``: its running
+    sums are DP-FTRL's noisy prefix sums. A person may contribute to at
+    most ``participations`` steps at least ``separation`` apart (the
+    sensitivity is exact when ``separation ≥ bands``).
+
+    The rows must come in: exact lattice noise added to real-valued data
+    outside the kernel would reveal the data modulo the lattice, so there
+    is no separate noise vector to add yourself. ``next()`` with no rows is
+    a step without contributions (its result is the step's noise)."""
+
+    def __init__(
+        self,
+        ledger: Union[PathLike, Ledger],
+        *,
+        epsilon: float,
+        delta: float,
+        steps: int,
+        dimension: int,
+        clip_norm: float,
+        bands: Optional[int] = None,
+        participations: int = 1,
+        separation: int = 1,
+        objective: str = "max",
+        coefficients: Optional[Any] = None,
+    ) -> None:
+        path = ledger.path if isinstance(ledger, Ledger) else ledger
+        c = None
+        if coefficients is not None:
+            c = [float(v) for v in np.asarray(coefficients, dtype=np.float64).ravel()]
+        self._native = _dpmatrix.DpFtrl(
+            _existing(path),
+            float(epsilon),
+            float(delta),
+            int(steps),
+            int(dimension),
+            float(clip_norm),
+            bands,
+            int(participations),
+            int(separation),
+            objective,
+            c,
+        )
+
+    def next(self, rows: Any = None) -> np.ndarray:
+        """Releases the next step from its contributions (an n × dimension
+        array, or one 1-D row); returns the private sum of the clipped
+        rows. Raises ``ValueError`` past the horizon."""
+        if rows is None:
+            return self._native.next(None)
+        a = np.asarray(rows, dtype=np.float64)
+        if a.ndim == 1:
+            a = a.reshape(1, -1)
+        if a.ndim != 2:
+            raise ValueError(f"rows must be 2-D (n × dimension), got {a.ndim}-D")
+        return self._native.next(np.ascontiguousarray(a))
+
+    @property
+    def step(self) -> int:
+        """Steps released so far."""
+        return self._native.step
+
+    @property
+    def steps(self) -> int:
+        """The horizon charged for."""
+        return self._native.steps
+
+    @property
+    def dimension(self) -> int:
+        return self._native.dimension
+
+    @property
+    def rho(self) -> float:
+        """ρ-zCDP charged for the horizon."""
+        return self._native.figures[0]
+
+    @property
+    def sensitivity(self) -> float:
+        """L2 sensitivity of ``Cx`` over the horizon, in data units."""
+        return self._native.figures[1]
+
+    @property
+    def sigma(self) -> float:
+        """Standard deviation of each noise draw, in data units."""
+        return self._native.figures[2]
+
+    @property
+    def sensitivity_exact(self) -> bool:
+        return self._native.figures[4]
+
+    @property
+    def coefficients(self) -> np.ndarray:
+        """``C``'s first column as measured (quantized to the kernel's
+        dyadic grid)."""
+        return np.array(self._native.coefficients)
+
+    @property
+    def step_std(self) -> float:
+        """Standard error of each value of the last step's result."""
+        return float(np.sqrt(self._native.variances[0]))
+
+    @property
+    def running_std(self) -> float:
+        """Standard error of each value of the running sum so far."""
+        return float(np.sqrt(self._native.variances[1]))
+
+    @property
+    def ledger_entry(self) -> int:
+        return self._native.ledger_entry
+
+    def __repr__(self) -> str:
+        return (
+            f"<dpmatrix.DpFtrl step {self.step} of {self.steps}, dimension {self.dimension}, "
+            f"sigma {self.sigma:.4g}>"
+        )

@@ -99,3 +99,34 @@ def factorize(
     separation: Optional[int] = None,
     objective: str = "total",
 ) -> dict[str, Any]: ...
+
+class DpFtrl:
+    def __init__(
+        self,
+        ledger: str,
+        epsilon: float,
+        delta: float,
+        steps: int,
+        dimension: int,
+        clip_norm: float,
+        bands: Optional[int] = None,
+        participations: int = 1,
+        separation: int = 1,
+        objective: str = "max",
+        coefficients: Optional[list[float]] = None,
+    ) -> None: ...
+    def next(self, rows: Optional[np.ndarray] = None) -> np.ndarray: ...
+    @property
+    def step(self) -> int: ...
+    @property
+    def steps(self) -> int: ...
+    @property
+    def dimension(self) -> int: ...
+    @property
+    def figures(self) -> tuple[float, float, float, int, bool]: ...
+    @property
+    def coefficients(self) -> list[float]: ...
+    @property
+    def variances(self) -> tuple[float, float]: ...
+    @property
+    def ledger_entry(self) -> int: ...

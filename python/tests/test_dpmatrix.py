@@ -394,3 +394,76 @@ def test_factorize_refuses_bad_input_with_value_error():
     ):
         with pytest.raises(ValueError):
             dm.factorize(**kwargs)
+
+
+def _zcdp_ledger(tmp_path: Path, epsilon: float = 2.0, delta: float = 1e-6) -> dm.Ledger:
+    return dm.Ledger.create(tmp_path / "ledger.jsonl", total_epsilon=epsilon, total_delta=delta)
+
+
+def test_dpftrl_sums_are_the_clipped_sums_with_the_stated_error(tmp_path: Path):
+    ledger = _zcdp_ledger(tmp_path)
+    d, steps = 3000, 8
+    s = dm.DpFtrl(ledger, epsilon=2.0, delta=1e-6, steps=steps, dimension=d,
+                  clip_norm=1.0, bands=4)
+    # Charged once, at creation, the whole budget.
+    assert ledger.releases == 1 and ledger.spent == pytest.approx(ledger.total, rel=1e-12)
+    assert s.rho == pytest.approx(ledger.total, rel=1e-12)
+    assert s.sensitivity_exact and s.coefficients[0] == 1.0
+    rng = np.random.default_rng(5)
+    z_step, z_sum = [], []
+    truth = np.zeros(d)
+    running = np.zeros(d)
+    for t in range(steps):
+        rows = rng.normal(size=(3, d))
+        # Row 0 far outside the clip (scaled down to norm 1 by the kernel),
+        # rows 1, 2 inside it (kept as they are, up to the 2^-14 lattice).
+        rows[0] *= 10.0 / np.linalg.norm(rows[0])
+        rows[1:] *= 0.5 / np.linalg.norm(rows[1:], axis=1, keepdims=True)
+        clipped = rows.copy()
+        clipped[0] /= 10.0
+        x = clipped.sum(axis=0)
+        out = s.next(rows)
+        assert out.shape == (d,) and out.dtype == np.float64
+        truth += x
+        running += out
+        z_step.append((out - x) / s.step_std)
+        z_sum.append((running - truth) / s.running_std)
+    assert s.step == steps
+    for z in (np.concatenate(z_step), np.concatenate(z_sum)):
+        assert abs(z.mean()) < 0.05
+        assert 0.95 < z.std() < 1.05
+    with pytest.raises(ValueError):
+        s.next()
+    assert ledger.releases == 1
+
+
+def test_dpftrl_refusals_spend_nothing(tmp_path: Path):
+    ledger = _zcdp_ledger(tmp_path)
+    good = dict(epsilon=1.0, delta=1e-6, steps=10, dimension=4, clip_norm=1.0)
+    for bad in (
+        dict(clip_norm=0.0),
+        dict(clip_norm=float("nan")),
+        dict(steps=0),
+        dict(dimension=0),
+        dict(bands=11),
+        dict(delta=0.0),
+        dict(participations=0),
+        dict(objective="mean"),
+        dict(coefficients=[0.0, 1.0]),
+        dict(coefficients=[1.0, 0.5], bands=2),
+    ):
+        with pytest.raises(ValueError):
+            dm.DpFtrl(ledger, **{**good, **bad})
+    with pytest.raises(dm.BudgetExceeded):
+        dm.DpFtrl(ledger, **{**good, "epsilon": 3.0})
+    pure = dm.Ledger.create(tmp_path / "pure.jsonl", total_epsilon=1.0)
+    with pytest.raises(ValueError):
+        dm.DpFtrl(pure, **good)
+    assert ledger.releases == 0 and pure.releases == 0
+    s = dm.DpFtrl(ledger, **good, coefficients=[1.0, 0.5, 0.25])
+    assert list(s.coefficients) == [1.0, 0.5, 0.25]
+    for rows in (np.zeros((2, 5)), np.zeros((2, 2, 4)), np.array([[np.nan, 0, 0, 0]])):
+        with pytest.raises(ValueError):
+            s.next(rows)
+    assert s.step == 0
+    assert s.next(np.zeros(4)).shape == (4,)

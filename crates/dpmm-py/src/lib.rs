@@ -759,6 +759,167 @@ fn factorize<'py>(
     Ok(out)
 }
 
+/// DP-FTRL's correlated noise, with the data inside the kernel: the
+/// kernel's streaming mechanism (a banded Toeplitz strategy, exact
+/// discrete Gaussian noise), charged once to a ledger for the horizon.
+#[pyclass(module = "dpmatrix._dpmatrix")]
+struct DpFtrl {
+    inner: dpmm::dp_core::StreamMechanism,
+    ledger_entry: usize,
+}
+
+#[pymethods]
+impl DpFtrl {
+    #[new]
+    #[pyo3(signature = (ledger, epsilon, delta, steps, dimension, clip_norm, bands=None,
+                        participations=1, separation=1, objective="max", coefficients=None))]
+    #[allow(clippy::too_many_arguments)] // Python keyword arguments
+    fn new(
+        py: Python<'_>,
+        ledger: PathBuf,
+        epsilon: f64,
+        delta: f64,
+        steps: usize,
+        dimension: usize,
+        clip_norm: f64,
+        bands: Option<usize>,
+        participations: usize,
+        separation: usize,
+        objective: &str,
+        coefficients: Option<Vec<f64>>,
+    ) -> PyResult<Self> {
+        use dpmm::dp_core::{Contribution, StreamSpec};
+        use dpmm::dp_stream::{Objective, Participation};
+        let budget = budget(epsilon, Some(delta))?;
+        let objective = Objective::from_name(objective).map_err(dp_err)?;
+        if participations == 0 || separation == 0 {
+            return Err(PyValueError::new_err(
+                "participations and separation must be at least 1",
+            ));
+        }
+        let participation = if participations == 1 {
+            Participation::Single
+        } else {
+            Participation::Multi {
+                participations,
+                separation,
+            }
+        };
+        if coefficients.is_some() && bands.is_some() {
+            return Err(PyValueError::new_err(
+                "give coefficients or bands, not both",
+            ));
+        }
+        let (inner, ledger_entry) = py
+            .detach(|| -> dpmm::Result<_> {
+                let coefficients = match coefficients {
+                    Some(c) => c,
+                    None => {
+                        let bands = bands.unwrap_or(dpmm::stream::DEFAULT_BANDS.min(steps.max(1)));
+                        dpmm::stream::banded_coefficients(steps, bands, participation, objective)?
+                    }
+                };
+                let spec = StreamSpec {
+                    coefficients,
+                    horizon: steps,
+                    dimension,
+                    participations,
+                    separation,
+                    contribution: Contribution::Clipped { norm: clip_norm },
+                };
+                let label = format!(
+                    "DP-FTRL stream of {steps} steps × {dimension} (epsilon {epsilon}, delta {delta})"
+                );
+                dpmm::stream::open_stream(&ledger, budget, &spec, &label, || Ok(()))
+            })
+            .map_err(py_err)?;
+        Ok(Self {
+            inner,
+            ledger_entry,
+        })
+    }
+
+    /// The next step: each row of `rows` (n × dimension) is one
+    /// contribution, clipped and put on the lattice by the kernel; returns
+    /// the private sum of the clipped rows (x̂_t = x_t + (C⁻¹z)_t).
+    #[pyo3(signature = (rows=None))]
+    fn next<'py>(
+        &mut self,
+        py: Python<'py>,
+        rows: Option<PyReadonlyArray2<'py, f64>>,
+    ) -> PyResult<Bound<'py, PyArray1<f64>>> {
+        let data: Vec<f64> = match &rows {
+            None => Vec::new(),
+            Some(a) => {
+                let (n, d) = (a.shape()[0], a.shape()[1]);
+                if d != self.inner.dimension() && n > 0 {
+                    return Err(PyValueError::new_err(format!(
+                        "rows have {d} columns for a stream of dimension {}",
+                        self.inner.dimension()
+                    )));
+                }
+                match a.as_slice() {
+                    Ok(s) => s.to_vec(),
+                    Err(_) => a.as_array().iter().copied().collect(),
+                }
+            }
+        };
+        let inner = &mut self.inner;
+        let released = py.detach(|| inner.next_clipped(&data)).map_err(dp_err)?;
+        Ok(PyArray1::from_vec(py, released))
+    }
+
+    /// Steps released so far.
+    #[getter]
+    fn step(&self) -> usize {
+        self.inner.step()
+    }
+
+    /// The horizon charged for.
+    #[getter]
+    fn steps(&self) -> usize {
+        self.inner.horizon()
+    }
+
+    /// Values per step.
+    #[getter]
+    fn dimension(&self) -> usize {
+        self.inner.dimension()
+    }
+
+    /// The kernel's figures: (rho, sensitivity, sigma, coefficient bits,
+    /// sensitivity exact).
+    #[getter]
+    fn figures(&self) -> (f64, f64, f64, u32, bool) {
+        let f = self.inner.figures();
+        (
+            f.rho,
+            f.sensitivity,
+            f.sigma,
+            f.coefficient_bits,
+            f.sensitivity_exact,
+        )
+    }
+
+    /// The quantized strategy's coefficients (C's first column).
+    #[getter]
+    fn coefficients(&self) -> Vec<f64> {
+        self.inner.coefficients().to_vec()
+    }
+
+    /// (variance of each coordinate of the last step, of its running sum).
+    #[getter]
+    fn variances(&self) -> (f64, f64) {
+        self.inner.variances()
+    }
+
+    /// The ledger entry charged.
+    #[getter]
+    fn ledger_entry(&self) -> usize {
+        self.ledger_entry
+    }
+}
+
 /// The module.
 #[pymodule]
 fn _dpmatrix(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -766,6 +927,7 @@ fn _dpmatrix(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Workload>()?;
     m.add_class::<Schema>()?;
     m.add_class::<Plan>()?;
+    m.add_class::<DpFtrl>()?;
     m.add_function(wrap_pyfunction!(plan, m)?)?;
     m.add_function(wrap_pyfunction!(ledger_create, m)?)?;
     m.add_function(wrap_pyfunction!(ledger_status, m)?)?;

@@ -95,6 +95,65 @@ pub struct StreamSummary {
     pub ledger_entry: usize,
 }
 
+/// Charges `ledger` once for a kernel stream of `spec` under `budget`
+/// (which must state δ: the stream is Gaussian) and returns the stream
+/// and the ledger entry. `spec` is validated, the ledger opened and its
+/// remaining budget checked, then `before_charge` runs (opening outputs:
+/// a failure there spends nothing), then the charge is made durable, then
+/// the stream is created (drawing nothing yet).
+pub fn open_stream(
+    ledger: &std::path::Path,
+    budget: PrivacyBudget,
+    spec: &StreamSpec,
+    label: &str,
+    before_charge: impl FnOnce() -> Result<()>,
+) -> Result<(dp_core::StreamMechanism, usize)> {
+    let rho = stream_rho(budget)?;
+    spec.figures(rho)?;
+    let mut opened = Ledger::open(ledger)?;
+    let charge = crate::privacy::charge(opened.budget(), Cost::Rho(rho))
+        .map_err(|e| Error::BadInput(format!("{}: {e}", ledger.display())))?;
+    if charge > opened.remaining() {
+        return Err(Error::BudgetExceeded(format!(
+            "budget exceeded: this stream needs {charge} but {} has {} left",
+            ledger.display(),
+            opened.remaining()
+        )));
+    }
+    before_charge()?;
+    // The durable charge precedes every draw.
+    let mut session = opened.open_session(charge, label)?;
+    let entry = opened.entries().len() - 1;
+    Ok((session.stream(spec, Cost::Rho(charge))?, entry))
+}
+
+/// The ρ a stream under `budget` is charged: (ε, δ) converted exactly;
+/// pure ε is refused (a stream is measured with Gaussian noise).
+pub fn stream_rho(budget: PrivacyBudget) -> Result<f64> {
+    match crate::privacy::cost(budget)? {
+        Cost::Rho(rho) => Ok(rho),
+        Cost::Epsilon(_) => Err(Error::BadInput(
+            "a stream is measured with Gaussian noise: give δ as well as ε".into(),
+        )),
+    }
+}
+
+/// The first column of the banded `C` dp-stream optimizes for running
+/// sums over `steps` with `bands` bands under `participation`.
+pub fn banded_coefficients(
+    steps: usize,
+    bands: usize,
+    participation: Participation,
+    objective: Objective,
+) -> Result<Vec<f64>> {
+    let stream = Stream::prefix(steps)?;
+    let factorization = Factorization::banded(&stream, bands, participation, objective)?;
+    Ok(factorization
+        .toeplitz_c()
+        .ok_or_else(|| Error::Internal("a banded factorization without its coefficients".into()))?
+        .to_vec())
+}
+
 /// One marginal table of the workload: where its cells start in the step
 /// vector and each attribute's stride (0 for attributes summed out).
 struct Table {
@@ -148,15 +207,8 @@ impl StreamRelease {
         };
         let workload = crate::release::load_workload(&self.workload, &schema)?;
         let (tables, queries) = tables(&workload)?;
-        let stream = Stream::prefix(self.steps)?;
-        let factorization =
-            Factorization::banded(&stream, bands, Participation::Single, Objective::Max)?;
-        let coefficients = factorization
-            .toeplitz_c()
-            .ok_or_else(|| {
-                Error::Internal("a banded factorization without its coefficients".into())
-            })?
-            .to_vec();
+        let coefficients =
+            banded_coefficients(self.steps, bands, Participation::Single, Objective::Max)?;
         let spec = StreamSpec {
             coefficients,
             horizon: self.steps,
@@ -180,30 +232,23 @@ impl StreamRelease {
             self.start,
             self.steps as u64,
         )?;
-        let mut ledger = Ledger::open(&self.ledger)?;
-        let charge = crate::privacy::charge(ledger.budget(), Cost::Rho(rho))
-            .map_err(|e| Error::BadInput(format!("{}: {e}", self.ledger.display())))?;
-        if charge > ledger.remaining() {
-            return Err(Error::BudgetExceeded(format!(
-                "budget exceeded: this stream needs {charge} but {} has {} left",
-                self.ledger.display(),
-                ledger.remaining()
-            )));
-        }
-        let io = |e: std::io::Error| Error::BadInput(format!("writing the running counts: {e}"));
-        let mut out = open()?;
-        out.write_all(b"step,query,answer,std_error,ci_low,ci_high\n")
-            .map_err(io)?;
         let label = format!(
             "stream of {} steps (epsilon {}, delta {})",
             self.steps,
             self.budget.epsilon().get(),
             self.budget.delta().map_or(0.0, |d| d.get())
         );
-        // The durable charge precedes every draw.
-        let mut session = ledger.open_session(charge, &label)?;
-        let ledger_entry = ledger.entries().len() - 1;
-        let mut mechanism = session.stream(&spec, Cost::Rho(charge))?;
+        let io = |e: std::io::Error| Error::BadInput(format!("writing the running counts: {e}"));
+        let mut out = None;
+        let (mut mechanism, ledger_entry) =
+            open_stream(&self.ledger, self.budget, &spec, &label, || {
+                let mut w = open()?;
+                w.write_all(b"step,query,answer,std_error,ci_low,ci_high\n")
+                    .map_err(io)?;
+                out = Some(w);
+                Ok(())
+            })?;
+        let mut out = out.ok_or_else(|| Error::Internal("the output was not opened".into()))?;
         let names: Vec<String> = (0..queries)
             .map(|q| {
                 let mut s = String::new();

@@ -52,7 +52,11 @@ fn setup(test: &str) -> (PathBuf, PathBuf, HashMap<(usize, String), f64>) {
             state = state
                 .wrapping_mul(6364136223846793005)
                 .wrapping_add(1442695040888963407);
-            let sex = if (state >> 33).is_multiple_of(3) { "m" } else { "f" };
+            let sex = if (state >> 33).is_multiple_of(3) {
+                "m"
+            } else {
+                "f"
+            };
             let age = (state >> 40) % 100;
             text.push_str(&format!("{},{sex},{age}\n", 100 + step));
             for label in [
