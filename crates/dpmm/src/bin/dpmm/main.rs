@@ -95,7 +95,8 @@ struct StreamArgs {
     /// The running counts: step,query,answer,std_error,ci_low,ci_high.
     #[arg(long)]
     out: PathBuf,
-    /// Bands of the strategy C (default 16, at most T).
+    /// Bands of the strategy C (default: T, up to 4096 and 2^24 / cells
+    /// a step; as many as steps gives the square root factorization).
     #[arg(long)]
     bands: Option<usize>,
 }
