@@ -578,7 +578,10 @@ class DpFtrl:
     The rows must come in: exact lattice noise added to real-valued data
     outside the kernel would reveal the data modulo the lattice, so there
     is no separate noise vector to add yourself. ``next()`` with no rows is
-    a step without contributions (its result is the step's noise)."""
+    a step without contributions (its result is the step's noise). Once
+    charged, nothing about the rows' values raises (a refusal would answer
+    about them without noise): a row that is not finite contributes
+    nothing."""
 
     def __init__(
         self,

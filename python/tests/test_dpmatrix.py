@@ -462,8 +462,12 @@ def test_dpftrl_refusals_spend_nothing(tmp_path: Path):
     assert ledger.releases == 0 and pure.releases == 0
     s = dm.DpFtrl(ledger, **good, coefficients=[1.0, 0.5, 0.25])
     assert list(s.coefficients) == [1.0, 0.5, 0.25]
-    for rows in (np.zeros((2, 5)), np.zeros((2, 2, 4)), np.array([[np.nan, 0, 0, 0]])):
+    for rows in (np.zeros((2, 5)), np.zeros((2, 2, 4))):
         with pytest.raises(ValueError):
             s.next(rows)
     assert s.step == 0
     assert s.next(np.zeros(4)).shape == (4,)
+    # No value refuses once charged (that would answer about the data
+    # without noise): a row that is not finite contributes nothing.
+    out = s.next(np.array([[np.nan, 0, 0, 0], [1e300, -1e300, 0, 0]]))
+    assert np.isfinite(out).all() and s.step == 2

@@ -247,6 +247,10 @@ impl NoiseSource {
 
     fn bernoulli_wide(&mut self, num: u128, n: u128) -> bool {
         let low_bits = 64 - (n - 1).leading_zeros();
+        if low_bits == 0 {
+            // n = 2^64: a 64-bit word is the uniform integer itself.
+            return u128::from(self.rng.next_u64()) < num;
+        }
         // The top bits of n reach 2^64 when n is a power of two: u128.
         let (n_hi, num_hi) = (n >> low_bits, num >> low_bits);
         let mask = (1u128 << low_bits) - 1;
@@ -541,21 +545,21 @@ impl DiscreteGaussian {
     }
 
     /// The discrete Gaussian whose variance is `num/den` rounded *up* to
-    /// the finest dyadic rational `⌈σ² 2^m⌉ / 2^m` whose sampler runs on
-    /// machine words (`2 num t² den` within [`WORD_GAMMA_BITS`] bits), or
-    /// `num/den` itself when it already does, or when no `m ≥ 0` fits
-    /// (σ beyond about 2^29: the exact big-integer sampler). More noise
-    /// than asked, never less; [`Self::variance`] is what is drawn.
+    /// the finest dyadic rational `⌈σ² 2^m⌉ / 2^m` (`m ≤ 126`) whose
+    /// sampler runs on machine words (`2 num t² den` within
+    /// [`WORD_GAMMA_BITS`] bits), or `num/den` itself when it already does,
+    /// or when no `m ≥ 0` fits (σ beyond about 2^29: the exact big-integer
+    /// sampler). More noise than asked, never less (for σ ≥ 1 by a
+    /// relative 2⁻⁵⁸ at most); [`Self::variance`] is what is drawn.
     pub(crate) fn rounded_up(num: BigUint, den: &BigUint) -> Self {
         let exact = Self::new(num.clone(), den);
         if exact.gamma_den.bits() <= WORD_GAMMA_BITS {
             return exact;
         }
-        // 2 num t² den ≈ 2 σ⁴ 4^m with num = ⌈σ² 2^m⌉, den = 2^m.
-        let ceil_s2 = ceil_div(&num, den);
-        let t = ceil_s2.sqrt() + 1u8;
-        let base = (BigUint::from(2u8) * &ceil_s2 * &t * &t).bits();
-        let mut m = WORD_GAMMA_BITS.saturating_sub(base) / 2 + 1;
+        // The finest m: from 2^-m below any useful precision down, the
+        // first whose sampler fits (a few big-integer products each, once
+        // per measurement).
+        let mut m = 126u64;
         loop {
             let d = BigUint::from(1u8) << m;
             let candidate = Self::new(ceil_div(&(&num << m), den), &d);

@@ -14,8 +14,8 @@
 //! [`crate::aggregate`] holds: adding or removing one line changes one
 //! step's count tables by at most one record.
 //!
-//! The order of the lines is the caller's to check (a record for a step
-//! already released cannot be counted; see `dpmm::stream`).
+//! Lines may come in any order: each record carries its own step
+//! (`dpmm::stream` counts every record at its step before releasing any).
 
 use std::io::{BufReader, Read};
 

@@ -1,6 +1,6 @@
 //! Continual release of running counts (`dpmm stream`): time-stamped
 //! records in, the running counts of a workload of marginals at every
-//! step out, each step's rows written as the step closes.
+//! step out, each step's rows flushed as it is released.
 //!
 //! # What is released
 //!
@@ -11,7 +11,8 @@
 //! mechanism ([`dp_core::StreamMechanism`]) measures `C x + z` for a
 //! banded lower-triangular Toeplitz `C` (optimized by
 //! [`dp_stream::Factorization::banded`] for the largest per-step
-//! variance of the running counts) with exact discrete Gaussian `z`, and
+//! variance of the running counts; with as many bands as steps, the
+//! square root) with exact discrete Gaussian `z`, and
 //! the running counts are the running sums of `C⁻¹(C x + z)`.
 //!
 //! # Privacy
@@ -20,7 +21,7 @@
 //! one cell of each of the `m` marginal tables of its step, so the
 //! contribution's squared norm is `m`, and it contributes to one step
 //! (single participation). The whole horizon is charged to the ledger
-//! once, before the first record is read past the header, as `ρ`-zCDP
+//! once, after the input is read and before the first draw, as `ρ`-zCDP
 //! (ε, δ converted exactly, as in `release`).
 //!
 //! # Time values and steps
@@ -30,13 +31,21 @@
 //! step boundary is derived from the data, and all `T` steps are released
 //! (steps without records too). A time value that is not an integer, or
 //! outside `start..start + T`, is a bad line, handled like any other by
-//! the schema's `malformed` policy (dropped by default). Lines must come
-//! in nondecreasing step order: a step's rows are written when the first
-//! record of a later step arrives (or at the end of the input), and a
-//! record for a step already written stops the stream with an error (the
-//! steps already written stand; the charge is spent). Dropping such a
-//! record instead would depend on the other lines, which a per-line
-//! filter must not.
+//! the schema's `malformed` policy (dropped by default, refused under
+//! `error` — before the charge, as in `release`).
+//!
+//! # The whole input is read before the charge
+//!
+//! Every record is counted at its own step, in any order, and the steps
+//! are released after the input ends, each step's rows flushed as it is
+//! computed. Closing a step when a record of a later step arrives (a live
+//! stream driven by the data) would not be a per-line transformation: one
+//! added line with a late time value would close every earlier step and
+//! push every later line out of it, and stopping on a line out of order
+//! (or on an `error` policy mid-stream) would end the output at a point
+//! that depends on the data, after the charge. A live stream needs steps
+//! that close on a public clock; that is not built. Standard input
+//! (`--data -`) is read to its end like a file.
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -56,6 +65,8 @@ use crate::{Document, Error, Result};
 pub const MAX_STEPS: usize = 1 << 20;
 /// The largest number of released cells per step.
 pub const MAX_CELLS: usize = 1 << 22;
+/// The most counts a stream holds (steps × cells, 512 MB).
+pub const MAX_STEP_CELLS: usize = 1 << 26;
 /// The default number of bands of `C` for DP-FTRL (`dpmatrix.DpFtrl`),
 /// whose vectors are long: memory and work per step grow with the bands.
 pub const DEFAULT_BANDS: usize = 16;
@@ -182,8 +193,9 @@ impl StreamRelease {
     /// gzip'ed; `source_name` names it in errors), writing
     /// `step,query,answer,std_error,ci_low,ci_high` rows to the writer
     /// `open` returns (called once, just before the charge), each step's
-    /// rows flushed as the step closes. Everything that can be checked is
-    /// checked before the charge; a refusal spends nothing.
+    /// rows flushed as the step is released. The input is read whole and
+    /// everything that can be checked is checked before the charge; a
+    /// refusal spends nothing.
     pub fn run<'w>(
         &self,
         input: Box<dyn Read + '_>,
@@ -244,6 +256,22 @@ impl StreamRelease {
         if labels.len() != queries {
             return Err(Error::Internal("query labels and cells disagree".into()));
         }
+        let total = self
+            .steps
+            .checked_mul(queries)
+            .filter(|&n| n <= MAX_STEP_CELLS)
+            .ok_or_else(|| {
+                Error::BadInput(format!(
+                    "{} steps × {queries} cells are more than the {MAX_STEP_CELLS} counts a \
+                     stream holds",
+                    self.steps
+                ))
+            })?;
+        // Every record is counted at its own step before anything is
+        // charged: the whole input is read first (see the module's
+        // documentation), and every refusal (an `error` policy, I/O)
+        // happens here, spending nothing.
+        let mut counts = vec![0i64; total];
         let mut records = TimedRecords::new(
             input,
             source_name,
@@ -252,6 +280,20 @@ impl StreamRelease {
             self.start,
             self.steps as u64,
         )?;
+        while let Some(record) = records.next_record()? {
+            let base = record.step as usize * queries;
+            for table in &tables {
+                let cell = table.start
+                    + record
+                        .codes
+                        .iter()
+                        .zip(&table.strides)
+                        .map(|(c, s)| c * s)
+                        .sum::<usize>();
+                counts[base + cell] += 1;
+            }
+        }
+        drop(records);
         let label = format!(
             "stream of {} steps (epsilon {}, delta {})",
             self.steps,
@@ -276,18 +318,15 @@ impl StreamRelease {
                 s
             })
             .collect();
-        let mut counts = vec![0i64; queries];
         let mut running = vec![0f64; queries];
-        let mut step = 0usize;
         let mut text = String::new();
-        let mut close = |counts: &mut Vec<i64>, step: usize| -> Result<()> {
-            let released = mechanism.next_counts(counts)?;
-            counts.iter_mut().for_each(|c| *c = 0);
+        let mut number = ryu::Buffer::new();
+        for (step, step_counts) in counts.chunks_exact(queries).enumerate() {
+            let released = mechanism.next_counts(step_counts)?;
             let (_, variance) = mechanism.variances();
             let se = variance.sqrt();
             let half = dp_core::intervals::Z95 * se;
             text.clear();
-            let mut number = ryu::Buffer::new();
             for (q, (r, v)) in running.iter_mut().zip(&released).enumerate() {
                 *r += v;
                 text.push_str(&step.to_string());
@@ -300,34 +339,7 @@ impl StreamRelease {
                 text.push('\n');
             }
             out.write_all(text.as_bytes()).map_err(io)?;
-            out.flush().map_err(io)
-        };
-        while let Some(record) = records.next_record()? {
-            let at = record.step as usize;
-            if at < step {
-                return Err(Error::BadInput(format!(
-                    "{source_name}: a record for a step already released (lines must be in \
-                     nondecreasing time order); the steps before were written and the charge stands"
-                )));
-            }
-            while step < at {
-                close(&mut counts, step)?;
-                step += 1;
-            }
-            for table in &tables {
-                let cell = table.start
-                    + record
-                        .codes
-                        .iter()
-                        .zip(&table.strides)
-                        .map(|(c, s)| c * s)
-                        .sum::<usize>();
-                counts[cell] += 1;
-            }
-        }
-        while step < self.steps {
-            close(&mut counts, step)?;
-            step += 1;
+            out.flush().map_err(io)?;
         }
         Ok(StreamSummary {
             figures: spec.figures(rho)?,

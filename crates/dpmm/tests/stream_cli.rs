@@ -287,19 +287,44 @@ fn refusals_spend_nothing_and_write_nothing() {
 }
 
 #[test]
-fn a_record_out_of_time_order_stops_the_stream_after_the_steps_written() {
-    let (dir, ledger, _) = setup("order");
-    let mut text = std::fs::read_to_string(dir.join("records.csv")).unwrap();
-    // A record for day 100 after the records of day 110.
-    let cut = text.find("\n111,").unwrap();
-    text.insert_str(cut + 1, "100,f,30\n");
-    std::fs::write(dir.join("records.csv"), text).unwrap();
+fn lines_in_any_order_count_at_their_own_steps() {
+    // The same records, days reversed: the running counts are those of
+    // the records' own days (each line lands at its time value, whatever
+    // comes before or after it).
+    let (dir, ledger, truth) = setup("order");
+    let text = std::fs::read_to_string(dir.join("records.csv")).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    let header = lines.remove(0);
+    lines.reverse();
+    std::fs::write(
+        dir.join("records.csv"),
+        format!("{header}\n{}\n", lines.join("\n")),
+    )
+    .unwrap();
+    let run = run_stream(&dir, &ledger, &["--epsilon", "4", "--delta", "1e-6"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let z: Vec<f64> = rows(&dir)
+        .iter()
+        .map(|(step, query, [a, se, ..])| {
+            (a - truth.get(&(*step, query.clone())).copied().unwrap_or(0.0)) / se
+        })
+        .collect();
+    let n = z.len() as f64;
+    let mean = z.iter().sum::<f64>() / n;
+    let std = (z.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+    assert!(
+        (0.9..=1.1).contains(&std) && mean.abs() < 0.2,
+        "{mean} {std}"
+    );
+}
+
+#[test]
+fn under_the_error_policy_a_bad_line_is_refused_before_the_charge() {
+    let (dir, ledger, _) = setup("strict");
+    let strict = SCHEMA.replacen(r#"{"domain""#, r#"{"malformed": "error", "domain""#, 1);
+    std::fs::write(dir.join("schema.json"), strict).unwrap();
     let run = run_stream(&dir, &ledger, &["--epsilon", "1", "--delta", "1e-6"]);
-    assert!(run.is_refusal(), "{}", run.stderr);
-    assert!(run.stderr.contains("time order"), "{}", run.stderr);
-    // Charged (the stream had begun); step 10 was open, steps 0..=9 stand.
-    assert_eq!(status(&ledger).releases, 1);
-    let steps: Vec<usize> = rows(&dir).iter().map(|r| r.0).collect();
-    assert_eq!(steps.len(), 10 * 302);
-    assert_eq!(steps.iter().max(), Some(&9));
+    assert!(run.is_refusal(), "{} {}", run.code, run.stderr);
+    assert_eq!(status(&ledger).releases, 0);
+    assert!(!dir.join("running.csv").exists());
 }

@@ -42,6 +42,17 @@
 //! construction, `ρ` for `σ² ≥ Δ²/(2ρ)` (CKS20 Theorem 14, composed over
 //! the horizon's steps as one Gaussian mechanism on the stacked vector).
 
+//!
+//! # No refusal depends on the data
+//!
+//! Once charged, a stream refuses only on what is public (a step past the
+//! horizon, a vector of the wrong length): a refusal that depended on the
+//! values would answer a question about them without noise. A row that is
+//! not finite contributes nothing; each coordinate of a step's integer
+//! data is clamped to a cap that keeps `C̃X` within `i128` (clamping is a
+//! contraction, so the sensitivity holds). Parameters whose noise would
+//! exceed 2⁵⁰ lattice steps a draw are refused before the charge.
+
 use num_bigint::BigUint;
 use rayon::prelude::*;
 
@@ -59,6 +70,14 @@ pub const MAX_DIMENSION: usize = 1 << 26;
 pub const MAX_STATE: usize = 1 << 28;
 /// `q`: clipped vectors are rounded to the lattice `(L / 2^q) ℤ^dim`.
 pub const CLIP_LATTICE_BITS: u32 = 14;
+
+/// The largest variance of a draw on the measurement's lattice (σ = 2^50):
+/// beyond it a draw could leave `i64`; refused before the charge.
+const MAX_LATTICE_VARIANCE: f64 = 1.2676506002282294e30;
+
+/// The clipping norms accepted (the lattice step `L/2^q` stays a normal
+/// double).
+const CLIP_NORM_RANGE: (f64, f64) = (1e-100, 1e100);
 
 /// Coordinates per noise stream: each chunk of a step draws from its own
 /// stream, so a step's noise is drawn on every core.
@@ -113,6 +132,9 @@ pub struct StreamMechanism {
     contribution: Contribution,
     /// `m_k`, `m_0 = 2^P`.
     m: Vec<i64>,
+    /// Each coordinate of a step's integer data is clamped to `±input_cap`,
+    /// so that `Σ |m_k| · input_cap + 2^63 < 2^127`.
+    input_cap: i64,
     /// `c̃_k = m_k / 2^P`.
     c: Vec<f64>,
     /// `2^−P · unit`: one lattice step of the measurement in data units.
@@ -191,6 +213,7 @@ fn invalid(name: &'static str, reason: impl Into<String>) -> DpError {
 /// Everything computed before the charge.
 struct StreamPlan {
     m: Vec<i64>,
+    input_cap: i64,
     bits: u32,
     data_unit: f64,
     gaussian: DiscreteGaussian,
@@ -247,10 +270,10 @@ impl StreamPlan {
         }
         let m_sq = match *contribution {
             Contribution::Clipped { norm } => {
-                if !(norm.is_finite() && norm > 0.0) {
+                if !(CLIP_NORM_RANGE.0..=CLIP_NORM_RANGE.1).contains(&norm) {
                     return Err(invalid(
                         "clip norm",
-                        format!("must be finite and > 0, got {norm}"),
+                        format!("must be in [1e-100, 1e100], got {norm}"),
                     ));
                 }
                 BigUint::from(1u8) << (2 * CLIP_LATTICE_BITS)
@@ -313,6 +336,9 @@ impl StreamPlan {
             full * k_factor
         };
         let delta_sq = sum_m2 * m_sq;
+        let abs_sum: u128 = m.iter().map(|&v| u128::from(v.unsigned_abs())).sum();
+        let input_cap =
+            i64::try_from(((1u128 << 126) / abs_sum.max(1)).min(1 << 62)).unwrap_or(1 << 62);
         // σ² = Δ² / (2ρ) rounded up: ρ = a/b ⇒ Δ² b / (2a).
         let (a, b) = exact_ratio(rho)?;
         let gaussian = DiscreteGaussian::rounded_up(&delta_sq * b, &(a * 2u8));
@@ -325,8 +351,16 @@ impl StreamPlan {
             coefficient_bits: bits,
             sensitivity_exact: disjoint,
         };
+        if gaussian.variance() > MAX_LATTICE_VARIANCE {
+            return Err(invalid(
+                "privacy",
+                "the noise would exceed 2^50 lattice steps per draw: ρ too small for this \
+                 sensitivity (more participations, larger coefficients)",
+            ));
+        }
         Ok(Self {
             m,
+            input_cap,
             bits,
             data_unit,
             gaussian,
@@ -343,6 +377,7 @@ impl StreamPlan {
             step: 0,
             contribution: spec.contribution,
             c: self.m.iter().map(|&v| v as f64 / scale).collect(),
+            input_cap: self.input_cap,
             m: self.m,
             out_unit: self.data_unit / scale,
             x_hist: vec![vec![0; spec.dimension]; b],
@@ -404,9 +439,6 @@ impl StreamMechanism {
             ));
         }
         self.check_step(counts.len())?;
-        if counts.iter().any(|v| v.unsigned_abs() > 1 << 62) {
-            return Err(invalid("counts", "a count is beyond 2^62"));
-        }
         self.release(counts.to_vec())
     }
 
@@ -432,17 +464,14 @@ impl StreamMechanism {
                 ),
             ));
         }
-        if rows.len() / self.dimension > 1 << 32 {
-            return Err(invalid("rows", "more than 2^32 rows in one step"));
-        }
-        if !rows.iter().all(|v| v.is_finite()) {
-            return Err(invalid("rows", "values must be finite"));
-        }
+        // Nothing here refuses on the rows' values or their number (that
+        // would be a noiseless answer about the data): a row that is not
+        // finite contributes nothing, and the sum saturates (then
+        // `release` clamps it, a contraction).
         let mut sum = vec![0i64; self.dimension];
         for row in rows.chunks_exact(self.dimension) {
             for (s, v) in sum.iter_mut().zip(lattice_point(row, norm)) {
-                // |v| ≤ 2^q and at most 2^32 rows: no overflow.
-                *s += v;
+                *s = s.saturating_add(v);
             }
         }
         self.release(sum)
@@ -469,9 +498,16 @@ impl StreamMechanism {
 
     /// Measures `(C̃X)_t + z_t` on integers and returns `(C̃⁻¹ u)_t` in data
     /// units.
-    fn release(&mut self, x: Vec<i64>) -> Result<Vec<f64>> {
+    fn release(&mut self, mut x: Vec<i64>) -> Result<Vec<f64>> {
         let b = self.m.len();
         let t = self.step;
+        // Clamping each coordinate to ±cap is a contraction (it never
+        // increases |x − x'|), so the sensitivity holds, and Σ m_k X_{t−k}
+        // then fits i128 whatever the data: no refusal depends on it.
+        let cap = self.input_cap;
+        for v in &mut x {
+            *v = (*v).clamp(-cap, cap);
+        }
         self.x_hist[t % b] = x;
         let mut y = vec![0.0; self.dimension];
         let (x_hist, y_hist, m, c) = (&self.x_hist, &self.y_hist, &self.m, &self.c);
@@ -533,13 +569,31 @@ impl StreamMechanism {
 /// `row` clipped to L2 norm `norm` and put on the lattice `γℤ^dim`,
 /// `γ = norm / 2^q`, as integers `X` with `Σ X_i² ≤ 4^q` exactly: rounded
 /// to nearest, then (only near the clipping boundary) coordinates moved one
-/// step toward zero, largest first, until the bound holds.
+/// step toward zero, largest first, until the bound holds. A row with a
+/// value that is not finite contributes nothing (a function of the row
+/// alone, so the sensitivity is unchanged). The length is computed on the
+/// row scaled by its largest magnitude (no overflow or underflow), and
+/// every coordinate is within `2^q` before it is squared.
 fn lattice_point(row: &[f64], norm: f64) -> Vec<i64> {
-    let length = row.iter().map(|v| v * v).sum::<f64>().sqrt();
-    let unit = f64::from(1u32 << CLIP_LATTICE_BITS) / norm.max(length);
-    let mut x: Vec<i64> = row.iter().map(|v| (v * unit).round() as i64).collect();
+    let top = f64::from(1u32 << CLIP_LATTICE_BITS);
+    let largest = row.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    if !largest.is_finite() || largest == 0.0 {
+        return vec![0; row.len()];
+    }
+    let relative = row
+        .iter()
+        .map(|v| (v / largest).powi(2))
+        .sum::<f64>()
+        .sqrt();
+    // unit = 2^q / max(norm, ‖row‖), with ‖row‖ = largest · relative.
+    let unit = (top / norm).min(top / largest / relative);
+    let limit = 1i64 << CLIP_LATTICE_BITS;
+    let mut x: Vec<i64> = row
+        .iter()
+        .map(|v| ((v * unit).round() as i64).clamp(-limit, limit))
+        .collect();
     let bound = 1u128 << (2 * CLIP_LATTICE_BITS);
-    let mut sq: u128 = x.iter().map(|&v| (v.unsigned_abs() as u128).pow(2)).sum();
+    let mut sq: u128 = x.iter().map(|&v| u128::from(v.unsigned_abs()).pow(2)).sum();
     if sq > bound {
         let mut order: Vec<usize> = (0..x.len()).filter(|&i| x[i] != 0).collect();
         order.sort_by_key(|&i| std::cmp::Reverse(x[i].unsigned_abs()));
@@ -549,7 +603,7 @@ fn lattice_point(row: &[f64], norm: f64) -> Vec<i64> {
                     break 'shrink;
                 }
                 if x[i] != 0 {
-                    let a = x[i].unsigned_abs() as u128;
+                    let a = u128::from(x[i].unsigned_abs());
                     sq = sq - a * a + (a - 1) * (a - 1);
                     x[i] -= x[i].signum();
                 }

@@ -210,6 +210,21 @@ fn lattice_points_keep_the_norm_bound_exactly() {
             }
         }
     }
+    // Rows whose squares underflow or overflow, at the extreme clip norms:
+    // the bound holds and a huge row is clipped, not zeroed.
+    for (row, norm) in [
+        (vec![-1e-170; 4], 1e-100),
+        (vec![1e-320, -1e-320, 5e-324], 1e-100),
+        (vec![1e300, 1e300], 1.0),
+        (vec![f64::MAX, -f64::MAX, f64::MAX], 1e100),
+        (vec![1e-170, 0.0, 0.0], 1e100),
+    ] {
+        let x = lattice_point(&row, norm);
+        assert!(sq(&x) <= bound, "{row:?} at {norm}");
+    }
+    let x = lattice_point(&[1e300, 1e300], 1.0);
+    assert_eq!(x[0], x[1]);
+    assert!((x[0] as f64 - 16384.0 / 2f64.sqrt()).abs() <= 1.0, "{x:?}");
     // The clip norm scales the lattice: 0.3 · 2^14 = 4915.2, 0.4 · 2^14 = 6553.6.
     assert_eq!(lattice_point(&[3.0, 4.0], 10.0), vec![4915, 6554]);
 }
@@ -280,9 +295,16 @@ fn refusals_spend_nothing() {
     assert!(session.stream(&good, Cost::Rho(2.0)).is_err());
     assert_eq!((session.spent(), session.measurements()), (0.0, 0));
 
+    // Noise beyond 2^50 lattice steps a draw (tiny ρ, many
+    // participations): refused before the charge.
+    let mut many = good.clone();
+    many.participations = 1 << 30;
+    many.horizon = 1 << 30;
+    assert!(session.stream(&many, Cost::Rho(1e-15)).is_err());
+    assert_eq!((session.spent(), session.measurements()), (0.0, 0));
+
     let mut stream = session.stream(&good, Cost::Rho(0.5)).unwrap();
     assert!(stream.next_counts(&[1, 2]).is_err());
-    assert!(stream.next_counts(&[1, 2, i64::MAX]).is_err());
     assert!(stream.next_clipped(&[0.0; 3]).is_err());
     assert_eq!(stream.step(), 0);
     for _ in 0..10 {
@@ -295,9 +317,42 @@ fn refusals_spend_nothing() {
     let mut stream = session.stream(&clipped, Cost::Rho(0.25)).unwrap();
     assert!(stream.next_counts(&[1, 2, 3]).is_err());
     assert!(stream.next_clipped(&[0.0; 4]).is_err());
-    assert!(stream.next_clipped(&[0.0, f64::NAN, 0.0]).is_err());
     assert!(
         stream.next_clipped(&[]).is_ok(),
         "a step without contributions"
     );
+}
+
+#[test]
+fn no_value_of_the_data_causes_a_refusal() {
+    // A refusal after the charge that depends on the data would be a
+    // noiseless answer about it. A row that is not finite contributes
+    // nothing (the same output, draw for draw, as without it); counts
+    // beyond the cap are clamped; both from identically seeded sessions.
+    let mut clipped = spec(vec![1.0, 0.5, 0.25], 3, 4);
+    clipped.contribution = Contribution::Clipped { norm: 1.0 };
+    let run = |rows: &[f64]| {
+        let mut session = SeededSession::zcdp(1.0, 77).unwrap();
+        let mut stream = session.stream(&clipped, Cost::Rho(1.0)).unwrap();
+        stream.next_clipped(rows).unwrap()
+    };
+    let row = [0.1, -0.2, 0.3, 0.0];
+    let mut with_nan = vec![f64::NAN, 0.0, 0.0, 0.0];
+    with_nan.extend(row);
+    let mut with_inf = vec![0.0, f64::INFINITY, 0.0, 0.0];
+    with_inf.extend(row);
+    assert_eq!(run(&with_nan), run(&row));
+    assert_eq!(run(&with_inf), run(&row));
+    assert_ne!(run(&row), run(&[]));
+
+    // Counts at the extremes, with coefficients near the limit: no
+    // overflow (a debug build would panic), finite outputs.
+    let mut big = spec(vec![1.0, 2f64.powi(36), -2f64.powi(36)], 4, 3);
+    big.contribution = Contribution::Counts { squared_norm: 1 };
+    let mut session = SeededSession::zcdp(5000.0, 5).unwrap();
+    let mut stream = session.stream(&big, Cost::Rho(5000.0)).unwrap();
+    for _ in 0..4 {
+        let out = stream.next_counts(&[i64::MAX, i64::MIN, 1 << 62]).unwrap();
+        assert!(out.iter().all(|v| v.is_finite()));
+    }
 }

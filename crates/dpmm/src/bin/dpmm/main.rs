@@ -55,9 +55,9 @@ enum Command {
     #[command(subcommand)]
     Ledger(LedgerCommand),
     /// Continual release: time-stamped records in (a file or standard
-    /// input, in time order), the running counts of a workload of
-    /// marginals at every step out, each step written as it closes; the
-    /// ledger charged once for the whole horizon.
+    /// input, read whole, lines in any order), the running counts of a
+    /// workload of marginals at every step out; the ledger charged once
+    /// for the whole horizon.
     Stream(StreamArgs),
 }
 
@@ -65,7 +65,7 @@ enum Command {
 #[derive(Args)]
 struct StreamArgs {
     /// The records (CSV with a header, plain or gzip'ed); `-` reads
-    /// standard input as records arrive.
+    /// standard input (to its end).
     #[arg(long)]
     data: PathBuf,
     /// The column holding each record's time: an integer; step = time −
