@@ -1,5 +1,5 @@
 //! Time-stamped records for continual release (`dpmm stream`): the same
-//! lines, dialect, schema and policies as [`crate::aggregate`], read one
+//! lines, dialect, schema and policies as [`mod@crate::aggregate`], read one
 //! record at a time with the step its time column names.
 //!
 //! # Time values and steps
@@ -11,7 +11,7 @@
 //! malformed row (dropped or refused by the schema's `malformed` policy);
 //! one outside the horizon is a value outside the domain of time, dropped
 //! the same way. Both depend on that line alone, so the stability of
-//! [`crate::aggregate`] holds: adding or removing one line changes one
+//! [`mod@crate::aggregate`] holds: adding or removing one line changes one
 //! step's count tables by at most one record.
 //!
 //! Lines may come in any order: each record carries its own step

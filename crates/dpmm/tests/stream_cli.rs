@@ -213,57 +213,31 @@ fn refusals_spend_nothing_and_write_nothing() {
             "queries": [{"kron": {"age": "prefix"}}]}"#,
     )
     .unwrap();
+    let records = dir.join("records.csv");
+    let approx = ["--epsilon", "1", "--delta", "1e-6"];
+    // The arguments of a good run at (1, 10⁻⁶) with `flag` set to `value`
+    // (or the flags `extra` added).
+    let with = |flag: &str, value: &str, extra: &[&str]| -> Vec<String> {
+        let mut a = stream_args(&dir, &ledger, arg(&records), &[&approx[..], extra].concat());
+        if let Some(i) = a.iter().position(|x| x == flag) {
+            a[i + 1] = value.to_string();
+        }
+        a
+    };
     let cases: Vec<Vec<String>> = vec![
         // Pure ε: a stream needs δ.
-        stream_args(
-            &dir,
-            &ledger,
-            arg(&dir.join("records.csv")),
-            &["--epsilon", "1"],
-        ),
+        stream_args(&dir, &ledger, arg(&records), &["--epsilon", "1"]),
         // More than the ledger holds.
-        stream_args(
-            &dir,
-            &ledger,
-            arg(&dir.join("records.csv")),
-            &["--epsilon", "8", "--delta", "1e-6"],
-        ),
+        with("--epsilon", "8", &[]),
         // Not a marginal workload.
-        {
-            let mut a = stream_args(
-                &dir,
-                &ledger,
-                arg(&dir.join("records.csv")),
-                &["--epsilon", "1", "--delta", "1e-6"],
-            );
-            let i = a.iter().position(|x| x == "--workload").unwrap();
-            a[i + 1] = arg(&bad_spec).to_string();
-            a
-        },
+        with("--workload", arg(&bad_spec), &[]),
         // No such time column.
-        {
-            let mut a = stream_args(
-                &dir,
-                &ledger,
-                arg(&dir.join("records.csv")),
-                &["--epsilon", "1", "--delta", "1e-6"],
-            );
-            let i = a.iter().position(|x| x == "--time-column").unwrap();
-            a[i + 1] = "when".into();
-            a
-        },
-        stream_args(
-            &dir,
-            &ledger,
-            arg(&dir.join("records.csv")),
-            &["--epsilon", "1", "--delta", "1e-6", "--bands", "0"],
-        ),
-        stream_args(
-            &dir,
-            &ledger,
-            arg(&dir.join("nothing.csv")),
-            &["--epsilon", "1", "--delta", "1e-6"],
-        ),
+        with("--time-column", "when", &[]),
+        with("", "", &["--bands", "0"]),
+        with("--data", arg(&dir.join("nothing.csv")), &[]),
+        // Zero steps; more steps × cells than a stream holds.
+        with("--steps", "0", &[]),
+        with("--steps", "1000000", &[]),
     ];
     for args in &cases {
         let refs: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -272,18 +246,6 @@ fn refusals_spend_nothing_and_write_nothing() {
         assert_eq!(status(&ledger).releases, 0, "{args:?}");
         assert!(!dir.join("running.csv").exists(), "{args:?}");
     }
-    // Zero steps is a usage error too.
-    let mut a = stream_args(
-        &dir,
-        &ledger,
-        arg(&dir.join("records.csv")),
-        &["--epsilon", "1", "--delta", "1e-6"],
-    );
-    let i = a.iter().position(|x| x == "--steps").unwrap();
-    a[i + 1] = "0".into();
-    let refs: Vec<&str> = a.iter().map(String::as_str).collect();
-    assert!(dpmm(&refs).is_refusal());
-    assert_eq!(status(&ledger).releases, 0);
 }
 
 #[test]
