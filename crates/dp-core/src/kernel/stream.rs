@@ -512,7 +512,8 @@ impl StreamMechanism {
         let mut y = vec![0.0; self.dimension];
         let (x_hist, y_hist, m, c) = (&self.x_hist, &self.y_hist, &self.m, &self.c);
         let gaussian = &self.gaussian;
-        y.par_chunks_mut(CHUNK)
+        let drawn = y
+            .par_chunks_mut(CHUNK)
             .zip(self.sources.par_iter_mut())
             .enumerate()
             .try_for_each(|(chunk, (out, source))| -> Result<()> {
@@ -537,7 +538,14 @@ impl StreamMechanism {
                     }
                 }
                 Ok(())
-            })?;
+            });
+        if let Err(e) = drawn {
+            // A draw beyond i64 (σ ≤ 2^50 on the lattice: probability below
+            // exp(−2^25)) ends the stream: retrying the step would measure
+            // it twice with fresh noise.
+            self.step = self.horizon;
+            return Err(e);
+        }
         // c̃_0 = 1: y_t is the inverse filter's output (measurement units).
         let unit = self.out_unit;
         let released: Vec<f64> = y.iter().map(|v| v * unit).collect();

@@ -356,3 +356,27 @@ fn no_value_of_the_data_causes_a_refusal() {
         assert!(out.iter().all(|v| v.is_finite()));
     }
 }
+
+#[test]
+fn stated_variances_are_the_closed_forms_of_a_two_band_filter() {
+    // C = [1, a]: C⁻¹'s coefficients are (−a)^j, so after step t the
+    // step's noise variance is σ² Σ_{j≤t} a^{2j} and the running sum's is
+    // σ² Σ_{i≤t} (Σ_{j≤i} (−a)^j)² (a = 0.5 is dyadic: C̃ = C).
+    let a: f64 = 0.5;
+    let mut session = SeededSession::zcdp(1.0, 8).unwrap();
+    let mut stream = session
+        .stream(&spec(vec![1.0, a], 12, 2), Cost::Rho(1.0))
+        .unwrap();
+    assert_eq!(stream.coefficients(), &[1.0, a]);
+    let s2 = stream.figures().sigma.powi(2);
+    let (mut step_sum, mut running) = (0.0, 0.0);
+    for t in 0..12 {
+        stream.next_counts(&[0, 0]).unwrap();
+        step_sum += a.powi(2 * t);
+        let prefix: f64 = (0..=t).map(|j| (-a).powi(j)).sum();
+        running += prefix * prefix;
+        let (v_step, v_sum) = stream.variances();
+        assert!((v_step / (s2 * step_sum) - 1.0).abs() < 1e-14, "t = {t}");
+        assert!((v_sum / (s2 * running) - 1.0).abs() < 1e-14, "t = {t}");
+    }
+}
