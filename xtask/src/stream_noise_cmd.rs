@@ -23,7 +23,8 @@ pub struct StreamNoiseArgs {
     /// Coordinates per step.
     #[arg(long, default_value_t = 10_000)]
     dimension: usize,
-    /// Bands of C (the square root's first coefficients).
+    /// Bands of C: the first coefficients of the running sums' square
+    /// root, `(1 − x)^{−1/2}`.
     #[arg(long, default_value_t = 8)]
     bands: usize,
     /// ρ charged for the horizon.
@@ -49,7 +50,7 @@ pub fn run(args: &StreamNoiseArgs) -> Result<()> {
         });
     }
     let spec = StreamSpec {
-        coefficients: dp_stream::toeplitz::sqrt_series(args.bands),
+        coefficients: dp_stream::toeplitz::inverse_sqrt_series(args.bands),
         horizon: args.steps,
         dimension: args.dimension,
         participations: 1,

@@ -27,6 +27,24 @@ use dp_core::ledger::{Anchor, Ledger, LedgerBudget, Record, Verification};
 use crate::privacy::{epsilon_for, ledger_budget};
 use crate::{Error, Result};
 
+/// Opens the ledger at `path` (locked, verified) for a measurement costing
+/// `cost`: what it will be charged, in its unit, refused (nothing written)
+/// when the ledger's kind cannot pay for it or too little is left. `what`
+/// names the measurement in the refusal ("this release", "this stream").
+pub(crate) fn open_for(path: &Path, cost: dp_core::Cost, what: &str) -> Result<(Ledger, f64)> {
+    let ledger = Ledger::open(path)?;
+    let charge = crate::privacy::charge(ledger.budget(), cost)
+        .map_err(|e| Error::BadInput(format!("{}: {e}", path.display())))?;
+    if charge > ledger.remaining() {
+        return Err(Error::BudgetExceeded(format!(
+            "budget exceeded: {what} needs {charge} but {} has {} left",
+            path.display(),
+            ledger.remaining()
+        )));
+    }
+    Ok((ledger, charge))
+}
+
 /// The one-line warning for a ledger at `path` that has charges but no
 /// head anchor (a rollback before now cannot be detected), read without
 /// changing anything ([`Ledger::verify`]); `None` otherwise, and when it

@@ -373,16 +373,7 @@ impl Release {
             layout,
             ..
         } = ready;
-        let ledger = Ledger::open(&args.ledger)?;
-        let charge = crate::privacy::charge(ledger.budget(), cost)
-            .map_err(|e| Error::BadInput(format!("{}: {e}", args.ledger.display())))?;
-        if charge > ledger.remaining() {
-            return Err(Error::BudgetExceeded(format!(
-                "budget exceeded: this release needs {charge} but {} has {} left",
-                args.ledger.display(),
-                ledger.remaining()
-            )));
-        }
+        let (ledger, charge) = crate::ledger::open_for(&args.ledger, cost, "this release")?;
         Ok(Prepared {
             schema,
             workload,

@@ -50,7 +50,6 @@
 use std::io::{Read, Write};
 use std::path::PathBuf;
 
-use dp_core::ledger::Ledger;
 use dp_core::{Contribution, Cost, PrivacyBudget, StreamFigures, StreamSpec};
 use dp_stream::{Factorization, Objective, Participation, Stream};
 use dp_workloads::structured::StructuredWorkload;
@@ -80,8 +79,7 @@ const DEFAULT_STATE: usize = 1 << 24;
 /// [`MAX_BANDS`] and a state of 2²⁴ values allow. A banded `C` with as
 /// many bands as steps is the square root, the best Toeplitz
 /// factorization for the largest variance; fewer bands cost accuracy
-/// (at T = 365, 16 bands give a largest variance of 30.1 against the
-/// square root's 8.67 in units of the noise multiplier).
+/// (docs/streams.md).
 pub fn default_bands(cells: usize) -> usize {
     (DEFAULT_STATE / cells.max(1)).clamp(1, MAX_BANDS)
 }
@@ -137,16 +135,7 @@ pub fn open_stream(
 ) -> Result<(dp_core::StreamMechanism, usize)> {
     let rho = stream_rho(budget)?;
     spec.figures(rho)?;
-    let mut opened = Ledger::open(ledger)?;
-    let charge = crate::privacy::charge(opened.budget(), Cost::Rho(rho))
-        .map_err(|e| Error::BadInput(format!("{}: {e}", ledger.display())))?;
-    if charge > opened.remaining() {
-        return Err(Error::BudgetExceeded(format!(
-            "budget exceeded: this stream needs {charge} but {} has {} left",
-            ledger.display(),
-            opened.remaining()
-        )));
-    }
+    let (mut opened, charge) = crate::ledger::open_for(ledger, Cost::Rho(rho), "this stream")?;
     before_charge()?;
     // The durable charge precedes every draw.
     let mut session = opened.open_session(charge, label)?;
@@ -181,6 +170,22 @@ pub fn banded_coefficients(
         .to_vec())
 }
 
+/// `dpmm stream`'s `C` for running counts over `steps` with `bands`
+/// bands, for the largest variance under single participation: the square
+/// root when `bands = steps` (the Toeplitz optimum), the banded optimum
+/// when dp-stream's optimizer takes `steps × bands`, and otherwise the
+/// square root truncated to `bands` (that optimizer's starting point).
+pub fn running_count_coefficients(steps: usize, bands: usize) -> Result<Vec<f64>> {
+    // The running sums' square root is (1 − x)^{−1/2}.
+    if bands >= steps {
+        return Ok(dp_stream::toeplitz::inverse_sqrt_series(steps));
+    }
+    if steps as f64 * bands as f64 <= dp_stream::toeplitz::MAX_WORK / 1000.0 {
+        return banded_coefficients(steps, bands, Participation::Single, Objective::Max);
+    }
+    Ok(dp_stream::toeplitz::inverse_sqrt_series(bands))
+}
+
 /// One marginal table of the workload: where its cells start in the step
 /// vector and each attribute's stride (0 for attributes summed out).
 struct Table {
@@ -202,15 +207,7 @@ impl StreamRelease {
         source_name: &str,
         open: impl FnOnce() -> Result<Box<dyn Write + 'w>>,
     ) -> Result<StreamSummary> {
-        let rho = match crate::privacy::cost(self.budget)? {
-            Cost::Rho(rho) => rho,
-            Cost::Epsilon(_) => {
-                return Err(Error::BadInput(
-                    "a stream is measured with Gaussian noise: give --delta as well as --epsilon"
-                        .into(),
-                ));
-            }
-        };
+        let rho = stream_rho(self.budget)?;
         if self.steps == 0 || self.steps > MAX_STEPS {
             return Err(Error::BadInput(format!(
                 "--steps must be in 1..={MAX_STEPS}, got {}",
@@ -239,8 +236,7 @@ impl StreamRelease {
             .bands
             .unwrap_or_else(|| default_bands(queries))
             .min(self.steps);
-        let coefficients =
-            banded_coefficients(self.steps, bands, Participation::Single, Objective::Max)?;
+        let coefficients = running_count_coefficients(self.steps, bands)?;
         let spec = StreamSpec {
             coefficients,
             horizon: self.steps,
@@ -251,7 +247,7 @@ impl StreamRelease {
                 squared_norm: tables.len() as u64,
             },
         };
-        spec.figures(rho)?;
+        let figures = spec.figures(rho)?;
         let labels = QueryLabels::new(&workload, &schema);
         if labels.len() != queries {
             return Err(Error::Internal("query labels and cells disagree".into()));
@@ -342,7 +338,7 @@ impl StreamRelease {
             out.flush().map_err(io)?;
         }
         Ok(StreamSummary {
-            figures: spec.figures(rho)?,
+            figures,
             queries,
             bands,
             ledger_entry,
