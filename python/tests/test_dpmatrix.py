@@ -460,7 +460,11 @@ def test_dpftrl_refusals_spend_nothing(tmp_path: Path):
     with pytest.raises(ValueError):
         dm.DpFtrl(pure, **good)
     assert ledger.releases == 0 and pure.releases == 0
-    s = dm.DpFtrl(ledger, **good, coefficients=[1.0, 0.5, 0.25])
+    # The default bands fit a separation below 16 (banded C with at most
+    # `separation` bands keeps the sensitivity exact).
+    multi = dm.DpFtrl(ledger, **{**good, "epsilon": 0.5}, participations=3, separation=4)
+    assert len(multi.coefficients) == 4 and multi.sensitivity_exact
+    s = dm.DpFtrl(ledger, **{**good, "epsilon": 0.5}, coefficients=[1.0, 0.5, 0.25])
     assert list(s.coefficients) == [1.0, 0.5, 0.25]
     for rows in (np.zeros((2, 5)), np.zeros((2, 2, 4))):
         with pytest.raises(ValueError):

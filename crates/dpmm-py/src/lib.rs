@@ -815,7 +815,11 @@ impl DpFtrl {
                 let coefficients = match coefficients {
                     Some(c) => c,
                     None => {
-                        let bands = bands.unwrap_or(dpmm::stream::DEFAULT_BANDS.min(steps.max(1)));
+                        // At most the separation under several
+                        // participations (where the sensitivity is exact).
+                        let most = if participations > 1 { separation } else { steps };
+                        let bands = bands
+                            .unwrap_or(dpmm::stream::DEFAULT_BANDS.min(steps.max(1)).min(most));
                         dpmm::stream::banded_coefficients(steps, bands, participation, objective)?
                     }
                 };
