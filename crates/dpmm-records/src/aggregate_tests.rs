@@ -1,4 +1,5 @@
 use super::*;
+use crate::{DEFAULT_CELL_LIMIT, MAX_CELL_LIMIT, Policy};
 use flate2::{Compression, write::GzEncoder};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -375,7 +376,17 @@ fn counts_tables_refuse_bad_counts_and_headers() {
     let schema = schema();
     let layout = full(&schema);
     let table = |text: &str| aggregate(text.as_bytes(), "t", &schema, &layout, Rows::CountsTable);
-    for bad in ["-3", "2.5", "", "1e3", "987654.25x"] {
+    for bad in [
+        "-3",
+        "2.5",
+        "",
+        "1e20",
+        "987654.25x",
+        "NaN",
+        "inf",
+        "-0.5",
+        "true",
+    ] {
         let e = table(&format!("sex,age,region,count\nf,30,n,4\nm,20,s,{bad}\n")).expect_err(bad);
         assert_eq!(e, RecordsError::BadCount);
         assert_secret_free(&e);
@@ -402,6 +413,12 @@ fn counts_tables_refuse_bad_counts_and_headers() {
         }
     );
     assert_secret_free(&e);
+    // Whole numbers written as floats (DuckDB's SUM is a DOUBLE) count as
+    // the integers they are.
+    let as_floats = table("sex,age,region,count\nf,30,n,13.0\nm,17,w,1.3e1\nm,17,w, 7 \n")
+        .expect("whole numbers");
+    let as_integers = table("sex,age,region,count\nf,30,n,13\nm,17,w,20\n").expect("integers");
+    assert_eq!(as_floats.tables(), as_integers.tables());
     // Zero counts and dropped groups are fine.
     let counts = table("sex,age,region,count\nf,30,n,0\n,30,n,5\nm,17,w,2\n").expect("valid");
     let mut want = vec![0u64; 24];

@@ -19,7 +19,8 @@ use crate::source;
 /// The note at the top of every draft (and for a command to print).
 pub const DRAFT_NOTE: &str = "DRAFT: every attribute's values or bins must come from PUBLIC \
      knowledge (a codebook, a questionnaire, the law), never from the private data: a domain \
-     read off the records leaks. Replace each TODO and delete attributes you do not need. \
+     read off the records leaks. Replace each TODO and delete attributes you do not need \
+     (keep \"columns\": it pins the file's header, so a file with another header is refused). \
      Policies are drop: a record outside the domain, missing a value or malformed is left out. \
      \"error\" instead refuses the whole file for one such record: a check of your own data, \
      whose outcome depends on the data, not for pipelines whose exit status others see.";
@@ -43,8 +44,10 @@ impl SchemaDraft {
     }
 
     /// The draft as schema JSON: the note first, the `malformed` policy,
-    /// then one attribute per line (name, column, a `values` placeholder,
-    /// both policies `drop`, the default written out), in header order.
+    /// the header pinned as `columns` (a file with another header, or a
+    /// line inserted before it, is then refused), then one attribute per
+    /// line (name, column, a `values` placeholder, both policies `drop`,
+    /// the default written out), in header order.
     pub fn to_json(&self) -> String {
         // The note explains; the placeholder only has to be unmissable.
         let placeholder = format!(
@@ -62,9 +65,12 @@ impl SchemaDraft {
                 )
             })
             .collect();
+        let columns: Vec<String> = self.columns.iter().map(|c| quoted(c)).collect();
         format!(
-            "{{\n  \"note\": {},\n  \"malformed\": \"drop\",\n  \"domain\": [\n{}\n  ]\n}}",
+            "{{\n  \"note\": {},\n  \"malformed\": \"drop\",\n  \"columns\": [{}],\n  \
+             \"domain\": [\n{}\n  ]\n}}",
             quoted(DRAFT_NOTE),
+            columns.join(", "),
             attributes.join(",\n")
         )
     }
@@ -79,7 +85,7 @@ fn quoted(text: &str) -> String {
 /// it: the text is consumed one byte at a time up to the end of the first
 /// line that is not empty, the header as [`crate::aggregate()`] reads it (a
 /// gzip decoder may inflate a block ahead, which is never looked at).
-pub fn draft_from_header<R: Read>(
+pub fn draft_from_header<R: Read + Send>(
     input: R,
     source_name: &str,
 ) -> Result<SchemaDraft, RecordsError> {
@@ -227,6 +233,10 @@ mod tests {
         }
         let schema = Schema::from_json(&json.to_string()).expect("completed");
         assert_eq!(schema.malformed(), Policy::Drop);
+        assert_eq!(
+            schema.columns(),
+            Some(&["a".to_string(), "b".to_string()][..])
+        );
         for a in schema.attributes() {
             assert_eq!((a.outside, a.missing), (Policy::Drop, Policy::Drop));
         }

@@ -1,211 +1,703 @@
-//! The hot path: one field's bytes → a cell index of its attribute.
+//! The hot path: one Arrow column of a batch → one code per row, for every
+//! column the schema reads; and the schema compiled against a source's
+//! column names and types before any row is read.
+//!
+//! What a value reads as is decided by [`crate::value`] from the value
+//! alone; here only the loops over each Arrow type live. A column whose
+//! type no value of the attribute could match (a timestamp, a list; a
+//! number column against categories that list no number) is refused by
+//! [`Compiled::new`] from the types alone, before anything is read.
 
-use std::collections::HashMap;
+use arrow_array::cast::AsArray;
+use arrow_array::types::{
+    Decimal32Type, Decimal64Type, Decimal128Type, Decimal256Type, Float16Type, Float32Type,
+    Float64Type, Int8Type, Int16Type, Int32Type, Int64Type, UInt8Type, UInt16Type, UInt32Type,
+    UInt64Type,
+};
+use arrow_array::{Array, ArrowPrimitiveType, RecordBatch};
+use arrow_schema::DataType;
 
-use crate::schema::{AttributeSchema, Encoding, Policy};
+use crate::error::RecordsError;
+use crate::lines::Malformed;
+use crate::schema::{Policy, Schema};
+use crate::value::{Code, Lookup, parse_number};
 
-/// What one field says about its attribute.
+/// What kind of values a column holds, as far as reading it goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Code {
-    /// The value's index in the attribute.
-    Cell(usize),
-    /// Outside the domain: a category not listed, a number outside the
-    /// bins.
-    Outside,
-    /// Text that is not a finite number, for a numeric attribute.
-    Unparsable,
-    /// One of the missing-value markers.
-    Missing,
+pub(crate) enum Kind {
+    /// Text or bytes.
+    Text,
+    /// Integers, floats or decimals.
+    Number,
+    /// Booleans.
+    Boolean,
+    /// Nothing but nulls.
+    Null,
 }
 
-/// Categorical attributes with at most this many values are matched by a
-/// linear scan (faster than hashing for yes/no-sized lists).
-const LINEAR_SCAN_MAX: usize = 16;
-
-enum Lookup {
-    Scan(Vec<Box<[u8]>>),
-    Hashed(HashMap<Box<[u8]>, usize>),
-    Bins(Vec<f64>),
+/// The kind of a column of type `t` (a dictionary by its values), or
+/// `None` for a type no attribute reads.
+pub(crate) fn kind_of(t: &DataType) -> Option<Kind> {
+    use DataType as T;
+    Some(match t {
+        T::Utf8 | T::LargeUtf8 | T::Utf8View | T::Binary | T::LargeBinary | T::BinaryView => {
+            Kind::Text
+        }
+        T::Int8
+        | T::Int16
+        | T::Int32
+        | T::Int64
+        | T::UInt8
+        | T::UInt16
+        | T::UInt32
+        | T::UInt64
+        | T::Float16
+        | T::Float32
+        | T::Float64
+        | T::Decimal32(..)
+        | T::Decimal64(..)
+        | T::Decimal128(..)
+        | T::Decimal256(..) => Kind::Number,
+        T::Boolean => Kind::Boolean,
+        T::Null => Kind::Null,
+        T::Dictionary(key, value) if key.is_dictionary_key_type() => kind_of(value)?,
+        _ => return None,
+    })
 }
 
-/// The compiled form of one [`AttributeSchema`].
-pub(crate) struct Encoder {
-    lookup: Lookup,
-    missing: Vec<Box<[u8]>>,
-    /// Policy for [`Code::Outside`].
-    pub(crate) outside: Policy,
-    /// Policy for [`Code::Unparsable`].
-    pub(crate) unparsable: Policy,
-    /// Policy for [`Code::Missing`].
-    pub(crate) missing_policy: Policy,
+/// The type as people say it, for messages.
+pub(crate) fn type_name(t: &DataType) -> String {
+    match kind_of(t) {
+        Some(Kind::Text) => "text".into(),
+        Some(Kind::Number) => "numbers".into(),
+        Some(Kind::Boolean) => "booleans".into(),
+        Some(Kind::Null) => "only nulls".into(),
+        None => format!("values of type {t}"),
+    }
 }
 
-impl Encoder {
-    /// Compiles `attribute` with the schema's missing-value markers.
-    pub(crate) fn new(attribute: &AttributeSchema, missing_markers: &[String]) -> Self {
-        let lookup = match &attribute.encoding {
-            Encoding::Categorical { values } if values.len() <= LINEAR_SCAN_MAX => {
-                Lookup::Scan(values.iter().map(|v| v.as_bytes().into()).collect())
-            }
-            Encoding::Categorical { values } => Lookup::Hashed(
-                values
-                    .iter()
-                    .enumerate()
-                    .map(|(i, v)| (v.as_bytes().into(), i))
-                    .collect(),
-            ),
-            Encoding::Bins { edges } => Lookup::Bins(edges.clone()),
+/// The role a source column plays.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Role {
+    /// Read by the schema's attribute at this position.
+    Attribute(usize),
+    /// A counts table's count.
+    Count,
+    /// A stream's time.
+    Time,
+}
+
+/// One column of a source that is read, and what reads it.
+#[derive(Debug, Clone)]
+pub(crate) struct Needed {
+    /// Its position among the source's columns.
+    pub(crate) position: usize,
+    /// Its name.
+    pub(crate) name: String,
+    /// Who reads it (an attribute may share its column with another).
+    pub(crate) roles: Vec<Role>,
+}
+
+/// What a source must hold besides the schema's columns.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Extra<'a> {
+    /// The counts table's count column.
+    pub(crate) count: Option<&'a str>,
+    /// The stream's time column.
+    pub(crate) time: Option<&'a str>,
+}
+
+/// Finds each column the schema (and `extra`) reads among `names`, in
+/// first-read order: a missing or repeated name is refused.
+pub(crate) fn resolve(
+    schema: &Schema,
+    names: &[&str],
+    extra: &Extra<'_>,
+) -> Result<Vec<Needed>, RecordsError> {
+    let mut wanted: Vec<(&str, Role, String)> = schema
+        .attributes()
+        .iter()
+        .enumerate()
+        .map(|(i, a)| (a.column.as_str(), Role::Attribute(i), a.name.clone()))
+        .collect();
+    if let Some(count) = extra.count {
+        if let Some(a) = schema.attributes().iter().find(|a| a.column == count) {
+            return Err(RecordsError::BadHeader(format!(
+                "attribute '{}' reads the '{count}' column of a counts table",
+                a.name
+            )));
+        }
+        wanted.push((count, Role::Count, "count".into()));
+    }
+    if let Some(time) = extra.time {
+        wanted.push((time, Role::Time, "time".into()));
+    }
+    let mut needed: Vec<Needed> = Vec::new();
+    for (column, role, reader) in wanted {
+        if let Some(n) = needed.iter_mut().find(|n| n.name == column) {
+            n.roles.push(role);
+            continue;
+        }
+        let mut found = names.iter().enumerate().filter(|(_, n)| **n == column);
+        let Some((position, _)) = found.next() else {
+            return Err(match role {
+                Role::Count => {
+                    RecordsError::BadHeader(format!("a counts table needs a '{column}' column"))
+                }
+                _ => RecordsError::MissingColumn {
+                    column: column.to_string(),
+                    attribute: reader,
+                },
+            });
         };
-        Self {
-            lookup,
-            missing: missing_markers
-                .iter()
-                .map(|m| m.as_bytes().into())
-                .collect(),
-            outside: attribute.outside,
-            unparsable: attribute.unparsable,
-            missing_policy: attribute.missing,
+        if found.next().is_some() {
+            return Err(RecordsError::DuplicateHeaderColumn(column.to_string()));
+        }
+        needed.push(Needed {
+            position,
+            name: column.to_string(),
+            roles: vec![role],
+        });
+    }
+    Ok(needed)
+}
+
+/// How the stream's time column is read: steps `0..steps` are the time
+/// values `start..start + steps`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TimeSpec {
+    pub(crate) start: i64,
+    pub(crate) steps: u64,
+}
+
+/// The schema compiled against one source's columns: for each attribute
+/// the batch column it reads and its lookup; the count and time columns.
+pub(crate) struct Compiled {
+    pub(crate) attributes: Vec<AttributeColumn>,
+    pub(crate) count: Option<usize>,
+    pub(crate) time: Option<(usize, TimeSpec)>,
+    pub(crate) malformed: Policy,
+}
+
+/// One attribute, compiled.
+pub(crate) struct AttributeColumn {
+    /// Its column in the batch.
+    pub(crate) column: usize,
+    pub(crate) lookup: Lookup,
+    /// The column's name and the attribute's, for messages.
+    pub(crate) column_name: String,
+    pub(crate) attribute_name: String,
+}
+
+impl Compiled {
+    /// Compiles `schema` against the batch columns `needed` (the batch's
+    /// column `i` is `needed[i]`) of types `types`, refusing a type no
+    /// value of its reader could match.
+    pub(crate) fn new(
+        schema: &Schema,
+        needed: &[Needed],
+        types: &[DataType],
+        time: Option<TimeSpec>,
+    ) -> Result<Self, RecordsError> {
+        let mut attributes: Vec<Option<AttributeColumn>> =
+            (0..schema.attributes().len()).map(|_| None).collect();
+        let mut count = None;
+        let mut time_column = None;
+        for (column, (n, t)) in needed.iter().zip(types).enumerate() {
+            let mismatch = |reader: String, reason: &str| RecordsError::ColumnType {
+                column: n.name.clone(),
+                reader,
+                holds: type_name(t),
+                reason: reason.to_string(),
+            };
+            let kind = kind_of(t);
+            for role in &n.roles {
+                match role {
+                    Role::Attribute(i) => {
+                        let a = &schema.attributes()[*i];
+                        let lookup = Lookup::new(a, schema.missing_markers());
+                        let reader = format!("attribute '{}'", a.name);
+                        match kind {
+                            None => {
+                                return Err(mismatch(
+                                    reader,
+                                    "an attribute reads text, numbers or booleans",
+                                ));
+                            }
+                            Some(Kind::Number) if !lookup.reads_numbers() => {
+                                return Err(mismatch(reader, "its values list no number"));
+                            }
+                            Some(Kind::Boolean) if !lookup.reads_booleans() => {
+                                return Err(mismatch(
+                                    reader,
+                                    "its values list neither true/false nor 0/1",
+                                ));
+                            }
+                            _ => {}
+                        }
+                        attributes[*i] = Some(AttributeColumn {
+                            column,
+                            lookup,
+                            column_name: n.name.clone(),
+                            attribute_name: a.name.clone(),
+                        });
+                    }
+                    Role::Count => {
+                        if !matches!(kind, Some(Kind::Text | Kind::Number | Kind::Null)) {
+                            return Err(mismatch(
+                                "the count".into(),
+                                "a count is a non-negative whole number",
+                            ));
+                        }
+                        count = Some(column);
+                    }
+                    Role::Time => {
+                        if !matches!(kind, Some(Kind::Text | Kind::Number | Kind::Null)) {
+                            return Err(mismatch(
+                                "the stream's time".into(),
+                                "a time value is a whole number",
+                            ));
+                        }
+                        let spec = time.ok_or_else(|| {
+                            RecordsError::Internal("a time column without its steps".into())
+                        })?;
+                        time_column = Some((column, spec));
+                    }
+                }
+            }
+        }
+        let attributes = attributes
+            .into_iter()
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| RecordsError::Internal("an attribute without its column".into()))?;
+        Ok(Self {
+            attributes,
+            count,
+            time: time_column,
+            malformed: schema.malformed(),
+        })
+    }
+}
+
+/// One batch encoded: per attribute a cell index per row, and per row its
+/// multiplicity (0 when it is dropped) and its step.
+#[derive(Debug, Default)]
+pub(crate) struct Encoded {
+    pub(crate) rows: usize,
+    /// `codes[a][r]`: row `r`'s cell of attribute `a` (0 where dropped).
+    pub(crate) codes: Vec<Vec<u32>>,
+    /// Each row's multiplicity: 1 for a record, the count of a counts
+    /// table's row, 0 when dropped.
+    pub(crate) weight: Vec<u64>,
+    /// Each row's step (streams only).
+    pub(crate) step: Vec<u32>,
+    /// Scratch: one column's codes.
+    scratch: Vec<Code>,
+}
+
+/// Why a row is refused, for the first one under an `error` policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Refusal {
+    Malformed(Malformed),
+    Code(usize, Code),
+}
+
+/// Each row's multiplicity (1 for a record, a counts table's count) and,
+/// for a stream, its step; or why the row is malformed: the CSV reader's
+/// reason, a count that is not a non-negative whole number, a time that
+/// is not a whole number or outside the horizon.
+pub(crate) fn row_status(
+    compiled: &Compiled,
+    batch: &RecordBatch,
+    malformed: &[Option<Malformed>],
+    step: &mut Vec<u32>,
+) -> Vec<Result<u64, Malformed>> {
+    let rows = batch.num_rows();
+    let mut status: Vec<Result<u64, Malformed>> = vec![Ok(1); rows];
+    if let Some(c) = compiled.count {
+        counts(batch.column(c).as_ref(), &mut status);
+    }
+    step.clear();
+    if let Some((c, spec)) = compiled.time {
+        step.resize(rows, 0);
+        times(batch.column(c).as_ref(), spec, step, &mut status);
+    }
+    // The reader's reason first: such a line was never split into fields.
+    for (s, m) in status.iter_mut().zip(malformed) {
+        if let Some(m) = m {
+            *s = Err(*m);
         }
     }
+    status
+}
 
-    /// The policy for a non-cell code.
-    #[inline]
-    pub(crate) fn policy(&self, code: Code) -> Policy {
-        match code {
-            Code::Missing => self.missing_policy,
-            Code::Unparsable => self.unparsable,
-            Code::Outside | Code::Cell(_) => self.outside,
+impl Encoded {
+    /// Encodes `batch` (columns as `compiled` reads them; `malformed[r]`
+    /// set where the CSV reader found line `r` malformed), applying the
+    /// schema's policies. Under an `error` policy the first offending row
+    /// (and in it the first attribute in domain order) is refused.
+    pub(crate) fn encode(
+        &mut self,
+        compiled: &Compiled,
+        batch: &RecordBatch,
+        malformed: &[Option<Malformed>],
+    ) -> Result<(), RecordsError> {
+        let rows = batch.num_rows();
+        self.rows = rows;
+        let status = row_status(compiled, batch, malformed, &mut self.step);
+        let strict = compiled.malformed == Policy::Error;
+        // The first refusal: (row, attribute + 1, why), attribute 0 for a
+        // malformed row.
+        let mut first: Option<(usize, usize, Refusal)> = None;
+        let mut refuse = |key: (usize, usize), why: Refusal| {
+            if first.is_none_or(|(r, a, _)| key < (r, a)) {
+                first = Some((key.0, key.1, why));
+            }
+        };
+        self.weight.clear();
+        self.weight
+            .extend(status.iter().enumerate().map(|(r, s)| match s {
+                Ok(w) => *w,
+                Err(m) => {
+                    if strict {
+                        refuse((r, 0), Refusal::Malformed(*m));
+                    }
+                    0
+                }
+            }));
+        self.codes.resize_with(compiled.attributes.len(), Vec::new);
+        for (a, attribute) in compiled.attributes.iter().enumerate() {
+            self.scratch.clear();
+            codes(
+                &attribute.lookup,
+                batch.column(attribute.column).as_ref(),
+                &mut self.scratch,
+            );
+            let out = &mut self.codes[a];
+            out.clear();
+            out.reserve(rows);
+            for (r, &code) in self.scratch.iter().enumerate() {
+                match code {
+                    Code::Cell(c) => out.push(c),
+                    other => {
+                        out.push(0);
+                        // A malformed row is not read further.
+                        if status[r].is_err() {
+                            continue;
+                        }
+                        match attribute.lookup.policy(other) {
+                            Policy::Drop => self.weight[r] = 0,
+                            Policy::Error => refuse((r, a + 1), Refusal::Code(a, other)),
+                        }
+                    }
+                }
+            }
         }
-    }
-
-    /// The code of one (already trimmed) field.
-    #[inline]
-    pub(crate) fn encode(&self, field: &[u8]) -> Code {
-        if self.missing.iter().any(|m| **m == *field) {
-            return Code::Missing;
-        }
-        match &self.lookup {
-            Lookup::Scan(values) => values
-                .iter()
-                .position(|v| **v == *field)
-                .map_or(Code::Outside, Code::Cell),
-            Lookup::Hashed(values) => values.get(field).map_or(Code::Outside, |&i| Code::Cell(i)),
-            Lookup::Bins(edges) => match parse_finite(field) {
-                Some(x) => bin_of(edges, x),
-                None => Code::Unparsable,
-            },
+        match first {
+            None => Ok(()),
+            Some((_, _, Refusal::Malformed(Malformed::BadCount))) => Err(RecordsError::BadCount),
+            Some((_, _, Refusal::Malformed(m))) => {
+                Err(RecordsError::MalformedRow { reason: m.reason() })
+            }
+            Some((_, _, Refusal::Code(a, code))) => {
+                let attribute = &compiled.attributes[a];
+                let column = attribute.column_name.clone();
+                let attribute = attribute.attribute_name.clone();
+                Err(match code {
+                    Code::Missing => RecordsError::MissingValue { column, attribute },
+                    Code::Unparsable => RecordsError::NotANumber { column, attribute },
+                    _ => RecordsError::OutsideDomain { column, attribute },
+                })
+            }
         }
     }
 }
 
-/// A finite number, or `None` (not UTF-8, not a number, NaN or ±inf).
-///
-/// Integers of up to 15 digits (the common case: ages, weeks, years) are
-/// read directly, exactly as the general parser would (|x| < 2⁵³);
-/// everything else goes through `f64::from_str`.
+/// Whether row `r` of an array with these nulls is null.
 #[inline]
-fn parse_finite(field: &[u8]) -> Option<f64> {
-    let (negative, digits) = match field {
-        [b'-', rest @ ..] => (true, rest),
-        _ => (false, field),
-    };
-    if !digits.is_empty() && digits.len() <= 15 && digits.iter().all(u8::is_ascii_digit) {
-        let value = digits
-            .iter()
-            .fold(0u64, |acc, &d| acc * 10 + u64::from(d - b'0'));
-        // value < 10^15 < 2^53: the conversion is exact.
-        let x = value as f64;
-        return Some(if negative { -x } else { x });
-    }
-    let x: f64 = std::str::from_utf8(field).ok()?.parse().ok()?;
-    x.is_finite().then_some(x)
+fn is_null(nulls: Option<&arrow_buffer::NullBuffer>, r: usize) -> bool {
+    nulls.is_some_and(|n| n.is_null(r))
 }
 
-/// The `[lo, hi)` bin holding `x`: `i` with `edges[i] ≤ x < edges[i+1]`.
-fn bin_of(edges: &[f64], x: f64) -> Code {
-    let (Some(&first), Some(&last)) = (edges.first(), edges.last()) else {
-        return Code::Outside;
-    };
-    if x < first || x >= last {
-        return Code::Outside;
+/// One code per row of `array`, appended to `out`.
+pub(crate) fn codes(lookup: &Lookup, array: &dyn Array, out: &mut Vec<Code>) {
+    use DataType as T;
+    let n = array.len();
+    out.reserve(n);
+    let nulls = array.logical_nulls();
+    let nulls = nulls.as_ref();
+    macro_rules! each {
+        ($values:expr, $code:expr) => {{
+            let values = $values;
+            for r in 0..n {
+                out.push(if is_null(nulls, r) {
+                    Code::Missing
+                } else {
+                    $code(values.value(r))
+                });
+            }
+        }};
     }
-    // edges[0] <= x, so at least one edge is <= x.
-    Code::Cell(edges.partition_point(|&e| e <= x) - 1)
+    macro_rules! ints {
+        ($t:ty) => {
+            each!(array.as_primitive::<$t>(), |v| lookup.integer(i64::from(v)))
+        };
+    }
+    macro_rules! decimals {
+        ($t:ty) => {{
+            let values = array.as_primitive::<$t>();
+            for r in 0..n {
+                out.push(if is_null(nulls, r) {
+                    Code::Missing
+                } else {
+                    lookup.text(values.value_as_string(r).as_bytes())
+                });
+            }
+        }};
+    }
+    match array.data_type() {
+        T::Utf8 => each!(array.as_string::<i32>(), |v: &str| lookup
+            .text(v.as_bytes())),
+        T::LargeUtf8 => each!(array.as_string::<i64>(), |v: &str| lookup
+            .text(v.as_bytes())),
+        T::Utf8View => each!(array.as_string_view(), |v: &str| lookup.text(v.as_bytes())),
+        T::Binary => each!(array.as_binary::<i32>(), |v| lookup.text(v)),
+        T::LargeBinary => each!(array.as_binary::<i64>(), |v| lookup.text(v)),
+        T::BinaryView => each!(array.as_binary_view(), |v| lookup.text(v)),
+        T::Int8 => ints!(Int8Type),
+        T::Int16 => ints!(Int16Type),
+        T::Int32 => ints!(Int32Type),
+        T::Int64 => ints!(Int64Type),
+        T::UInt8 => ints!(UInt8Type),
+        T::UInt16 => ints!(UInt16Type),
+        T::UInt32 => ints!(UInt32Type),
+        T::UInt64 => each!(
+            array.as_primitive::<UInt64Type>(),
+            |v: u64| match i64::try_from(v) {
+                Ok(v) => lookup.integer(v),
+                Err(_) => lookup.number(v as f64),
+            }
+        ),
+        T::Float16 => each!(array.as_primitive::<Float16Type>(), |v: F16| lookup
+            .number(f64::from(v))),
+        T::Float32 => each!(array.as_primitive::<Float32Type>(), |v: f32| lookup
+            .number(f64::from(v))),
+        T::Float64 => each!(array.as_primitive::<Float64Type>(), |v: f64| lookup
+            .number(v)),
+        T::Decimal32(..) => decimals!(Decimal32Type),
+        T::Decimal64(..) => decimals!(Decimal64Type),
+        T::Decimal128(..) => decimals!(Decimal128Type),
+        T::Decimal256(..) => decimals!(Decimal256Type),
+        T::Boolean => each!(array.as_boolean(), |v| lookup.boolean(v)),
+        T::Dictionary(..) => {
+            let Some(dictionary) = array.as_any_dictionary_opt() else {
+                out.extend(std::iter::repeat_n(Code::Outside, n));
+                return;
+            };
+            // A dictionary of no values has only null keys (and
+            // `normalized_keys` would panic on it).
+            if dictionary.values().is_empty() {
+                out.extend(std::iter::repeat_n(Code::Missing, n));
+                return;
+            }
+            // Each dictionary entry is read once.
+            let mut entries = Vec::with_capacity(dictionary.values().len());
+            codes(lookup, dictionary.values().as_ref(), &mut entries);
+            let keys = dictionary.normalized_keys();
+            let key_nulls = dictionary.keys().logical_nulls();
+            for (r, &k) in keys.iter().enumerate() {
+                out.push(if is_null(key_nulls.as_ref(), r) {
+                    Code::Missing
+                } else {
+                    entries.get(k).copied().unwrap_or(Code::Missing)
+                });
+            }
+        }
+        // Null, and any type `Compiled::new` refused (never reached).
+        _ => out.extend(std::iter::repeat_n(Code::Missing, n)),
+    }
+}
+
+/// Arrow's half-precision float.
+type F16 = <Float16Type as ArrowPrimitiveType>::Native;
+
+/// The largest count a row may hold: `u64::MAX` as a double is 2⁶⁴.
+const COUNT_LIMIT: f64 = 18_446_744_073_709_551_616.0;
+
+/// A count read from a number: a non-negative whole number below 2⁶⁴.
+#[inline]
+fn count_of_number(x: f64) -> Option<u64> {
+    ((0.0..COUNT_LIMIT).contains(&x) && x.fract() == 0.0).then_some(x as u64)
+}
+
+/// A count read from text: decimal digits (exact to 2⁶⁴), or any number
+/// that is a whole one (`13.0`, as DuckDB writes a `SUM`).
+fn count_of_text(field: &[u8]) -> Option<u64> {
+    let field = field.trim_ascii();
+    if !field.is_empty() && field.iter().all(u8::is_ascii_digit) {
+        return std::str::from_utf8(field).ok()?.parse().ok();
+    }
+    count_of_number(parse_number(field)?)
+}
+
+/// Sets each row's multiplicity to its count; a row whose count is not a
+/// non-negative whole number is [`Malformed::BadCount`].
+fn counts(array: &dyn Array, status: &mut [Result<u64, Malformed>]) {
+    let mut read: Vec<Option<u64>> = Vec::with_capacity(array.len());
+    whole_numbers(array, &mut read, &count_of_text, &count_of_number, &|v| {
+        u64::try_from(v).ok()
+    });
+    for (s, count) in status.iter_mut().zip(read) {
+        *s = count.ok_or(Malformed::BadCount);
+    }
+}
+
+/// A time value read from text: an integer, or any number that is a whole
+/// one within 64 bits.
+fn time_of_text(field: &[u8]) -> Option<i64> {
+    let field = field.trim_ascii();
+    let digits = field.strip_prefix(b"-").unwrap_or(field);
+    if !digits.is_empty() && digits.iter().all(u8::is_ascii_digit) {
+        return std::str::from_utf8(field).ok()?.parse().ok();
+    }
+    time_of_number(parse_number(field)?)
+}
+
+/// A time value read from a number: a whole number within 64 bits.
+fn time_of_number(x: f64) -> Option<i64> {
+    const LIMIT: f64 = 9_223_372_036_854_775_808.0; // 2^63
+    (x.fract() == 0.0 && (-LIMIT..LIMIT).contains(&x)).then_some(x as i64)
+}
+
+/// Each row's step from its time value; a value that is not a whole
+/// number is [`Malformed::BadTime`], one outside the horizon
+/// [`Malformed::OutsideSteps`].
+fn times(
+    array: &dyn Array,
+    spec: TimeSpec,
+    step: &mut [u32],
+    status: &mut [Result<u64, Malformed>],
+) {
+    let mut read: Vec<Option<i64>> = Vec::with_capacity(array.len());
+    whole_numbers(array, &mut read, &time_of_text, &time_of_number, &|v| {
+        i64::try_from(v).ok()
+    });
+    for ((s, time), step) in status.iter_mut().zip(read).zip(step) {
+        let Some(time) = time else {
+            *s = Err(Malformed::BadTime);
+            continue;
+        };
+        let at = time
+            .checked_sub(spec.start)
+            .and_then(|t| u64::try_from(t).ok())
+            .filter(|&t| t < spec.steps)
+            .and_then(|t| u32::try_from(t).ok());
+        match at {
+            Some(t) => *step = t,
+            None => *s = Err(Malformed::OutsideSteps),
+        }
+    }
+}
+
+/// Reads each row of `array` as a whole number: text by `text`, floats
+/// and decimals by `number`, integers by `integer`; null is `None`.
+fn whole_numbers<T: Copy>(
+    array: &dyn Array,
+    out: &mut Vec<Option<T>>,
+    text: &dyn Fn(&[u8]) -> Option<T>,
+    number: &dyn Fn(f64) -> Option<T>,
+    integer: &dyn Fn(i128) -> Option<T>,
+) {
+    use DataType as D;
+    let n = array.len();
+    let nulls = array.logical_nulls();
+    let nulls = nulls.as_ref();
+    macro_rules! each {
+        ($values:expr, $read:expr) => {{
+            let values = $values;
+            for r in 0..n {
+                out.push(if is_null(nulls, r) {
+                    None
+                } else {
+                    $read(values.value(r))
+                });
+            }
+        }};
+    }
+    macro_rules! ints {
+        ($t:ty) => {
+            each!(array.as_primitive::<$t>(), |v| integer(i128::from(v)))
+        };
+    }
+    macro_rules! decimals {
+        ($t:ty) => {{
+            let values = array.as_primitive::<$t>();
+            for r in 0..n {
+                out.push(if is_null(nulls, r) {
+                    None
+                } else {
+                    text(values.value_as_string(r).as_bytes())
+                });
+            }
+        }};
+    }
+    match array.data_type() {
+        D::Utf8 => each!(array.as_string::<i32>(), |v: &str| text(v.as_bytes())),
+        D::LargeUtf8 => each!(array.as_string::<i64>(), |v: &str| text(v.as_bytes())),
+        D::Utf8View => each!(array.as_string_view(), |v: &str| text(v.as_bytes())),
+        D::Binary => each!(array.as_binary::<i32>(), text),
+        D::LargeBinary => each!(array.as_binary::<i64>(), text),
+        D::BinaryView => each!(array.as_binary_view(), text),
+        D::Int8 => ints!(Int8Type),
+        D::Int16 => ints!(Int16Type),
+        D::Int32 => ints!(Int32Type),
+        D::Int64 => ints!(Int64Type),
+        D::UInt8 => ints!(UInt8Type),
+        D::UInt16 => ints!(UInt16Type),
+        D::UInt32 => ints!(UInt32Type),
+        D::UInt64 => ints!(UInt64Type),
+        D::Float16 => each!(array.as_primitive::<Float16Type>(), |v: F16| number(
+            f64::from(v)
+        )),
+        D::Float32 => each!(array.as_primitive::<Float32Type>(), |v: f32| number(
+            f64::from(v)
+        )),
+        D::Float64 => each!(array.as_primitive::<Float64Type>(), number),
+        D::Decimal32(..) => decimals!(Decimal32Type),
+        D::Decimal64(..) => decimals!(Decimal64Type),
+        D::Decimal128(..) => decimals!(Decimal128Type),
+        D::Decimal256(..) => decimals!(Decimal256Type),
+        D::Dictionary(..) => {
+            let Some(dictionary) = array.as_any_dictionary_opt() else {
+                out.extend((0..n).map(|_| None));
+                return;
+            };
+            if dictionary.values().is_empty() {
+                out.extend((0..n).map(|_| None));
+                return;
+            }
+            let mut entries: Vec<Option<T>> = Vec::new();
+            whole_numbers(
+                dictionary.values().as_ref(),
+                &mut entries,
+                text,
+                number,
+                integer,
+            );
+            let keys = dictionary.normalized_keys();
+            let key_nulls = dictionary.keys().logical_nulls();
+            for (r, &k) in keys.iter().enumerate() {
+                out.push(if is_null(key_nulls.as_ref(), r) {
+                    None
+                } else {
+                    entries.get(k).copied().flatten()
+                });
+            }
+        }
+        _ => out.extend((0..n).map(|_| None)),
+    }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn attribute(encoding: Encoding) -> AttributeSchema {
-        AttributeSchema {
-            name: "a".into(),
-            column: "a".into(),
-            encoding,
-            outside: Policy::Error,
-            unparsable: Policy::Error,
-            missing: Policy::Error,
-        }
-    }
-
-    #[test]
-    fn bins_are_half_open_intervals() {
-        let edges = vec![-5.0, 0.0, 2.5, 10.0];
-        let e = Encoder::new(&attribute(Encoding::Bins { edges }), &["NA".into()]);
-        let cases: [(&[u8], Code); 11] = [
-            (b"-5", Code::Cell(0)),
-            (b"-0.0001", Code::Cell(0)),
-            (b"0", Code::Cell(1)),
-            (b"2.4999", Code::Cell(1)),
-            (b"2.5", Code::Cell(2)),
-            (b"9.99", Code::Cell(2)),
-            (b"10", Code::Outside),
-            (b"-5.01", Code::Outside),
-            (b"NaN", Code::Unparsable),
-            (b"inf", Code::Unparsable),
-            (b"NA", Code::Missing),
-        ];
-        for (field, code) in cases {
-            assert_eq!(e.encode(field), code, "{}", String::from_utf8_lossy(field));
-        }
-        assert_eq!(e.encode(b"1e0"), Code::Cell(1));
-        assert_eq!(e.encode(b"abc"), Code::Unparsable);
-        assert_eq!(e.encode(&[0xff, 0xfe]), Code::Unparsable);
-    }
-
-    #[test]
-    fn the_integer_fast_path_agrees_with_the_general_parser() {
-        let mut cases: Vec<String> = ["0", "-0", "7", "-12", "000123", "999999999999999"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        cases.extend((-1000..1000).map(|i: i64| (i * 7919).to_string()));
-        for s in &cases {
-            let general: f64 = s.parse().expect("a number");
-            assert_eq!(parse_finite(s.as_bytes()), Some(general), "{s}");
-        }
-        for bad in ["", "-", "--1", "1-", "+-1", " 1"] {
-            assert_eq!(
-                parse_finite(bad.as_bytes()),
-                bad.parse::<f64>().ok(),
-                "{bad}"
-            );
-        }
-    }
-
-    #[test]
-    fn categorical_scan_and_hash_agree_with_the_value_order() {
-        for n in [3usize, 40] {
-            let values: Vec<String> = (0..n).map(|i| format!("v{i}")).collect();
-            let e = Encoder::new(
-                &attribute(Encoding::Categorical { values }),
-                &[String::new()],
-            );
-            for i in 0..n {
-                assert_eq!(e.encode(format!("v{i}").as_bytes()), Code::Cell(i));
-            }
-            assert_eq!(e.encode(b"V0"), Code::Outside);
-            assert_eq!(e.encode(b""), Code::Missing);
-        }
-    }
-}
+#[path = "encode_tests.rs"]
+mod tests;

@@ -67,16 +67,48 @@ pub enum SchemaError {
         /// Position in `values` (0-based).
         index: usize,
     },
-    /// A categorical value that is also a missing-value marker.
+    /// A categorical value that reads as a missing-value marker.
     #[error(
-        "schema: attribute '{attribute}' lists '{value}', which is also a missing-value marker"
+        "schema: attribute '{attribute}' lists '{value}', which is also the missing-value marker \
+         '{marker}' (the schema's \"missing_markers\", by default [\"\", \"NA\"]: to count an empty \
+         or NA category, list it and set \"missing_markers\" without it)"
     )]
     ValueIsMissingMarker {
         /// The attribute.
         attribute: String,
         /// The ambiguous value.
         value: String,
+        /// The marker it reads as.
+        marker: String,
     },
+    /// Two categorical values that read as one: the same number (`27` and
+    /// `27.0`) or the same boolean (`true` and `True`).
+    #[error(
+        "schema: attribute '{attribute}' lists '{first}' and '{second}', which read as one value \
+         (the same number or boolean: a record's value is read the same whatever its column's type)"
+    )]
+    SameValue {
+        /// The attribute.
+        attribute: String,
+        /// The first of them.
+        first: String,
+        /// The second.
+        second: String,
+    },
+    /// A categorical value that is NaN, which is missing under every type.
+    #[error(
+        "schema: attribute '{attribute}' lists '{value}': NaN is a missing value under every type"
+    )]
+    NanValue {
+        /// The attribute.
+        attribute: String,
+        /// The value.
+        value: String,
+    },
+    /// A pinned header (`columns`) that cannot be a CSV header, or that
+    /// lacks a column an attribute reads.
+    #[error("schema: \"columns\" {0}")]
+    BadColumns(String),
     /// A policy that is not `drop` or `error`.
     #[error(
         "schema: attribute '{attribute}': unknown {field} policy '{found}' (use \"drop\" or \"error\")"
@@ -201,8 +233,12 @@ pub enum RecordsError {
     EmptyHeaderColumn(usize),
     /// A malformed row under the schema's `malformed: error` policy: a
     /// line that is not one CSV record of the header's width (an unbalanced
-    /// quote, another number of fields, bytes that are not UTF-8).
-    #[error("a malformed CSV row ({reason}; policy malformed = error)")]
+    /// quote, another number of fields, bytes that are not UTF-8; a
+    /// stream's time that is not a whole number or outside its steps).
+    #[error(
+        "a malformed row ({reason}; policy malformed = error; `dpmm check` shows them, to the \
+         curator only)"
+    )]
     MalformedRow {
         /// What is wrong, without any field's content or count.
         reason: &'static str,
@@ -211,7 +247,7 @@ pub enum RecordsError {
     /// policy.
     #[error(
         "column '{column}': a value outside the domain of attribute '{attribute}' \
-         (policy outside = error)"
+         (policy outside = error; `dpmm check` shows the values, to the curator only)"
     )]
     OutsideDomain {
         /// The CSV column.
@@ -223,7 +259,7 @@ pub enum RecordsError {
     /// `unparsable: error` policy.
     #[error(
         "column '{column}': a value that is not a number, for attribute '{attribute}' \
-         (policy unparsable = error)"
+         (policy unparsable = error; `dpmm check` shows the values, to the curator only)"
     )]
     NotANumber {
         /// The CSV column.
@@ -234,7 +270,7 @@ pub enum RecordsError {
     /// A missing value under the `missing: error` policy.
     #[error(
         "column '{column}': a missing value for attribute '{attribute}' \
-         (policy missing = error)"
+         (policy missing = error; `dpmm check` shows the values, to the curator only)"
     )]
     MissingValue {
         /// The CSV column.
@@ -242,10 +278,11 @@ pub enum RecordsError {
         /// The attribute.
         attribute: String,
     },
-    /// A counts-table row whose count is not a non-negative integer,
+    /// A counts-table row whose count is not a non-negative whole number,
     /// under the schema's `malformed: error` policy.
     #[error(
-        "column '{}': a count that is not a non-negative integer (policy malformed = error)",
+        "column '{}': a count that is not a non-negative whole number (policy malformed = error; \
+         `dpmm check` shows them, to the curator only)",
         crate::COUNT_COLUMN
     )]
     BadCount,
@@ -284,4 +321,20 @@ pub enum RecordsError {
     /// A header-only read that found a header the draft cannot use.
     #[error("header: {0}")]
     BadHeader(String),
+    /// A column whose type no value of its reader could match (decided
+    /// from the types alone, before any row is read).
+    #[error("column '{column}' holds {holds}, which {reader} cannot read: {reason}")]
+    ColumnType {
+        /// The column.
+        column: String,
+        /// Who reads it: an attribute, the count, the time.
+        reader: String,
+        /// What the column holds.
+        holds: String,
+        /// Why it cannot be read.
+        reason: String,
+    },
+    /// A failure of dpmm itself, on valid input.
+    #[error("internal error: {0}")]
+    Internal(String),
 }

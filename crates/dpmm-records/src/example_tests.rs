@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use dp_workloads::spec::{k_subsets, load_spec};
 
-use crate::aggregate::{DEFAULT_CELL_LIMIT, Layout, Rows, aggregate_file};
 use crate::schema::Schema;
+use crate::{DEFAULT_CELL_LIMIT, Layout, Rows, aggregate_file};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")

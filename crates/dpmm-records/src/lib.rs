@@ -46,26 +46,38 @@
 //! ```
 
 pub mod aggregate;
+pub mod check;
+mod counts;
+mod csv_batches;
 pub mod draft;
 mod encode;
 pub mod error;
 mod lines;
-#[cfg(feature = "parquet")]
-pub mod parquet_input;
+mod pipeline;
 pub mod schema;
 pub mod source;
 pub mod timed;
+mod value;
 
+#[cfg(test)]
+mod arrow_stability_tests;
 #[cfg(test)]
 mod example_tests;
 #[cfg(test)]
 mod stability_tests;
 
-pub use aggregate::{
-    COUNT_COLUMN, DEFAULT_CELL_LIMIT, Layout, MAX_CELL_LIMIT, PrivateCounts, Rows, aggregate,
-    aggregate_file,
-};
+pub use aggregate::{COUNT_COLUMN, Rows, Source, aggregate, aggregate_file, aggregate_source};
+pub use check::{CheckReport, NOT_PRIVATE, check};
+pub use counts::{DEFAULT_CELL_LIMIT, LOCAL_CELLS, Layout, MAX_CELL_LIMIT, PrivateCounts};
 pub use draft::{DRAFT_NOTE, SchemaDraft, draft_from_header, draft_from_path};
 pub use error::{RecordsError, SchemaError};
 pub use lines::MAX_LINE_BYTES;
 pub use schema::{AttributeSchema, Encoding, Policy, Schema};
+pub use timed::{Timing, aggregate_steps};
+
+/// Arrow, as the records' sources speak it (the `arrow-array` and
+/// `arrow-schema` crates this one reads).
+pub mod arrow {
+    pub use arrow_array::{RecordBatch, RecordBatchIterator, RecordBatchReader};
+    pub use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef};
+}

@@ -1,6 +1,7 @@
 //! One record per physical line: the CSV dialect the readers accept.
 //!
-//! The input is split on `\n` (one trailing `\r` of a line is dropped),
+//! The input is split on `\n` (one trailing `\r` of a line is dropped;
+//! [`crate::csv_batches`] does the splitting, on every core),
 //! and each line is split into fields by RFC 4180's rules *within that
 //! line*: fields are separated by `,`; a field may be quoted (`"…"`, a
 //! `""` inside standing for one `"`), so a quoted field may hold commas
@@ -19,8 +20,6 @@
 //!
 //! An empty line (nothing, or a lone `\r`) is no record at all, before the
 //! header as after it: adding or removing one changes nothing.
-
-use std::io::{self, BufRead, Read};
 
 use csv::ByteRecord;
 
@@ -43,10 +42,12 @@ pub(crate) enum Malformed {
     FieldCount,
     /// Longer than [`MAX_LINE_BYTES`].
     TooLong,
-    /// A counts table's count that is not a non-negative integer.
+    /// A counts table's count that is not a non-negative whole number.
     BadCount,
-    /// A time value that is not an integer (a stream's time column).
+    /// A time value that is not a whole number (a stream's time column).
     BadTime,
+    /// A time value outside the stream's steps.
+    OutsideSteps,
 }
 
 impl Malformed {
@@ -57,71 +58,9 @@ impl Malformed {
             Malformed::NotUtf8 => "bytes that are not UTF-8 text",
             Malformed::FieldCount => "another number of fields than the header",
             Malformed::TooLong => "a line longer than the limit",
-            Malformed::BadCount => "a count that is not a non-negative integer",
-            Malformed::BadTime => "a time value that is not an integer",
-        }
-    }
-}
-
-/// The physical lines of an input, one at a time, in one reused buffer.
-pub(crate) struct Lines<R> {
-    input: R,
-    line: Vec<u8>,
-}
-
-impl<R: BufRead> Lines<R> {
-    pub(crate) fn new(input: R) -> Self {
-        Self {
-            input,
-            line: Vec::with_capacity(256),
-        }
-    }
-
-    /// The next line without its line break (and without one trailing
-    /// `\r`), `Err(TooLong)` for a line past [`MAX_LINE_BYTES`] (consumed
-    /// to its end), or `None` at the end of the input.
-    pub(crate) fn next_line(&mut self) -> io::Result<Option<Result<&[u8], Malformed>>> {
-        self.line.clear();
-        let limit = MAX_LINE_BYTES as u64 + 1;
-        let read = (&mut self.input)
-            .take(limit)
-            .read_until(b'\n', &mut self.line)?;
-        if read == 0 {
-            return Ok(None);
-        }
-        if self.line.last() == Some(&b'\n') {
-            self.line.pop();
-        } else if self.line.len() > MAX_LINE_BYTES {
-            self.skip_to_line_end()?;
-            return Ok(Some(Err(Malformed::TooLong)));
-        }
-        if self.line.last() == Some(&b'\r') {
-            self.line.pop();
-        }
-        Ok(Some(Ok(&self.line)))
-    }
-
-    /// Consumes the input through the next `\n` (or to its end).
-    fn skip_to_line_end(&mut self) -> io::Result<()> {
-        loop {
-            let available = match self.input.fill_buf() {
-                Ok(bytes) => bytes,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            };
-            if available.is_empty() {
-                return Ok(());
-            }
-            match available.iter().position(|&b| b == b'\n') {
-                Some(i) => {
-                    self.input.consume(i + 1);
-                    return Ok(());
-                }
-                None => {
-                    let n = available.len();
-                    self.input.consume(n);
-                }
-            }
+            Malformed::BadCount => "a count that is not a non-negative whole number",
+            Malformed::BadTime => "a time value that is not a whole number",
+            Malformed::OutsideSteps => "a time value outside the stream's steps",
         }
     }
 }
@@ -179,21 +118,6 @@ fn unquote<'a>(mut quoted: &'a [u8], scratch: &mut Vec<u8>) -> Result<&'a [u8], 
             _ => return Ok(&quoted[close + 1..]),
         }
     }
-}
-
-/// A whole line split into a record with exactly `fields` fields, or why
-/// it is malformed.
-pub(crate) fn record_of(
-    line: Result<&[u8], Malformed>,
-    fields: usize,
-    record: &mut ByteRecord,
-    scratch: &mut Vec<u8>,
-) -> Result<(), Malformed> {
-    split_line(line?, record, scratch)?;
-    if record.len() != fields {
-        return Err(Malformed::FieldCount);
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -7,15 +7,6 @@ fn split(line: &[u8]) -> Result<Vec<Vec<u8>>, Malformed> {
     Ok(record.iter().map(<[u8]>::to_vec).collect())
 }
 
-fn all_lines(input: &[u8]) -> Vec<Result<Vec<u8>, Malformed>> {
-    let mut lines = Lines::new(input);
-    let mut out = Vec::new();
-    while let Some(line) = lines.next_line().expect("in-memory read") {
-        out.push(line.map(<[u8]>::to_vec));
-    }
-    out
-}
-
 #[test]
 fn quotes_never_run_past_their_line() {
     // The attack of issue 30: an open quote would swallow the next lines.
@@ -40,34 +31,6 @@ fn quotes_never_run_past_their_line() {
         split("é,ü".as_bytes()),
         want(&["é".as_bytes(), "ü".as_bytes()])
     );
-}
-
-#[test]
-fn lines_split_on_lf_and_drop_one_trailing_cr() {
-    let got = all_lines(b"a\r\nb\n\r\nc\r\r\nd\re\n\nlast");
-    let want: Vec<Result<Vec<u8>, Malformed>> =
-        [&b"a"[..], b"b", b"", b"c\r", b"d\re", b"", b"last"]
-            .iter()
-            .map(|l| Ok(l.to_vec()))
-            .collect();
-    assert_eq!(got, want);
-    assert!(all_lines(b"").is_empty());
-    assert_eq!(all_lines(b"\n"), vec![Ok(vec![])]);
-}
-
-#[test]
-fn an_overlong_line_is_one_malformed_line_and_the_next_is_read() {
-    let mut input = vec![b'x'; MAX_LINE_BYTES];
-    input.extend_from_slice(b"\n");
-    input.extend(vec![b'y'; MAX_LINE_BYTES + 1]);
-    input.extend_from_slice(b"\r\nz\n");
-    input.extend(vec![b'w'; 3 * MAX_LINE_BYTES]);
-    let got = all_lines(&input);
-    assert_eq!(got.len(), 4);
-    assert_eq!(got[0].as_ref().map(Vec::len), Ok(MAX_LINE_BYTES));
-    assert_eq!(got[1], Err(Malformed::TooLong));
-    assert_eq!(got[2], Ok(b"z".to_vec()));
-    assert_eq!(got[3], Err(Malformed::TooLong));
 }
 
 /// A field as text: printable ASCII with commas, quotes, blanks and some
@@ -106,22 +69,5 @@ proptest! {
             prop_assert_eq!(&theirs, &want);
         }
         prop_assert_eq!(ours, want);
-    }
-
-    /// Any bytes: the lines are the `\n`-separated pieces (one trailing
-    /// `\r` dropped), and each line splits or is malformed, never a panic.
-    #[test]
-    fn any_bytes_split_into_their_lf_pieces(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
-        let got = all_lines(&bytes);
-        let mut pieces: Vec<&[u8]> = bytes.split(|&b| b == b'\n').collect();
-        if bytes.last().is_none_or(|&b| b == b'\n') {
-            pieces.pop();
-        }
-        prop_assert_eq!(got.len(), pieces.len());
-        for (line, piece) in got.iter().zip(pieces) {
-            let piece = piece.strip_suffix(b"\r").unwrap_or(piece);
-            prop_assert_eq!(line.as_deref(), Ok(piece));
-            let _ = split(piece);
-        }
     }
 }

@@ -22,6 +22,15 @@
 //!   `missing_markers`, by default `""` and `"NA"`): `"drop"` or `"error"`.
 //! * `malformed` (schema-wide, beside `domain`): what a line that is not
 //!   one CSV record of the header's width does, `"drop"` or `"error"`.
+//! * `missing_markers` (schema-wide): the values that mean "missing", by
+//!   default `["", "NA"]`; null and NaN are missing whatever the markers.
+//!   To count an empty category, list `""` among its values and give
+//!   markers without it (`"missing_markers": ["NA"]`).
+//! * `columns` (schema-wide, optional; `dpmm schema draft` writes it): the
+//!   exact header of the CSV records files the schema reads, names in
+//!   order. A file whose header differs is refused before anything is
+//!   read, so a line inserted before the real header (which would become
+//!   the header and move every column) is a refusal, not a release.
 //!
 //! Every policy defaults to `"drop"`, the stable choice: whether a record
 //! is kept depends on that record alone, so one person changes each count
@@ -43,6 +52,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::error::SchemaError;
+use crate::value::Clash;
 
 /// Largest number of values or bins one attribute may have (2²⁴).
 pub const MAX_ATTRIBUTE_SIZE: usize = 1 << 24;
@@ -119,6 +129,8 @@ pub struct Schema {
     missing_markers: Vec<String>,
     /// Policy for a malformed row (see [`crate::aggregate`]).
     malformed: Policy,
+    /// The pinned header of CSV records files.
+    columns: Option<Vec<String>>,
     /// Names and sizes in order: the workload's domain (docs/formats.md).
     domain: Domain,
 }
@@ -133,6 +145,8 @@ struct RawSchema {
     missing_markers: Option<Vec<String>>,
     #[serde(default)]
     malformed: Option<String>,
+    #[serde(default)]
+    columns: Option<Vec<String>>,
     domain: Vec<RawAttribute>,
 }
 
@@ -181,7 +195,11 @@ impl Schema {
             Some("error") => Policy::Error,
             Some(other) => return Err(SchemaError::UnknownMalformedPolicy(other.to_string())),
         };
-        Ok(Self::new(attributes, missing_markers)?.with_malformed(malformed))
+        let schema = Self::new(attributes, missing_markers)?.with_malformed(malformed);
+        match raw.columns {
+            None => Ok(schema),
+            Some(columns) => schema.with_columns(columns),
+        }
     }
 
     /// Reads, parses and validates a schema file.
@@ -222,8 +240,49 @@ impl Schema {
             attributes,
             missing_markers,
             malformed: Policy::Drop,
+            columns: None,
             domain,
         })
+    }
+
+    /// The schema with a pinned header: `columns` (distinct, not empty
+    /// names, among them every attribute's column) must be the header of
+    /// every CSV records file read, exactly and in order.
+    pub fn with_columns(mut self, columns: Vec<String>) -> Result<Self, SchemaError> {
+        if columns.is_empty() {
+            return Err(SchemaError::BadColumns("is empty".into()));
+        }
+        if let Some(i) = columns
+            .iter()
+            .position(|c| c.trim().is_empty() || c.trim() != c)
+        {
+            return Err(SchemaError::BadColumns(format!(
+                "#{} is empty or has blanks around it",
+                i + 1
+            )));
+        }
+        for (i, c) in columns.iter().enumerate() {
+            if columns[..i].contains(c) {
+                return Err(SchemaError::BadColumns(format!("names '{c}' twice")));
+            }
+        }
+        if let Some(a) = self
+            .attributes
+            .iter()
+            .find(|a| !columns.contains(&a.column))
+        {
+            return Err(SchemaError::BadColumns(format!(
+                "has no column '{}' (read by attribute '{}')",
+                a.column, a.name
+            )));
+        }
+        self.columns = Some(columns);
+        Ok(self)
+    }
+
+    /// The pinned header of CSV records files, if the schema pins one.
+    pub fn columns(&self) -> Option<&[String]> {
+        self.columns.as_deref()
     }
 
     /// The schema with `policy` for malformed rows (`drop` unless set).
@@ -460,20 +519,28 @@ fn validate_attribute(
                     max: MAX_ATTRIBUTE_SIZE,
                 });
             }
-            let mut sorted: Vec<&String> = values.iter().collect();
-            sorted.sort();
-            if let Some(w) = sorted.windows(2).find(|w| w[0] == w[1]) {
-                return Err(SchemaError::DuplicateValue {
+            // Values must each read as their own value, whatever the type
+            // of the column they are read from (crate::value).
+            crate::value::check_keys(values, missing_markers).map_err(|clash| match clash {
+                Clash::NanValue(value) => SchemaError::NanValue {
                     attribute: name.clone(),
-                    value: w[0].clone(),
-                });
-            }
-            if let Some(v) = values.iter().find(|v| missing_markers.contains(v)) {
-                return Err(SchemaError::ValueIsMissingMarker {
+                    value,
+                },
+                Clash::Values(first, second) if first == second => SchemaError::DuplicateValue {
                     attribute: name.clone(),
-                    value: v.clone(),
-                });
-            }
+                    value: first,
+                },
+                Clash::Values(first, second) => SchemaError::SameValue {
+                    attribute: name.clone(),
+                    first,
+                    second,
+                },
+                Clash::Marker(value, marker) => SchemaError::ValueIsMissingMarker {
+                    attribute: name.clone(),
+                    value,
+                    marker,
+                },
+            })?;
         }
         Encoding::Bins { edges } => {
             if edges.len() < 2 {

@@ -140,6 +140,30 @@ fn malformed_categorical() -> Vec<(&'static str, SchemaError)> {
             SchemaError::ValueIsMissingMarker {
                 attribute: a(),
                 value: "NA".into(),
+                marker: "NA".into(),
+            },
+        ),
+        (
+            r#"{"name": "a", "values": ["27", "x", "27.0"]}"#,
+            SchemaError::SameValue {
+                attribute: a(),
+                first: "27".into(),
+                second: "27.0".into(),
+            },
+        ),
+        (
+            r#"{"name": "a", "values": ["True", "true"]}"#,
+            SchemaError::SameValue {
+                attribute: a(),
+                first: "True".into(),
+                second: "true".into(),
+            },
+        ),
+        (
+            r#"{"name": "a", "values": ["x", "nan"]}"#,
+            SchemaError::NanValue {
+                attribute: a(),
+                value: "nan".into(),
             },
         ),
         (

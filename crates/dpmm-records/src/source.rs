@@ -14,7 +14,9 @@ const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
 /// `input`, decompressed if it starts with the gzip magic bytes.
 ///
 /// Multi-member gzip (concatenated `.gz` files, bgzip) is read to the end.
-pub fn decompressing<'a, R: Read + 'a>(mut input: R) -> io::Result<Box<dyn Read + 'a>> {
+pub fn decompressing<'a, R: Read + Send + 'a>(
+    mut input: R,
+) -> io::Result<Box<dyn Read + Send + 'a>> {
     let mut head = [0u8; 2];
     let mut filled = 0;
     while filled < head.len() {
@@ -36,8 +38,8 @@ pub fn decompressing<'a, R: Read + 'a>(mut input: R) -> io::Result<Box<dyn Read 
 /// The magic bytes that open (and close) a Parquet file.
 pub const PARQUET_MAGIC: &[u8; 4] = b"PAR1";
 
-/// Whether the file at `path` starts with [`PARQUET_MAGIC`] (read with the
-/// `parquet` feature, never as CSV).
+/// Whether the file at `path` starts with [`PARQUET_MAGIC`] (read as
+/// Parquet, never as CSV).
 pub fn is_parquet(path: &Path) -> bool {
     // Only a regular file can be opened twice: peeking at a pipe
     // (`--data <(zcat …)`, /dev/stdin) would eat the first bytes of the CSV
@@ -53,7 +55,7 @@ pub fn is_parquet(path: &Path) -> bool {
 }
 
 /// Opens `path` for reading, decompressing gzip.
-pub fn open_path(path: &Path) -> Result<Box<dyn Read>, RecordsError> {
+pub fn open_path(path: &Path) -> Result<Box<dyn Read + Send>, RecordsError> {
     let io_error = |e: io::Error| RecordsError::Io {
         path: path.display().to_string(),
         reason: e.to_string(),

@@ -220,11 +220,9 @@ impl Answers {
         Ok(())
     }
 
-    /// Streams the answers into `out` as a Parquet table (the `parquet`
-    /// feature): columns `query` (text), `answer`, `std_error`, `ci_low`,
+    /// Streams the answers into `out` as a Parquet table: columns `query` (text), `answer`, `std_error`, `ci_low`,
     /// `ci_high` (doubles, the same numbers as the CSV's), the sidecar in
     /// the file's metadata ([`crate::parquet_output`]).
-    #[cfg(feature = "parquet")]
     pub fn write_parquet(&self, out: &mut (dyn std::io::Write + Send)) -> std::io::Result<()> {
         let labels = QueryLabels::new(&self.workload, &self.schema);
         let row = |q: usize, label: &mut String, values: &mut [f64]| {
@@ -262,7 +260,6 @@ impl Answers {
         let stream = |w: &mut (dyn std::io::Write + Send)| -> Result<()> {
             match format {
                 AnswersFormat::Csv => self.write_csv(w),
-                #[cfg(feature = "parquet")]
                 AnswersFormat::Parquet => self.write_parquet(w),
             }
             .map_err(|e| crate::Error::file(out, e))
@@ -270,7 +267,6 @@ impl Answers {
         let nonneg_file = nonneg_path(out);
         let nonneg = self.nonneg.as_ref().map(|_| match format {
             AnswersFormat::Csv => self.nonneg_csv().unwrap_or_default().into_bytes(),
-            #[cfg(feature = "parquet")]
             AnswersFormat::Parquet => self.nonneg_parquet(),
         });
         let side_file = sidecar_path(out);
@@ -287,7 +283,6 @@ impl Answers {
 
     /// The non-negative estimates as a Parquet table, `query` and
     /// `answer` (empty without them).
-    #[cfg(feature = "parquet")]
     fn nonneg_parquet(&self) -> Vec<u8> {
         let Some(values) = &self.nonneg else {
             return Vec::new();
@@ -320,30 +315,17 @@ impl Answers {
 pub enum AnswersFormat {
     /// `query,answer,std_error,ci_low,ci_high` ([`Answers::write_csv`]).
     Csv,
-    /// The same columns as a Parquet table ([`Answers::write_parquet`];
-    /// the `parquet` feature).
-    #[cfg(feature = "parquet")]
+    /// The same columns as a Parquet table ([`Answers::write_parquet`]).
     Parquet,
 }
 
 impl AnswersFormat {
-    /// The format of answers written to `out`; a `.parquet` name in a
-    /// build without the `parquet` feature is refused (before a release
-    /// charges anything), never written as CSV under that name.
+    /// The format of answers written to `out`.
     pub fn of(out: &Path) -> Result<Self> {
         let parquet = out
             .extension()
             .is_some_and(|e| e.eq_ignore_ascii_case("parquet"));
-        if !parquet {
-            return Ok(Self::Csv);
-        }
-        #[cfg(feature = "parquet")]
-        return Ok(Self::Parquet);
-        #[cfg(not(feature = "parquet"))]
-        Err(crate::Error::file(
-            out,
-            "Parquet answers need dpmm built with the `parquet` feature; name a .csv file",
-        ))
+        Ok(if parquet { Self::Parquet } else { Self::Csv })
     }
 }
 

@@ -101,10 +101,11 @@ impl From<SchemaError> for Error {
 
 impl From<RecordsError> for Error {
     fn from(e: RecordsError) -> Self {
-        if e == RecordsError::Interrupted {
-            return Self::Interrupted;
+        match e {
+            RecordsError::Interrupted => Self::Interrupted,
+            RecordsError::Internal(m) => Self::Internal(m),
+            e => Self::BadInput(e.to_string()),
         }
-        Self::BadInput(e.to_string())
     }
 }
 

@@ -66,6 +66,7 @@
 //! ```
 
 pub mod answers;
+pub mod check;
 #[cfg(feature = "cli")]
 pub mod cli;
 pub mod document;
@@ -74,7 +75,6 @@ pub mod ledger;
 pub mod matrix;
 pub mod nonneg;
 pub mod output;
-#[cfg(feature = "parquet")]
 pub mod parquet_output;
 pub mod plan;
 pub mod privacy;

@@ -47,7 +47,7 @@ use dp_plan::{PlanObjective, PlanOptions, plan_strategy};
 use dp_workloads::domain::Domain;
 use dp_workloads::spec::{load_spec, parse_spec};
 use dp_workloads::structured::StructuredWorkload;
-use dpmm_records::{Layout, PrivateCounts, Rows, Schema, aggregate as aggregate_rows};
+use dpmm_records::{Layout, PrivateCounts, Rows, Schema, Source, aggregate_source};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::json;
 
@@ -62,11 +62,11 @@ use crate::{Document, Error, Result};
 
 /// The records a release reads.
 pub enum Data {
-    /// A records file: CSV with a header row, plain or gzip'ed, or Parquet
-    /// with the `parquet` feature (detected by content).
+    /// A records file: CSV with a header row, plain or gzip'ed, or
+    /// Parquet (detected by content).
     Records(PathBuf),
     /// A pre-aggregated table (the schema's columns and a `count` column),
-    /// CSV, plain or gzip'ed.
+    /// CSV (plain or gzip'ed) or Parquet.
     CountsTable(PathBuf),
     /// CSV the caller streams in (records or a counts table, as `rows`
     /// says), named `name` in messages. It has no path, so an output
@@ -79,14 +79,57 @@ pub enum Data {
         /// Records, or a counts table.
         rows: Rows,
     },
+    /// Arrow record batches the caller hands over (a DataFrame exported
+    /// through the Arrow C stream interface, a Parquet reader, …): records
+    /// or a counts table, as `rows` says, named `name` in messages.
+    Arrow {
+        /// The batches, all of the reader's schema.
+        reader: Box<dyn dpmm_records::arrow::RecordBatchReader + Send>,
+        /// What messages call it.
+        name: String,
+        /// Records, or a counts table.
+        rows: Rows,
+    },
 }
 
 impl Data {
     fn path(&self) -> Option<&PathBuf> {
         match self {
             Self::Records(p) | Self::CountsTable(p) => Some(p),
-            Self::Csv { .. } => None,
+            Self::Csv { .. } | Self::Arrow { .. } => None,
         }
+    }
+
+    /// Whether a row stands for one record or a group of them.
+    pub fn rows(&self) -> Rows {
+        match self {
+            Self::Records(_) => Rows::Records,
+            Self::CountsTable(_) => Rows::CountsTable,
+            Self::Csv { rows, .. } | Self::Arrow { rows, .. } => *rows,
+        }
+    }
+
+    /// The records as a source ([`dpmm_records::Source`]); a file is
+    /// read through `wrap` (a progress bar), when it is CSV.
+    pub fn into_source(
+        self,
+        wrap: impl FnOnce(std::fs::File) -> Box<dyn Read + Send>,
+    ) -> Result<Source<'static>> {
+        Ok(match self {
+            Self::Records(path) | Self::CountsTable(path) => {
+                if dpmm_records::source::is_parquet(&path) {
+                    Source::Parquet(path)
+                } else {
+                    let file = std::fs::File::open(&path).map_err(|e| Error::file(&path, e))?;
+                    Source::Csv {
+                        reader: wrap(file),
+                        name: path.display().to_string(),
+                    }
+                }
+            }
+            Self::Csv { reader, name, .. } => Source::Csv { reader, name },
+            Self::Arrow { reader, name, .. } => Source::Arrow { reader, name },
+        })
     }
 }
 
@@ -114,8 +157,7 @@ pub struct Release {
     pub budget: PrivacyBudget,
     /// The ledger to charge.
     pub ledger: PathBuf,
-    /// Where to write the answers, CSV or (named `*.parquet`, the
-    /// `parquet` feature) Parquet ([`crate::answers::AnswersFormat`]), and
+    /// Where to write the answers, CSV or (named `*.parquet`) Parquet ([`crate::answers::AnswersFormat`]), and
     /// `<out>.json`, the sidecar; checked writable, and its format
     /// available, before anything is charged. `None`: the
     /// answers are only returned.
@@ -508,18 +550,7 @@ impl<R: Read> Read for Progress<R> {
 
 impl Release {
     fn aggregate(&self, data: Data, p: &Prepared) -> Result<PrivateCounts> {
-        let (path, rows) = match data {
-            Data::Records(path) => (path, Rows::Records),
-            Data::CountsTable(path) => (path, Rows::CountsTable),
-            Data::Csv { reader, name, rows } => {
-                return Ok(aggregate_rows(reader, &name, &p.schema, &p.layout, rows)?);
-            }
-        };
-        if dpmm_records::source::is_parquet(&path) {
-            return aggregate_parquet(&path, rows, p);
-        }
-        let file = std::fs::File::open(&path).map_err(|e| Error::file(&path, e))?;
-        let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+        let rows = data.rows();
         // Only a percentage of the input file, and only on a terminal: no
         // count of records is shown.
         let target = if self.progress {
@@ -527,17 +558,20 @@ impl Release {
         } else {
             ProgressDrawTarget::hidden()
         };
-        let bar = ProgressBar::with_draw_target(Some(len), target);
+        let bar = ProgressBar::with_draw_target(None, target);
         bar.set_style(
             ProgressStyle::with_template("aggregating {wide_bar} {percent}%")
                 .map_err(|e| Error::Internal(e.to_string()))?,
         );
-        let input = Progress {
-            inner: std::io::BufReader::with_capacity(1 << 20, file),
-            bar: bar.clone(),
-        };
-        let name = path.display().to_string();
-        let counts = aggregate_rows(input, &name, &p.schema, &p.layout, rows);
+        let shown = bar.clone();
+        let source = data.into_source(move |file| {
+            shown.set_length(file.metadata().map(|m| m.len()).unwrap_or(0));
+            Box::new(Progress {
+                inner: std::io::BufReader::with_capacity(1 << 20, file),
+                bar: shown,
+            })
+        })?;
+        let counts = aggregate_source(source, &p.schema, &p.layout, rows);
         bar.finish_and_clear();
         Ok(counts?)
     }
@@ -564,30 +598,6 @@ impl Release {
         );
         inputs
     }
-}
-
-/// Records from a Parquet file (the `parquet` feature).
-#[cfg(feature = "parquet")]
-fn aggregate_parquet(path: &Path, rows: Rows, p: &Prepared) -> Result<PrivateCounts> {
-    if rows == Rows::CountsTable {
-        return Err(Error::BadInput(format!(
-            "{}: a counts table must be CSV",
-            path.display()
-        )));
-    }
-    dpmm_records::parquet_input::aggregate_parquet_file(path, &p.schema, &p.layout)
-        .map_err(|e| Error::BadInput(e.to_string()))
-}
-
-/// Without the `parquet` feature a Parquet file is refused, not read as CSV.
-#[cfg(not(feature = "parquet"))]
-fn aggregate_parquet(path: &Path, _: Rows, _: &Prepared) -> Result<PrivateCounts> {
-    Err(format!(
-        "{}: a Parquet file; this dpmm is built without the `parquet` feature \
-         (cargo install --path crates/dpmm --features parquet)",
-        path.display()
-    )
-    .into())
 }
 
 /// The sidecar: how the answers were made (nothing exact about the data).

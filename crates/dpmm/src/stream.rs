@@ -47,14 +47,13 @@
 //! that close on a public clock; that is not built. Standard input
 //! (`--data -`) is read to its end like a file.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::PathBuf;
 
 use dp_core::{Contribution, Cost, PrivacyBudget, StreamFigures, StreamSpec};
 use dp_stream::{Factorization, Objective, Participation, Stream};
 use dp_workloads::structured::StructuredWorkload;
-use dpmm_records::Schema;
-use dpmm_records::timed::TimedRecords;
+use dpmm_records::{Layout, Schema, Source, Timing, aggregate_steps};
 
 use crate::release_plan::QueryLabels;
 use crate::{Document, Error, Result};
@@ -186,16 +185,14 @@ pub fn running_count_coefficients(steps: usize, bands: usize) -> Result<Vec<f64>
     Ok(dp_stream::toeplitz::inverse_sqrt_series(bands))
 }
 
-/// One marginal table of the workload: where its cells start in the step
-/// vector and each attribute's stride (0 for attributes summed out).
+/// One marginal table of the workload: the attributes it keeps.
 struct Table {
-    start: usize,
-    strides: Vec<usize>,
+    support: Vec<usize>,
 }
 
 impl StreamRelease {
-    /// Runs the stream on `input` (CSV records with a header, plain or
-    /// gzip'ed; `source_name` names it in errors), writing
+    /// Runs the stream on the records of `input` (any source: CSV, plain
+    /// or gzip'ed, Parquet, Arrow), writing
     /// `step,query,answer,std_error,ci_low,ci_high` rows to the writer
     /// `open` returns (called once, just before the charge), each step's
     /// rows flushed as the step is released. The input is read whole and
@@ -203,8 +200,7 @@ impl StreamRelease {
     /// refusal spends nothing.
     pub fn run<'w>(
         &self,
-        input: Box<dyn Read + '_>,
-        source_name: &str,
+        input: Source<'_>,
         open: impl FnOnce() -> Result<Box<dyn Write + 'w>>,
     ) -> Result<StreamSummary> {
         let rho = stream_rho(self.budget)?;
@@ -267,29 +263,29 @@ impl StreamRelease {
         // charged: the whole input is read first (see the module's
         // documentation), and every refusal (an `error` policy, I/O)
         // happens here, spending nothing.
-        let mut counts = vec![0i64; total];
-        let mut records = TimedRecords::new(
-            input,
-            source_name,
-            &schema,
-            &self.time_column,
-            self.start,
-            self.steps as u64,
-        )?;
-        while let Some(record) = records.next_record()? {
-            let base = record.step as usize * queries;
-            for table in &tables {
-                let cell = table.start
-                    + record
-                        .codes
-                        .iter()
-                        .zip(&table.strides)
-                        .map(|(c, s)| c * s)
-                        .sum::<usize>();
-                counts[base + cell] += 1;
+        let mut supports: Vec<Vec<usize>> = Vec::new();
+        for t in &tables {
+            if !supports.contains(&t.support) {
+                supports.push(t.support.clone());
             }
         }
-        drop(records);
+        let layout = Layout::marginals_over_steps(
+            schema.domain(),
+            &supports,
+            self.steps,
+            MAX_STEP_CELLS as u64,
+        )?;
+        let timing = Timing {
+            column: &self.time_column,
+            start: self.start,
+            steps: self.steps as u64,
+        };
+        let products: Vec<Vec<usize>> = tables.iter().map(|t| t.support.clone()).collect();
+        let counts =
+            aggregate_steps(input, &schema, timing, &layout)?.into_step_counts(&products)?;
+        if counts.len() != total {
+            return Err(Error::Internal("step counts and cells disagree".into()));
+        }
         let label = format!(
             "stream of {} steps (epsilon {}, delta {})",
             self.steps,
@@ -350,13 +346,13 @@ impl StreamRelease {
 /// product with a factor other than `identity` or `total` is refused.
 fn tables(workload: &StructuredWorkload) -> Result<(Vec<Table>, usize)> {
     let mut tables = Vec::new();
-    let mut start = 0usize;
+    let mut cells = 0usize;
     for (_, factors) in workload.products() {
-        let mut strides = vec![0usize; factors.len()];
+        let mut support = Vec::new();
         let mut size = 1usize;
-        for (a, f) in factors.iter().enumerate().rev() {
+        for (a, f) in factors.iter().enumerate() {
             if f.is_identity() {
-                strides[a] = size;
+                support.push(a);
                 size = size.saturating_mul(f.num_queries());
             } else if !f.is_total() {
                 return Err(Error::BadInput(
@@ -366,13 +362,13 @@ fn tables(workload: &StructuredWorkload) -> Result<(Vec<Table>, usize)> {
                 ));
             }
         }
-        tables.push(Table { start, strides });
-        start = start.saturating_add(size);
-        if start > MAX_CELLS {
+        tables.push(Table { support });
+        cells = cells.saturating_add(size);
+        if cells > MAX_CELLS {
             return Err(Error::BadInput(format!(
                 "the workload has more than {MAX_CELLS} cells per step"
             )));
         }
     }
-    Ok((tables, start))
+    Ok((tables, cells))
 }

@@ -277,15 +277,6 @@ fn every_bad_input_is_one_line_exit_two_and_spends_nothing() {
             assert!(String::from_utf8_lossy(&out.stderr).contains("epsilon"));
         }
     }
-    // Parquet answers from a build without the `parquet` feature: refused
-    // before the charge, never a CSV under that name.
-    #[cfg(not(feature = "parquet"))]
-    {
-        let parquet_out = d.path("answers.parquet");
-        let out = release(&d, &ledger, &parquet_out, &[]);
-        assert_refused(&out, &parquet_out, &ledger, &before, "parquet answers");
-        assert!(String::from_utf8_lossy(&out.stderr).contains("`parquet` feature"));
-    }
     // A spec naming an attribute the domain lacks.
     let bad_spec = d.path("bad_spec.json");
     let out = release(&d, &ledger, &out_path, &["--workload", &bad_spec]);

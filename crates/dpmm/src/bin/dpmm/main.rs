@@ -25,9 +25,9 @@ use clap::{Args, Parser, Subcommand};
 use dpmm::cli::PrivacyArgs;
 use dpmm::dp_core::interrupt::Interrupt;
 use dpmm::dp_plan::resources::default_memory_limit;
-use dpmm::dpmm_records::{DRAFT_NOTE, draft_from_path};
+use dpmm::dpmm_records::{DRAFT_NOTE, Source, draft_from_path};
 use dpmm::resources::{Spinner, parse_memory};
-use dpmm::{Data, Error, Plan, PlanObjective, Release, Workload, ledger, privacy};
+use dpmm::{Data, Document, Error, Plan, PlanObjective, Release, Workload, ledger, privacy};
 
 /// Optimized linear queries under differential privacy, for data curators.
 #[derive(Parser)]
@@ -59,6 +59,48 @@ enum Command {
     /// workload of marginals at every step out; the ledger charged once
     /// for the whole horizon.
     Stream(StreamArgs),
+    /// The curator's check, NOT PRIVATE: what the schema makes of the
+    /// records — rows read, malformed rows, per attribute the values
+    /// outside the domain, missing or not a number (the most frequent
+    /// shown), the share a release would drop. Exact figures for the
+    /// curator's eyes only: never publish them. Spends and writes nothing.
+    Check(CheckArgs),
+}
+
+/// `dpmm check`'s flags.
+#[derive(Args)]
+struct CheckArgs {
+    /// Records: CSV with a header row (plain or gzip'ed) or Parquet,
+    /// detected by content; `-` reads CSV from standard input.
+    #[arg(long, required_unless_present = "counts", conflicts_with = "counts")]
+    data: Option<PathBuf>,
+    /// Instead of records: a pre-aggregated table (the schema's columns
+    /// and a `count` column).
+    #[arg(long)]
+    counts: Option<PathBuf>,
+    /// The records schema.
+    #[arg(long)]
+    schema: PathBuf,
+    /// A workload spec to check against the schema's domain as well.
+    #[arg(long)]
+    workload: Option<PathBuf>,
+    /// For a stream: the time column (with --steps and --start).
+    #[arg(long, requires = "steps")]
+    time_column: Option<String>,
+    /// For a stream: the horizon T.
+    #[arg(long, requires = "time_column")]
+    steps: Option<u64>,
+    /// For a stream: the time value of step 0.
+    #[arg(
+        long,
+        default_value_t = 0,
+        allow_hyphen_values = true,
+        requires = "time_column"
+    )]
+    start: i64,
+    /// Print the report as one JSON object.
+    #[arg(long)]
+    json: bool,
 }
 
 /// `dpmm stream`'s flags.
@@ -263,6 +305,7 @@ fn run(cli: Cli) -> Result<(), Error> {
         Command::Plan(args) => plan(&args),
         Command::Release(args) => release(args),
         Command::Stream(args) => stream(&args),
+        Command::Check(args) => check(args),
         Command::Ledger(command) => {
             let text = match command {
                 LedgerCommand::Init {
@@ -323,7 +366,7 @@ fn release(args: ReleaseArgs) -> Result<(), Error> {
         }
     };
     let release = Release {
-        schema: args.schema.into(),
+        schema: args.schema.clone().into(),
         workload: args.workload.map(Into::into),
         plan: args.plan.map(Into::into),
         objective: args.objective,
@@ -349,7 +392,54 @@ fn release(args: ReleaseArgs) -> Result<(), Error> {
             .unwrap_or_default(),
         answers.ledger_entry()
     );
+    drop_note(&args.schema);
     Ok(())
+}
+
+fn check(args: CheckArgs) -> Result<(), Error> {
+    let data = match (args.data, args.counts) {
+        (Some(d), None) if d.as_os_str() == "-" => Data::Csv {
+            reader: Box::new(std::io::stdin()),
+            name: "standard input".into(),
+            rows: dpmm::Rows::Records,
+        },
+        (Some(d), None) => Data::Records(d),
+        (None, Some(c)) => Data::CountsTable(c),
+        _ => {
+            return Err(Error::BadInput(
+                "give exactly one of --data and --counts".into(),
+            ));
+        }
+    };
+    let time = match (args.time_column, args.steps) {
+        (Some(column), Some(steps)) => Some(dpmm::check::StreamTime {
+            column,
+            steps,
+            start: args.start,
+        }),
+        _ => None,
+    };
+    let schema = args.schema.into();
+    let workload = args.workload.map(Document::from);
+    let report = dpmm::check::check(&schema, data, workload.as_ref(), time.as_ref())?;
+    if args.json {
+        let text = serde_json::to_string_pretty(&report)
+            .map_err(|e| Error::Internal(format!("the report as JSON: {e}")))?;
+        println!("{text}");
+    } else {
+        print!("{}", dpmm::check::render(&report));
+    }
+    Ok(())
+}
+
+/// The note a release or stream prints after it has run: whether its
+/// schema can drop records, said without looking at the data.
+fn drop_note(schema: &Path) {
+    if let Ok(schema) = dpmm::Schema::from_path(schema)
+        && let Some(note) = dpmm::check::drop_note(&schema)
+    {
+        eprintln!("{note}");
+    }
 }
 
 fn stream(args: &StreamArgs) -> Result<(), Error> {
@@ -364,11 +454,13 @@ fn stream(args: &StreamArgs) -> Result<(), Error> {
         bands: args.bands,
     };
     let stdin = args.data.as_os_str() == "-";
-    let (input, name): (Box<dyn std::io::Read>, String) = if stdin {
-        (Box::new(std::io::stdin().lock()), "standard input".into())
+    let input = if stdin {
+        Source::Csv {
+            reader: Box::new(std::io::stdin()),
+            name: "standard input".into(),
+        }
     } else {
-        let file = std::fs::File::open(&args.data).map_err(|e| Error::file(&args.data, e))?;
-        (Box::new(file), args.data.display().to_string())
+        Source::file(&args.data)?
     };
     let inputs: Vec<PathBuf> = [&args.schema, &args.workload, &args.ledger]
         .into_iter()
@@ -377,7 +469,7 @@ fn stream(args: &StreamArgs) -> Result<(), Error> {
         .collect();
     dpmm::output::check_output(&args.out, &inputs)?;
     dpmm::output::check_writable(&args.out)?;
-    let summary = run.run(input, &name, || {
+    let summary = run.run(input, || {
         let file = std::fs::File::create(&args.out).map_err(|e| Error::file(&args.out, e))?;
         Ok(Box::new(std::io::BufWriter::new(file)))
     })?;
@@ -390,6 +482,7 @@ fn stream(args: &StreamArgs) -> Result<(), Error> {
         summary.figures.sigma,
         summary.ledger_entry
     );
+    drop_note(&args.schema);
     Ok(())
 }
 

@@ -1,0 +1,312 @@
+use std::sync::Arc;
+
+use arrow_array::types::Int32Type;
+use arrow_array::{
+    ArrayRef, BinaryArray, BooleanArray, Decimal128Array, DictionaryArray, Float32Array,
+    Float64Array, Int8Array, Int16Array, Int64Array, LargeStringArray, NullArray, StringArray,
+    StringViewArray, TimestampSecondArray, UInt8Array, UInt64Array,
+};
+
+use super::*;
+use crate::schema::Schema;
+
+const SCHEMA: &str = r#"{"domain": [
+    {"name": "age", "column": "age", "values": ["27", "30", "45"]},
+    {"name": "years", "column": "years", "bins": [0, 28, 40, 100]}
+]}"#;
+
+/// The same five records (27, 30, missing, 46, 99) as every column type.
+fn columns() -> Vec<(&'static str, ArrayRef)> {
+    let text = [Some("27"), Some("30.0"), None, Some("4.6e1"), Some(" 99 ")];
+    vec![
+        (
+            "Int64",
+            Arc::new(Int64Array::from(vec![
+                Some(27),
+                Some(30),
+                None,
+                Some(46),
+                Some(99),
+            ])) as ArrayRef,
+        ),
+        (
+            "Float64",
+            Arc::new(Float64Array::from(vec![27.0, 30.0, f64::NAN, 46.0, 99.0])),
+        ),
+        (
+            "Float64 null",
+            Arc::new(Float64Array::from(vec![
+                Some(27.0),
+                Some(30.0),
+                None,
+                Some(46.0),
+                Some(99.0),
+            ])),
+        ),
+        (
+            "Float32",
+            Arc::new(Float32Array::from(vec![27.0, 30.0, f32::NAN, 46.0, 99.0])),
+        ),
+        ("Utf8", Arc::new(StringArray::from(text.to_vec()))),
+        (
+            "Utf8 NA",
+            Arc::new(StringArray::from(vec!["27", "30", "NA", "46", "99"])),
+        ),
+        ("LargeUtf8", Arc::new(LargeStringArray::from(text.to_vec()))),
+        ("Utf8View", Arc::new(StringViewArray::from(text.to_vec()))),
+        (
+            "Binary",
+            Arc::new(BinaryArray::from(
+                text.iter()
+                    .map(|t| t.map(str::as_bytes))
+                    .collect::<Vec<_>>(),
+            )),
+        ),
+        (
+            "Dictionary",
+            Arc::new(
+                text.iter()
+                    .map(|t| t.map(|s| s.trim()))
+                    .collect::<DictionaryArray<Int32Type>>(),
+            ),
+        ),
+        (
+            "Decimal128",
+            Arc::new(
+                Decimal128Array::from(vec![Some(2700), Some(3000), None, Some(4600), Some(9900)])
+                    .with_precision_and_scale(6, 2)
+                    .expect("a decimal type"),
+            ),
+        ),
+    ]
+}
+
+fn encode_as(column: ArrayRef, rows: Rows) -> Result<Encoded, RecordsError> {
+    let schema = Schema::from_json(SCHEMA).expect("schema");
+    let mut names = vec!["age", "years"];
+    let mut arrays = vec![column.clone(), column];
+    if rows == Rows::CountsTable {
+        names.push("count");
+        arrays.push(Arc::new(Float64Array::from(vec![2.0, 1.0, 3.0, 1.5, 4.0])));
+    }
+    let extra = Extra {
+        count: (rows == Rows::CountsTable).then_some("count"),
+        time: None,
+    };
+    let needed = resolve(&schema, &names, &extra)?;
+    let types: Vec<DataType> = arrays.iter().map(|a| a.data_type().clone()).collect();
+    let compiled = Compiled::new(&schema, &needed, &types, None)?;
+    let batch = RecordBatch::try_from_iter(names.iter().copied().zip(arrays)).expect("batch");
+    let mut e = Encoded::default();
+    e.encode(&compiled, &batch, &[])?;
+    Ok(e)
+}
+
+use crate::aggregate::Rows;
+
+#[test]
+fn every_column_type_encodes_the_same_records_alike() {
+    for (name, column) in columns() {
+        let e = encode_as(column, Rows::Records).expect(name);
+        // age: 27, 30 are cells 0, 1; missing, 46 (not listed) and 99 drop.
+        // years: [0, 28) [28, 40) [40, 100).
+        assert_eq!(e.weight, vec![1, 1, 0, 0, 0], "{name}");
+        assert_eq!(e.codes[0][..2], [0, 1], "{name}");
+        assert_eq!(e.codes[1][..2], [0, 1], "{name}");
+    }
+}
+
+#[test]
+fn a_counts_tables_count_is_any_whole_number() {
+    for (name, column) in columns() {
+        let e = encode_as(column, Rows::CountsTable).expect(name);
+        // Count 1.5 is malformed; the rest as before.
+        assert_eq!(e.weight, vec![2, 1, 0, 0, 0], "{name}");
+    }
+}
+
+fn compile(types: &[(&str, DataType)], schema: &str) -> Result<Compiled, RecordsError> {
+    let schema = Schema::from_json(schema).expect("schema");
+    let names: Vec<&str> = types.iter().map(|(n, _)| *n).collect();
+    let needed = resolve(&schema, &names, &Extra::default())?;
+    let types: Vec<DataType> = needed.iter().map(|n| types[n.position].1.clone()).collect();
+    Compiled::new(&schema, &needed, &types, None)
+}
+
+#[test]
+fn types_no_value_could_match_are_refused_before_any_row() {
+    let words = r#"{"domain": [{"name": "a", "values": ["yes", "no"]}]}"#;
+    let numbers = r#"{"domain": [{"name": "a", "values": ["1", "2"]}]}"#;
+    let flags = r#"{"domain": [{"name": "a", "values": ["false", "true"]}]}"#;
+    let binned = r#"{"domain": [{"name": "a", "bins": [0, 10]}]}"#;
+    let refused = |t: DataType, schema: &str| {
+        matches!(
+            compile(&[("a", t)], schema),
+            Err(RecordsError::ColumnType { .. })
+        )
+    };
+    let timestamp = DataType::Timestamp(arrow_schema::TimeUnit::Second, None);
+    let list = DataType::List(Arc::new(arrow_schema::Field::new(
+        "x",
+        DataType::Int8,
+        true,
+    )));
+    for schema in [words, numbers, flags, binned] {
+        assert!(refused(timestamp.clone(), schema));
+        assert!(refused(list.clone(), schema));
+        assert!(!refused(DataType::Utf8, schema), "text may hold anything");
+        assert!(!refused(DataType::Null, schema), "nulls are missing");
+    }
+    assert!(refused(DataType::Int64, words));
+    assert!(!refused(DataType::Int64, numbers));
+    assert!(!refused(DataType::Float64, binned));
+    assert!(refused(DataType::Boolean, words));
+    assert!(refused(DataType::Boolean, binned));
+    assert!(!refused(DataType::Boolean, flags));
+    assert!(
+        !refused(DataType::Boolean, numbers),
+        "booleans read as 0 and 1"
+    );
+    let dictionary = |v: DataType| DataType::Dictionary(Box::new(DataType::Int16), Box::new(v));
+    assert!(refused(dictionary(DataType::Int8), words));
+    assert!(!refused(dictionary(DataType::Utf8), words));
+    // The message names the column, what it holds and why.
+    let Err(e) = compile(&[("a", DataType::Int64)], words) else {
+        panic!("refused")
+    };
+    let text = e.to_string();
+    assert!(text.contains("'a'") && text.contains("numbers"), "{text}");
+    assert!(matches!(
+        compile(&[("b", DataType::Utf8)], words),
+        Err(RecordsError::MissingColumn { .. })
+    ));
+    assert!(matches!(
+        compile(&[("a", DataType::Utf8), ("a", DataType::Utf8)], words),
+        Err(RecordsError::DuplicateHeaderColumn(_))
+    ));
+}
+
+#[test]
+fn other_types_read_as_their_values() {
+    let schema = r#"{"domain": [{"name": "a", "values": ["0", "1", "200"]}]}"#;
+    let cases: Vec<(ArrayRef, Vec<u64>)> = vec![
+        (Arc::new(Int8Array::from(vec![0, 1, -1])), vec![1, 1, 0]),
+        (Arc::new(Int16Array::from(vec![200, 1, 2])), vec![1, 1, 0]),
+        (Arc::new(UInt8Array::from(vec![200, 0, 255])), vec![1, 1, 0]),
+        (
+            Arc::new(UInt64Array::from(vec![u64::MAX, 1, 200])),
+            vec![0, 1, 1],
+        ),
+        (
+            Arc::new(BooleanArray::from(vec![Some(true), None, Some(false)])),
+            vec![1, 0, 1],
+        ),
+        (Arc::new(NullArray::new(3)), vec![0, 0, 0]),
+    ];
+    for (column, want) in cases {
+        let t = column.data_type().clone();
+        let compiled = compile(&[("a", t.clone())], schema).expect("compiles");
+        let batch = RecordBatch::try_from_iter([("a", column)]).expect("batch");
+        let mut e = Encoded::default();
+        e.encode(&compiled, &batch, &[]).expect("drop policies");
+        assert_eq!(e.weight, want, "{t}");
+    }
+    let _ = TimestampSecondArray::from(vec![0]);
+}
+
+#[test]
+fn under_error_the_first_row_and_then_the_first_attribute_is_refused() {
+    let schema = r#"{"malformed": "error", "domain": [
+        {"name": "a", "values": ["x"], "outside": "error", "missing": "error"},
+        {"name": "b", "values": ["y"], "outside": "error"}
+    ]}"#;
+    let compiled =
+        compile(&[("a", DataType::Utf8), ("b", DataType::Utf8)], schema).expect("compiles");
+    let batch = |a: Vec<&str>, b: Vec<&str>| {
+        RecordBatch::try_from_iter([
+            ("a", Arc::new(StringArray::from(a)) as ArrayRef),
+            ("b", Arc::new(StringArray::from(b)) as ArrayRef),
+        ])
+        .expect("batch")
+    };
+    let mut e = Encoded::default();
+    // Row 1 is outside on b, row 2 missing on a: row 1 wins.
+    let got = e.encode(
+        &compiled,
+        &batch(vec!["x", "x", ""], vec!["y", "z", "y"]),
+        &[],
+    );
+    assert_eq!(
+        got,
+        Err(RecordsError::OutsideDomain {
+            column: "b".into(),
+            attribute: "b".into()
+        })
+    );
+    // One row outside on both: the first attribute in domain order.
+    let got = e.encode(&compiled, &batch(vec!["x", "q"], vec!["y", "z"]), &[]);
+    assert!(matches!(got, Err(RecordsError::OutsideDomain { ref column, .. }) if column == "a"));
+    // A malformed row before both.
+    let got = e.encode(
+        &compiled,
+        &batch(vec!["q", ""], vec!["z", "y"]),
+        &[None, Some(Malformed::Quote)],
+    );
+    assert!(matches!(got, Err(RecordsError::OutsideDomain { .. })));
+    let got = e.encode(
+        &compiled,
+        &batch(vec!["x", "q"], vec!["y", "z"]),
+        &[Some(Malformed::Quote), None],
+    );
+    assert!(matches!(got, Err(RecordsError::MalformedRow { .. })));
+}
+
+#[test]
+fn time_values_are_whole_numbers_in_the_horizon() {
+    let spec = TimeSpec {
+        start: 10,
+        steps: 5,
+    };
+    let text: ArrayRef = Arc::new(StringArray::from(vec![
+        "10", " 14 ", "15", "9", "12.0", "1.2e1", "12.5", "x", "", "-3",
+    ]));
+    let floats: ArrayRef = Arc::new(Float64Array::from(vec![
+        10.0,
+        14.0,
+        15.0,
+        9.0,
+        12.0,
+        12.0,
+        12.5,
+        f64::NAN,
+        f64::NAN,
+        -3.0,
+    ]));
+    for column in [text, floats] {
+        let mut status = vec![Ok(1); column.len()];
+        let mut step = vec![0; column.len()];
+        times(column.as_ref(), spec, &mut step, &mut status);
+        let bad = Err(Malformed::BadTime);
+        let outside = Err(Malformed::OutsideSteps);
+        assert_eq!(
+            status,
+            vec![
+                Ok(1),
+                Ok(1),
+                outside,
+                outside,
+                Ok(1),
+                Ok(1),
+                bad,
+                bad,
+                bad,
+                outside
+            ]
+        );
+        assert_eq!(step[..2], [0, 4]);
+        assert_eq!(step[4..6], [2, 2]);
+    }
+    assert_eq!(time_of_text(b"99999999999999999999"), None);
+    assert_eq!(time_of_text(b"-9223372036854775808"), Some(i64::MIN));
+    assert_eq!(time_of_number(9.3e18), None);
+}

@@ -1,0 +1,426 @@
+//! What one record's value *is*, whatever type its column has, and how
+//! a schema's attribute reads it.
+//!
+//! A record's cell must depend on that record and the schema alone — not
+//! on the column's type, which a tool may choose from other rows (one NaN
+//! makes pandas store a whole integer column as float64, where `27`
+//! becomes `27.0`). So every value is first brought to a canonical [`Key`]:
+//!
+//! * text is trimmed of ASCII blanks; text that Rust reads as a number
+//!   (`27`, `27.0`, `2.7e1`, `-0`, `inf`) is that number, `true`/`false` in
+//!   any case is a boolean, anything else is text;
+//! * a number of any width (integer, float, decimal) is its value as an
+//!   IEEE double (integers past 2⁵³ round as `"…"` text does when parsed);
+//! * a boolean is a boolean;
+//! * null, NaN (of any type, or as text) and the schema's missing-value
+//!   markers are *missing*.
+//!
+//! The schema's listed values and markers are brought to keys the same
+//! way, and the schema is refused when two of them share a key (`"27"` and
+//! `"27.0"`; `"True"` and `"true"`), so every key names one value. Then a
+//! categorical attribute reads a key as the listed value with that key; a
+//! boolean whose key no value has falls back to the number 1 or 0 when the
+//! schema lists no boolean at all (`"0"`/`"1"` codes). A binned attribute
+//! reads a finite number into its bin and everything else (text, a
+//! boolean, ±∞) as *not a number*.
+
+use rustc_hash::FxHashMap as HashMap;
+
+use crate::schema::{AttributeSchema, Encoding, Policy};
+
+/// A value brought to what it stands for.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Key<'a> {
+    /// Null, NaN, or (after the schema's lookup) a missing-value marker.
+    Null,
+    /// A number (not NaN).
+    Number(f64),
+    /// A boolean.
+    Bool(bool),
+    /// Text that is neither a number nor a boolean (trimmed).
+    Text(&'a [u8]),
+}
+
+/// The key of a text field (trimmed of ASCII blanks first).
+pub(crate) fn text_key(field: &[u8]) -> Key<'_> {
+    let field = field.trim_ascii();
+    if let Some(x) = parse_number(field) {
+        return if x.is_nan() {
+            Key::Null
+        } else {
+            Key::Number(x)
+        };
+    }
+    if field.eq_ignore_ascii_case(b"true") {
+        Key::Bool(true)
+    } else if field.eq_ignore_ascii_case(b"false") {
+        Key::Bool(false)
+    } else {
+        Key::Text(field)
+    }
+}
+
+/// The key of a number.
+#[inline]
+pub(crate) fn number_key(x: f64) -> Key<'static> {
+    if x.is_nan() {
+        Key::Null
+    } else {
+        Key::Number(x)
+    }
+}
+
+/// A number in Rust's float syntax (`27`, `-3.5`, `1e3`, `inf`, `NaN`),
+/// or `None`. Integers of up to 15 digits are read directly, exactly as
+/// the general parser reads them.
+#[inline]
+pub(crate) fn parse_number(field: &[u8]) -> Option<f64> {
+    let (negative, digits) = match field {
+        [b'-', rest @ ..] => (true, rest),
+        _ => (false, field),
+    };
+    if !digits.is_empty() && digits.len() <= 15 && digits.iter().all(u8::is_ascii_digit) {
+        let value = digits
+            .iter()
+            .fold(0u64, |acc, &d| acc * 10 + u64::from(d - b'0'));
+        // value < 10^15 < 2^53: the conversion is exact.
+        let x = value as f64;
+        return Some(if negative { -x } else { x });
+    }
+    // Only bytes that can start a number reach the general parser (it
+    // accepts no blanks, and text is the common case).
+    match field.first() {
+        Some(b'0'..=b'9' | b'-' | b'+' | b'.' | b'i' | b'I' | b'n' | b'N') => {}
+        _ => return None,
+    }
+    std::str::from_utf8(field).ok()?.parse().ok()
+}
+
+/// The hash key of a number: its bits, with `-0` as `0`.
+#[inline]
+fn number_bits(x: f64) -> u64 {
+    if x == 0.0 { 0 } else { x.to_bits() }
+}
+
+/// What one value says about its attribute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Code {
+    /// The value's index in the attribute.
+    Cell(u32),
+    /// Outside the domain: a category not listed, a number outside the
+    /// bins.
+    Outside,
+    /// Not a finite number, for a binned attribute.
+    Unparsable,
+    /// Null, NaN or a missing-value marker.
+    Missing,
+}
+
+/// Integer keys are looked up in a table when they all lie in a range of
+/// at most this many values.
+const DENSE_RANGE: i64 = 1 << 16;
+
+/// Texts matched exactly: a scan for a few (faster than hashing for
+/// yes/no-sized lists), a hash map beyond.
+enum Exact {
+    Scan(Vec<(Box<[u8]>, Code)>),
+    Hashed(HashMap<Box<[u8]>, Code>),
+}
+
+/// Lists of at most this many texts are scanned.
+const SCAN_MAX: usize = 16;
+
+impl Exact {
+    fn new(entries: HashMap<Box<[u8]>, Code>) -> Self {
+        if entries.len() <= SCAN_MAX {
+            Exact::Scan(entries.into_iter().collect())
+        } else {
+            Exact::Hashed(entries)
+        }
+    }
+
+    #[inline]
+    fn get(&self, text: &[u8]) -> Option<Code> {
+        match self {
+            // Lengths and first bytes first: most misses end there, without
+            // a call to memcmp.
+            Exact::Scan(entries) => entries
+                .iter()
+                .find(|(t, _)| t.len() == text.len() && t.first() == text.first() && **t == *text)
+                .map(|&(_, code)| code),
+            Exact::Hashed(map) => map.get(text).copied(),
+        }
+    }
+}
+
+/// The compiled form of one attribute: how every key is read.
+pub(crate) struct Lookup {
+    /// The exact (trimmed) text of every listed value and marker: the
+    /// common case, decided without parsing.
+    exact: Exact,
+    /// The keys of the listed values and markers that are numbers.
+    numbers: HashMap<u64, Code>,
+    /// Integer keys from `dense.0` on, when they fit [`DENSE_RANGE`].
+    dense: Option<(i64, Vec<Code>)>,
+    /// What `false` and `true` read as (after the fallback to 0 and 1).
+    bools: [Code; 2],
+    /// The keys of the listed values and markers that are text.
+    texts: HashMap<Box<[u8]>, Code>,
+    /// A binned attribute's edges.
+    edges: Option<Vec<f64>>,
+    /// Whether a missing-value marker is a number (then numbers are
+    /// checked against the markers before their bin).
+    numeric_markers: bool,
+    /// Policies, by code.
+    pub(crate) outside: Policy,
+    pub(crate) unparsable: Policy,
+    pub(crate) missing: Policy,
+}
+
+/// Why two entries of a schema cannot both be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Clash {
+    /// A listed value that is NaN, which is missing under every type.
+    NanValue(String),
+    /// Two listed values with one key.
+    Values(String, String),
+    /// A listed value with the key of a missing-value marker.
+    Marker(String, String),
+}
+
+fn owned_key(key: &Key<'_>) -> KeyBuf {
+    match key {
+        Key::Null => KeyBuf::Null,
+        Key::Number(x) => KeyBuf::Number(number_bits(*x)),
+        Key::Bool(b) => KeyBuf::Bool(*b),
+        Key::Text(t) => KeyBuf::Text(t.to_vec()),
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum KeyBuf {
+    Null,
+    Number(u64),
+    Bool(bool),
+    Text(Vec<u8>),
+}
+
+/// Checks that the listed `values` and `markers` each have their own key
+/// (values among themselves and against markers; markers may share).
+pub(crate) fn check_keys(values: &[String], markers: &[String]) -> Result<(), Clash> {
+    let mut seen: HashMap<KeyBuf, &String> = HashMap::default();
+    for v in values {
+        let key = owned_key(&text_key(v.as_bytes()));
+        if key == KeyBuf::Null {
+            return Err(Clash::NanValue(v.clone()));
+        }
+        if let Some(other) = seen.insert(key, v) {
+            return Err(Clash::Values(other.clone(), v.clone()));
+        }
+    }
+    for m in markers {
+        let key = owned_key(&text_key(m.as_bytes()));
+        if let Some(v) = seen.get(&key) {
+            return Err(Clash::Marker((*v).clone(), m.clone()));
+        }
+    }
+    Ok(())
+}
+
+impl Lookup {
+    /// Compiles `attribute` with the schema's missing-value markers (whose
+    /// keys [`check_keys`] has checked against the values).
+    pub(crate) fn new(attribute: &AttributeSchema, markers: &[String]) -> Self {
+        let mut exact: HashMap<Box<[u8]>, Code> = HashMap::default();
+        let mut numbers = HashMap::default();
+        let mut texts = HashMap::default();
+        let mut bool_keys: [Option<Code>; 2] = [None, None];
+        let mut any_bool = false;
+        let mut enter = |text: &str, code: Code| {
+            exact.entry(text.as_bytes().into()).or_insert(code);
+            match text_key(text.as_bytes()) {
+                Key::Null => {}
+                Key::Number(x) => {
+                    numbers.entry(number_bits(x)).or_insert(code);
+                }
+                Key::Bool(b) => {
+                    any_bool = true;
+                    bool_keys[usize::from(b)].get_or_insert(code);
+                }
+                Key::Text(t) => {
+                    texts.entry(t.into()).or_insert(code);
+                }
+            }
+        };
+        for m in markers {
+            enter(m, Code::Missing);
+        }
+        let edges = match &attribute.encoding {
+            Encoding::Categorical { values } => {
+                for (i, v) in values.iter().enumerate() {
+                    // Sizes are at most 2^24 (schema::MAX_ATTRIBUTE_SIZE).
+                    enter(v, Code::Cell(i as u32));
+                }
+                None
+            }
+            Encoding::Bins { edges } => Some(edges.clone()),
+        };
+        let no_match = if edges.is_some() {
+            Code::Unparsable
+        } else {
+            Code::Outside
+        };
+        let bools = [false, true].map(|b| {
+            let code = if any_bool {
+                bool_keys[usize::from(b)]
+            } else {
+                numbers.get(&number_bits(f64::from(u8::from(b)))).copied()
+            };
+            code.unwrap_or(no_match)
+        });
+        let dense = dense_table(&numbers, edges.is_some());
+        let numeric_markers = markers
+            .iter()
+            .any(|m| matches!(text_key(m.as_bytes()), Key::Number(_)));
+        Self {
+            exact: Exact::new(exact),
+            numbers,
+            dense,
+            bools,
+            texts,
+            edges,
+            numeric_markers,
+            outside: attribute.outside,
+            unparsable: attribute.unparsable,
+            missing: attribute.missing,
+        }
+    }
+
+    /// The policy for a code that is not a cell.
+    #[inline]
+    pub(crate) fn policy(&self, code: Code) -> Policy {
+        match code {
+            Code::Missing => self.missing,
+            Code::Unparsable => self.unparsable,
+            Code::Outside | Code::Cell(_) => self.outside,
+        }
+    }
+
+    /// Whether some number can be a cell (the check of a numeric column
+    /// against a categorical attribute: one that lists no number is a
+    /// mismatch no data satisfies).
+    pub(crate) fn reads_numbers(&self) -> bool {
+        self.edges.is_some() || self.numbers.values().any(|c| matches!(c, Code::Cell(_)))
+    }
+
+    /// Whether a boolean can be a cell.
+    pub(crate) fn reads_booleans(&self) -> bool {
+        self.bools.iter().any(|c| matches!(c, Code::Cell(_)))
+    }
+
+    /// The code of a text field.
+    #[inline]
+    pub(crate) fn text(&self, field: &[u8]) -> Code {
+        let field = field.trim_ascii();
+        if let Some(code) = self.exact.get(field) {
+            return code;
+        }
+        self.key(text_key(field))
+    }
+
+    /// The code of a number.
+    #[inline]
+    pub(crate) fn number(&self, x: f64) -> Code {
+        self.key(number_key(x))
+    }
+
+    /// The code of an integer (read as the double it rounds to).
+    #[inline]
+    pub(crate) fn integer(&self, v: i64) -> Code {
+        if let Some((lo, table)) = &self.dense
+            && let Some(i) = v.checked_sub(*lo)
+            && let Ok(i) = usize::try_from(i)
+            && i < table.len()
+        {
+            return table[i];
+        }
+        self.number(v as f64)
+    }
+
+    /// The code of a boolean.
+    #[inline]
+    pub(crate) fn boolean(&self, b: bool) -> Code {
+        self.bools[usize::from(b)]
+    }
+
+    /// The code of a key.
+    pub(crate) fn key(&self, key: Key<'_>) -> Code {
+        match key {
+            Key::Null => Code::Missing,
+            Key::Bool(b) => self.boolean(b),
+            Key::Text(t) => match self.texts.get(t) {
+                Some(&code) => code,
+                None if self.edges.is_some() => Code::Unparsable,
+                None => Code::Outside,
+            },
+            Key::Number(x) => {
+                let listed = (self.edges.is_none() || self.numeric_markers)
+                    .then(|| self.numbers.get(&number_bits(x)).copied())
+                    .flatten();
+                match (listed, &self.edges) {
+                    (Some(code), _) => code,
+                    (None, None) => Code::Outside,
+                    (None, Some(edges)) if x.is_finite() => bin_of(edges, x),
+                    (None, Some(_)) => Code::Unparsable,
+                }
+            }
+        }
+    }
+}
+
+/// A table of the integer keys when they lie within [`DENSE_RANGE`]: for
+/// a categorical attribute every integer outside it is outside the domain
+/// (or looked up as a double, for integers past 2⁵³); for bins, the table
+/// is not used (a bin is found by its edges).
+fn dense_table(numbers: &HashMap<u64, Code>, bins: bool) -> Option<(i64, Vec<Code>)> {
+    if bins {
+        return None;
+    }
+    let integers: Vec<(i64, Code)> = numbers
+        .iter()
+        .filter_map(|(&bits, &code)| {
+            let x = f64::from_bits(bits);
+            (x.fract() == 0.0 && x.abs() <= 2f64.powi(52)).then_some((x as i64, code))
+        })
+        .collect();
+    if integers.len() != numbers.len() {
+        return None;
+    }
+    let lo = integers.iter().map(|&(v, _)| v).min().unwrap_or(0);
+    let hi = integers.iter().map(|&(v, _)| v).max().unwrap_or(0);
+    if hi - lo >= DENSE_RANGE {
+        return None;
+    }
+    let mut table = vec![Code::Outside; (hi - lo + 1) as usize];
+    for (v, code) in integers {
+        table[(v - lo) as usize] = code;
+    }
+    Some((lo, table))
+}
+
+/// The `[lo, hi)` bin holding `x`: `i` with `edges[i] ≤ x < edges[i+1]`.
+#[inline]
+fn bin_of(edges: &[f64], x: f64) -> Code {
+    let (Some(&first), Some(&last)) = (edges.first(), edges.last()) else {
+        return Code::Outside;
+    };
+    if x < first || x >= last {
+        return Code::Outside;
+    }
+    // edges[0] <= x, so at least one edge is <= x; at most 2^24 bins.
+    Code::Cell((edges.partition_point(|&e| e <= x) - 1) as u32)
+}
+
+#[cfg(test)]
+#[path = "value_tests.rs"]
+mod tests;
