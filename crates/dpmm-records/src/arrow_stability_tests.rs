@@ -18,7 +18,7 @@ use crate::{DEFAULT_CELL_LIMIT, Layout, RecordsError, Rows, Schema, Source, aggr
 const SCHEMA: &str = r#"{"domain": [
     {"name": "sex", "values": ["f", "m"]},
     {"name": "age", "bins": [0, 18, 65, 120]},
-    {"name": "region", "values": ["n", "s", "e", "w"]}
+    {"name": "region", "values": ["n", "s", "e", "w", "north-east-region"]}
 ]}"#;
 
 /// One record as values: `None` is null.
@@ -37,6 +37,7 @@ fn text() -> impl Strategy<Value = Option<String>> {
         1 => Just(None),
         2 => prop::sample::select(vec![
             "", "NA", "x", " f ", "F", "f\nf", "m\r\nm,30,s", "\"s\"", "n,s", "\u{0}", "é", "NaN", "true",
+            "north-east-region", " north-east-region\t", "north-east-regioN", "north-east-region, and more",
         ])
         .prop_map(|s| Some(s.to_string())),
         1 => "[a-z,\"\n\r ]{0,12}".prop_map(Some),

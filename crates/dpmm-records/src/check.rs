@@ -216,7 +216,7 @@ struct Checker {
     times: [Tally; 2],
     /// A refusal an `error` policy makes (the first this worker met).
     refused: Option<String>,
-    codes: Vec<Code>,
+    codes: Vec<u32>,
     steps: Vec<u32>,
     encoded: Encoded,
 }
@@ -252,8 +252,8 @@ impl Sink for Checker {
             let column = batch.column(attribute.column).as_ref();
             self.codes.clear();
             crate::encode::codes(&attribute.lookup, column, &mut self.codes);
-            for (r, code) in self.codes.iter().enumerate() {
-                let kind = match code {
+            for (r, &code) in self.codes.iter().enumerate() {
+                let kind = match Code::unpack(code) {
                     Code::Cell(_) => continue,
                     Code::Outside => 0,
                     Code::Missing => 1,

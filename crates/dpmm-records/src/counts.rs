@@ -262,15 +262,16 @@ impl CountTable {
                 }
             }
             _ => {
-                let columns: Vec<(&[u32], usize)> = self
-                    .attributes
-                    .iter()
-                    .zip(&self.strides)
-                    .map(|(&a, &s)| (&e.codes[a][..], s))
-                    .collect();
-                for (r, &w) in e.weight.iter().enumerate() {
-                    let cell: usize = columns.iter().map(|(c, s)| c[r] as usize * s).sum();
-                    add(&mut counts[step(r) + cell], w)?;
+                // Cell indices a column at a time (each pass a loop the
+                // compiler vectorizes), then one pass of additions.
+                let mut cell: Vec<usize> = (0..e.weight.len()).map(step).collect();
+                for (&a, &stride) in self.attributes.iter().zip(&self.strides) {
+                    for (c, &code) in cell.iter_mut().zip(&e.codes[a]) {
+                        *c += code as usize * stride;
+                    }
+                }
+                for (&c, &w) in cell.iter().zip(&e.weight) {
+                    add(&mut counts[c], w)?;
                 }
             }
         }

@@ -9,18 +9,20 @@
 //! [`Compiled::new`] from the types alone, before anything is read.
 
 use arrow_array::cast::AsArray;
+use arrow_array::types::{ByteArrayType, ByteViewType};
 use arrow_array::types::{
     Decimal32Type, Decimal64Type, Decimal128Type, Decimal256Type, Float16Type, Float32Type,
     Float64Type, Int8Type, Int16Type, Int32Type, Int64Type, UInt8Type, UInt16Type, UInt32Type,
     UInt64Type,
 };
-use arrow_array::{Array, ArrowPrimitiveType, RecordBatch};
+use arrow_array::{Array, ArrowPrimitiveType, GenericByteArray, GenericByteViewArray, RecordBatch};
+use arrow_buffer::ArrowNativeType;
 use arrow_schema::DataType;
 
 use crate::error::RecordsError;
 use crate::lines::Malformed;
 use crate::schema::{Policy, Schema};
-use crate::value::{Code, Lookup, parse_number};
+use crate::value::{Code, FIRST_SPECIAL, Lookup, parse_number, word_mask, word_of};
 
 /// What kind of values a column holds, as far as reading it goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -291,8 +293,6 @@ pub(crate) struct Encoded {
     pub(crate) weight: Vec<u64>,
     /// Each row's step (streams only).
     pub(crate) step: Vec<u32>,
-    /// Scratch: one column's codes.
-    scratch: Vec<Code>,
 }
 
 /// Why a row is refused, for the first one under an `error` policy.
@@ -344,7 +344,13 @@ impl Encoded {
     ) -> Result<(), RecordsError> {
         let rows = batch.num_rows();
         self.rows = rows;
-        let status = row_status(compiled, batch, malformed, &mut self.step);
+        let plain = compiled.count.is_none() && compiled.time.is_none() && malformed.is_empty();
+        let status = if plain {
+            self.step.clear();
+            Vec::new()
+        } else {
+            row_status(compiled, batch, malformed, &mut self.step)
+        };
         let strict = compiled.malformed == Policy::Error;
         // The first refusal: (row, attribute + 1, why), attribute 0 for a
         // malformed row.
@@ -355,41 +361,46 @@ impl Encoded {
             }
         };
         self.weight.clear();
-        self.weight
-            .extend(status.iter().enumerate().map(|(r, s)| match s {
-                Ok(w) => *w,
-                Err(m) => {
-                    if strict {
-                        refuse((r, 0), Refusal::Malformed(*m));
+        if plain {
+            self.weight.resize(rows, 1);
+        } else {
+            self.weight
+                .extend(status.iter().enumerate().map(|(r, s)| match s {
+                    Ok(w) => *w,
+                    Err(m) => {
+                        if strict {
+                            refuse((r, 0), Refusal::Malformed(*m));
+                        }
+                        0
                     }
-                    0
-                }
-            }));
+                }));
+        }
         self.codes.resize_with(compiled.attributes.len(), Vec::new);
         for (a, attribute) in compiled.attributes.iter().enumerate() {
-            self.scratch.clear();
+            let out = &mut self.codes[a];
+            out.clear();
             codes(
                 &attribute.lookup,
                 batch.column(attribute.column).as_ref(),
-                &mut self.scratch,
+                out,
             );
-            let out = &mut self.codes[a];
-            out.clear();
-            out.reserve(rows);
-            for (r, &code) in self.scratch.iter().enumerate() {
-                match code {
-                    Code::Cell(c) => out.push(c),
-                    other => {
-                        out.push(0);
-                        // A malformed row is not read further.
-                        if status[r].is_err() {
-                            continue;
-                        }
-                        match attribute.lookup.policy(other) {
-                            Policy::Drop => self.weight[r] = 0,
-                            Policy::Error => refuse((r, a + 1), Refusal::Code(a, other)),
-                        }
-                    }
+            // The common case, every value a cell, is one pass.
+            if out.iter().all(|&c| c < FIRST_SPECIAL) {
+                continue;
+            }
+            for (r, c) in out.iter_mut().enumerate() {
+                if *c < FIRST_SPECIAL {
+                    continue;
+                }
+                let code = Code::unpack(*c);
+                *c = 0;
+                // A malformed row is not read further.
+                if status.get(r).is_some_and(Result::is_err) {
+                    continue;
+                }
+                match attribute.lookup.policy(code) {
+                    Policy::Drop => self.weight[r] = 0,
+                    Policy::Error => refuse((r, a + 1), Refusal::Code(a, code)),
                 }
             }
         }
@@ -419,8 +430,9 @@ fn is_null(nulls: Option<&arrow_buffer::NullBuffer>, r: usize) -> bool {
     nulls.is_some_and(|n| n.is_null(r))
 }
 
-/// One code per row of `array`, appended to `out`.
-pub(crate) fn codes(lookup: &Lookup, array: &dyn Array, out: &mut Vec<Code>) {
+/// One code per row of `array`, packed ([`Code::pack`]), appended to
+/// `out`.
+pub(crate) fn codes(lookup: &Lookup, array: &dyn Array, out: &mut Vec<u32>) {
     use DataType as T;
     let n = array.len();
     out.reserve(n);
@@ -430,11 +442,14 @@ pub(crate) fn codes(lookup: &Lookup, array: &dyn Array, out: &mut Vec<Code>) {
         ($values:expr, $code:expr) => {{
             let values = $values;
             for r in 0..n {
-                out.push(if is_null(nulls, r) {
-                    Code::Missing
-                } else {
-                    $code(values.value(r))
-                });
+                out.push(
+                    if is_null(nulls, r) {
+                        Code::Missing
+                    } else {
+                        $code(values.value(r))
+                    }
+                    .pack(),
+                );
             }
         }};
     }
@@ -447,23 +462,24 @@ pub(crate) fn codes(lookup: &Lookup, array: &dyn Array, out: &mut Vec<Code>) {
         ($t:ty) => {{
             let values = array.as_primitive::<$t>();
             for r in 0..n {
-                out.push(if is_null(nulls, r) {
-                    Code::Missing
-                } else {
-                    lookup.text(values.value_as_string(r).as_bytes())
-                });
+                out.push(
+                    if is_null(nulls, r) {
+                        Code::Missing
+                    } else {
+                        lookup.text(values.value_as_string(r).as_bytes())
+                    }
+                    .pack(),
+                );
             }
         }};
     }
     match array.data_type() {
-        T::Utf8 => each!(array.as_string::<i32>(), |v: &str| lookup
-            .text(v.as_bytes())),
-        T::LargeUtf8 => each!(array.as_string::<i64>(), |v: &str| lookup
-            .text(v.as_bytes())),
-        T::Utf8View => each!(array.as_string_view(), |v: &str| lookup.text(v.as_bytes())),
-        T::Binary => each!(array.as_binary::<i32>(), |v| lookup.text(v)),
-        T::LargeBinary => each!(array.as_binary::<i64>(), |v| lookup.text(v)),
-        T::BinaryView => each!(array.as_binary_view(), |v| lookup.text(v)),
+        T::Utf8 => offset_texts(lookup, array.as_string::<i32>(), nulls, out),
+        T::LargeUtf8 => offset_texts(lookup, array.as_string::<i64>(), nulls, out),
+        T::Binary => offset_texts(lookup, array.as_binary::<i32>(), nulls, out),
+        T::LargeBinary => offset_texts(lookup, array.as_binary::<i64>(), nulls, out),
+        T::Utf8View => view_texts(lookup, array.as_string_view(), nulls, out),
+        T::BinaryView => view_texts(lookup, array.as_binary_view(), nulls, out),
         T::Int8 => ints!(Int8Type),
         T::Int16 => ints!(Int16Type),
         T::Int32 => ints!(Int32Type),
@@ -491,13 +507,13 @@ pub(crate) fn codes(lookup: &Lookup, array: &dyn Array, out: &mut Vec<Code>) {
         T::Boolean => each!(array.as_boolean(), |v| lookup.boolean(v)),
         T::Dictionary(..) => {
             let Some(dictionary) = array.as_any_dictionary_opt() else {
-                out.extend(std::iter::repeat_n(Code::Outside, n));
+                out.extend(std::iter::repeat_n(Code::Outside.pack(), n));
                 return;
             };
             // A dictionary of no values has only null keys (and
             // `normalized_keys` would panic on it).
             if dictionary.values().is_empty() {
-                out.extend(std::iter::repeat_n(Code::Missing, n));
+                out.extend(std::iter::repeat_n(Code::Missing.pack(), n));
                 return;
             }
             // Each dictionary entry is read once.
@@ -507,14 +523,79 @@ pub(crate) fn codes(lookup: &Lookup, array: &dyn Array, out: &mut Vec<Code>) {
             let key_nulls = dictionary.keys().logical_nulls();
             for (r, &k) in keys.iter().enumerate() {
                 out.push(if is_null(key_nulls.as_ref(), r) {
-                    Code::Missing
+                    Code::Missing.pack()
                 } else {
-                    entries.get(k).copied().unwrap_or(Code::Missing)
+                    entries.get(k).copied().unwrap_or(Code::Missing.pack())
                 });
             }
         }
         // Null, and any type `Compiled::new` refused (never reached).
-        _ => out.extend(std::iter::repeat_n(Code::Missing, n)),
+        _ => out.extend(std::iter::repeat_n(Code::Missing.pack(), n)),
+    }
+}
+
+/// The codes of texts stored end to end in one buffer. Each value's first
+/// eight bytes are read as one word straight from the buffer (the bytes
+/// past its end masked off), the common case of a short category.
+fn offset_texts<T: ByteArrayType>(
+    lookup: &Lookup,
+    array: &GenericByteArray<T>,
+    nulls: Option<&arrow_buffer::NullBuffer>,
+    out: &mut Vec<u32>,
+) {
+    let data = array.value_data();
+    let offsets = array.value_offsets();
+    for (r, window) in offsets.windows(2).enumerate() {
+        if is_null(nulls, r) {
+            out.push(Code::Missing.pack());
+            continue;
+        }
+        let (mut start, mut end) = (window[0].as_usize(), window[1].as_usize());
+        while start < end && data[start].is_ascii_whitespace() {
+            start += 1;
+        }
+        while end > start && data[end - 1].is_ascii_whitespace() {
+            end -= 1;
+        }
+        let text = &data[start..end];
+        let word = match data[start..].first_chunk::<8>() {
+            Some(eight) => u64::from_le_bytes(*eight) & word_mask(text.len()),
+            None => word_of(text),
+        };
+        out.push(lookup.trimmed(word, text).pack());
+    }
+}
+
+/// The codes of texts stored as views: texts of at most 12 bytes are read
+/// from the view itself.
+fn view_texts<T: ByteViewType>(
+    lookup: &Lookup,
+    array: &GenericByteViewArray<T>,
+    nulls: Option<&arrow_buffer::NullBuffer>,
+    out: &mut Vec<u32>,
+) {
+    for (r, view) in array.views().iter().enumerate() {
+        if is_null(nulls, r) {
+            out.push(Code::Missing.pack());
+            continue;
+        }
+        let len = *view as u32 as usize;
+        let raw = view.to_le_bytes();
+        let code = match raw.get(4..4 + len) {
+            Some(text)
+                if len <= 12
+                    && text.first().is_none_or(|b| !b.is_ascii_whitespace())
+                    && text.last().is_none_or(|b| !b.is_ascii_whitespace()) =>
+            {
+                let word = raw[4..12]
+                    .first_chunk::<8>()
+                    .map_or(0, |w| u64::from_le_bytes(*w))
+                    & word_mask(len);
+                lookup.trimmed(word, text)
+            }
+            _ => lookup.text(array.value(r).as_ref()),
+        };
+        out.push(code.pack());
     }
 }
 

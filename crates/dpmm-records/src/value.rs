@@ -96,6 +96,27 @@ pub(crate) fn parse_number(field: &[u8]) -> Option<f64> {
     std::str::from_utf8(field).ok()?.parse().ok()
 }
 
+/// Decimal digits (at most 15, an optional `-`) as the integer they
+/// write, or `None`: what [`parse_number`] reads exactly as that integer.
+#[inline]
+fn small_integer(field: &[u8]) -> Option<i64> {
+    let (negative, digits) = match field {
+        [b'-', rest @ ..] => (true, rest),
+        _ => (false, field),
+    };
+    if digits.is_empty() || digits.len() > 15 {
+        return None;
+    }
+    let mut value = 0i64;
+    for &d in digits {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        value = value * 10 + i64::from(d - b'0');
+    }
+    Some(if negative { -value } else { value })
+}
+
 /// The hash key of a number: its bits, with `-0` as `0`.
 #[inline]
 fn number_bits(x: f64) -> u64 {
@@ -116,38 +137,152 @@ pub(crate) enum Code {
     Missing,
 }
 
+/// The smallest packed code that is not a cell ([`Code::pack`]): cells are
+/// below 2²⁴, the three other codes are the top values of a `u32`.
+pub(crate) const FIRST_SPECIAL: u32 = u32::MAX - 2;
+
+impl Code {
+    /// The code in one `u32`: a cell's index, or one of the three values
+    /// from [`FIRST_SPECIAL`] on.
+    #[inline]
+    pub(crate) fn pack(self) -> u32 {
+        match self {
+            Code::Cell(c) => c,
+            Code::Missing => FIRST_SPECIAL,
+            Code::Unparsable => FIRST_SPECIAL + 1,
+            Code::Outside => FIRST_SPECIAL + 2,
+        }
+    }
+
+    /// The code of [`Code::pack`]'s `u32`.
+    #[inline]
+    pub(crate) fn unpack(packed: u32) -> Code {
+        match packed {
+            FIRST_SPECIAL => Code::Missing,
+            p if p == FIRST_SPECIAL + 1 => Code::Unparsable,
+            p if p == FIRST_SPECIAL + 2 => Code::Outside,
+            c => Code::Cell(c),
+        }
+    }
+}
+
 /// Integer keys are looked up in a table when they all lie in a range of
 /// at most this many values.
 const DENSE_RANGE: i64 = 1 << 16;
 
-/// Texts matched exactly: a scan for a few (faster than hashing for
-/// yes/no-sized lists), a hash map beyond.
+/// Texts matched exactly. A few texts sit in a table indexed by a hash of
+/// their length and first eight bytes, chosen so that no two share a
+/// slot: one comparison of two words a field (and of the rest, for longer
+/// texts), without the mispredicted branches of a scan. Lists where no
+/// such table is found (or longer ones) are a hash map.
 enum Exact {
-    Scan(Vec<(Box<[u8]>, Code)>),
+    Slots {
+        /// The multiplier of [`slot`] that separates the texts.
+        seed: u64,
+        /// `log2` of the table's size.
+        bits: u32,
+        slots: Vec<Option<Slot>>,
+    },
     Hashed(HashMap<Box<[u8]>, Code>),
 }
 
-/// Lists of at most this many texts are scanned.
-const SCAN_MAX: usize = 16;
+/// One listed text: its length, its first eight bytes as a word, the
+/// text, and what it reads as.
+#[derive(Clone)]
+struct Slot {
+    len: usize,
+    word: u64,
+    text: Box<[u8]>,
+    code: Code,
+}
+
+/// Lists of at most this many texts are tried in a table of slots.
+const SLOTS_MAX: usize = 32;
+
+/// The first eight bytes of a text (zero past its end) as a little-endian
+/// word.
+#[inline]
+pub(crate) fn word_of(text: &[u8]) -> u64 {
+    match text.first_chunk::<8>() {
+        Some(eight) => u64::from_le_bytes(*eight),
+        None => text
+            .iter()
+            .rev()
+            .fold(0u64, |word, &b| (word << 8) | u64::from(b)),
+    }
+}
+
+/// The mask keeping the first `len` bytes of a word.
+#[inline]
+pub(crate) fn word_mask(len: usize) -> u64 {
+    if len >= 8 {
+        u64::MAX
+    } else {
+        (1u64 << (8 * len)) - 1
+    }
+}
+
+/// The slot of a text of `len` bytes starting with `word`, in a table of
+/// `2^bits` slots under `seed`.
+#[inline]
+fn slot(word: u64, len: usize, seed: u64, bits: u32) -> usize {
+    ((word ^ (len as u64).rotate_right(8)).wrapping_mul(seed) >> (64 - bits)) as usize
+}
 
 impl Exact {
     fn new(entries: HashMap<Box<[u8]>, Code>) -> Self {
-        if entries.len() <= SCAN_MAX {
-            Exact::Scan(entries.into_iter().collect())
-        } else {
-            Exact::Hashed(entries)
+        if entries.len() <= SLOTS_MAX {
+            let min_bits = (2 * entries.len())
+                .next_power_of_two()
+                .trailing_zeros()
+                .max(2);
+            for bits in min_bits..=min_bits + 3 {
+                // Odd multipliers from a fixed sequence: the first that
+                // separates every text.
+                let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+                for _ in 0..64 {
+                    let mut slots: Vec<Option<Slot>> = vec![None; 1 << bits];
+                    let separated = entries.iter().all(|(t, &code)| {
+                        let word = word_of(t);
+                        let at = &mut slots[slot(word, t.len(), seed, bits)];
+                        let free = at.is_none();
+                        *at = Some(Slot {
+                            len: t.len(),
+                            word,
+                            text: t.clone(),
+                            code,
+                        });
+                        free
+                    });
+                    if separated {
+                        return Exact::Slots { seed, bits, slots };
+                    }
+                    seed = seed
+                        .wrapping_mul(0x2545_F491_4F6C_DD1D)
+                        .wrapping_add(0x6C8E_9CF5)
+                        | 1;
+                }
+            }
         }
+        Exact::Hashed(entries)
     }
 
-    #[inline]
-    fn get(&self, text: &[u8]) -> Option<Code> {
+    /// The code of `text`, whose first eight bytes are `word`, if listed.
+    #[inline(always)]
+    fn get(&self, word: u64, text: &[u8]) -> Option<Code> {
         match self {
-            // Lengths and first bytes first: most misses end there, without
-            // a call to memcmp.
-            Exact::Scan(entries) => entries
-                .iter()
-                .find(|(t, _)| t.len() == text.len() && t.first() == text.first() && **t == *text)
-                .map(|&(_, code)| code),
+            Exact::Slots { seed, bits, slots } => {
+                match &slots[slot(word, text.len(), *seed, *bits)] {
+                    Some(s)
+                        if s.len == text.len()
+                            && s.word == word
+                            && (s.len <= 8 || s.text[8..] == text[8..]) =>
+                    {
+                        Some(s.code)
+                    }
+                    _ => None,
+                }
+            }
             Exact::Hashed(map) => map.get(text).copied(),
         }
     }
@@ -278,7 +413,10 @@ impl Lookup {
             };
             code.unwrap_or(no_match)
         });
-        let dense = dense_table(&numbers, edges.is_some());
+        let dense = match &edges {
+            None => dense_table(&numbers),
+            Some(edges) => dense_bins(edges, &numbers),
+        };
         let numeric_markers = markers
             .iter()
             .any(|m| matches!(text_key(m.as_bytes()), Key::Number(_)));
@@ -322,8 +460,31 @@ impl Lookup {
     #[inline]
     pub(crate) fn text(&self, field: &[u8]) -> Code {
         let field = field.trim_ascii();
-        if let Some(code) = self.exact.get(field) {
-            return code;
+        self.trimmed(word_of(field), field)
+    }
+
+    /// The code of a text field without blanks around it, whose first
+    /// eight bytes (zero past its end) are `word`.
+    #[inline(always)]
+    pub(crate) fn trimmed(&self, word: u64, field: &[u8]) -> Code {
+        match self.exact.get(word, field) {
+            Some(code) => code,
+            None => self.text_key(field),
+        }
+    }
+
+    /// The code of a (trimmed) text field that is no listed text.
+    #[inline(never)]
+    fn text_key(&self, field: &[u8]) -> Code {
+        // Small integers, the common case of a binned column, straight to
+        // the table.
+        if let Some((lo, table)) = &self.dense
+            && let Some(v) = small_integer(field)
+            && let Some(i) = v.checked_sub(*lo)
+            && let Ok(i) = usize::try_from(i)
+            && i < table.len()
+        {
+            return table[i];
         }
         self.key(text_key(field))
     }
@@ -364,6 +525,13 @@ impl Lookup {
                 None => Code::Outside,
             },
             Key::Number(x) => {
+                if let Some((lo, table)) = &self.dense
+                    && x.fract() == 0.0
+                    && x >= *lo as f64
+                    && x < (*lo + table.len() as i64) as f64
+                {
+                    return table[(x as i64 - lo) as usize];
+                }
                 let listed = (self.edges.is_none() || self.numeric_markers)
                     .then(|| self.numbers.get(&number_bits(x)).copied())
                     .flatten();
@@ -378,14 +546,10 @@ impl Lookup {
     }
 }
 
-/// A table of the integer keys when they lie within [`DENSE_RANGE`]: for
-/// a categorical attribute every integer outside it is outside the domain
-/// (or looked up as a double, for integers past 2⁵³); for bins, the table
-/// is not used (a bin is found by its edges).
-fn dense_table(numbers: &HashMap<u64, Code>, bins: bool) -> Option<(i64, Vec<Code>)> {
-    if bins {
-        return None;
-    }
+/// A table of the integer keys when they lie within [`DENSE_RANGE`]: every
+/// integer outside it is outside the domain (looked up as a double, for
+/// integers past 2⁵³, in case one rounds to a key).
+fn dense_table(numbers: &HashMap<u64, Code>) -> Option<(i64, Vec<Code>)> {
     let integers: Vec<(i64, Code)> = numbers
         .iter()
         .filter_map(|(&bits, &code)| {
@@ -405,6 +569,28 @@ fn dense_table(numbers: &HashMap<u64, Code>, bins: bool) -> Option<(i64, Vec<Cod
     for (v, code) in integers {
         table[(v - lo) as usize] = code;
     }
+    Some((lo, table))
+}
+
+/// For bins spanning at most [`DENSE_RANGE`] integers, each integer's bin
+/// (or, for a numeric missing-value marker, missing); integers outside
+/// the span are looked up in full.
+fn dense_bins(edges: &[f64], markers: &HashMap<u64, Code>) -> Option<(i64, Vec<Code>)> {
+    let (&first, &last) = (edges.first()?, edges.last()?);
+    let (lo, hi) = (first.ceil(), last.ceil());
+    if !(lo.is_finite() && hi.is_finite()) || hi - lo > DENSE_RANGE as f64 || hi <= lo {
+        return None;
+    }
+    let lo = lo as i64;
+    let table = (lo..hi as i64)
+        .map(|v| {
+            let x = v as f64;
+            markers
+                .get(&number_bits(x))
+                .copied()
+                .unwrap_or_else(|| bin_of(edges, x))
+        })
+        .collect();
     Some((lo, table))
 }
 
