@@ -52,6 +52,7 @@ __all__ = [
     "Plan",
     "Schema",
     "Workload",
+    "check",
     "error",
     "factorize",
     "optimize",
@@ -317,27 +318,132 @@ class Ledger:
         return f"<dpmatrix.Ledger {self.path!r}: {spent:g} of {total:g} {unit} spent>"
 
 
-def _csv_bytes(table: Any, what: str) -> bytes:
-    """A pandas DataFrame or pyarrow Table as CSV with a header row."""
-    if isinstance(table, pd.DataFrame):
-        return table.to_csv(index=False).encode("utf-8")
-    module = type(table).__module__
-    if module.startswith("pyarrow") and type(table).__name__ == "Table":
-        import pyarrow.csv as pacsv
+#: Rows per Arrow batch made from a pandas DataFrame.
+_CHUNK_ROWS = 1 << 16
 
-        out = io.BytesIO()
-        pacsv.write_csv(table, out)
-        return out.getvalue()
+
+def _text(value: Any) -> Optional[str]:
+    """One value of a pandas object column as the text it stands for:
+    null for None, NaN and NA; ``true``/``false`` for booleans; an integer's
+    digits; a float's shortest round-trip form. Each value is converted by
+    itself, so a record's text never depends on the other rows."""
+    if value is None or value is pd.NA or value is pd.NaT:
+        return None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (bool, np.bool_)):
+        return "true" if value else "false"
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    if isinstance(value, (float, np.floating)):
+        number = float(value)
+        return None if number != number else repr(number)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
+
+
+def _pandas_type(series: pd.Series) -> Any:
+    """The Arrow type a pandas column is sent as, from its dtype alone
+    (never from its values, which could make one row change how the others
+    are read): an object column is text, every other dtype what pyarrow
+    makes of it, text where pyarrow has no conversion."""
+    import pyarrow as pa
+
+    if series.dtype == object:
+        return pa.string()
+    try:
+        return pa.array(series.iloc[:0], from_pandas=True).type
+    except (pa.ArrowException, TypeError, ValueError):
+        return pa.string()
+
+
+def _pandas_column(series: pd.Series, kind: Any) -> Any:
+    """One chunk of a pandas column as an Arrow array of type ``kind``;
+    text value by value where pyarrow cannot convert the chunk whole (an
+    object column mixing strings and numbers)."""
+    import pyarrow as pa
+
+    try:
+        array = pa.array(series, type=kind, from_pandas=True)
+    except (pa.ArrowException, TypeError, ValueError):
+        if kind != pa.string():
+            raise
+        array = pa.array([_text(v) for v in series], type=pa.string())
+    # Columns pyarrow backs (pandas' own Arrow strings) come chunked.
+    return array.combine_chunks() if isinstance(array, pa.ChunkedArray) else array
+
+
+def _pandas_stream(frame: pd.DataFrame, needed: list[str]) -> Any:
+    """The columns ``needed`` of a DataFrame as an Arrow stream, made one
+    chunk of rows at a time (memory flat in the rows); the index is not a
+    column. Never text: a DataFrame is not written back as CSV."""
+    import pyarrow as pa
+
+    names = [c for c in needed if c in frame.columns]
+    for c in names:
+        if isinstance(frame[c], pd.DataFrame):
+            raise ValueError(f"the DataFrame has more than one column '{c}'")
+    kinds = [_pandas_type(frame[c]) for c in names]
+    schema = pa.schema([pa.field(c, k) for c, k in zip(names, kinds)])
+
+    def batches():
+        for start in range(0, len(frame), _CHUNK_ROWS):
+            chunk = frame.iloc[start : start + _CHUNK_ROWS]
+            arrays = [_pandas_column(chunk[c], k) for c, k in zip(names, kinds)]
+            yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+    return pa.RecordBatchReader.from_batches(schema, batches())
+
+
+def _polars_lazy_stream(frame: Any, needed: list[str]) -> Any:
+    """A polars LazyFrame's columns ``needed``, collected by the streaming
+    engine in batches, as an Arrow stream."""
+    import pyarrow as pa
+
+    present = set(frame.collect_schema().names())
+    frame = frame.select([c for c in needed if c in present])
+    schema = pa.table(frame.limit(0).collect()).schema
+    if not hasattr(frame, "collect_batches"):
+        return pa.table(frame.collect(engine="streaming"))
+
+    def batches():
+        for part in frame.collect_batches():
+            yield from pa.table(part).cast(schema).to_batches()
+
+    return pa.RecordBatchReader.from_batches(schema, batches())
+
+
+def _arrow_stream(data: Any, what: str, needed: list[str]) -> Any:
+    """``data`` as an object exporting the Arrow C stream interface."""
+    if isinstance(data, pd.DataFrame):
+        return _pandas_stream(data, needed)
+    kind = type(data)
+    if kind.__module__.startswith("polars") and kind.__name__ == "LazyFrame":
+        return _polars_lazy_stream(data, needed)
+    if hasattr(data, "__arrow_c_stream__"):
+        return data
+    if hasattr(data, "to_reader"):  # pyarrow before the PyCapsule interface
+        return data.to_reader()
     raise ValueError(
-        f"{what} must be a path, a pandas.DataFrame or a pyarrow.Table, "
-        f"got {type(table).__name__}"
+        f"{what} must be a path or a table exporting the Arrow C stream interface "
+        f"(pyarrow, polars, DuckDB, pandas, Spark's toArrow()), got {kind.__name__}"
     )
 
 
-def _source(table: Any, what: str) -> dict[str, Any]:
+def _needed(schema: "Schema", counts: bool, time_column: Optional[str] = None) -> list[str]:
+    names = list(schema._native.columns_read)
+    if counts:
+        names.append("count")
+    if time_column is not None:
+        names.append(time_column)
+    return names
+
+
+def _source(table: Any, what: str, needed: list[str]) -> dict[str, Any]:
     if isinstance(table, (str, os.PathLike)):
         return {"path": _existing(table)}
-    return {"csv": _csv_bytes(table, what)}
+    return {"stream": _arrow_stream(table, what, needed)}
 
 
 def release(
@@ -356,10 +462,19 @@ def release(
 ) -> pd.DataFrame:
     """Releases private answers to the plan's (or the workload's) queries.
 
-    ``data`` is the records: a path (CSV or CSV.gz, header row), a
-    ``pandas.DataFrame`` or a ``pyarrow.Table``; or give ``counts``
-    instead, a table of the schema's columns and a ``count`` column (e.g.
-    one GROUP BY in DuckDB). The release is pure ε-DP, or (ε, δ) when
+    ``data`` is the records: a path (CSV, plain or gzip'ed, with a header
+    row, or Parquet), or a table — anything exporting the Arrow C stream
+    interface (a pyarrow Table or RecordBatchReader, a polars DataFrame, a
+    DuckDB relation, Spark's ``toArrow()``), a polars LazyFrame (collected
+    in streaming batches) or a pandas DataFrame (sent in chunks of rows,
+    each column as its dtype says: never written back as text). Each
+    value is read by itself: ``27``, ``27.0`` and ``"27"`` read alike, NaN
+    and None are missing whatever the column's dtype. Or give ``counts``
+    instead: a table of the schema's columns and a ``count`` column, the
+    multiplicity of identical records (a whole number, e.g. one GROUP BY in
+    DuckDB), never a weight. The unit of privacy is one record (one row of
+    ``data``). Records the schema cannot place are dropped without a word:
+    :func:`check` shows the curator which (not private). The release is pure ε-DP, or (ε, δ) when
     ``delta`` is given; it is charged to ``ledger`` before any noise is
     drawn, and everything that can be refused is refused before that
     (nothing is spent on an exception).
@@ -385,7 +500,10 @@ def release(
         raise ValueError(f"workload must be a dpmatrix.Workload, got {type(workload).__name__}")
     if (data is None) == (counts is None):
         raise ValueError("give the records as data, or a counts table as counts=, not both")
-    source = _source(data, "data") if counts is None else _source(counts, "counts")
+    needed = _needed(schema, counts is not None)
+    source = (
+        _source(data, "data", needed) if counts is None else _source(counts, "counts", needed)
+    )
     book = ledger.path if isinstance(ledger, Ledger) else _existing(ledger)
     queries, answer, std_error, low, high, sidecar, notes, nonneg_answers = _dpmatrix.release(
         schema._native,
@@ -415,6 +533,94 @@ def release(
     frame.attrs["warnings"] = list(notes)
     for note in notes:
         warnings.warn(note, DpmmWarning, stacklevel=2)
+    return frame
+
+
+def check(
+    data: Any = None,
+    schema: Optional[Schema] = None,
+    *,
+    counts: Any = None,
+    workload: Optional[Workload] = None,
+    time_column: Optional[str] = None,
+    steps: Optional[int] = None,
+    start: int = 0,
+) -> pd.DataFrame:
+    """The curator's check — **not private**: what ``schema`` makes of the
+    records, exactly, before a release spends budget on them.
+
+    ``data`` (or ``counts``) is read exactly as :func:`release` reads it.
+    Returns one row per attribute: the column it reads and what the column
+    holds, and how many rows are ``outside`` the domain, ``missing`` (null,
+    NaN, a missing-value marker) or ``not_a_number`` (binned attributes),
+    each with the most frequent values as ``(value, rows)`` pairs and the
+    policy that applies. ``attrs`` holds the totals: ``rows`` read,
+    ``records``, ``kept_records``, ``dropped_records``, ``dropped_share``,
+    ``malformed`` rows by reason, ``refused`` (what an ``error`` policy
+    would refuse), for a stream (``time_column``, ``steps``, ``start``) the
+    ``times`` not whole or outside the steps, and ``notice``.
+
+    These are exact figures about private records and their values: for
+    the curator's eyes only, never to be published or shared. Nothing is
+    spent and nothing is written; ``workload``, when given, is checked
+    against the schema's domain too.
+    """
+    if not isinstance(schema, Schema):
+        raise ValueError(f"schema must be a dpmatrix.Schema, got {type(schema).__name__}")
+    if workload is not None and not isinstance(workload, Workload):
+        raise ValueError(f"workload must be a dpmatrix.Workload, got {type(workload).__name__}")
+    if (data is None) == (counts is None):
+        raise ValueError("give the records as data, or a counts table as counts=, not both")
+    if (time_column is None) != (steps is None):
+        raise ValueError("time_column and steps go together")
+    needed = _needed(schema, counts is not None, time_column)
+    source = (
+        _source(data, "data", needed) if counts is None else _source(counts, "counts", needed)
+    )
+    report = json.loads(
+        _dpmatrix.check(
+            schema._native,
+            counts=counts is not None,
+            workload=None if workload is None else workload._native,
+            time_column=time_column,
+            steps=steps,
+            start=start,
+            **source,
+        )
+    )
+    rows = []
+    for a in report["attributes"]:
+        row: dict[str, Any] = {
+            "attribute": a["attribute"],
+            "column": a["column"],
+            "holds": a["holds"],
+        }
+        for key in ("outside", "missing", "not_a_number"):
+            problem = a[key]
+            row[key] = None if problem is None else problem["rows"]
+            row[f"{key}_values"] = (
+                None
+                if problem is None
+                else [(v["value"], v["rows"]) for v in problem["values"]]
+            )
+            row[f"{key}_policy"] = None if problem is None else problem["policy"]
+        rows.append(row)
+    frame = pd.DataFrame(rows)
+    for key in (
+        "notice",
+        "source",
+        "format",
+        "rows",
+        "records",
+        "kept_records",
+        "dropped_records",
+        "dropped_share",
+        "refused",
+        "malformed",
+        "malformed_policy",
+        "times",
+    ):
+        frame.attrs[key] = report[key]
     return frame
 
 

@@ -27,6 +27,8 @@ class Schema:
     def from_text(text: str, name: str) -> Schema: ...
     @property
     def domain(self) -> list[tuple[str, int]]: ...
+    @property
+    def columns_read(self) -> list[str]: ...
 
 class Plan:
     @staticmethod
@@ -69,7 +71,7 @@ def release(
     workload: Optional[Workload] = None,
     plan: Optional[Plan] = None,
     path: Optional[str] = None,
-    csv: Optional[bytes] = None,
+    stream: Any = None,
     counts: bool = False,
     max_memory: Optional[int] = None,
     report: Optional[str] = None,
@@ -77,6 +79,16 @@ def release(
 ) -> tuple[
     list[str], np.ndarray, np.ndarray, np.ndarray, np.ndarray, str, list[str], Optional[np.ndarray]
 ]: ...
+def check(
+    schema: Schema,
+    path: Optional[str] = None,
+    stream: Any = None,
+    counts: bool = False,
+    workload: Optional[Workload] = None,
+    time_column: Optional[str] = None,
+    steps: Optional[int] = None,
+    start: int = 0,
+) -> str: ...
 def optimize(
     w: np.ndarray,
     optimizer: str,

@@ -8,8 +8,11 @@
 //!   an overspend is [`BudgetExceeded`], a failure on valid input a
 //!   `RuntimeError`. Nothing is spent on any of them (the library refuses
 //!   before it charges).
-//! * Records cross as CSV bytes into the library's aggregation; counts,
-//!   seeds and generators never cross back. The ledger is the command's
+//! * Records cross as Arrow: any object exporting the Arrow C stream
+//!   interface is read batch by batch by the library's own door (the
+//!   Python package turns a pandas DataFrame into such a stream, chunk by
+//!   chunk), or a file is read by path; counts, seeds and generators
+//!   never cross back. The ledger is the command's
 //!   file format and lock, so a notebook and the command share one budget.
 //! * Optimization, planning and releases run with the GIL released, on a
 //!   worker thread under a [`dpmm::dp_core::interrupt`] token: the calling
@@ -35,6 +38,7 @@ use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray2, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyException, PyKeyboardInterrupt, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+use pyo3_arrow::PyRecordBatchReader;
 
 pyo3::create_exception!(
     _dpmatrix,
@@ -251,6 +255,48 @@ impl Schema {
             .map(|a| (a.name.clone(), a.size))
             .collect()
     }
+
+    /// The columns the attributes read, each once, in domain order.
+    #[getter]
+    fn columns_read(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for a in self.inner.attributes() {
+            if !out.contains(&a.column) {
+                out.push(a.column.clone());
+            }
+        }
+        out
+    }
+}
+
+/// The records of a call: a file at `path`, or an Arrow stream.
+fn data(
+    path: Option<PathBuf>,
+    stream: Option<PyRecordBatchReader>,
+    counts: bool,
+) -> PyResult<Data> {
+    let rows = if counts {
+        Rows::CountsTable
+    } else {
+        Rows::Records
+    };
+    match (path, stream) {
+        (Some(p), None) if counts => Ok(Data::CountsTable(p)),
+        (Some(p), None) => Ok(Data::Records(p)),
+        (None, Some(stream)) => Ok(Data::Arrow {
+            reader: stream.into_reader()?,
+            name: if counts {
+                "the counts table"
+            } else {
+                "the records"
+            }
+            .into(),
+            rows,
+        }),
+        _ => Err(PyValueError::new_err(
+            "give the data as a path or as an Arrow stream",
+        )),
+    }
 }
 
 enum PlanSource {
@@ -433,12 +479,12 @@ type Released<'py> = (
 );
 
 /// Releases answers from records or a counts table (a file at `path`,
-/// or CSV `csv` bytes), charged to the ledger at `ledger`; `workload`
+/// or an Arrow `stream`), charged to the ledger at `ledger`; `workload`
 /// (planned now) or `plan` or both; with `report`, its HTML report is
 /// written there; with `nonneg`, the non-negative consistent estimates
 /// are returned too.
 #[pyfunction]
-#[pyo3(signature = (schema, ledger, epsilon, delta=None, workload=None, plan=None, path=None, csv=None, counts=false, max_memory=None, report=None, nonneg=false))]
+#[pyo3(signature = (schema, ledger, epsilon, delta=None, workload=None, plan=None, path=None, stream=None, counts=false, max_memory=None, report=None, nonneg=false))]
 #[allow(clippy::too_many_arguments)] // Python keyword arguments
 fn release<'py>(
     py: Python<'py>,
@@ -449,32 +495,14 @@ fn release<'py>(
     workload: Option<&Workload>,
     plan: Option<&Plan>,
     path: Option<PathBuf>,
-    csv: Option<Vec<u8>>,
+    stream: Option<PyRecordBatchReader>,
     counts: bool,
     max_memory: Option<u64>,
     report: Option<PathBuf>,
     nonneg: bool,
 ) -> PyResult<Released<'py>> {
     let budget = budget(epsilon, delta)?;
-    let rows = if counts {
-        Rows::CountsTable
-    } else {
-        Rows::Records
-    };
-    let data = match (path, csv) {
-        (Some(p), None) if counts => Data::CountsTable(p),
-        (Some(p), None) => Data::Records(p),
-        (None, Some(bytes)) => Data::Csv {
-            reader: Box::new(std::io::Cursor::new(bytes)),
-            name: if counts { "counts" } else { "records" }.into(),
-            rows,
-        },
-        _ => {
-            return Err(PyValueError::new_err(
-                "give the data as a path or as CSV bytes",
-            ));
-        }
-    };
+    let data = data(path, stream, counts)?;
     let plan_doc = plan
         .map(|p| p.to_json().map(|t| Document::text(t, "the plan")))
         .transpose()?;
@@ -530,6 +558,45 @@ fn release<'py>(
         warnings,
         answers.nonneg().map(|v| PyArray1::from_slice(py, v)),
     ))
+}
+
+/// The curator's check of records or a counts table (a file at `path`, or
+/// an Arrow `stream`) under `schema` (and, for a stream, its time column,
+/// steps and start): the report as JSON. Exact figures, not private; spends
+/// and writes nothing.
+#[pyfunction]
+#[pyo3(signature = (schema, path=None, stream=None, counts=false, workload=None, time_column=None, steps=None, start=0))]
+#[allow(clippy::too_many_arguments)] // Python keyword arguments
+fn check(
+    py: Python<'_>,
+    schema: &Schema,
+    path: Option<PathBuf>,
+    stream: Option<PyRecordBatchReader>,
+    counts: bool,
+    workload: Option<&Workload>,
+    time_column: Option<String>,
+    steps: Option<u64>,
+    start: i64,
+) -> PyResult<String> {
+    let data = data(path, stream, counts)?;
+    let time = match (time_column, steps) {
+        (Some(column), Some(steps)) => Some(dpmm::check::StreamTime {
+            column,
+            steps,
+            start,
+        }),
+        (None, None) => None,
+        _ => {
+            return Err(PyValueError::new_err("time_column and steps go together"));
+        }
+    };
+    let spec = workload.map(|w| w.inner.document("the workload"));
+    let doc = &schema.doc;
+    let report = uninterrupted(py, || {
+        dpmm::check::check(doc, data, spec.as_ref(), time.as_ref())
+    })?
+    .map_err(py_err)?;
+    serde_json::to_string(&report).map_err(|e| PyRuntimeError::new_err(e.to_string()))
 }
 
 /// A float64 array's entries as a matrix: a view of its memory when it is
@@ -936,6 +1003,7 @@ fn _dpmatrix(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ledger_create, m)?)?;
     m.add_function(wrap_pyfunction!(ledger_status, m)?)?;
     m.add_function(wrap_pyfunction!(release, m)?)?;
+    m.add_function(wrap_pyfunction!(check, m)?)?;
     m.add_function(wrap_pyfunction!(optimize, m)?)?;
     m.add_function(wrap_pyfunction!(error, m)?)?;
     m.add_function(wrap_pyfunction!(optimizers, m)?)?;
