@@ -1,7 +1,7 @@
 //! CSV text into Arrow record batches, one record per physical line.
 //!
 //! The reader ([`CsvBlocks`]) takes the header line, then cuts the rest of
-//! the input into blocks of whole lines (about a mebibyte each) without
+//! the input into blocks of whole lines (about 256 KiB each) without
 //! looking inside them; the blocks are parsed on worker threads
 //! ([`parse_block`]) into text columns — only the columns the schema
 //! reads — with one row per line that is not empty and, for a line that
@@ -23,7 +23,7 @@ use crate::lines::{MAX_LINE_BYTES, Malformed, split_line};
 
 /// Bytes per block handed to a worker (a block ends at a line break, so
 /// it holds a little less, or a long line more).
-pub(crate) const BLOCK_BYTES: usize = 1 << 20;
+pub(crate) const BLOCK_BYTES: usize = 1 << 18;
 
 const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
 

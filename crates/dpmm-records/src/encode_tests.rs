@@ -9,6 +9,7 @@ use arrow_array::{
 
 use super::*;
 use crate::schema::Schema;
+use crate::whole::{time_of_number, time_of_text, times};
 
 const SCHEMA: &str = r#"{"domain": [
     {"name": "age", "column": "age", "values": ["27", "30", "45"]},

@@ -1,31 +1,41 @@
-//! Records in, counts out: the records schema (docs/formats.md) and the
-//! streaming aggregation of CSV or gzip'ed CSV records (or a pre-aggregated
-//! contingency table) into the count tables the `dpmm release` command
-//! measures.
+//! Records in, counts out: the door every record of a release comes
+//! through.
 //!
-//! * [`schema`]: each attribute's CSV column and its domain, categorical
-//!   `values` or numeric `bins`, with `outside`/`missing` policies
-//!   (`drop | error`); loaded from JSON with one typed error per mistake.
-//! * [`aggregate`](mod@aggregate): one pass over the records, memory bounded by the counts
-//!   kept (the full histogram, or one table per marginal), returning an
-//!   opaque [`PrivateCounts`] that only the privacy kernel is meant to read.
+//! * [`schema`]: each attribute's column and its public domain,
+//!   categorical `values` or numeric `bins`, with `drop | error` policies
+//!   and an optional pinned header; loaded from JSON with one typed error
+//!   per mistake.
+//! * [`Source`]: CSV (plain or gzip'ed, one record per physical line),
+//!   Parquet, or any Arrow [`arrow::RecordBatchReader`]; every source is
+//!   read as Arrow record batches, on every core.
+//! * Each value is read by the record alone, whatever its column's type
+//!   (`27`, `27.0` and `"27"` alike; NaN and null missing), and a column
+//!   type no value could match is refused before any row is read
+//!   (docs/formats.md).
+//! * [`aggregate_source`]: the kept records counted into the tables of a
+//!   [`Layout`] (the full histogram, or one table per marginal; per step
+//!   for a stream, [`aggregate_steps`]), returned as an opaque
+//!   [`PrivateCounts`] that only the privacy kernel reads.
+//! * [`check()`]: the curator's check — exact, **not private** — of what a
+//!   schema keeps and drops.
 //! * [`draft`]: a starting schema from a CSV's header line alone.
 //!
 //! Domains are public knowledge written by a person; nothing here derives
-//! one from the data, and no error or method reveals a value, a count or
-//! the number of records read or dropped.
+//! one from the data, and no error or method but the curator's check
+//! reveals a value, a count or the number of records read or dropped.
 //!
-//! **Stability.** Each physical line after the header is at most one
-//! record (a quoted field never spans lines; a line that is not one record
-//! of the header's width is one malformed row), and every policy defaults
-//! to `drop`. So, for a records file read with `drop` policies, adding or
-//! removing any one line of any bytes after the header changes each count
-//! table by at most 1 in L1, plain or gzip'ed: the neighbouring relation
-//! the privacy kernel's sensitivity assumes. The header is the file's
-//! structure, not a record: a damaged header is refused, and a line
-//! inserted before it becomes the header, so lines before the header are
-//! not covered. `error` policies are an opt-in check of one's own data
-//! (a refusal depends on the data). Details in [`aggregate`](mod@aggregate).
+//! **Stability.** Each physical line after a CSV file's header, and each
+//! row of an Arrow or Parquet source, is at most one record (a quoted
+//! field never spans lines; a line that is not one record of the header's
+//! width is one malformed row), and every policy defaults to `drop`. So,
+//! read with `drop` policies, adding or removing any one line of any bytes
+//! after the header, or any one row, changes each count table by at most 1
+//! in L1: the neighbouring relation the privacy kernel's sensitivity
+//! assumes. The header is the file's structure, not a record: a damaged
+//! header is refused, and a line inserted before it becomes the header
+//! unless the schema pins the header (`columns`), when the file is
+//! refused. `error` policies are an opt-in check of one's own data (a
+//! refusal depends on the data). Details in [`aggregate`](mod@aggregate).
 //!
 //! ```
 //! use dpmm_records::{Layout, Rows, Schema, aggregate, DEFAULT_CELL_LIMIT};
@@ -58,6 +68,7 @@ pub mod schema;
 pub mod source;
 pub mod timed;
 mod value;
+mod whole;
 
 #[cfg(test)]
 mod arrow_stability_tests;

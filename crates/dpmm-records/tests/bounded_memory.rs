@@ -38,7 +38,7 @@ fn millions_of_records_stream_in_memory_flat_in_their_number() {
     let Some(before) = peak_rss_kib() else {
         return; // not Linux: no /proc to read the peak from
     };
-    // The reading's own buffers: blocks of lines in flight (about 1 MiB
+    // The reading's own buffers: blocks of lines in flight (256 KiB
     // each, a few per worker), each worker's columns and tables.
     let small = stream(1_000_000, &schema, &layout);
     let warm = peak_rss_kib().expect("readable again");
