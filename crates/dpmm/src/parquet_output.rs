@@ -1,4 +1,4 @@
-//! Answers as a Parquet table (the non-default `parquet` feature): the
+//! Answers as a Parquet table: the
 //! answers file of a release whose `--out` ends in `.parquet`. A CSV of
 //! 10⁸ rows is not how such a release is read; Parquet keeps the answers
 //! typed (the numbers as IEEE doubles, bit for bit the ones computed),

@@ -26,13 +26,15 @@
 //!
 //! # Time values and steps
 //!
-//! The time column holds integers; a record's step is `time − start`
+//! The time column holds whole numbers (`27`, `27.0`; any column type,
+//! [`dpmm_records::timed`]); a record's step is `time − start`
 //! (`--start`, default 0), steps `0..T` (`--steps`). Both are public: no
 //! step boundary is derived from the data, and all `T` steps are released
-//! (steps without records too). A time value that is not an integer, or
-//! outside `start..start + T`, is a bad line, handled like any other by
+//! (steps without records too). A time value that is not a whole number,
+//! or outside `start..start + T`, is a bad line, handled like any other by
 //! the schema's `malformed` policy (dropped by default, refused under
-//! `error` — before the charge, as in `release`).
+//! `error` — before the charge, as in `release`); `dpmm check
+//! --time-column` shows the curator how many and which.
 //!
 //! # The whole input is read before the charge
 //!

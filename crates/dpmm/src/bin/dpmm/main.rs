@@ -106,12 +106,12 @@ struct CheckArgs {
 /// `dpmm stream`'s flags.
 #[derive(Args)]
 struct StreamArgs {
-    /// The records (CSV with a header, plain or gzip'ed); `-` reads
-    /// standard input (to its end).
+    /// The records (CSV with a header, plain or gzip'ed, or Parquet); `-`
+    /// reads CSV from standard input (to its end).
     #[arg(long)]
     data: PathBuf,
-    /// The column holding each record's time: an integer; step = time −
-    /// --start.
+    /// The column holding each record's time: a whole number; step =
+    /// time − --start.
     #[arg(long)]
     time_column: String,
     /// The horizon T: steps 0..T are released (all of them, records or
@@ -189,12 +189,14 @@ struct PlanArgs {
 /// `dpmm release`.
 #[derive(Args)]
 struct ReleaseArgs {
-    /// Records: CSV with a header row, plain or gzip'ed, or Parquet with the
-    /// `parquet` feature (detected by content).
+    /// Records: CSV with a header row, plain or gzip'ed, or Parquet
+    /// (detected by content). `dpmm check` shows what the schema makes of
+    /// them (not private, for the curator only).
     #[arg(long, required_unless_present = "counts", conflicts_with = "counts")]
     data: Option<PathBuf>,
     /// Instead of records: a pre-aggregated table (the schema's columns
-    /// and a `count` column), e.g. from one GROUP BY in DuckDB.
+    /// and a `count` column of whole numbers, the multiplicity of
+    /// identical records), e.g. from one GROUP BY in DuckDB.
     #[arg(long)]
     counts: Option<PathBuf>,
     /// The records schema (columns and public domains, docs/formats.md).
@@ -222,8 +224,7 @@ struct ReleaseArgs {
     #[arg(long)]
     ledger: PathBuf,
     /// The answers: CSV, or a Parquet table when the name ends in
-    /// `.parquet` (the `parquet` feature); a JSON sidecar is written beside
-    /// it (`<out>.json`).
+    /// `.parquet`; a JSON sidecar is written beside it (`<out>.json`).
     #[arg(long)]
     out: PathBuf,
     /// Also write an HTML report here: what was spent and is left, the
