@@ -1,8 +1,16 @@
 """Records in, count tables out: dpmm against DuckDB on the same input.
 
-All 2-way marginals of synthetic census-like records (8 attributes: text
-categories, integer ages binned by 5, integer codes, decimal incomes in
-14 bins), in one run:
+All 2-way marginals of 8 attributes, in one run, on one of two record
+shapes (``--shape``):
+
+* ``census``: synthetic census-like records (text categories, integer
+  ages binned by 5, integer codes, decimal incomes in 14 bins; 2·10⁷
+  cells, so dpmm keeps the 28 marginal tables);
+* ``fertility``: the embedded 1980 census extract resampled with
+  replacement (six yes/no or male/female columns, two integer ones;
+  50,880 cells, so dpmm keeps the full table, and so can DuckDB).
+
+The comparisons:
 
 * from the same CSV file: ``dpmm release`` (the command, a fresh process)
   against DuckDB computing the same count tables from ``read_csv`` both
@@ -21,7 +29,7 @@ at ``--rows`` and at a tenth of it, to show it flat in the rows.
 Run from the repository, in an environment with dpmatrix, pyarrow and
 duckdb, after ``cargo build --release -p dpmm``::
 
-    python python/benches/ingest.py --rows 10000000 --repeat 3
+    python python/benches/ingest.py --rows 10000000 --repeat 3 [--shape fertility]
 """
 
 from __future__ import annotations
@@ -44,6 +52,19 @@ EMPLOYMENT = ["employed", "unemployed", "not in labor force", "armed forces"]
 INCOME_EDGES = [0, 5000, 10000, 15000, 20000, 25000, 30000, 40000, 50000, 60000, 75000,
                 100000, 150000, 200000, 1e12]
 STATES = [f"S{i:02d}" for i in range(51)]
+
+
+REPO = Path(__file__).resolve().parents[2]
+FERTILITY = REPO / "examples" / "fertility1980"
+
+
+def fertility(rows: int, seed: int = 7):
+    """The embedded extract resampled to `rows` records, as a pyarrow Table."""
+    import pyarrow.csv as pacsv
+
+    table = pacsv.read_csv(REPO / "datasets" / "fertility1980.csv.gz")
+    rng = np.random.default_rng(seed)
+    return table.take(rng.integers(0, table.num_rows, rows))
 
 
 def records(rows: int, seed: int = 7):
@@ -90,25 +111,37 @@ INCOME_CASE = "CASE " + " ".join(
 ) + " END"
 ENCODED = (f"sex, floor(age / 5) AS age, race, hispanic, education, {INCOME_CASE} AS income, "
            "state, employment")
-PAIRS = list(itertools.combinations(ATTRIBUTES, 2))
 
 
-def duckdb_grouping_sets(con, source: str):
-    sets = ", ".join("(" + ", ".join(p) + ")" for p in PAIRS)
+FERTILITY_ATTRIBUTES = ["morekids", "gender1", "gender2", "age", "afam", "hispanic", "other",
+                        "work"]
+
+
+def shape(name: str):
+    """(attributes, the SELECT list that encodes them as the schema bins)."""
+    if name == "census":
+        return ATTRIBUTES, ENCODED
+    # The extract's ages (21-35) and weeks (0-52) are one bin each value.
+    return FERTILITY_ATTRIBUTES, ", ".join(FERTILITY_ATTRIBUTES)
+
+
+def duckdb_grouping_sets(con, source: str, attributes: list[str], encoded: str):
+    pairs = itertools.combinations(attributes, 2)
+    sets = ", ".join("(" + ", ".join(p) + ")" for p in pairs)
     return con.execute(
-        f"SELECT {', '.join(ATTRIBUTES)}, count(*) AS n FROM (SELECT {ENCODED} FROM {source}) "
+        f"SELECT {', '.join(attributes)}, count(*) AS n FROM (SELECT {encoded} FROM {source}) "
         f"GROUP BY GROUPING SETS ({sets})"
     ).fetchall()
 
 
-def duckdb_full_then_margins(con, source: str):
+def duckdb_full_then_margins(con, source: str, attributes: list[str], encoded: str):
     con.execute(
-        f"CREATE OR REPLACE TEMP TABLE full_table AS SELECT {', '.join(ATTRIBUTES)}, "
-        f"count(*) AS n FROM (SELECT {ENCODED} FROM {source}) GROUP BY ALL"
+        f"CREATE OR REPLACE TEMP TABLE full_table AS SELECT {', '.join(attributes)}, "
+        f"count(*) AS n FROM (SELECT {encoded} FROM {source}) GROUP BY ALL"
     )
     return [
         con.execute(f"SELECT {', '.join(p)}, sum(n) FROM full_table GROUP BY ALL").fetchall()
-        for p in PAIRS
+        for p in itertools.combinations(attributes, 2)
     ]
 
 
@@ -144,6 +177,7 @@ def child_peak(dpmm: Path, args: list[str]) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=10_000_000)
+    parser.add_argument("--shape", choices=["census", "fertility"], default="census")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--dpmm", type=Path, default=Path("target/release/dpmm"))
     parser.add_argument("--with-planning", action="store_true")
@@ -157,15 +191,21 @@ def main() -> None:
 
     if not args.dpmm.exists():
         raise SystemExit(f"{args.dpmm} is missing: cargo build --release -p dpmm")
-    out: dict = {"rows": args.rows, "repeat": args.repeat, "load_before": os.getloadavg()}
+    out: dict = {"rows": args.rows, "shape": args.shape, "repeat": args.repeat,
+                 "load_before": os.getloadavg()}
+    attributes, encoded = shape(args.shape)
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        table = records(args.rows)
+        table = records(args.rows) if args.shape == "census" else fertility(args.rows)
         csv_path = tmp / "records.csv"
         pacsv.write_csv(table, csv_path, write_options=pacsv.WriteOptions(quoting_style="none"))
         out["csv_mb"] = csv_path.stat().st_size / 1e6
-        (tmp / "schema.json").write_text(json.dumps(schema()))
-        (tmp / "spec.json").write_text(json.dumps(spec()))
+        if args.shape == "census":
+            (tmp / "schema.json").write_text(json.dumps(schema()))
+            (tmp / "spec.json").write_text(json.dumps(spec()))
+        else:
+            (tmp / "schema.json").write_text((FERTILITY / "schema.json").read_text())
+            (tmp / "spec.json").write_text((FERTILITY / "spec.json").read_text())
         s = dm.Schema.from_json(tmp / "schema.json")
         w = dm.Workload.from_json(tmp / "spec.json")
         plan = dm.plan(w, epsilon=1.0)
@@ -182,9 +222,10 @@ def main() -> None:
         source = f"read_csv('{csv_path}')"
         out["csv"] = {
             "dpmm release": best(args.repeat, lambda: command(args.dpmm, release_args)),
-            "duckdb grouping sets": best(args.repeat, lambda: duckdb_grouping_sets(con, source)),
+            "duckdb grouping sets": best(
+                args.repeat, lambda: duckdb_grouping_sets(con, source, attributes, encoded)),
             "duckdb full then margins": best(
-                args.repeat, lambda: duckdb_full_then_margins(con, source)),
+                args.repeat, lambda: duckdb_full_then_margins(con, source, attributes, encoded)),
         }
         con.register("in_memory", table)
         release = (lambda: dm.release(table, schema=s, workload=w, epsilon=0.001, ledger=ledger)
@@ -192,10 +233,11 @@ def main() -> None:
             lambda: dm.release(table, schema=s, plan=plan, epsilon=0.001, ledger=ledger))
         out["arrow"] = {
             "dm.release": best(args.repeat, release),
-            "duckdb grouping sets": best(args.repeat,
-                                         lambda: duckdb_grouping_sets(con, "in_memory")),
+            "duckdb grouping sets": best(
+                args.repeat, lambda: duckdb_grouping_sets(con, "in_memory", attributes, encoded)),
             "duckdb full then margins": best(
-                args.repeat, lambda: duckdb_full_then_margins(con, "in_memory")),
+                args.repeat,
+                lambda: duckdb_full_then_margins(con, "in_memory", attributes, encoded)),
         }
         for key, dpmm_key in (("csv", "dpmm release"), ("arrow", "dm.release")):
             r = out[key]
@@ -214,7 +256,7 @@ def main() -> None:
     if args.json:
         print(json.dumps(out, indent=1))
         return
-    print(f"{args.rows:,} records, {out['csv_mb']:.0f} MB of CSV, best of {args.repeat}; "
+    print(f"{args.rows:,} {args.shape} records, {out['csv_mb']:.0f} MB of CSV, best of {args.repeat}; "
           f"load {out['load_before'][0]:.2f} before, {out['load_after'][0]:.2f} after")
     for key in ("csv", "arrow"):
         print(f"  from {'the CSV file' if key == 'csv' else 'a pyarrow Table'}:")
