@@ -261,19 +261,7 @@ pub(crate) fn read<S: Sink>(
             results.into_iter().map(|r| r.map(|(s, _)| s)).collect()
         }
         Source::Arrow { mut reader, name } => {
-            let arrow_schema = reader.schema();
-            let names: Vec<&str> = arrow_schema
-                .fields()
-                .iter()
-                .map(|f| f.name().as_str())
-                .collect();
-            let needed = resolve(schema, &names, &extra)?;
-            let positions: Vec<usize> = needed.iter().map(|n| n.position).collect();
-            let types: Vec<DataType> = positions
-                .iter()
-                .map(|&p| arrow_schema.field(p).data_type().clone())
-                .collect();
-            let o = open(schema, &needed, &types, time)?;
+            let (o, positions, types) = open_typed(schema, &reader.schema(), &extra, time)?;
             opened(&o);
             let compiled = &o.compiled;
             let mut pending: Option<(RecordBatch, usize)> = None;
@@ -318,19 +306,7 @@ pub(crate) fn read<S: Sink>(
             let file = File::open(&path).map_err(|e| io(&name, &e))?;
             let metadata = ArrowReaderMetadata::load(&file, Default::default())
                 .map_err(|e| parquet_error(&e))?;
-            let arrow_schema = metadata.schema().clone();
-            let names: Vec<&str> = arrow_schema
-                .fields()
-                .iter()
-                .map(|f| f.name().as_str())
-                .collect();
-            let needed = resolve(schema, &names, &extra)?;
-            let positions: Vec<usize> = needed.iter().map(|n| n.position).collect();
-            let types: Vec<DataType> = positions
-                .iter()
-                .map(|&p| arrow_schema.field(p).data_type().clone())
-                .collect();
-            let o = open(schema, &needed, &types, time)?;
+            let (o, positions, _) = open_typed(schema, metadata.schema(), &extra, time)?;
             opened(&o);
             let compiled = &o.compiled;
             // The reader yields the projected columns in file order.
@@ -390,6 +366,24 @@ fn open(
             .map(|(n, t)| (n.name.clone(), t.clone()))
             .collect(),
     })
+}
+
+/// The schema compiled against the columns of a typed source: the
+/// compiled schema, and the position and type of each column read.
+fn open_typed(
+    schema: &Schema,
+    source: &arrow_schema::Schema,
+    extra: &Extra<'_>,
+    time: Option<TimeSpec>,
+) -> Result<(Opened, Vec<usize>, Vec<DataType>), RecordsError> {
+    let names: Vec<&str> = source.fields().iter().map(|f| f.name().as_str()).collect();
+    let needed = resolve(schema, &names, extra)?;
+    let positions: Vec<usize> = needed.iter().map(|n| n.position).collect();
+    let types: Vec<DataType> = positions
+        .iter()
+        .map(|&p| source.field(p).data_type().clone())
+        .collect();
+    Ok((open(schema, &needed, &types, time)?, positions, types))
 }
 
 /// The columns at `positions` of `batch`, which must have `types`.

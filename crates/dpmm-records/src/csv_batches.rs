@@ -19,7 +19,7 @@ use arrow_buffer::{Buffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Field, Schema as ArrowSchema};
 
 use crate::error::RecordsError;
-use crate::lines::{MAX_LINE_BYTES, Malformed, split_line};
+use crate::lines::{FieldSink, MAX_LINE_BYTES, Malformed, split_fields, split_line};
 
 /// Bytes per block handed to a worker (a block ends at a line break, so
 /// it holds a little less, or a long line more).
@@ -342,62 +342,34 @@ pub(crate) fn parse_block(block: &Block, columns: &CsvColumns, out: &mut Parsed)
     }
 }
 
-/// Splits one line (UTF-8, no line break) into its fields, appending each
-/// read field to its column.
-fn split_into(line: &[u8], columns: &CsvColumns, out: &mut Parsed) -> Result<(), Malformed> {
-    let mut rest = line;
-    let mut field = 0usize;
-    loop {
-        if field >= columns.fields {
-            return Err(Malformed::FieldCount);
-        }
-        let target = columns.projection[field];
-        let start = rest.trim_ascii_start();
-        let after = if let [b'"', quoted @ ..] = start {
-            let after = unquote(quoted, target.map(|c| &mut out.values[c]))?;
-            after.trim_ascii_start()
-        } else {
-            let end = rest
-                .iter()
-                .position(|&b| b == b',' || b == b'"')
-                .unwrap_or(rest.len());
-            if let Some(c) = target {
-                out.values[c].extend_from_slice(&rest[..end]);
-            }
-            &rest[end..]
-        };
-        field += 1;
-        match after {
-            [] => break,
-            [b',', next @ ..] => rest = next,
-            _ => return Err(Malformed::Quote),
+/// The fields of a line that are read, each appended to its column.
+struct ColumnSink<'c> {
+    columns: &'c CsvColumns,
+    values: &'c mut [Vec<u8>],
+}
+
+impl FieldSink for ColumnSink<'_> {
+    fn start(&mut self, index: usize) -> Result<Option<&mut Vec<u8>>, Malformed> {
+        match self.columns.projection.get(index) {
+            None => Err(Malformed::FieldCount),
+            Some(None) => Ok(None),
+            Some(Some(c)) => Ok(self.values.get_mut(*c)),
         }
     }
-    if field != columns.fields {
+}
+
+/// Splits one line (UTF-8, no line break) into its fields, appending each
+/// read field to its column; a line of another width than the header's
+/// is [`Malformed::FieldCount`].
+fn split_into(line: &[u8], columns: &CsvColumns, out: &mut Parsed) -> Result<(), Malformed> {
+    let mut sink = ColumnSink {
+        columns,
+        values: &mut out.values,
+    };
+    if split_fields(line, &mut sink)? != columns.fields {
         return Err(Malformed::FieldCount);
     }
     Ok(())
-}
-
-/// The content of a quoted field starting just past its opening quote,
-/// appended to `out` when it is read; returns the bytes after the closing
-/// quote.
-fn unquote<'a>(mut quoted: &'a [u8], mut out: Option<&mut Vec<u8>>) -> Result<&'a [u8], Malformed> {
-    loop {
-        let close = memchr::memchr(b'"', quoted).ok_or(Malformed::Quote)?;
-        if let Some(out) = out.as_deref_mut() {
-            out.extend_from_slice(&quoted[..close]);
-        }
-        match quoted.get(close + 1) {
-            Some(b'"') => {
-                if let Some(out) = out.as_deref_mut() {
-                    out.push(b'"');
-                }
-                quoted = &quoted[close + 2..];
-            }
-            _ => return Ok(&quoted[close + 1..]),
-        }
-    }
 }
 
 #[cfg(test)]

@@ -65,8 +65,87 @@ impl Malformed {
     }
 }
 
+/// Where the fields of a line go, as [`split_fields`] finds them.
+pub(crate) trait FieldSink {
+    /// The buffer field `index`'s content is appended to (`None`: the
+    /// field is not kept), or an error (a line with too many fields).
+    fn start(&mut self, index: usize) -> Result<Option<&mut Vec<u8>>, Malformed>;
+    /// Field `index` is complete.
+    fn finish(&mut self, _index: usize) {}
+}
+
+/// Splits one line (no line break in it, UTF-8) into its fields by the
+/// dialect of this module, handing each to `sink`; returns the number of
+/// fields. The one place the dialect is written: the header, the draft
+/// and every record are split here.
+pub(crate) fn split_fields(line: &[u8], sink: &mut impl FieldSink) -> Result<usize, Malformed> {
+    let mut rest = line;
+    let mut index = 0;
+    loop {
+        let start = rest.trim_ascii_start();
+        let after = if let [b'"', quoted @ ..] = start {
+            unquote(quoted, sink.start(index)?)?.trim_ascii_start()
+        } else {
+            let end = rest
+                .iter()
+                .position(|&b| b == b',' || b == b'"')
+                .unwrap_or(rest.len());
+            if let Some(out) = sink.start(index)? {
+                out.extend_from_slice(&rest[..end]);
+            }
+            &rest[end..]
+        };
+        sink.finish(index);
+        index += 1;
+        match after {
+            [] => return Ok(index),
+            [b',', next @ ..] => rest = next,
+            _ => return Err(Malformed::Quote),
+        }
+    }
+}
+
+/// The content of a quoted field starting just past its opening quote,
+/// appended to `out` when the field is kept; returns the bytes after the
+/// closing quote.
+fn unquote<'a>(mut quoted: &'a [u8], mut out: Option<&mut Vec<u8>>) -> Result<&'a [u8], Malformed> {
+    loop {
+        let close = memchr::memchr(b'"', quoted).ok_or(Malformed::Quote)?;
+        if let Some(out) = out.as_deref_mut() {
+            out.extend_from_slice(&quoted[..close]);
+        }
+        match quoted.get(close + 1) {
+            Some(b'"') => {
+                if let Some(out) = out.as_deref_mut() {
+                    out.push(b'"');
+                }
+                quoted = &quoted[close + 2..];
+            }
+            _ => return Ok(&quoted[close + 1..]),
+        }
+    }
+}
+
+/// Every field into a `ByteRecord`, through one scratch buffer.
+struct RecordSink<'r> {
+    record: &'r mut ByteRecord,
+    scratch: &'r mut Vec<u8>,
+}
+
+impl FieldSink for RecordSink<'_> {
+    fn start(&mut self, _index: usize) -> Result<Option<&mut Vec<u8>>, Malformed> {
+        self.scratch.clear();
+        Ok(Some(self.scratch))
+    }
+
+    fn finish(&mut self, _index: usize) {
+        self.record.push_field(self.scratch);
+    }
+}
+
 /// Splits one line (no line break in it) into the fields of `record`,
-/// unescaping quoted fields through `scratch`. The line must be UTF-8.
+/// unescaping quoted fields through `scratch`; bytes that are not UTF-8
+/// are [`Malformed::NotUtf8`].
 pub(crate) fn split_line(
     line: &[u8],
     record: &mut ByteRecord,
@@ -76,48 +155,7 @@ pub(crate) fn split_line(
     if !line.is_ascii() && std::str::from_utf8(line).is_err() {
         return Err(Malformed::NotUtf8);
     }
-    let mut rest = line;
-    loop {
-        let start = rest.trim_ascii_start();
-        let after = if let [b'"', quoted @ ..] = start {
-            let after = unquote(quoted, scratch)?;
-            record.push_field(scratch);
-            after.trim_ascii_start()
-        } else {
-            let end = rest
-                .iter()
-                .position(|&b| b == b',' || b == b'"')
-                .unwrap_or(rest.len());
-            record.push_field(&rest[..end]);
-            &rest[end..]
-        };
-        match after {
-            [] => return Ok(()),
-            [b',', next @ ..] => rest = next,
-            _ => return Err(Malformed::Quote),
-        }
-    }
-}
-
-/// The content of a quoted field that starts at `quoted` (just past its
-/// opening quote) into `scratch`; returns the bytes after the closing
-/// quote.
-fn unquote<'a>(mut quoted: &'a [u8], scratch: &mut Vec<u8>) -> Result<&'a [u8], Malformed> {
-    scratch.clear();
-    loop {
-        let close = quoted
-            .iter()
-            .position(|&b| b == b'"')
-            .ok_or(Malformed::Quote)?;
-        scratch.extend_from_slice(&quoted[..close]);
-        match quoted.get(close + 1) {
-            Some(b'"') => {
-                scratch.push(b'"');
-                quoted = &quoted[close + 2..];
-            }
-            _ => return Ok(&quoted[close + 1..]),
-        }
-    }
+    split_fields(line, &mut RecordSink { record, scratch }).map(|_| ())
 }
 
 #[cfg(test)]

@@ -104,6 +104,21 @@ fn values(p: &Problem) -> String {
     listed.join(", ")
 }
 
+/// One kind of problem: how many rows, under which policy, which values.
+fn problem_line(out: &mut String, what: &str, p: &Problem) {
+    let _ = if p.rows == 0 {
+        writeln!(out, "  {what}: none (policy {})", p.policy)
+    } else {
+        writeln!(
+            out,
+            "  {what}: {} rows (policy {}): {}",
+            count(p.rows),
+            p.policy,
+            values(p)
+        )
+    };
+}
+
 /// The report as text for a terminal: the notice first, then the totals,
 /// the malformed rows, one block per attribute and the stream's times.
 pub fn render(report: &CheckReport) -> String {
@@ -154,17 +169,7 @@ pub fn render(report: &CheckReport) -> String {
             problems.push(("not a number", p));
         }
         for (what, p) in problems {
-            if p.rows == 0 {
-                let _ = writeln!(out, "  {what}: none (policy {})", p.policy);
-            } else {
-                let _ = writeln!(
-                    out,
-                    "  {what}: {} rows (policy {}): {}",
-                    count(p.rows),
-                    p.policy,
-                    values(p)
-                );
-            }
+            problem_line(&mut out, what, p);
         }
     }
     if let Some(t) = &report.times {
@@ -181,17 +186,7 @@ pub fn render(report: &CheckReport) -> String {
             ("not a whole number", &t.not_whole),
             ("outside the steps", &t.outside_steps),
         ] {
-            if p.rows == 0 {
-                let _ = writeln!(out, "  {what}: none");
-            } else {
-                let _ = writeln!(
-                    out,
-                    "  {what}: {} rows (policy {}): {}",
-                    count(p.rows),
-                    p.policy,
-                    values(p)
-                );
-            }
+            problem_line(&mut out, what, p);
         }
     }
     out
