@@ -325,53 +325,87 @@ _CHUNK_ROWS = 1 << 16
 def _text(value: Any) -> Optional[str]:
     """One value of a pandas object column as the text it stands for:
     null for None, NaN and NA; ``true``/``false`` for booleans; an integer's
-    digits; a float's shortest round-trip form. Each value is converted by
-    itself, so a record's text never depends on the other rows."""
-    if value is None or value is pd.NA or value is pd.NaT:
+    digits; a float's shortest round-trip form; other text as UTF-8 (a
+    character that has none, a lone surrogate, replaced). Each value is
+    converted by itself, so a record's text never depends on the other
+    rows, and every value converts: one that cannot be written as text at
+    all (an integer past Python's 4,300 digits, an object whose ``str``
+    raises) is null — missing — rather than an error that one row could
+    cause for the whole release."""
+    try:
+        if value is None or value is pd.NA or value is pd.NaT:
+            return None
+        if isinstance(value, str):
+            text = value
+        elif isinstance(value, (bool, np.bool_)):
+            return "true" if value else "false"
+        elif isinstance(value, (int, np.integer)):
+            return str(int(value))
+        elif isinstance(value, (float, np.floating)):
+            number = float(value)
+            return None if number != number else repr(number)
+        elif isinstance(value, bytes):
+            return value.decode("utf-8", "replace")
+        else:
+            text = str(value)
+        return text.encode("utf-8", "replace").decode("utf-8")
+    except Exception:  # noqa: BLE001 (any failure of one value is that value's)
         return None
-    if isinstance(value, str):
-        return value
-    if isinstance(value, (bool, np.bool_)):
-        return "true" if value else "false"
-    if isinstance(value, (int, np.integer)):
-        return str(int(value))
-    if isinstance(value, (float, np.floating)):
-        number = float(value)
-        return None if number != number else repr(number)
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return str(value)
+
+
+#: Arrow types of text: a column of one of them converts value by value
+#: when pyarrow cannot convert a chunk whole.
+def _is_text(kind: Any) -> bool:
+    import pyarrow as pa
+
+    return pa.types.is_string(kind) or pa.types.is_large_string(kind) or (
+        pa.types.is_string_view(kind) if hasattr(pa.types, "is_string_view") else False)
 
 
 def _pandas_type(series: pd.Series) -> Any:
     """The Arrow type a pandas column is sent as, from its dtype alone
     (never from its values, which could make one row change how the others
-    are read): an object column is text, every other dtype what pyarrow
-    makes of it, text where pyarrow has no conversion."""
+    are read): an object column is text (64-bit offsets: no chunk of text
+    can overflow them), every other dtype what pyarrow makes of it, text
+    where pyarrow has no conversion for the dtype."""
     import pyarrow as pa
 
     if series.dtype == object:
-        return pa.string()
+        return pa.large_string()
     try:
-        return pa.array(series.iloc[:0], from_pandas=True).type
-    except (pa.ArrowException, TypeError, ValueError):
-        return pa.string()
+        kind = pa.array(series.iloc[:0], from_pandas=True).type
+    except Exception:  # noqa: BLE001 (a dtype pyarrow does not convert)
+        return pa.large_string()
+    return pa.large_string() if _is_text(kind) else kind
 
 
 def _pandas_column(series: pd.Series, kind: Any) -> Any:
-    """One chunk of a pandas column as an Arrow array of type ``kind``;
-    text value by value where pyarrow cannot convert the chunk whole (an
-    object column mixing strings and numbers)."""
+    """One chunk of a pandas column as an Arrow array of type ``kind``.
+    Text value by value (:func:`_text`) where pyarrow cannot convert the
+    chunk whole (an object column mixing strings and numbers, a lone
+    surrogate); for other types, value by value too, a value pyarrow
+    cannot convert being null. Never an error that one row could cause."""
     import pyarrow as pa
 
     try:
         array = pa.array(series, type=kind, from_pandas=True)
-    except (pa.ArrowException, TypeError, ValueError):
-        if kind != pa.string():
-            raise
-        array = pa.array([_text(v) for v in series], type=pa.string())
+    except Exception:  # noqa: BLE001 (one value's failure is that value's)
+        if _is_text(kind):
+            array = pa.array([_text(v) for v in series], type=kind)
+        else:
+            array = pa.array([_scalar(v, kind) for v in series], type=kind)
     # Columns pyarrow backs (pandas' own Arrow strings) come chunked.
     return array.combine_chunks() if isinstance(array, pa.ChunkedArray) else array
+
+
+def _scalar(value: Any, kind: Any) -> Any:
+    """One value as a Python value of Arrow type ``kind``, or None."""
+    import pyarrow as pa
+
+    try:
+        return pa.scalar(value, type=kind, from_pandas=True).as_py()
+    except Exception:  # noqa: BLE001
+        return None
 
 
 def _pandas_stream(frame: pd.DataFrame, needed: list[str]) -> Any:
@@ -551,7 +585,9 @@ def check(
 
     ``data`` (or ``counts``) is read exactly as :func:`release` reads it.
     Returns one row per attribute: the column it reads and what the column
-    holds, and how many rows are ``outside`` the domain, ``missing`` (null,
+    holds (``mismatch`` says when no value of its type can be a cell, as
+    for numbers against categories that list none), and how many rows are
+    ``outside`` the domain, ``missing`` (null,
     NaN, a missing-value marker) or ``not_a_number`` (binned attributes),
     each with the most frequent values as ``(value, rows)`` pairs and the
     policy that applies. ``attrs`` holds the totals: ``rows`` read,
@@ -594,6 +630,7 @@ def check(
             "attribute": a["attribute"],
             "column": a["column"],
             "holds": a["holds"],
+            "mismatch": a["mismatch"],
         }
         for key in ("outside", "missing", "not_a_number"):
             problem = a[key]

@@ -279,9 +279,9 @@ pub(crate) fn read<S: Sink>(
                     let Some(batch) = reader.next() else {
                         return Ok(None);
                     };
-                    let batch = batch.map_err(|e| RecordsError::Io {
+                    let batch = batch.map_err(|e| RecordsError::SourceFailed {
                         path: name.clone(),
-                        reason: e.to_string(),
+                        withheld: e.to_string(),
                     })?;
                     let projected = project(&batch, &positions, &types, &name)?;
                     pending = Some((projected, 0));
@@ -339,7 +339,10 @@ pub(crate) fn read<S: Sink>(
                         if dp_core::interrupt::interrupted() {
                             return Err(RecordsError::Interrupted);
                         }
-                        let batch = batch.map_err(|e| parquet_error(&e))?;
+                        let batch = batch.map_err(|e| RecordsError::SourceFailed {
+                            path: name.clone(),
+                            withheld: e.to_string(),
+                        })?;
                         let batch = batch.project(&order).map_err(|e| parquet_error(&e))?;
                         sink.batch(compiled, &batch, &[])?;
                     }
@@ -454,7 +457,8 @@ impl Sink for Counter<'_> {
         malformed: &[Option<Malformed>],
     ) -> Result<(), RecordsError> {
         self.encoded.encode(compiled, batch, malformed)?;
-        self.tally.count(&self.encoded)
+        self.tally.count(&self.encoded);
+        Ok(())
     }
 }
 

@@ -28,7 +28,7 @@ use arrow_schema::DataType;
 use serde::Serialize;
 
 use crate::aggregate::{Opened, Reading, Rows, Sink, Source, read};
-use crate::encode::{Compiled, Encoded, row_status, type_name};
+use crate::encode::{Compiled, Encoded, row_status, single, type_name};
 use crate::error::RecordsError;
 use crate::lines::Malformed;
 use crate::schema::{Policy, Schema};
@@ -78,6 +78,9 @@ pub struct AttributeCheck {
     pub column: String,
     /// What the column holds: text, numbers, booleans.
     pub holds: String,
+    /// When no value of the column's type can be a cell of the attribute
+    /// (numbers against categories that list no number, say): so.
+    pub mismatch: Option<String>,
     /// Values outside the domain.
     pub outside: Problem,
     /// Missing values (null, NaN, a missing-value marker).
@@ -251,7 +254,7 @@ impl Sink for Checker {
         for (a, attribute) in compiled.attributes.iter().enumerate() {
             let column = batch.column(attribute.column).as_ref();
             self.codes.clear();
-            crate::encode::codes(&attribute.lookup, column, &mut self.codes);
+            attribute.codes(column, &mut self.codes);
             for (r, &code) in self.codes.iter().enumerate() {
                 let kind = match Code::unpack(code) {
                     Code::Cell(_) => continue,
@@ -284,7 +287,7 @@ impl Sink for Checker {
 /// Checks `source` under `schema` (and, for a stream, `timing`): the
 /// exact figures a curator needs to fix a schema, not private
 /// ([`NOT_PRIVATE`]). Refuses only what a release refuses before reading
-/// any row (a missing column, a column type no value could match).
+/// any row (a missing column, a header other than the pinned one).
 pub fn check(
     source: Source<'_>,
     schema: &Schema,
@@ -293,12 +296,20 @@ pub fn check(
 ) -> Result<CheckReport, RecordsError> {
     let name = source.name();
     let format = source.kind();
-    let mut holds: Vec<String> = Vec::new();
+    let mut holds: Vec<(String, Option<String>)> = Vec::new();
     let reading = Reading {
         rows,
         time: timing.map(|t| (t.column, t.spec())),
     };
     let attributes = schema.attributes().len();
+    // The curator sees what a release withholds.
+    let shown = |e: RecordsError| match e {
+        RecordsError::SourceFailed { path, withheld } => RecordsError::Io {
+            path,
+            reason: withheld,
+        },
+        e => e,
+    };
     let checkers = read(
         source,
         schema,
@@ -308,7 +319,7 @@ pub fn check(
                 .compiled
                 .attributes
                 .iter()
-                .map(|a| type_name(&opened.columns[a.column].1))
+                .map(|a| (type_name(&opened.columns[a.column].1), a.mismatch.clone()))
                 .collect();
         },
         || {
@@ -326,7 +337,8 @@ pub fn check(
                 encoded: Encoded::default(),
             })
         },
-    )?;
+    )
+    .map_err(shown)?;
     let mut total = checkers.into_iter();
     let Some(mut all) = total.next() else {
         return Err(RecordsError::Internal("no worker".into()));
@@ -360,15 +372,18 @@ pub fn check(
         .iter()
         .zip(all.attributes)
         .zip(holds)
-        .map(|((a, [outside, missing, nan]), holds)| AttributeCheck {
-            attribute: a.name.clone(),
-            column: a.column.clone(),
-            holds,
-            outside: outside.problem(a.outside),
-            missing: missing.problem(a.missing),
-            not_a_number: matches!(a.encoding, crate::Encoding::Bins { .. })
-                .then(|| nan.problem(a.unparsable)),
-        })
+        .map(
+            |((a, [outside, missing, nan]), (holds, mismatch))| AttributeCheck {
+                attribute: a.name.clone(),
+                column: a.column.clone(),
+                holds,
+                mismatch,
+                outside: outside.problem(a.outside),
+                missing: missing.problem(a.missing),
+                not_a_number: matches!(a.encoding, crate::Encoding::Bins { .. })
+                    .then(|| nan.problem(a.unparsable)),
+            },
+        )
         .collect();
     let [not_whole, outside_steps] = all.times;
     let considered = all.kept + all.dropped;
@@ -444,8 +459,10 @@ pub(crate) fn display(array: &dyn Array, r: usize) -> String {
         T::UInt16 => int!(UInt16Type),
         T::UInt32 => int!(UInt32Type),
         T::UInt64 => int!(UInt64Type),
-        T::Float16 => number(f64::from(array.as_primitive::<Float16Type>().value(r))),
-        T::Float32 => number(f64::from(array.as_primitive::<Float32Type>().value(r))),
+        T::Float16 => number(single(f32::from(
+            array.as_primitive::<Float16Type>().value(r),
+        ))),
+        T::Float32 => number(single(array.as_primitive::<Float32Type>().value(r))),
         T::Float64 => number(array.as_primitive::<Float64Type>().value(r)),
         T::Decimal32(..) => decimal!(Decimal32Type),
         T::Decimal64(..) => decimal!(Decimal64Type),

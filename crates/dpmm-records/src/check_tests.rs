@@ -129,3 +129,29 @@ fn offending_values_past_the_limit_are_counted_not_listed() {
     let listed: u64 = outside.unlisted_rows;
     assert!(listed >= 50, "{listed}");
 }
+
+#[test]
+fn a_failing_source_is_refused_without_its_message_and_the_check_shows_it() {
+    let schema = Schema::from_json(SCHEMA).expect("schema");
+    let source = || {
+        let a: ArrayRef = Arc::new(StringArray::from(vec!["x"]));
+        let b: ArrayRef = Arc::new(Float64Array::from(vec![1.0]));
+        let batch = RecordBatch::try_from_iter([("a", a), ("b", b)]).expect("batch");
+        let arrow_schema = batch.schema();
+        let failure = arrow_schema::ArrowError::ComputeError("value 'secret-42' broke".into());
+        Source::Arrow {
+            reader: Box::new(RecordBatchIterator::new(
+                [Ok(batch), Err(failure)],
+                arrow_schema,
+            )),
+            name: "frame".into(),
+        }
+    };
+    let layout = crate::Layout::full(schema.domain(), 100).expect("layout");
+    let refused = crate::aggregate_source(source(), &schema, &layout, Rows::Records)
+        .expect_err("the source failed");
+    assert!(matches!(refused, RecordsError::SourceFailed { .. }));
+    assert!(!refused.to_string().contains("secret"), "{refused}");
+    let shown = check(source(), &schema, Rows::Records, None).expect_err("the source failed");
+    assert!(shown.to_string().contains("secret-42"), "{shown}");
+}

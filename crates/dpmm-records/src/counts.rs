@@ -13,6 +13,8 @@ use std::sync::Mutex;
 use dp_workloads::domain::Domain;
 use dp_workloads::structured::AttrSet;
 
+use dp_core::kernel::MAX_COUNT;
+
 use crate::encode::Encoded;
 use crate::error::RecordsError;
 
@@ -217,48 +219,39 @@ impl CountTable {
     }
 
     /// Counts every row of `e` with a weight into this table.
-    fn count(&mut self, e: &Encoded) -> Result<(), RecordsError> {
+    fn count(&mut self, e: &Encoded) {
         // Records weigh 0 or 1: no count can reach 2^64 (it would take as
         // many rows), so only larger weights (a counts table's) are added
-        // with a check.
+        // saturating. Saturating, not refusing: a refusal would depend on
+        // the data, and a saturated sum moves no more than the sum does.
         if e.weight.iter().all(|&w| w <= 1) {
-            self.count_with(e, |c, w| {
-                *c += w;
-                Ok(())
-            })
+            self.count_with(e, |c, w| *c += w);
         } else {
-            self.count_with(e, |c, w| {
-                *c = c.checked_add(w).ok_or(RecordsError::CountOverflow)?;
-                Ok(())
-            })
+            self.count_with(e, |c, w| *c = c.saturating_add(w));
         }
     }
 
     #[inline(always)]
-    fn count_with(
-        &mut self,
-        e: &Encoded,
-        add: impl Fn(&mut u64, u64) -> Result<(), RecordsError>,
-    ) -> Result<(), RecordsError> {
+    fn count_with(&mut self, e: &Encoded, add: impl Fn(&mut u64, u64)) {
         let counts = &mut self.counts[..];
         let cells = self.cells;
         let step = |r: usize| e.step.get(r).map_or(0, |&s| s as usize * cells);
         match self.attributes[..] {
             [] => {
                 for (r, &w) in e.weight.iter().enumerate() {
-                    add(&mut counts[step(r)], w)?;
+                    add(&mut counts[step(r)], w);
                 }
             }
             [a] => {
                 for ((r, &w), &ca) in e.weight.iter().enumerate().zip(&e.codes[a]) {
-                    add(&mut counts[step(r) + ca as usize], w)?;
+                    add(&mut counts[step(r) + ca as usize], w);
                 }
             }
             [a, b] => {
                 let sa = self.strides[0];
                 let rows = e.weight.iter().zip(&e.codes[a]).zip(&e.codes[b]);
                 for (r, ((&w, &ca), &cb)) in rows.enumerate() {
-                    add(&mut counts[step(r) + ca as usize * sa + cb as usize], w)?;
+                    add(&mut counts[step(r) + ca as usize * sa + cb as usize], w);
                 }
             }
             _ => {
@@ -271,18 +264,16 @@ impl CountTable {
                     }
                 }
                 for (&c, &w) in cell.iter().zip(&e.weight) {
-                    add(&mut counts[c], w)?;
+                    add(&mut counts[c], w);
                 }
             }
         }
-        Ok(())
     }
 
-    fn merge(&mut self, other: &CountTable) -> Result<(), RecordsError> {
+    fn merge(&mut self, other: &CountTable) {
         for (a, b) in self.counts.iter_mut().zip(&other.counts) {
-            *a = a.checked_add(*b).ok_or(RecordsError::CountOverflow)?;
+            *a = a.saturating_add(*b);
         }
-        Ok(())
     }
 }
 
@@ -302,14 +293,14 @@ pub(crate) enum Tally<'s> {
 
 impl Tally<'_> {
     /// Counts the rows of `e`.
-    pub(crate) fn count(&mut self, e: &Encoded) -> Result<(), RecordsError> {
+    pub(crate) fn count(&mut self, e: &Encoded) {
         match self {
-            Tally::Local(tables) => tables.iter_mut().try_for_each(|t| t.count(e)),
+            Tally::Local(tables) => tables.iter_mut().for_each(|t| t.count(e)),
             Tally::Shared(tables) => tables
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .iter_mut()
-                .try_for_each(|t| t.count(e)),
+                .for_each(|t| t.count(e)),
         }
     }
 }
@@ -361,7 +352,7 @@ impl Counting {
         };
         for local in locals {
             for (t, l) in tables.iter_mut().zip(&local) {
-                t.merge(l)?;
+                t.merge(l);
             }
         }
         Ok(PrivateCounts {
@@ -409,10 +400,16 @@ impl PrivateCounts {
                 reason: "a stream's tables are measured step by step".into(),
             });
         }
+        // The kernel's exact arithmetic takes counts up to MAX_COUNT (2^40);
+        // larger ones saturate there (a contraction, as in the kernel's own
+        // sums), so no refusal depends on how many records there are.
         let tables = self
             .tables
             .into_iter()
-            .map(|t| (t.attributes, t.counts))
+            .map(|t| {
+                let counts = t.counts.into_iter().map(|c| c.min(MAX_COUNT)).collect();
+                (t.attributes, counts)
+            })
             .collect();
         dp_core::PrivateMarginals::new(self.layout.shape, tables)
     }

@@ -3,10 +3,8 @@
 //! column names and types before any row is read.
 //!
 //! What a value reads as is decided by [`crate::value`] from the value
-//! alone; here only the loops over each Arrow type live. A column whose
-//! type no value of the attribute could match (a timestamp, a list; a
-//! number column against categories that list no number) is refused by
-//! [`Compiled::new`] from the types alone, before anything is read.
+//! alone; here only the loops over each Arrow type live. A column's type
+//! never refuses (see [`Compiled::new`]).
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{ByteArrayType, ByteViewType};
@@ -187,6 +185,12 @@ pub(crate) struct AttributeColumn {
     /// Its column in the batch.
     pub(crate) column: usize,
     pub(crate) lookup: Lookup,
+    /// Whether its column's type holds values an attribute reads (text,
+    /// numbers, booleans); the values of any other are outside.
+    pub(crate) readable: bool,
+    /// When no value of the column's type can be a cell: what the
+    /// curator's check says about it.
+    pub(crate) mismatch: Option<String>,
     /// The column's name and the attribute's, for messages.
     pub(crate) column_name: String,
     pub(crate) attribute_name: String,
@@ -194,8 +198,14 @@ pub(crate) struct AttributeColumn {
 
 impl Compiled {
     /// Compiles `schema` against the batch columns `needed` (the batch's
-    /// column `i` is `needed[i]`) of types `types`, refusing a type no
-    /// value of its reader could match.
+    /// column `i` is `needed[i]`) of types `types`.
+    ///
+    /// A column's type never refuses: a DataFrame's types are often
+    /// inferred from its values (an all-NaN column is float64, a column of
+    /// `True`/`False` text is bool), so a refusal on a type could tell
+    /// whether some record is there. Values of a type no listed value can
+    /// be read as outside the domain (not a number, for bins; a malformed
+    /// count or time); the curator's check says so ([`AttributeColumn::mismatch`]).
     pub(crate) fn new(
         schema: &Schema,
         needed: &[Needed],
@@ -207,60 +217,42 @@ impl Compiled {
         let mut count = None;
         let mut time_column = None;
         for (column, (n, t)) in needed.iter().zip(types).enumerate() {
-            let mismatch = |reader: String, reason: &str| RecordsError::ColumnType {
-                column: n.name.clone(),
-                reader,
-                holds: type_name(t),
-                reason: reason.to_string(),
-            };
             let kind = kind_of(t);
             for role in &n.roles {
                 match role {
                     Role::Attribute(i) => {
                         let a = &schema.attributes()[*i];
                         let lookup = Lookup::new(a, schema.missing_markers());
-                        let reader = format!("attribute '{}'", a.name);
-                        match kind {
-                            None => {
-                                return Err(mismatch(
-                                    reader,
-                                    "an attribute reads text, numbers or booleans",
-                                ));
-                            }
+                        let mismatch = match kind {
+                            None => Some("an attribute reads text, numbers or booleans"),
                             Some(Kind::Number) if !lookup.reads_numbers() => {
-                                return Err(mismatch(reader, "its values list no number"));
+                                Some("its values list no number")
                             }
                             Some(Kind::Boolean) if !lookup.reads_booleans() => {
-                                return Err(mismatch(
-                                    reader,
-                                    "its values list neither true/false nor 0/1",
-                                ));
+                                Some("its values list neither true/false nor 0/1")
                             }
-                            _ => {}
+                            _ => None,
                         }
+                        .map(|why| {
+                            format!(
+                                "column '{}' holds {}, which attribute '{}' cannot read ({why}): \
+                                 every value but the missing ones is dropped",
+                                n.name,
+                                type_name(t),
+                                a.name
+                            )
+                        });
                         attributes[*i] = Some(AttributeColumn {
                             column,
                             lookup,
+                            readable: kind.is_some(),
+                            mismatch,
                             column_name: n.name.clone(),
                             attribute_name: a.name.clone(),
                         });
                     }
-                    Role::Count => {
-                        if !matches!(kind, Some(Kind::Text | Kind::Number | Kind::Null)) {
-                            return Err(mismatch(
-                                "the count".into(),
-                                "a count is a non-negative whole number",
-                            ));
-                        }
-                        count = Some(column);
-                    }
+                    Role::Count => count = Some(column),
                     Role::Time => {
-                        if !matches!(kind, Some(Kind::Text | Kind::Number | Kind::Null)) {
-                            return Err(mismatch(
-                                "the stream's time".into(),
-                                "a time value is a whole number",
-                            ));
-                        }
                         let spec = time.ok_or_else(|| {
                             RecordsError::Internal("a time column without its steps".into())
                         })?;
@@ -380,11 +372,7 @@ impl Encoded {
         for (a, attribute) in compiled.attributes.iter().enumerate() {
             let out = &mut self.codes[a];
             out.clear();
-            codes(
-                &attribute.lookup,
-                batch.column(attribute.column).as_ref(),
-                out,
-            );
+            attribute.codes(batch.column(attribute.column).as_ref(), out);
             // The common case, every value a cell, is one pass.
             if out.iter().all(|&c| c < FIRST_SPECIAL) {
                 continue;
@@ -422,6 +410,25 @@ impl Encoded {
                 })
             }
         }
+    }
+}
+
+impl AttributeColumn {
+    /// One code per row of `array`, packed, appended to `out`: the
+    /// lookup's, or for a column of a type an attribute does not read,
+    /// missing for a null and not a cell for any other value.
+    pub(crate) fn codes(&self, array: &dyn Array, out: &mut Vec<u32>) {
+        if self.readable {
+            return codes(&self.lookup, array, out);
+        }
+        let nulls = array.logical_nulls();
+        out.extend((0..array.len()).map(|r| {
+            if is_null(nulls.as_ref(), r) {
+                Code::Missing.pack()
+            } else {
+                self.lookup.unreadable().pack()
+            }
+        }));
     }
 }
 
@@ -496,9 +503,9 @@ pub(crate) fn codes(lookup: &Lookup, array: &dyn Array, out: &mut Vec<u32>) {
             }
         ),
         T::Float16 => each!(array.as_primitive::<Float16Type>(), |v: F16| lookup
-            .number(f64::from(v))),
+            .number(single(f32::from(v)))),
         T::Float32 => each!(array.as_primitive::<Float32Type>(), |v: f32| lookup
-            .number(f64::from(v))),
+            .number(single(v))),
         T::Float64 => each!(array.as_primitive::<Float64Type>(), |v: f64| lookup
             .number(v)),
         T::Decimal32(..) => decimals!(Decimal32Type),
@@ -598,6 +605,19 @@ fn view_texts<T: ByteViewType>(
         };
         out.push(code.pack());
     }
+}
+
+/// A single-precision value as the double its shortest decimal names:
+/// `0.1f32` is the 0.1 it was written as, not 0.100000001490116…, so a
+/// float32 column reads as a float64 or text column of the same values
+/// does (a float16 value is read as the float32 it converts to).
+#[inline]
+pub(crate) fn single(v: f32) -> f64 {
+    if v.fract() == 0.0 || !v.is_finite() {
+        return f64::from(v);
+    }
+    let mut buffer = ryu::Buffer::new();
+    buffer.format_finite(v).parse().unwrap_or(f64::from(v))
 }
 
 /// Arrow's half-precision float.

@@ -134,49 +134,65 @@ fn compile(types: &[(&str, DataType)], schema: &str) -> Result<Compiled, Records
     Compiled::new(&schema, &needed, &types, None)
 }
 
+/// Encodes one column `a` of type `t`'s values `array` under `schema`:
+/// the weights, and the curator's note on the type.
+fn encode_one(array: ArrayRef, schema: &str) -> (Vec<u64>, Option<String>) {
+    let t = array.data_type().clone();
+    let compiled = compile(&[("a", t)], schema).expect("types never refuse");
+    let batch = RecordBatch::try_from_iter([("a", array)]).expect("batch");
+    let mut e = Encoded::default();
+    e.encode(&compiled, &batch, &[]).expect("drop policies");
+    (e.weight, compiled.attributes[0].mismatch.clone())
+}
+
 #[test]
-fn types_no_value_could_match_are_refused_before_any_row() {
+fn types_no_value_could_match_are_read_as_outside_never_refused() {
     let words = r#"{"domain": [{"name": "a", "values": ["yes", "no"]}]}"#;
     let numbers = r#"{"domain": [{"name": "a", "values": ["1", "2"]}]}"#;
     let flags = r#"{"domain": [{"name": "a", "values": ["false", "true"]}]}"#;
     let binned = r#"{"domain": [{"name": "a", "bins": [0, 10]}]}"#;
-    let refused = |t: DataType, schema: &str| {
-        matches!(
-            compile(&[("a", t)], schema),
-            Err(RecordsError::ColumnType { .. })
-        )
-    };
-    let timestamp = DataType::Timestamp(arrow_schema::TimeUnit::Second, None);
-    let list = DataType::List(Arc::new(arrow_schema::Field::new(
-        "x",
-        DataType::Int8,
-        true,
-    )));
+    let timestamps: ArrayRef = Arc::new(TimestampSecondArray::from(vec![Some(0), None, Some(5)]));
+    let list: ArrayRef = Arc::new(arrow_array::ListArray::from_iter_primitive::<
+        arrow_array::types::Int32Type,
+        _,
+        _,
+    >(vec![Some(vec![Some(1)]), None, Some(vec![])]));
     for schema in [words, numbers, flags, binned] {
-        assert!(refused(timestamp.clone(), schema));
-        assert!(refused(list.clone(), schema));
-        assert!(!refused(DataType::Utf8, schema), "text may hold anything");
-        assert!(!refused(DataType::Null, schema), "nulls are missing");
+        for array in [timestamps.clone(), list.clone()] {
+            let (weights, note) = encode_one(array, schema);
+            assert_eq!(weights, vec![0, 0, 0], "{schema}");
+            assert!(note.is_some_and(|n| n.contains("cannot read")));
+        }
+        let (weights, note) = encode_one(Arc::new(NullArray::new(2)), schema);
+        assert_eq!((weights, note), (vec![0, 0], None), "nulls are missing");
     }
-    assert!(refused(DataType::Int64, words));
-    assert!(!refused(DataType::Int64, numbers));
-    assert!(!refused(DataType::Float64, binned));
-    assert!(refused(DataType::Boolean, words));
-    assert!(refused(DataType::Boolean, binned));
-    assert!(!refused(DataType::Boolean, flags));
-    assert!(
-        !refused(DataType::Boolean, numbers),
-        "booleans read as 0 and 1"
+    let ints: ArrayRef = Arc::new(Int64Array::from(vec![1, 2, 3]));
+    assert_eq!(encode_one(ints.clone(), numbers), (vec![1, 1, 0], None));
+    let (weights, note) = encode_one(ints, words);
+    assert_eq!(weights, vec![0, 0, 0]);
+    let note = note.expect("a number column against words");
+    assert!(note.contains("'a'") && note.contains("numbers"), "{note}");
+    let bools: ArrayRef = Arc::new(BooleanArray::from(vec![true, false]));
+    assert_eq!(encode_one(bools.clone(), flags), (vec![1, 1], None));
+    assert_eq!(
+        encode_one(bools.clone(), numbers).0,
+        vec![1, 0],
+        "booleans read as 1 and 0"
     );
-    let dictionary = |v: DataType| DataType::Dictionary(Box::new(DataType::Int16), Box::new(v));
-    assert!(refused(dictionary(DataType::Int8), words));
-    assert!(!refused(dictionary(DataType::Utf8), words));
-    // The message names the column, what it holds and why.
-    let Err(e) = compile(&[("a", DataType::Int64)], words) else {
-        panic!("refused")
+    assert!(encode_one(bools.clone(), binned).1.is_some());
+    assert_eq!(encode_one(bools, words).0, vec![0, 0]);
+    let dictionary = |v: Vec<i8>| -> ArrayRef {
+        Arc::new(DictionaryArray::<Int32Type>::new(
+            arrow_array::Int32Array::from(vec![0, 1]),
+            Arc::new(Int8Array::from(v)),
+        ))
     };
-    let text = e.to_string();
-    assert!(text.contains("'a'") && text.contains("numbers"), "{text}");
+    assert_eq!(
+        encode_one(dictionary(vec![1, 2]), numbers),
+        (vec![1, 1], None)
+    );
+    assert!(encode_one(dictionary(vec![1, 2]), words).1.is_some());
+    // What is still refused: a column that is not there, or there twice.
     assert!(matches!(
         compile(&[("b", DataType::Utf8)], words),
         Err(RecordsError::MissingColumn { .. })
@@ -212,7 +228,6 @@ fn other_types_read_as_their_values() {
         e.encode(&compiled, &batch, &[]).expect("drop policies");
         assert_eq!(e.weight, want, "{t}");
     }
-    let _ = TimestampSecondArray::from(vec![0]);
 }
 
 #[test]
@@ -310,4 +325,35 @@ fn time_values_are_whole_numbers_in_the_horizon() {
     assert_eq!(time_of_text(b"99999999999999999999"), None);
     assert_eq!(time_of_text(b"-9223372036854775808"), Some(i64::MIN));
     assert_eq!(time_of_number(9.3e18), None);
+}
+
+#[test]
+fn single_precision_values_read_as_the_decimals_they_were_written_as() {
+    let categories = r#"{"domain": [{"name": "a", "values": ["0.1", "0.7", "3"]}]}"#;
+    let bins = r#"{"domain": [{"name": "a", "bins": [0, 0.7, 1, 5]}]}"#;
+    let values = [0.1f32, 0.7, 3.0, 0.3];
+    let cells = |array: ArrayRef, schema: &str| {
+        let t = array.data_type().clone();
+        let compiled = compile(&[("a", t)], schema).expect("compiles");
+        let batch = RecordBatch::try_from_iter([("a", array)]).expect("batch");
+        let mut e = Encoded::default();
+        e.encode(&compiled, &batch, &[]).expect("drop policies");
+        (e.weight, e.codes[0].clone())
+    };
+    for schema in [categories, bins] {
+        let single = cells(Arc::new(Float32Array::from(values.to_vec())), schema);
+        let double = cells(
+            Arc::new(Float64Array::from(vec![0.1, 0.7, 3.0, 0.3])),
+            schema,
+        );
+        let text = cells(
+            Arc::new(StringArray::from(vec!["0.1", "0.7", "3", "0.3"])),
+            schema,
+        );
+        assert_eq!(single, double, "{schema}");
+        assert_eq!(single, text, "{schema}");
+    }
+    assert_eq!(single(0.1), 0.1);
+    assert_eq!(single(16_777_216.0), 16_777_216.0);
+    assert!(single(f32::NAN).is_nan());
 }

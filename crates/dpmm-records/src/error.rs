@@ -286,9 +286,6 @@ pub enum RecordsError {
         crate::COUNT_COLUMN
     )]
     BadCount,
-    /// Counts that do not fit in 64 bits.
-    #[error("the counts overflow 64 bits")]
-    CountOverflow,
     /// Tables that need more cells than the configured limit.
     #[error("{cells:.3e} cells needed: more than the limit of {limit} ({what})")]
     TooManyCells {
@@ -321,18 +318,20 @@ pub enum RecordsError {
     /// A header-only read that found a header the draft cannot use.
     #[error("header: {0}")]
     BadHeader(String),
-    /// A column whose type no value of its reader could match (decided
-    /// from the types alone, before any row is read).
-    #[error("column '{column}' holds {holds}, which {reader} cannot read: {reason}")]
-    ColumnType {
-        /// The column.
-        column: String,
-        /// Who reads it: an attribute, the count, the time.
-        reader: String,
-        /// What the column holds.
-        holds: String,
-        /// Why it cannot be read.
-        reason: String,
+    /// The source failed while its rows were read: an Arrow stream's
+    /// producer raised, a Parquet page did not decode (a string column
+    /// that is not UTF-8). The source's own message may quote a value, so
+    /// it is kept out of the message ([`crate::check()`] shows it to the
+    /// curator).
+    #[error(
+        "{path}: the records could not be read to their end (the source's own message is \
+         withheld, as it may quote a value; `dpmm check` shows it to the curator)"
+    )]
+    SourceFailed {
+        /// The source.
+        path: String,
+        /// The source's own message.
+        withheld: String,
     },
     /// A failure of dpmm itself, on valid input.
     #[error("internal error: {0}")]

@@ -9,8 +9,8 @@
 //!   Parquet, or any Arrow [`arrow::RecordBatchReader`]; every source is
 //!   read as Arrow record batches, on every core.
 //! * Each value is read by the record alone, whatever its column's type
-//!   (`27`, `27.0` and `"27"` alike; NaN and null missing), and a column
-//!   type no value could match is refused before any row is read
+//!   (`27`, `27.0` and `"27"` alike; NaN and null missing); a column's
+//!   type never refuses a release, its values are read one by one
 //!   (docs/formats.md).
 //! * [`aggregate_source`]: the kept records counted into the tables of a
 //!   [`Layout`] (the full histogram, or one table per marginal; per step

@@ -451,6 +451,16 @@ impl Lookup {
         self.edges.is_some() || self.numbers.values().any(|c| matches!(c, Code::Cell(_)))
     }
 
+    /// What a value no listed value can be reads as: not a number for a
+    /// binned attribute, outside the domain for a categorical one.
+    pub(crate) fn unreadable(&self) -> Code {
+        if self.edges.is_some() {
+            Code::Unparsable
+        } else {
+            Code::Outside
+        }
+    }
+
     /// Whether a boolean can be a cell.
     pub(crate) fn reads_booleans(&self) -> bool {
         self.bools.iter().any(|c| matches!(c, Code::Cell(_)))

@@ -164,6 +164,9 @@ pub fn render(report: &CheckReport) -> String {
             "\nattribute '{}' (column '{}', holds {}):",
             a.attribute, a.column, a.holds
         );
+        if let Some(mismatch) = &a.mismatch {
+            let _ = writeln!(out, "  NOTE: {mismatch}");
+        }
         let mut problems = vec![("outside the domain", &a.outside), ("missing", &a.missing)];
         if let Some(p) = &a.not_a_number {
             problems.push(("not a number", p));

@@ -136,8 +136,12 @@ impl PrivateMarginals {
             .min_by_key(|(_, c)| c.len())
     }
 
-    /// The table on `support`, summed exactly from the smallest table
-    /// containing it; every cell is visited whatever its count.
+    /// The table on `support`, summed from the smallest table containing
+    /// it; every cell is visited whatever its count. A sum past
+    /// [`MAX_COUNT`] saturates there rather than fail: this runs after the
+    /// charge, where a refusal that depends on the data would reveal it,
+    /// and saturating is a contraction (each cell moves no more than its
+    /// sum does), so the measurement's sensitivity still holds.
     fn marginal(&self, support: &[usize]) -> Result<Vec<u64>> {
         let (attrs, counts) = self.table_for(support).ok_or_else(|| {
             invalid(
@@ -149,12 +153,9 @@ impl PrivateMarginals {
             return Ok(counts.clone());
         }
         table_cells(&self.shape, support, "marginal")?;
-        let out = sum_table(counts, attrs, &self.shape, support, u64::saturating_add);
-        if out.iter().any(|&c| c > MAX_COUNT) {
-            return Err(invalid(
-                "marginals",
-                format!("a marginal count exceeds the supported maximum {MAX_COUNT}"),
-            ));
+        let mut out = sum_table(counts, attrs, &self.shape, support, u64::saturating_add);
+        for c in &mut out {
+            *c = (*c).min(MAX_COUNT);
         }
         Ok(out)
     }

@@ -270,3 +270,31 @@ fn chunked_noise_does_not_depend_on_the_thread_count() {
     assert!(one.values.len() > 3 * chunk);
     assert_ne!(one.values[..chunk], one.values[chunk..2 * chunk]);
 }
+
+/// A marginal summed past `MAX_COUNT` saturates there, after the charge,
+/// instead of failing; and saturating is a contraction: tables one record
+/// apart give marginals at most one apart.
+#[test]
+fn marginals_past_the_maximum_saturate_and_stay_one_record_apart() {
+    let full = |first: u64| {
+        PrivateMarginals::new(vec![2, 2], vec![(vec![0, 1], vec![first, MAX_COUNT, 3, 4])])
+    };
+    let a = full(MAX_COUNT).expect("counts within the maximum");
+    let b = full(MAX_COUNT - 1).expect("counts within the maximum");
+    let (ma, mb) = (
+        a.marginal(&[0]).expect("summed"),
+        b.marginal(&[0]).expect("summed"),
+    );
+    assert_eq!(ma, vec![MAX_COUNT, 7]);
+    assert_eq!(mb, vec![MAX_COUNT, 7]);
+    let (ta, tb) = (
+        a.marginal(&[]).expect("total"),
+        b.marginal(&[]).expect("total"),
+    );
+    assert_eq!(ta, vec![MAX_COUNT]);
+    assert!(ta[0].abs_diff(tb[0]) <= 1);
+    // Below the maximum the sums are exact.
+    let small =
+        PrivateMarginals::new(vec![2, 2], vec![(vec![0, 1], vec![1, 2, 3, 4])]).expect("small");
+    assert_eq!(small.marginal(&[1]).expect("summed"), vec![4, 6]);
+}
