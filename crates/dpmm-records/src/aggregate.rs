@@ -4,7 +4,7 @@
 //!
 //! # Sources
 //!
-//! * CSV, plain or gzip'ed ([`crate::csv_batches`]): one record per
+//! * CSV, plain or gzip'ed (the `csv_batches` module): one record per
 //!   physical line after the header, parsed on every core.
 //! * Parquet: row groups decoded on every core, only the columns read.
 //! * Arrow: any [`RecordBatchReader`] (in Python, anything exporting the
@@ -16,15 +16,15 @@
 //!
 //! # One record, one row, one cell
 //!
-//! A CSV file's rows are its lines after the header (the dialect is in
-//! [`crate::lines`]: a quoted field never spans lines); a line that is not
+//! A CSV file's rows are its lines after the header (the dialect is the
+//! `lines` module's: a quoted field never spans lines); a line that is not
 //! one CSV record of the header's width (an unbalanced or misplaced quote,
 //! bytes that are not UTF-8, another number of fields, longer than
 //! [`crate::MAX_LINE_BYTES`], in a counts table a count that is not a
 //! non-negative whole number, in a stream a time that is not a whole
 //! number or outside the horizon) is one *malformed row*, decided from
 //! that line alone. Empty lines are no rows. An Arrow or Parquet source's
-//! rows are its rows. Each value is read by [`crate::value`]'s rules,
+//! rows are its rows. Each value is read by the `value` module's rules,
 //! which depend on the value alone, never on its column's type.
 //!
 //! # Policies and stability
@@ -66,7 +66,7 @@
 //! total, or how many rows were read or dropped. Errors name a column and
 //! the kind of problem, never a value, a count or a line number. The one
 //! place that shows exact figures is the curator's own check
-//! ([`crate::check`]), labelled as not private.
+//! ([`crate::check()`]), labelled as not private.
 
 use std::fs::File;
 use std::io::Read;
