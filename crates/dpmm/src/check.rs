@@ -61,20 +61,30 @@ pub(crate) fn load_schema(doc: &Document) -> Result<Schema> {
     })
 }
 
-/// The line a release or stream prints, without reading the data, when
-/// `schema` can drop records: where to see which.
+/// The line a release or stream prints, from the schema alone (never
+/// the data), when `schema` can drop records — where to see which — or
+/// pins no header.
 pub fn drop_note(schema: &Schema) -> Option<String> {
     let drops = schema.malformed() == Policy::Drop
         || schema
             .attributes()
             .iter()
             .any(|a| [a.outside, a.missing, a.unparsable].contains(&Policy::Drop));
-    drops.then(|| {
-        "note: records the schema cannot place (outside a domain, missing, not a number, \
-         malformed) are left out without a word; `dpmm check --data … --schema …` shows the \
-         curator how many and which (exact, not private: for the curator only)"
-            .to_string()
-    })
+    let mut notes = Vec::new();
+    if drops {
+        notes.push(
+            "records the schema cannot place (outside a domain, missing, not a number, \
+             malformed) are left out without a word; `dpmm check --data … --schema …` shows the \
+             curator how many and which (exact, not private: for the curator only)",
+        );
+    }
+    if schema.columns().is_none() {
+        notes.push(
+            "the schema pins no header (\"columns\", which `dpmm schema draft` writes), so a \
+             line inserted before a CSV file's header would be read as the header",
+        );
+    }
+    (!notes.is_empty()).then(|| format!("note: {}", notes.join("; ")))
 }
 
 /// `n` with thousands separators.
