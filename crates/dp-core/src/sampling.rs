@@ -101,6 +101,12 @@ impl NoiseSource {
         }
     }
 
+    /// 64 uniform random bits: the priorities of contribution bounding
+    /// and the coin of a weight's stochastic rounding.
+    pub(crate) fn next_u64(&mut self) -> u64 {
+        self.rng.next_u64()
+    }
+
     /// Whether the source replays from a seed (an experiment).
     pub fn is_seeded(&self) -> bool {
         self.seeded

@@ -76,6 +76,12 @@ pub struct PrivateMarginals {
     shape: Vec<usize>,
     /// `(attribute positions, counts row-major over them)`.
     tables: Vec<(Vec<usize>, Vec<u64>)>,
+    /// The most one privacy unit moves a table in L1, in counts
+    /// ([`super::records::Contributions::scale`]; 1 for one record).
+    scale: u64,
+    /// What one count is worth in the records' units (1, or a weight's
+    /// grid step: a power of two).
+    unit: f64,
 }
 
 impl std::fmt::Debug for PrivateMarginals {
@@ -84,17 +90,40 @@ impl std::fmt::Debug for PrivateMarginals {
         f.debug_struct("PrivateMarginals")
             .field("shape", &self.shape)
             .field("tables", &attrs)
+            .field("scale", &self.scale)
+            .field("unit", &self.unit)
             .finish_non_exhaustive()
     }
 }
 
 impl PrivateMarginals {
-    /// Tables `(attribute positions, counts)` of one dataset: positions
-    /// strictly increasing (`[]` is the grand total), counts row-major over
-    /// them (last attribute fastest), each at most [`MAX_COUNT`], no
-    /// attribute set twice. The caller guarantees they are marginals of
-    /// one dataset (see the [module documentation](self)).
+    /// Tables `(attribute positions, counts)` whose neighbours differ by
+    /// one count in one cell of every table: positions strictly
+    /// increasing (`[]` is the grand total), counts row-major over them
+    /// (last attribute fastest), each at most [`MAX_COUNT`], no attribute
+    /// set twice. For tests and the audit, which build such neighbours by
+    /// hand; records are counted by the kernel itself
+    /// ([`super::records::Counting`]), which bounds each privacy unit's
+    /// contribution and states the scale.
+    #[doc(hidden)]
     pub fn new(shape: Vec<usize>, tables: Vec<(Vec<usize>, Vec<u64>)>) -> Result<Self> {
+        Self::counted(shape, tables, 1, 1.0)
+    }
+
+    /// Tables the kernel counted, with one unit's scale and the value of
+    /// one count.
+    pub(crate) fn counted(
+        shape: Vec<usize>,
+        tables: Vec<(Vec<usize>, Vec<u64>)>,
+        scale: u64,
+        unit: f64,
+    ) -> Result<Self> {
+        if scale == 0 || !(unit.is_finite() && unit > 0.0) {
+            return Err(invalid(
+                "marginals",
+                "a scale of 0 or a unit that is not positive".into(),
+            ));
+        }
         check_shape("marginals", &shape)?;
         if tables.is_empty() {
             return Err(invalid("marginals", "no tables".into()));
@@ -120,7 +149,12 @@ impl PrivateMarginals {
                 ));
             }
         }
-        Ok(Self { shape, tables })
+        Ok(Self {
+            shape,
+            tables,
+            scale,
+            unit,
+        })
     }
 
     /// The attribute sizes of the domain (public).
@@ -387,13 +421,16 @@ impl Session {
             .map(|s| data.marginal(s))
             .collect::<Result<Vec<_>>>()?;
         let q = &strategy.quantized;
-        let plan = NoisePlan::new(q, cost)?;
+        // One unit moves each table by at most `scale` counts in L1: the
+        // strategy's sensitivity times the scale bounds its effect.
+        let plan = NoisePlan::new(q, cost, data.scale)?;
         self.charge(cost)?;
         let mut answers = Vec::with_capacity(strategy.rows);
         for (t, x) in inputs.iter().enumerate() {
             answers.extend(q.apply_term(t, x));
         }
-        self.add_noise(answers, q, &plan, cost, Arc::clone(&strategy.measured))
+        let m = self.add_noise(answers, q, &plan, cost, Arc::clone(&strategy.measured))?;
+        Ok(m.in_units(data.unit))
     }
 }
 

@@ -27,6 +27,7 @@
 mod accounting;
 mod histogram;
 pub mod marginals;
+pub mod records;
 pub mod strategy;
 pub mod stream;
 
@@ -160,6 +161,31 @@ pub struct Measurement {
     pub strategy: Arc<MeasuredStrategy>,
 }
 
+impl Measurement {
+    /// The measurement in units of `unit` (a power of two: the values stay
+    /// exact multiples of the granularity) per count.
+    fn in_units(mut self, unit: f64) -> Self {
+        if unit == 1.0 {
+            return self;
+        }
+        for v in &mut self.values {
+            *v *= unit;
+        }
+        self.granularity *= unit;
+        self.noise = match self.noise {
+            MeasurementNoise::DiscreteLaplace { scale } => MeasurementNoise::DiscreteLaplace {
+                scale: scale * unit,
+            },
+            MeasurementNoise::DiscreteGaussian { sigma } => MeasurementNoise::DiscreteGaussian {
+                sigma: sigma * unit,
+            },
+        };
+        self.variance *= unit * unit;
+        self.sensitivity *= unit;
+        self
+    }
+}
+
 /// A privacy session: the total budget, what has been spent, the noise
 /// source. See the [module documentation](self).
 ///
@@ -279,7 +305,7 @@ impl Session {
     ) -> Result<Measurement> {
         crate::validate::check_histogram_cells("strategy", strategy.ncols(), data.len())?;
         let q = strategy.quantized()?;
-        let plan = NoisePlan::new(q, cost)?;
+        let plan = NoisePlan::new(q, cost, 1)?;
         self.charge(cost)?;
         let answers = q.apply(data.counts());
         self.add_noise(answers, q, &plan, cost, Arc::new(q.measured(None)))
@@ -353,13 +379,14 @@ struct NoisePlan {
 }
 
 impl NoisePlan {
-    /// The plan for `cost` on `q`, calibrated to its exact sensitivity.
-    fn new(q: &strategy::QuantizedStrategy, cost: Cost) -> Result<Self> {
+    /// The plan for `cost` on `q`, calibrated to its exact sensitivity
+    /// times `scale` (the most one unit moves the data in L1).
+    fn new(q: &strategy::QuantizedStrategy, cost: Cost, scale: u64) -> Result<Self> {
         match cost {
             Cost::Epsilon(eps) => {
                 // t = Δ₁/ε exactly: ε = a/b ⇒ t = Δ₁ b / a.
                 let (a, b) = exact_ratio(check_epsilon(eps)?)?;
-                let d1 = q.sensitivity_l1();
+                let d1 = q.sensitivity_l1() * scale;
                 let sensitivity = to_f64(&d1);
                 Ok(Self {
                     kind: PlanKind::Laplace {
@@ -375,7 +402,7 @@ impl NoisePlan {
                 // the finest dyadic rational the machine-word sampler takes
                 // (more noise than ρ needs, never less; σ reports it).
                 let (a, b) = exact_ratio(check_rho(rho)?)?;
-                let d2sq = q.sensitivity_l2_squared();
+                let d2sq = q.sensitivity_l2_squared() * scale * scale;
                 let sensitivity = to_f64(&d2sq).sqrt();
                 let gaussian = DiscreteGaussian::rounded_up(d2sq * b, &(a * 2u8));
                 Ok(Self {

@@ -1,0 +1,314 @@
+//! At most `K` records per privacy unit, chosen at random, in bounded
+//! memory.
+//!
+//! Each kept record gets a priority, a uniform 64-bit draw from the
+//! kernel's random source, independent of the input's order; a unit's
+//! `K` records of smallest priority are kept, a uniform random `K`-subset
+//! of its records whatever order they come in.
+//!
+//! Records are first spread over [`PARTITIONS`] partitions by their
+//! unit's hash, each worker buffering fixed-size entries in memory and
+//! appending them to one file per partition (in a private temporary
+//! directory, removed when done) once its buffers pass its share of the
+//! memory limit. Then each partition is read back once, keeping for each
+//! of its units the `K` entries of smallest priority, and those are
+//! counted. Memory is the buffers, plus one partition's units (about
+//! `units / 256` of them) times `K` entries: 10⁷ units of ten attributes
+//! take a few tens of MB, not the gigabytes of every unit's records.
+
+use std::collections::{BinaryHeap, HashMap};
+use std::fs::{File, OpenOptions};
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+
+use crate::{DpError, Result};
+
+use super::tables::CountTable;
+
+/// Partitions of the units (by the top bits of their hash).
+pub(crate) const PARTITIONS: usize = 256;
+
+/// Spill directories alive, for [`remove_spills`] (a signal handler).
+static LIVE: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+fn live() -> MutexGuard<'static, Vec<PathBuf>> {
+    LIVE.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Removes every spill directory of this process that is still there, for
+/// a signal or panic handler about to end the process (the directories
+/// hold private records). The registry stays locked until the process
+/// ends, so no spill directory is created after this returns: call it
+/// only right before exiting.
+pub fn remove_spills() {
+    let mut live = live();
+    for dir in live.drain(..) {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    std::mem::forget(live);
+}
+
+fn io(what: &str, e: std::io::Error) -> DpError {
+    DpError::InvalidParameter {
+        name: "records",
+        reason: format!("{what}: {e}"),
+    }
+}
+
+/// The partition files, created on the first spill in a directory only
+/// this user can read; removed with the directory on drop.
+pub(crate) struct Spill {
+    parent: PathBuf,
+    dir: Mutex<Option<PathBuf>>,
+    files: Mutex<Vec<Option<BufWriter<File>>>>,
+}
+
+impl Spill {
+    pub(crate) fn new(parent: PathBuf) -> Self {
+        Self {
+            parent,
+            dir: Mutex::new(None),
+            files: Mutex::new((0..PARTITIONS).map(|_| None).collect()),
+        }
+    }
+
+    fn dir(&self, tag: u64) -> Result<PathBuf> {
+        let mut dir = self.dir.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(d) = dir.as_ref() {
+            return Ok(d.clone());
+        }
+        let path = self
+            .parent
+            .join(format!("dpmm-records-{}-{tag:016x}", std::process::id()));
+        let mut builder = std::fs::DirBuilder::new();
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+        builder
+            .create(&path)
+            .map_err(|e| io("cannot create the spill directory", e))?;
+        live().push(path.clone());
+        *dir = Some(path.clone());
+        Ok(path)
+    }
+
+    /// Appends each partition's bytes to its file.
+    fn append(&self, buffers: &mut [Vec<u8>], tag: u64) -> Result<()> {
+        let dir = self.dir(tag)?;
+        let mut files = self.files.lock().unwrap_or_else(|p| p.into_inner());
+        for (p, buffer) in buffers.iter_mut().enumerate() {
+            if buffer.is_empty() {
+                continue;
+            }
+            if files[p].is_none() {
+                let mut options = OpenOptions::new();
+                options.create_new(true).write(true);
+                #[cfg(unix)]
+                std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+                let file = options
+                    .open(partition_path(&dir, p))
+                    .map_err(|e| io("cannot create a spill file", e))?;
+                files[p] = Some(BufWriter::with_capacity(1 << 16, file));
+            }
+            if let Some(file) = files[p].as_mut() {
+                file.write_all(buffer)
+                    .map_err(|e| io("cannot write a spill file", e))?;
+            }
+            buffer.clear();
+        }
+        Ok(())
+    }
+
+    /// The spilled bytes of partition `p`, if any (the writers flushed).
+    fn reader(&self, p: usize) -> Result<Option<BufReader<File>>> {
+        let mut files = self.files.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(writer) = files[p].take() else {
+            return Ok(None);
+        };
+        writer
+            .into_inner()
+            .map_err(|e| io("cannot write a spill file", e.into_error()))?;
+        let dir = self.dir.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let Some(dir) = dir else {
+            return Ok(None);
+        };
+        let file =
+            File::open(partition_path(&dir, p)).map_err(|e| io("cannot read a spill file", e))?;
+        Ok(Some(BufReader::with_capacity(1 << 16, file)))
+    }
+}
+
+impl Drop for Spill {
+    fn drop(&mut self) {
+        if let Some(dir) = self.dir.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = std::fs::remove_dir_all(&dir);
+            live().retain(|d| *d != dir);
+        }
+    }
+}
+
+fn partition_path(dir: &Path, p: usize) -> PathBuf {
+    dir.join(format!("{p:03}"))
+}
+
+/// The bytes of one entry: unit (16), priority (8), value (8), step (4),
+/// then one code (4) per attribute.
+pub(crate) fn entry_bytes(width: usize) -> usize {
+    36 + 4 * width
+}
+
+/// A worker's side: its entries, by partition, in memory until they pass
+/// `limit` bytes.
+pub(crate) struct Buffer {
+    width: usize,
+    partitions: Vec<Vec<u8>>,
+    held: usize,
+    limit: usize,
+}
+
+impl Buffer {
+    pub(crate) fn new(width: usize, limit: usize) -> Self {
+        Self {
+            width,
+            partitions: (0..PARTITIONS).map(|_| Vec::new()).collect(),
+            held: 0,
+            limit: limit.max(entry_bytes(width) * PARTITIONS),
+        }
+    }
+
+    /// Buffers one record: its entry (unit, priority, value, step) and
+    /// its `codes`, spilling to `spill` past the limit.
+    pub(crate) fn push(
+        &mut self,
+        entry: Entry,
+        codes: impl Iterator<Item = u32>,
+        spill: &Spill,
+        tag: u64,
+    ) -> Result<()> {
+        let p = (entry.unit >> 120) as usize;
+        let out = &mut self.partitions[p];
+        out.extend_from_slice(&entry.unit.to_le_bytes());
+        out.extend_from_slice(&entry.priority.to_le_bytes());
+        out.extend_from_slice(&entry.value.to_le_bytes());
+        out.extend_from_slice(&entry.step.to_le_bytes());
+        for c in codes {
+            out.extend_from_slice(&c.to_le_bytes());
+        }
+        self.held += entry_bytes(self.width);
+        if self.held >= self.limit {
+            spill.append(&mut self.partitions, tag)?;
+            self.held = 0;
+        }
+        Ok(())
+    }
+}
+
+/// One record's fixed fields: its unit's hash, its priority (the smaller
+/// kept first), its contribution in counts and its step.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Entry {
+    pub(crate) unit: u128,
+    pub(crate) priority: u64,
+    pub(crate) value: u64,
+    pub(crate) step: u32,
+}
+
+/// One kept entry of a unit; its codes are the partition arena's
+/// `width` codes at its own index times `width`.
+#[derive(Clone, Copy)]
+struct Kept {
+    value: u64,
+    step: u32,
+}
+
+/// Keeps, for each unit of partition `p`, the `k` entries of smallest
+/// priority among the spilled ones and every worker's buffered ones, and
+/// counts them into `tables`.
+pub(crate) fn count_partition(
+    p: usize,
+    k: usize,
+    width: usize,
+    spill: &Spill,
+    buffers: &[Buffer],
+    tables: &mut [CountTable],
+) -> Result<()> {
+    let size = entry_bytes(width);
+    // Per unit, a max-heap of its kept entries' (priority, index): the
+    // entry to replace is at its top, so a unit of n records costs
+    // O(n log k), whatever k.
+    let mut units: HashMap<u128, BinaryHeap<(u64, usize)>> = HashMap::new();
+    let mut kept: Vec<Kept> = Vec::new();
+    let mut arena: Vec<u32> = Vec::new();
+    let mut take = |entry: &[u8]| {
+        let word = |i: usize| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&entry[i..i + 8]);
+            u64::from_le_bytes(b)
+        };
+        let mut u = [0u8; 16];
+        u.copy_from_slice(&entry[..16]);
+        let unit = u128::from_le_bytes(u);
+        let (priority, value) = (word(16), word(24));
+        let mut s = [0u8; 4];
+        s.copy_from_slice(&entry[32..36]);
+        let step = u32::from_le_bytes(s);
+        let codes = entry[36..].chunks_exact(4).map(|c| {
+            let mut b = [0u8; 4];
+            b.copy_from_slice(c);
+            u32::from_le_bytes(b)
+        });
+        let heap = units.entry(unit).or_default();
+        if heap.len() < k {
+            heap.push((priority, kept.len()));
+            kept.push(Kept { value, step });
+            arena.extend(codes);
+            return;
+        }
+        // Replace the kept entry of largest priority if this one is smaller.
+        if let Some(mut top) = heap.peek_mut()
+            && priority < top.0
+        {
+            let i = top.1;
+            for (slot, c) in arena[i * width..(i + 1) * width].iter_mut().zip(codes) {
+                *slot = c;
+            }
+            kept[i] = Kept { value, step };
+            *top = (priority, i);
+        }
+    };
+    if let Some(mut file) = spill.reader(p)? {
+        let mut block = vec![0u8; size * 4096];
+        loop {
+            let mut filled = 0;
+            while filled < block.len() {
+                match file.read(&mut block[filled..]) {
+                    Ok(0) => break,
+                    Ok(n) => filled += n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(io("cannot read a spill file", e)),
+                }
+            }
+            if filled % size != 0 {
+                return Err(io(
+                    "a spill file",
+                    std::io::Error::other("ends within an entry"),
+                ));
+            }
+            block[..filled].chunks_exact(size).for_each(&mut take);
+            if filled < block.len() {
+                break;
+            }
+        }
+    }
+    for buffer in buffers {
+        buffer.partitions[p].chunks_exact(size).for_each(&mut take);
+    }
+    drop(units);
+    for (i, e) in kept.iter().enumerate() {
+        let codes = &arena[i * width..(i + 1) * width];
+        for t in tables.iter_mut() {
+            t.count_one(codes, e.step, e.value);
+        }
+    }
+    Ok(())
+}

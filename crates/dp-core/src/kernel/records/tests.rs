@@ -1,0 +1,520 @@
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+
+use super::*;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+/// A domain of sizes [3, 4, 2]: the full table, two marginals and the
+/// total.
+fn layouts(steps: usize) -> Vec<TableLayout> {
+    vec![
+        TableLayout::new(vec![3, 4, 2], vec![vec![0, 1, 2]], steps, 1 << 20).unwrap(),
+        TableLayout::new(
+            vec![3, 4, 2],
+            vec![vec![0, 2], vec![1], vec![]],
+            steps,
+            1 << 20,
+        )
+        .unwrap(),
+    ]
+}
+
+/// Random records: codes per attribute, multiplicities (a tenth left out,
+/// a few groups), units among `units`, weights in [0, 3), steps below
+/// `steps`.
+struct Random {
+    codes: Vec<Vec<u32>>,
+    multiplicity: Vec<u64>,
+    units: Vec<u128>,
+    weights: Vec<f64>,
+    steps: Vec<u32>,
+}
+
+/// A unit number as a hash would give it: spread over all 128 bits, so
+/// that units fall in every partition.
+fn spread(u: u64) -> u128 {
+    u128::from(u).wrapping_mul(0x9E37_79B9_7F4A_7C15_F39C_C060_5CED_C835)
+}
+
+fn random(rows: usize, units: u64, steps: u32, seed: u64) -> Random {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let shape = [3u32, 4, 2];
+    Random {
+        codes: shape
+            .iter()
+            .map(|&n| (0..rows).map(|_| rng.random_range(0..n)).collect())
+            .collect(),
+        multiplicity: (0..rows)
+            .map(|_| match rng.random_range(0..10) {
+                0 => 0,
+                1 => rng.random_range(2..5),
+                _ => 1,
+            })
+            .collect(),
+        units: (0..rows)
+            .map(|_| spread(rng.random_range(0..units)))
+            .collect(),
+        weights: (0..rows).map(|_| rng.random_range(0.0..3.0)).collect(),
+        steps: (0..rows).map(|_| rng.random_range(0..steps)).collect(),
+    }
+}
+
+/// Counts `batches` (each a range of the records) on `workers` tallies.
+fn count(
+    layout: &TableLayout,
+    contributions: Contributions,
+    records: &Random,
+    batches: &[std::ops::Range<usize>],
+    memory: u64,
+) -> Counted {
+    let counting = Counting::new(
+        layout.clone(),
+        contributions,
+        memory,
+        std::env::temp_dir(),
+        2,
+    )
+    .unwrap();
+    let mut tallies = vec![counting.tally().unwrap(), counting.tally().unwrap()];
+    let steps = if layout.steps() > 1 {
+        records.steps.clone()
+    } else {
+        Vec::new()
+    };
+    for (i, range) in batches.iter().enumerate() {
+        let codes: Vec<Vec<u32>> = records
+            .codes
+            .iter()
+            .map(|c| c[range.clone()].to_vec())
+            .collect();
+        let units: Vec<u128> = records.units[range.clone()].to_vec();
+        let batch = Records {
+            codes: &codes,
+            multiplicity: &records.multiplicity[range.clone()],
+            units: contributions.max_records_per_unit.map(|_| &units[..]),
+            weights: contributions
+                .max_weight
+                .map(|_| &records.weights[range.clone()]),
+            steps: if steps.is_empty() {
+                &[]
+            } else {
+                &steps[range.clone()]
+            },
+        };
+        tallies[i % 2].add(&batch).unwrap();
+    }
+    counting.finish(tallies).unwrap()
+}
+
+/// The tables counted by hand: each record's multiplicity at its cell.
+fn brute_force(layout: &TableLayout, records: &Random) -> Vec<Vec<u64>> {
+    layout
+        .tables()
+        .iter()
+        .map(|t| {
+            let sizes: Vec<usize> = t.iter().map(|&a| layout.shape()[a]).collect();
+            let cells: usize = sizes.iter().product();
+            let mut out = vec![0u64; cells * layout.steps()];
+            for r in 0..records.multiplicity.len() {
+                let mut cell = 0;
+                for (&a, &n) in t.iter().zip(&sizes) {
+                    cell = cell * n + records.codes[a][r] as usize;
+                }
+                let step = if layout.steps() > 1 {
+                    records.steps[r] as usize
+                } else {
+                    0
+                };
+                out[step * cells + cell] += records.multiplicity[r];
+            }
+            out
+        })
+        .collect()
+}
+
+fn tables_of(counted: &Counted) -> Vec<Vec<u64>> {
+    counted
+        .tables_for_tests()
+        .into_iter()
+        .map(|(_, c)| c)
+        .collect()
+}
+
+#[test]
+fn records_without_a_unit_count_as_the_brute_force() {
+    let records = random(5000, 100, 7, 1);
+    let batches = [0..1, 1..2000, 2000..2000, 2000..5000];
+    for steps in [1, 7] {
+        for layout in layouts(steps) {
+            let counted = count(
+                &layout,
+                Contributions::default(),
+                &records,
+                &batches,
+                1 << 20,
+            );
+            assert_eq!(tables_of(&counted), brute_force(&layout, &records));
+            assert_eq!((counted.scale(), counted.unit()), (1, 1.0));
+        }
+    }
+}
+
+/// Records where each unit's records all share one cell: the counts are
+/// then exact whatever records are kept, `Σ min(n_u, K)` per cell.
+fn one_cell_per_unit(units: u64, seed: u64) -> (Random, Vec<Vec<u64>>) {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut records = Random {
+        codes: vec![Vec::new(), Vec::new(), Vec::new()],
+        multiplicity: Vec::new(),
+        units: Vec::new(),
+        weights: Vec::new(),
+        steps: Vec::new(),
+    };
+    let mut sizes = Vec::new();
+    for u in 0..units {
+        let cell: [u32; 3] = [
+            rng.random_range(0..3),
+            rng.random_range(0..4),
+            rng.random_range(0..2),
+        ];
+        let n: u32 = if rng.random_range(0..4) == 0 {
+            rng.random_range(5..60)
+        } else {
+            rng.random_range(1..4)
+        };
+        sizes.push((cell, n));
+        for _ in 0..n {
+            for (a, &c) in cell.iter().enumerate() {
+                records.codes[a].push(c);
+            }
+            records.multiplicity.push(1);
+            records.units.push(spread(u));
+            records.weights.push(1.0);
+            records.steps.push(0);
+        }
+    }
+    // Shuffle, so that a unit's records are spread over the batches.
+    let rows = records.multiplicity.len();
+    let mut order: Vec<usize> = (0..rows).collect();
+    for i in (1..rows).rev() {
+        order.swap(i, rng.random_range(0..=i));
+    }
+    let shuffled = Random {
+        codes: records
+            .codes
+            .iter()
+            .map(|c| order.iter().map(|&i| c[i]).collect())
+            .collect(),
+        multiplicity: order.iter().map(|&i| records.multiplicity[i]).collect(),
+        units: order.iter().map(|&i| records.units[i]).collect(),
+        weights: order.iter().map(|&i| records.weights[i]).collect(),
+        steps: order.iter().map(|&i| records.steps[i]).collect(),
+    };
+    let want = |k: u64| {
+        let mut full = vec![0u64; 24];
+        for &(cell, n) in &sizes {
+            full[(cell[0] * 4 + cell[1]) as usize * 2 + cell[2] as usize] += u64::from(n).min(k);
+        }
+        vec![full]
+    };
+    (shuffled, want(3))
+}
+
+#[test]
+fn at_most_k_records_of_a_unit_are_kept_with_or_without_spilling() {
+    let (records, want) = one_cell_per_unit(3000, 2);
+    let layout = TableLayout::new(vec![3, 4, 2], vec![vec![0, 1, 2]], 1, 1 << 20).unwrap();
+    let rows = records.multiplicity.len();
+    let batches = [0..rows / 3, rows / 3..rows];
+    let k3 = Contributions {
+        max_records_per_unit: Some(3),
+        max_weight: None,
+    };
+    // Ample memory, then so little that every few entries spill.
+    for memory in [1 << 26, 64 * 1024] {
+        let counted = count(&layout, k3, &records, &batches, memory);
+        assert_eq!(tables_of(&counted), want, "memory {memory}");
+        assert_eq!(counted.scale(), 3);
+    }
+    // No spill directory is left behind.
+    let left = std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with(&format!("dpmm-records-{}-", std::process::id()))
+        })
+        .count();
+    assert_eq!(left, 0);
+}
+
+/// Which of a unit's records are kept is a uniform choice: over many
+/// countings of one unit's 5 records (each in its own cell), each is kept
+/// 2 times in 5 (K = 2), whatever its place in the input.
+#[test]
+fn the_records_kept_are_a_uniform_choice() {
+    let layout = TableLayout::new(vec![5], vec![vec![0]], 1, 1 << 10).unwrap();
+    let counting = || {
+        Counting::new(
+            layout.clone(),
+            Contributions {
+                max_records_per_unit: Some(2),
+                max_weight: None,
+            },
+            1 << 20,
+            std::env::temp_dir(),
+            1,
+        )
+        .unwrap()
+    };
+    let runs = 4000;
+    let mut kept = [0u64; 5];
+    for _ in 0..runs {
+        let c = counting();
+        let mut tally = c.tally().unwrap();
+        let codes = vec![vec![0u32, 1, 2, 3, 4]];
+        tally
+            .add(&Records {
+                codes: &codes,
+                multiplicity: &[1; 5],
+                units: Some(&[7; 5]),
+                weights: None,
+                steps: &[],
+            })
+            .unwrap();
+        let counted = c.finish(vec![tally]).unwrap();
+        for (k, &n) in kept.iter_mut().zip(&counted.tables_for_tests()[0].1) {
+            *k += n;
+        }
+    }
+    assert_eq!(kept.iter().sum::<u64>(), 2 * runs);
+    // Each ~ Binomial(4000, 0.4): mean 1600, sd 31; 5 sd is a false alarm
+    // below 1e-5 over the five.
+    for &k in &kept {
+        assert!((k as f64 - 1600.0).abs() < 5.0 * 31.0, "{kept:?}");
+    }
+}
+
+#[test]
+fn one_added_unit_moves_each_table_by_at_most_k() {
+    let records = random(3000, 200, 1, 5);
+    let layout = &layouts(1)[1];
+    let k = 4;
+    let contributions = Contributions {
+        max_records_per_unit: Some(k),
+        max_weight: None,
+    };
+    let base = count(
+        layout,
+        contributions,
+        &records,
+        &[0..1000, 1000..3000],
+        1 << 24,
+    );
+    let mut more = random(3000, 200, 1, 5);
+    for r in 0..50 {
+        for (a, c) in more.codes.iter_mut().enumerate() {
+            c.push((r + a) as u32 % [3, 4, 2][a]);
+        }
+        more.multiplicity.push(1);
+        more.units.push(spread(1_000_000));
+        more.weights.push(1.0);
+        more.steps.push(0);
+    }
+    let added = count(
+        layout,
+        contributions,
+        &more,
+        &[0..1500, 1500..3050],
+        1 << 24,
+    );
+    // Each record of the other units is kept or not at random, so the
+    // tables differ by the other units' draws too; their totals do not.
+    for (a, b) in tables_of(&base).iter().zip(tables_of(&added)) {
+        let (ta, tb): (u64, u64) = (a.iter().sum(), b.iter().sum());
+        assert_eq!(tb - ta, u64::from(k));
+    }
+}
+
+#[test]
+fn weights_are_clipped_and_rounded_onto_their_grid_without_bias() {
+    let layout = TableLayout::new(vec![2], vec![vec![0]], 1, 16).unwrap();
+    let max = 1000.0;
+    let contributions = Contributions {
+        max_records_per_unit: None,
+        max_weight: Some(max),
+    };
+    let unit = contributions.count_unit();
+    assert_eq!(
+        unit,
+        1024.0 / 65536.0,
+        "the smallest power of two above W over 2^16"
+    );
+    assert_eq!(contributions.record_counts(), 64_000);
+    assert_eq!(contributions.scale(), 64_000);
+    let n = 20_000usize;
+    let codes = vec![(0..n).map(|r| (r % 2) as u32).collect::<Vec<_>>()];
+    // Cell 0: weights 0.1 (off the grid); cell 1: 5000, clipped to 1000.
+    let weights: Vec<f64> = (0..n)
+        .map(|r| if r % 2 == 0 { 0.1 } else { 5000.0 })
+        .collect();
+    let counting = Counting::new(layout, contributions, 1 << 20, std::env::temp_dir(), 1).unwrap();
+    let mut tally = counting.tally().unwrap();
+    tally
+        .add(&Records {
+            codes: &codes,
+            multiplicity: &vec![1; n],
+            units: None,
+            weights: Some(&weights),
+            steps: &[],
+        })
+        .unwrap();
+    let counted = counting.finish(vec![tally]).unwrap();
+    assert_eq!(counted.unit(), unit);
+    let t = &counted.tables_for_tests()[0].1;
+    assert_eq!(
+        t[1] as f64 * unit,
+        1000.0 * (n / 2) as f64,
+        "clipped at W, on the grid"
+    );
+    // 0.1 / u = 6.4: each record counts 6 or 7, 7 with probability 0.4.
+    let mean = t[0] as f64 / (n / 2) as f64;
+    let sd = (0.4f64 * 0.6 / (n / 2) as f64).sqrt();
+    assert!((mean - 6.4).abs() < 5.0 * sd, "{mean}");
+    assert!(t[0] >= 6 * (n / 2) as u64 && t[0] <= 7 * (n / 2) as u64);
+}
+
+#[test]
+fn contributions_out_of_range_are_refused() {
+    for bad in [
+        Contributions {
+            max_records_per_unit: Some(0),
+            max_weight: None,
+        },
+        Contributions {
+            max_records_per_unit: Some(MAX_RECORDS_PER_UNIT + 1),
+            max_weight: None,
+        },
+        Contributions {
+            max_records_per_unit: None,
+            max_weight: Some(f64::NAN),
+        },
+        Contributions {
+            max_records_per_unit: None,
+            max_weight: Some(0.0),
+        },
+        Contributions {
+            max_records_per_unit: None,
+            max_weight: Some(1e13),
+        },
+    ] {
+        assert!(bad.check().is_err(), "{bad:?}");
+    }
+    // A batch that does not match the counting is refused.
+    let layout = TableLayout::new(vec![2], vec![vec![0]], 1, 16).unwrap();
+    let counting = Counting::new(
+        layout,
+        Contributions::default(),
+        1 << 20,
+        std::env::temp_dir(),
+        1,
+    )
+    .unwrap();
+    let mut tally = counting.tally().unwrap();
+    let codes = vec![vec![0u32, 1]];
+    assert!(
+        tally
+            .add(&Records {
+                codes: &codes,
+                multiplicity: &[1],
+                units: None,
+                weights: None,
+                steps: &[],
+            })
+            .is_err()
+    );
+    assert!(
+        tally
+            .add(&Records {
+                codes: &codes,
+                multiplicity: &[1, 1],
+                units: Some(&[1, 2]),
+                weights: None,
+                steps: &[],
+            })
+            .is_err()
+    );
+}
+
+/// The measurement's sensitivity is the strategy's times the scale, in
+/// the records' units.
+#[test]
+fn the_measurement_scales_its_sensitivity_by_the_contributions() {
+    use crate::kernel::{KronTerm, MarginalStrategy, Session};
+    use dp_linalg::Mat;
+    let layout = TableLayout::new(vec![2, 3], vec![vec![0, 1]], 1, 16).unwrap();
+    let strategy = MarginalStrategy::new(
+        vec![2, 3],
+        &[KronTerm::new(
+            1.0,
+            vec![(0, Mat::identity(2, 2)), (1, Mat::identity(3, 3))],
+        )],
+    )
+    .unwrap();
+    let measure = |contributions: Contributions| {
+        let counting = Counting::new(
+            layout.clone(),
+            contributions,
+            1 << 20,
+            std::env::temp_dir(),
+            1,
+        )
+        .unwrap();
+        let mut tally = counting.tally().unwrap();
+        let codes = vec![vec![0u32, 1], vec![2u32, 0]];
+        tally
+            .add(&Records {
+                codes: &codes,
+                multiplicity: &[1, 1],
+                units: contributions.max_records_per_unit.map(|_| &[1u128, 2][..]),
+                weights: contributions.max_weight.map(|_| &[2.0f64, 0.5][..]),
+                steps: &[],
+            })
+            .unwrap();
+        let marginals = counting
+            .finish(vec![tally])
+            .unwrap()
+            .into_marginals()
+            .unwrap();
+        let mut session = Session::pure(10.0).unwrap();
+        session
+            .measure_marginals(&strategy, &marginals, crate::Cost::Epsilon(1.0))
+            .unwrap()
+    };
+    let plain = measure(Contributions::default());
+    let k5 = measure(Contributions {
+        max_records_per_unit: Some(5),
+        max_weight: None,
+    });
+    let weighted = measure(Contributions {
+        max_records_per_unit: Some(5),
+        max_weight: Some(4.0),
+    });
+    assert_eq!(k5.sensitivity, 5.0 * plain.sensitivity);
+    assert_eq!(
+        weighted.sensitivity,
+        4.0 * 5.0 * plain.sensitivity,
+        "W = 4 is on its grid"
+    );
+    let scale = |m: &crate::Measurement| match m.noise {
+        crate::MeasurementNoise::DiscreteLaplace { scale } => scale,
+        crate::MeasurementNoise::DiscreteGaussian { sigma } => sigma,
+    };
+    assert!((scale(&k5) / scale(&plain) - 5.0).abs() < 1e-12);
+    assert!((scale(&weighted) / scale(&plain) - 20.0).abs() < 1e-12);
+    // Values are multiples of the granularity, in the records' units.
+    for v in &weighted.values {
+        assert_eq!((v / weighted.granularity).fract(), 0.0);
+    }
+}
