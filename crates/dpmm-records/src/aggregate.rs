@@ -77,7 +77,9 @@ use arrow_schema::DataType;
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ParquetRecordBatchReaderBuilder};
 
-use crate::counts::{Counting, Layout, PrivateCounts, Tally};
+use dp_core::kernel::records::{Contributions, Counting, Records, Tally};
+
+use crate::counts::{Layout, PrivateCounts};
 use crate::csv_batches::{Block, CsvBlocks, CsvColumns, Parsed, parse_block};
 use crate::encode::{Compiled, Encoded, Extra, Needed, TimeSpec, resolve};
 use crate::error::RecordsError;
@@ -190,6 +192,44 @@ pub(crate) struct Reading<'a> {
     pub(crate) rows: Rows,
     /// A stream's time column and steps.
     pub(crate) time: Option<(&'a str, TimeSpec)>,
+    /// Who the records are about.
+    pub(crate) people: &'a People,
+}
+
+/// Who the records are about, and what one of them may contribute: the
+/// privacy unit and the weights a release states (public input).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct People {
+    /// The privacy unit's column and the most records of one unit kept
+    /// (`None`: the unit is one record).
+    pub unit: Option<(String, u32)>,
+    /// The weight column and the bound each weight is clipped to
+    /// (`None`: each record counts one).
+    pub weight: Option<(String, f64)>,
+    /// The memory for records bounded per unit, in bytes; beyond it they
+    /// spill to a private temporary directory under `spill_dir`.
+    pub memory: u64,
+    /// Where bounded records spill (the system's temporary directory
+    /// when empty).
+    pub spill_dir: PathBuf,
+}
+
+impl People {
+    /// One record per unit, unweighted.
+    pub fn records() -> Self {
+        Self {
+            memory: 1 << 30,
+            ..Self::default()
+        }
+    }
+
+    /// The contributions the kernel bounds.
+    pub fn contributions(&self) -> Contributions {
+        Contributions {
+            max_records_per_unit: self.unit.as_ref().map(|(_, k)| *k),
+            max_weight: self.weight.as_ref().map(|(_, w)| *w),
+        }
+    }
 }
 
 /// A worker's side of a reading: receives each batch.
@@ -224,6 +264,8 @@ pub(crate) fn read<S: Sink>(
     let extra = Extra {
         count: (reading.rows == Rows::CountsTable).then_some(COUNT_COLUMN),
         time: reading.time.map(|(c, _)| c),
+        unit: reading.people.unit.as_ref().map(|(c, _)| c.as_str()),
+        weight: reading.people.weight.as_ref().map(|(c, _)| c.as_str()),
     };
     let time = reading.time.map(|(_, t)| t);
     match source {
@@ -422,17 +464,15 @@ fn check_pinned(pinned: &[String], header: &[String]) -> Result<(), RecordsError
         .zip(header)
         .position(|(a, b)| a != b)
         .unwrap_or(pinned.len().min(header.len()));
-    let said = |names: &[String]| {
-        names
-            .get(at)
-            .map_or_else(|| "nothing".to_string(), |n| format!("'{n}'"))
+    let what = match (header.get(at), pinned.get(at)) {
+        (Some(h), Some(p)) => format!("column #{} is '{h}' where the schema pins '{p}'", at + 1),
+        (Some(h), None) => format!("column #{} '{h}' is not among the schema's", at + 1),
+        (None, Some(p)) => format!("the header ends before column #{} '{p}'", at + 1),
+        (None, None) => "the header differs".into(),
     };
     Err(RecordsError::BadHeader(format!(
-        "the header is not the schema's \"columns\": column #{} is {}, the schema pins {} \
-         (a line before the real header, or another file?)",
-        at + 1,
-        said(header),
-        said(pinned)
+        "the header is not the schema's \"columns\": {what} (a line before the real header, \
+         or another file? a schema reading other files pins their header, or none)"
     )))
 }
 
@@ -443,10 +483,15 @@ fn io(name: &str, e: &std::io::Error) -> RecordsError {
     }
 }
 
-/// A worker counting into its tally.
-struct Counter<'s> {
-    tally: Tally<'s>,
+/// A worker counting into the kernel's tally.
+struct Counter<'c> {
+    counting: &'c Counting,
+    tally: Tally<'c>,
     encoded: Encoded,
+    #[cfg(test)]
+    shadow: Vec<crate::counts::TestTable>,
+    #[cfg(test)]
+    shadow_rows: Vec<(u128, f64)>,
 }
 
 impl Sink for Counter<'_> {
@@ -456,45 +501,78 @@ impl Sink for Counter<'_> {
         batch: &RecordBatch,
         malformed: &[Option<Malformed>],
     ) -> Result<(), RecordsError> {
-        self.encoded.encode(compiled, batch, malformed)?;
-        self.tally.count(&self.encoded);
-        Ok(())
+        let counting = self.counting;
+        let hash = |tag: u8, bytes: &[u8]| counting.unit(tag, bytes);
+        self.encoded
+            .encode(compiled, batch, malformed, Some(&hash))?;
+        let e = &self.encoded;
+        #[cfg(test)]
+        crate::counts::TestTable::count(
+            &mut self.shadow,
+            &mut self.shadow_rows,
+            counting.layout().shape(),
+            e,
+        );
+        let records = Records {
+            codes: &e.codes,
+            multiplicity: &e.multiplicity,
+            units: compiled.unit.map(|_| &e.units[..]),
+            weights: compiled.weight.map(|_| &e.weights[..]),
+            steps: &e.step,
+        };
+        self.tally.add(&records).map_err(kernel)
+    }
+}
+
+fn kernel(e: dp_core::DpError) -> RecordsError {
+    match e {
+        dp_core::DpError::Interrupted => RecordsError::Interrupted,
+        e => RecordsError::Internal(e.to_string()),
     }
 }
 
 /// Reads `source` through `schema` into the counts of `layout`, applying
 /// the schema's policies; `rows` says whether a row is one record or a
-/// group of them.
+/// group of them. The unit is one record, unweighted
+/// ([`aggregate_people`] states others).
 pub fn aggregate_source(
     source: Source<'_>,
     schema: &Schema,
     layout: &Layout,
     rows: Rows,
 ) -> Result<PrivateCounts, RecordsError> {
-    count(source, schema, layout, Reading { rows, time: None })
+    aggregate_people(source, schema, layout, rows, &People::records())
 }
 
-pub(crate) fn count(
+/// [`aggregate_source`] with the privacy unit and weights of `people`:
+/// the kernel keeps at most `K` records per unit, clips each weight, and
+/// states the scale its measurement multiplies the sensitivity by. A
+/// counts table's rows are groups of records with no unit: `people`
+/// must state none for one.
+pub fn aggregate_people(
     source: Source<'_>,
     schema: &Schema,
     layout: &Layout,
-    reading: Reading<'_>,
+    rows: Rows,
+    people: &People,
 ) -> Result<PrivateCounts, RecordsError> {
-    check_layout(schema, layout)?;
-    let counting = Counting::new(layout)?;
-    let counters = read(
+    if rows == Rows::CountsTable && (people.unit.is_some() || people.weight.is_some()) {
+        return Err(RecordsError::BadHeader(
+            "a counts table's rows are groups of identical records: they have no privacy unit or \
+             weight (give the records instead)"
+                .into(),
+        ));
+    }
+    count(
         source,
         schema,
-        reading,
-        |_| {},
-        || {
-            Ok(Counter {
-                tally: counting.tally()?,
-                encoded: Encoded::default(),
-            })
+        layout,
+        Reading {
+            rows,
+            time: None,
+            people,
         },
-    )?;
-    counting.finish(counters.into_iter().map(|c| c.tally).collect())
+    )
 }
 
 /// Streams CSV rows (plain or gzip'ed, with a header) into the counts of
@@ -525,8 +603,79 @@ pub fn aggregate_file(
     aggregate_source(Source::file(path)?, schema, layout, rows)
 }
 
+pub(crate) fn count(
+    source: Source<'_>,
+    schema: &Schema,
+    layout: &Layout,
+    reading: Reading<'_>,
+) -> Result<PrivateCounts, RecordsError> {
+    check_layout(schema, layout)?;
+    let people = reading.people;
+    let spill_dir = if people.spill_dir.as_os_str().is_empty() {
+        std::env::temp_dir()
+    } else {
+        people.spill_dir.clone()
+    };
+    let counting = Counting::new(
+        layout.kernel().clone(),
+        people.contributions(),
+        people.memory,
+        spill_dir,
+        crate::pipeline::workers(),
+    )
+    .map_err(|e| match e {
+        dp_core::DpError::InvalidParameter { .. } => RecordsError::BadContributions(e.to_string()),
+        e => kernel(e),
+    })?;
+    let counters = read(
+        source,
+        schema,
+        reading,
+        |_| {},
+        || {
+            Ok(Counter {
+                counting: &counting,
+                tally: counting.tally().map_err(kernel)?,
+                encoded: Encoded::default(),
+                #[cfg(test)]
+                shadow: crate::counts::TestTable::zeros(layout),
+                #[cfg(test)]
+                shadow_rows: Vec::new(),
+            })
+        },
+    )?;
+    #[cfg(test)]
+    let shadow = {
+        let mut all = crate::counts::TestTable::zeros(layout);
+        for c in &counters {
+            for (a, b) in all.iter_mut().zip(&c.shadow) {
+                for (x, y) in a.counts.iter_mut().zip(&b.counts) {
+                    *x = x.saturating_add(*y);
+                }
+            }
+        }
+        all
+    };
+    #[cfg(test)]
+    let shadow_rows = counters
+        .iter()
+        .flat_map(|c| c.shadow_rows.clone())
+        .collect();
+    let counted = counting
+        .finish(counters.into_iter().map(|c| c.tally).collect())
+        .map_err(kernel)?;
+    Ok(PrivateCounts {
+        layout: layout.clone(),
+        counted,
+        #[cfg(test)]
+        shadow,
+        #[cfg(test)]
+        shadow_rows,
+    })
+}
+
 pub(crate) fn check_layout(schema: &Schema, layout: &Layout) -> Result<(), RecordsError> {
-    if layout.shape != schema.domain().shape() {
+    if layout.shape() != schema.domain().shape() {
         return Err(RecordsError::LayoutMismatch);
     }
     Ok(())

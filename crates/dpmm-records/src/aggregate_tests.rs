@@ -471,3 +471,84 @@ fn a_field_that_is_not_a_number_follows_its_own_policy() {
     want[4] = 1; // (f, [18,65), n)
     assert_eq!(counts.tables()[0].counts, want);
 }
+
+/// People with many records: a privacy unit keeps at most K records of
+/// each, whatever the unit's value looks like (`42`, ` 42.0`); a record
+/// without its unit is malformed and dropped.
+#[test]
+fn a_privacy_unit_is_read_by_value_and_records_without_one_dropped() {
+    // The kernel bounds each unit's records (dp-core's tests show it);
+    // here: the unit the kernel is handed is the person's value, however
+    // it is written, and a record without one is not counted.
+    let schema = Schema::from_json(r#"{"domain": [{"name": "sex", "values": ["f", "m"]}]}"#)
+        .expect("schema");
+    let layout = Layout::full(schema.domain(), 16).expect("layout");
+    let mut text = String::from("person,sex\n");
+    for i in 0..50 {
+        let who = ["42", " 42.0", "4.2e1"][i % 3];
+        text.push_str(&format!("{who},{}\n", ["f", "m"][i % 2]));
+    }
+    for p in 0..20 {
+        for _ in 0..1 + p % 2 {
+            text.push_str(&format!("p{p},f\n"));
+        }
+    }
+    text.push_str(",m\nNA,f\n");
+    let people = People {
+        unit: Some(("person".into(), 3)),
+        memory: 1 << 20,
+        ..People::default()
+    };
+    let source = Source::Csv {
+        reader: Box::new(std::io::Cursor::new(text.clone().into_bytes())),
+        name: "people".into(),
+    };
+    let counts = aggregate_people(source, &schema, &layout, Rows::Records, &people).expect("read");
+    assert_eq!(counts.scale(), 3, "one person moves a table by K = 3");
+    let kept = counts.kept_rows();
+    assert_eq!(
+        kept.len(),
+        50 + 30,
+        "the records without a person are dropped"
+    );
+    let units: std::collections::BTreeSet<u128> = kept.iter().map(|&(u, _)| u).collect();
+    assert_eq!(units.len(), 1 + 20, "42, ' 42.0' and 4.2e1 are one person");
+    assert!(kept[..50].iter().all(|&(u, _)| u == kept[0].0));
+    // The same without a unit: every record with a sex counts, scale 1.
+    let plain =
+        aggregate(text.as_bytes(), "people", &schema, &layout, Rows::Records).expect("read");
+    assert_eq!(plain.tables()[0].counts.iter().sum::<u64>(), 50 + 30 + 2);
+    assert_eq!(plain.scale(), 1);
+    // A counts table has no unit.
+    let source = Source::Csv {
+        reader: Box::new(std::io::Cursor::new(b"sex,count\nf,3\n".to_vec())),
+        name: "table".into(),
+    };
+    assert!(aggregate_people(source, &schema, &layout, Rows::CountsTable, &people).is_err());
+}
+
+#[test]
+fn weights_are_read_by_value_and_bad_ones_dropped() {
+    // The kernel clips and rounds weights (dp-core's tests show it); here:
+    // the weight it is handed is the cell's value, and a record whose
+    // weight is negative, not finite or not a number is not counted.
+    let schema = Schema::from_json(r#"{"domain": [{"name": "sex", "values": ["f", "m"]}]}"#)
+        .expect("schema");
+    let layout = Layout::full(schema.domain(), 16).expect("layout");
+    let text = "w,sex\n2,f\n0.5,f\n 3.25 ,m\n9,m\n-1,f\nNaN,f\nabc,m\n,m\ninf,f\n0,m\n";
+    let people = People {
+        weight: Some(("w".into(), 8.0)),
+        memory: 1 << 20,
+        ..People::default()
+    };
+    let source = Source::Csv {
+        reader: Box::new(std::io::Cursor::new(text.as_bytes().to_vec())),
+        name: "weights".into(),
+    };
+    let counts = aggregate_people(source, &schema, &layout, Rows::Records, &people).expect("read");
+    let mut weights: Vec<f64> = counts.kept_rows().iter().map(|&(_, w)| w).collect();
+    weights.sort_by(f64::total_cmp);
+    assert_eq!(weights, [0.0, 0.5, 2.0, 3.25, 9.0]);
+    // W = 8 on the grid u = 8 / 2^16: one record moves a table by 2^16 units.
+    assert_eq!(counts.scale(), 65536);
+}

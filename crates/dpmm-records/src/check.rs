@@ -16,6 +16,7 @@
 //! spends budget on records it drops.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{
@@ -27,7 +28,7 @@ use arrow_array::{Array, RecordBatch};
 use arrow_schema::DataType;
 use serde::Serialize;
 
-use crate::aggregate::{Opened, Reading, Rows, Sink, Source, read};
+use crate::aggregate::{Opened, People, Reading, Rows, Sink, Source, read};
 use crate::encode::{Compiled, Encoded, row_status, single, type_name};
 use crate::error::RecordsError;
 use crate::lines::Malformed;
@@ -98,6 +99,41 @@ pub struct MalformedRows {
     pub rows: u64,
 }
 
+/// The records of each privacy unit, against the bound a release states.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UnitCheck {
+    /// The column naming each record's unit.
+    pub column: String,
+    /// The bound (`--max-records-per-unit`).
+    pub max_records_per_unit: u32,
+    /// Distinct units among the kept records.
+    pub units: u64,
+    /// The most kept records of one unit.
+    pub most_records: u64,
+    /// Units with more kept records than the bound.
+    pub units_over_bound: u64,
+    /// Kept records past the bound, which a release leaves out (chosen at
+    /// random within each unit).
+    pub records_over_bound: u64,
+}
+
+/// The weights of the kept records, against the bound a release states.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WeightCheck {
+    /// The weight column.
+    pub column: String,
+    /// The bound (`--max-weight`).
+    pub max_weight: f64,
+    /// Kept records whose weight is above the bound (a release clips it).
+    pub clipped_records: u64,
+    /// The largest weight of a kept record.
+    pub largest: f64,
+    /// The kept records' weights, summed.
+    pub total: f64,
+    /// The same, each weight clipped to the bound: what a release counts.
+    pub total_clipped: f64,
+}
+
 /// The check of one source under one schema: exact, not private.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CheckReport {
@@ -130,6 +166,10 @@ pub struct CheckReport {
     /// For a stream: times that are not whole numbers, and times outside
     /// the horizon, with the most frequent of each.
     pub times: Option<TimeCheck>,
+    /// With a privacy unit: the records of each unit against the bound.
+    pub units: Option<UnitCheck>,
+    /// With weights: the weights against the bound.
+    pub weights: Option<WeightCheck>,
 }
 
 /// A stream's time column, checked.
@@ -221,7 +261,25 @@ struct Checker {
     refused: Option<String>,
     codes: Vec<u32>,
     steps: Vec<u32>,
+    units: Vec<u128>,
+    weights: Vec<f64>,
     encoded: Encoded,
+    /// Hashes units' canonical bytes (one key for every worker).
+    hasher: [RandomState; 2],
+    /// Kept records per unit hash.
+    per_unit: HashMap<u128, u64>,
+    /// The weight bound, when weights are read.
+    max_weight: f64,
+    weight: WeightTally,
+}
+
+/// Kept records' weights, tallied.
+#[derive(Debug, Default, Clone, Copy)]
+struct WeightTally {
+    clipped: u64,
+    largest: f64,
+    total: f64,
+    total_clipped: f64,
 }
 
 impl Sink for Checker {
@@ -234,11 +292,24 @@ impl Sink for Checker {
         self.rows += batch.num_rows() as u64;
         // The release's own encoding says what an `error` policy refuses.
         if self.refused.is_none()
-            && let Err(e) = self.encoded.encode(compiled, batch, malformed)
+            && let Err(e) = self
+                .encoded
+                .encode(compiled, batch, malformed, Some(&|_, _| 0))
         {
             self.refused = Some(e.to_string());
         }
-        let status = row_status(compiled, batch, malformed, &mut self.steps);
+        let hasher = &self.hasher;
+        // 128 bits, as the kernel's: a collision would merge two units.
+        let hash = |tag: u8, bytes: &[u8]| {
+            (u128::from(hasher[0].hash_one((tag, bytes))) << 64)
+                | u128::from(hasher[1].hash_one((tag, bytes)))
+        };
+        let mut people = crate::encode::PeopleColumns {
+            hash: Some(&hash),
+            units: &mut self.units,
+            weights: &mut self.weights,
+        };
+        let status = row_status(compiled, batch, malformed, &mut self.steps, &mut people);
         let mut dropped = vec![false; status.len()];
         for (r, s) in status.iter().enumerate() {
             let Err(m) = s else { continue };
@@ -270,14 +341,24 @@ impl Sink for Checker {
                 self.attributes[a][kind].add(|| display(column, r));
             }
         }
-        for (s, dropped) in status.iter().zip(dropped) {
+        for (r, (s, dropped)) in status.iter().zip(dropped).enumerate() {
             // A malformed row stands for one record.
             let records = *s.as_ref().unwrap_or(&1);
             self.records += records;
             if dropped {
                 self.dropped += records;
-            } else {
-                self.kept += records;
+                continue;
+            }
+            self.kept += records;
+            if let Some(&unit) = self.units.get(r) {
+                *self.per_unit.entry(unit).or_default() += records;
+            }
+            if let Some(&w) = self.weights.get(r) {
+                let t = &mut self.weight;
+                t.clipped += u64::from(w > self.max_weight);
+                t.largest = t.largest.max(w);
+                t.total += w;
+                t.total_clipped += w.min(self.max_weight);
             }
         }
         Ok(())
@@ -294,14 +375,30 @@ pub fn check(
     rows: Rows,
     timing: Option<Timing<'_>>,
 ) -> Result<CheckReport, RecordsError> {
+    check_people(source, schema, rows, timing, &People::records())
+}
+
+/// [`check()`] of a release that states a privacy unit or weights
+/// (`people`): records without their unit, or whose weight is not a
+/// finite non-negative number, are malformed rows.
+pub fn check_people(
+    source: Source<'_>,
+    schema: &Schema,
+    rows: Rows,
+    timing: Option<Timing<'_>>,
+    people: &People,
+) -> Result<CheckReport, RecordsError> {
     let name = source.name();
     let format = source.kind();
     let mut holds: Vec<(String, Option<String>)> = Vec::new();
     let reading = Reading {
         rows,
         time: timing.map(|t| (t.column, t.spec())),
+        people,
     };
     let attributes = schema.attributes().len();
+    let hasher = [RandomState::new(), RandomState::new()];
+    let max_weight = people.weight.as_ref().map_or(0.0, |(_, w)| *w);
     // The curator sees what a release withholds.
     let shown = |e: RecordsError| match e {
         RecordsError::SourceFailed { path, withheld } => RecordsError::Io {
@@ -334,7 +431,13 @@ pub fn check(
                 refused: None,
                 codes: Vec::new(),
                 steps: Vec::new(),
+                units: Vec::new(),
+                weights: Vec::new(),
                 encoded: Encoded::default(),
+                hasher: hasher.clone(),
+                per_unit: HashMap::new(),
+                max_weight,
+                weight: WeightTally::default(),
             })
         },
     )
@@ -360,7 +463,35 @@ pub fn check(
             m.merge(t);
         }
         all.refused = all.refused.or(c.refused);
+        for (unit, n) in c.per_unit {
+            *all.per_unit.entry(unit).or_default() += n;
+        }
+        let (a, b) = (&mut all.weight, c.weight);
+        a.clipped += b.clipped;
+        a.largest = a.largest.max(b.largest);
+        a.total += b.total;
+        a.total_clipped += b.total_clipped;
     }
+    let units = people.unit.as_ref().map(|(column, k)| {
+        let k = u64::from(*k);
+        let over = all.per_unit.values().filter(|&&n| n > k);
+        UnitCheck {
+            column: column.clone(),
+            max_records_per_unit: k as u32,
+            units: all.per_unit.len() as u64,
+            most_records: all.per_unit.values().copied().max().unwrap_or(0),
+            units_over_bound: over.clone().count() as u64,
+            records_over_bound: over.map(|&n| n - k).sum(),
+        }
+    });
+    let weights = people.weight.as_ref().map(|(column, w)| WeightCheck {
+        column: column.clone(),
+        max_weight: *w,
+        clipped_records: all.weight.clipped,
+        largest: all.weight.largest,
+        total: all.weight.total,
+        total_clipped: all.weight.total_clipped,
+    });
     let mut malformed: Vec<MalformedRows> = all
         .malformed
         .into_iter()
@@ -411,6 +542,8 @@ pub fn check(
             not_whole: not_whole.problem(schema.malformed()),
             outside_steps: outside_steps.problem(schema.malformed()),
         }),
+        units,
+        weights,
     })
 }
 

@@ -2,6 +2,8 @@ use std::sync::Arc;
 
 use arrow_array::{ArrayRef, Float64Array, RecordBatchIterator, StringArray};
 
+use rand::Rng;
+
 use super::*;
 
 const SCHEMA: &str = r#"{"domain": [
@@ -154,4 +156,66 @@ fn a_failing_source_is_refused_without_its_message_and_the_check_shows_it() {
     assert!(!refused.to_string().contains("secret"), "{refused}");
     let shown = check(source(), &schema, Rows::Records, None).expect_err("the source failed");
     assert!(shown.to_string().contains("secret-42"), "{shown}");
+}
+
+/// With a privacy unit and weights the check shows, exactly, what the
+/// bound and the clipping do to the kept records: against brute force on
+/// random records (units written several ways, some records dropped).
+#[test]
+fn the_check_shows_the_units_over_the_bound_and_the_clipped_weights() {
+    let schema = Schema::from_json(SCHEMA).expect("schema");
+    let mut rng = <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(49);
+    let mut text = String::from("a,b,who,w\n");
+    let mut per_unit: HashMap<u64, u64> = HashMap::new();
+    let (k, max_w) = (3u64, 2.5);
+    let (mut clipped, mut largest, mut total, mut total_clipped) = (0u64, 0.0f64, 0.0, 0.0);
+    for _ in 0..2000 {
+        let unit = rng.random_range(0..300u64);
+        let written = match rng.random_range(0..3) {
+            0 => format!("{unit}"),
+            1 => format!("{unit}.0"),
+            _ => format!(" {unit} "),
+        };
+        let w = f64::from(rng.random_range(0..16u32)) / 4.0;
+        let a = ["x", "y", "z"][rng.random_range(0..3)];
+        text.push_str(&format!("{a},5,{written},{w}\n"));
+        if a != "z" {
+            *per_unit.entry(unit).or_default() += 1;
+            clipped += u64::from(w > max_w);
+            largest = largest.max(w);
+            total += w;
+            total_clipped += w.min(max_w);
+        }
+    }
+    // Rows without a unit or with a bad weight are malformed, not counted.
+    text.push_str("x,5,,1\nx,5,7,-1\nx,5,7,NaN\n");
+    let people = People {
+        unit: Some(("who".into(), k as u32)),
+        weight: Some(("w".into(), max_w)),
+        ..People::records()
+    };
+    let report = check_people(csv(&text), &schema, Rows::Records, None, &people).expect("checked");
+    let units = report.units.expect("units");
+    assert_eq!(units.units, per_unit.len() as u64);
+    assert_eq!(
+        units.most_records,
+        per_unit.values().copied().max().unwrap_or(0)
+    );
+    let over: Vec<u64> = per_unit.values().copied().filter(|&n| n > k).collect();
+    assert_eq!(units.units_over_bound, over.len() as u64);
+    assert_eq!(
+        units.records_over_bound,
+        over.iter().map(|n| n - k).sum::<u64>()
+    );
+    let weights = report.weights.expect("weights");
+    assert_eq!(weights.clipped_records, clipped);
+    assert_eq!(weights.largest, largest);
+    // Quarters sum exactly in f64.
+    assert_eq!(
+        (weights.total, weights.total_clipped),
+        (total, total_clipped)
+    );
+    let malformed: u64 = report.malformed.iter().map(|m| m.rows).sum();
+    assert_eq!(malformed, 3);
+    assert_eq!(report.kept_records, per_unit.values().sum::<u64>());
 }

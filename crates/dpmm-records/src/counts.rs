@@ -1,46 +1,26 @@
-//! Count tables: which ones are kept ([`Layout`]), how encoded batches are
-//! counted into them on each worker ([`Tally`]), and the merged result,
-//! opaque ([`PrivateCounts`]).
-//!
-//! Each worker counts into tables of its own when the layout is small
-//! (no locking, no false sharing); a layout larger than
-//! [`LOCAL_CELLS`] is counted into one shared set of tables, each
-//! worker's encoded block under a lock, so memory is never the tables
-//! times the threads.
+//! Which count tables a release keeps ([`Layout`], over a schema's
+//! domain), and the counts, opaque ([`PrivateCounts`]). The counting
+//! itself is the privacy kernel's ([`dp_core::kernel::records`]): it
+//! bounds each privacy unit's contribution and states the scale the
+//! measurement's sensitivity is multiplied by.
 
-use std::sync::Mutex;
-
+use dp_core::kernel::records::{Counted, TableLayout};
 use dp_workloads::domain::Domain;
 use dp_workloads::structured::AttrSet;
 
-use dp_core::kernel::MAX_COUNT;
-
-use crate::encode::Encoded;
 use crate::error::RecordsError;
 
 /// Default limit on the cells kept in memory: 2²⁴ counts (128 MiB of u64).
 pub const DEFAULT_CELL_LIMIT: u64 = 1 << 24;
 
-/// The largest cell limit honoured (2³¹ counts, 16 GiB): a larger
-/// `cell_limit` is lowered to it, so no layout asks for an allocation that
-/// cannot be indexed or is far beyond any machine.
-pub const MAX_CELL_LIMIT: u64 = 1 << 31;
-
-/// Layouts of at most this many cells (16 MiB of counts) are counted into
-/// tables of each worker's own; larger ones into one shared set.
-pub const LOCAL_CELLS: u64 = 1 << 21;
+pub use dp_core::kernel::records::{LOCAL_CELLS, MAX_CELL_LIMIT};
 
 /// Which count tables to keep: validated against a domain and a cell
 /// limit before anything is allocated.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Layout {
-    pub(crate) shape: Vec<usize>,
-    /// Attribute positions of each table (strictly increasing).
-    tables: Vec<Vec<usize>>,
+    kernel: TableLayout,
     full: bool,
-    /// Steps of a stream (1 for a release): each table holds one copy of
-    /// its cells per step.
-    steps: usize,
 }
 
 impl Layout {
@@ -56,11 +36,11 @@ impl Layout {
                 limit: cell_limit,
             });
         }
+        let all = (0..domain.attributes().len()).collect();
         Ok(Self {
-            shape: domain.shape(),
-            tables: vec![(0..domain.attributes().len()).collect()],
+            kernel: TableLayout::new(domain.shape(), vec![all], 1, MAX_CELL_LIMIT)
+                .map_err(|e| RecordsError::Internal(e.to_string()))?,
             full: true,
-            steps: 1,
         })
     }
 
@@ -111,10 +91,9 @@ impl Layout {
             });
         }
         Ok(Self {
-            shape,
-            tables: subsets.to_vec(),
+            kernel: TableLayout::new(shape, subsets.to_vec(), steps, MAX_CELL_LIMIT)
+                .map_err(|e| RecordsError::Internal(e.to_string()))?,
             full: false,
-            steps: steps.max(1),
         })
     }
 
@@ -151,226 +130,46 @@ impl Layout {
 
     /// The attribute positions of each table, in order.
     pub fn tables(&self) -> &[Vec<usize>] {
-        &self.tables
+        self.kernel.tables()
     }
 
     /// The steps each table is kept for (1 outside a stream).
     pub fn steps(&self) -> usize {
-        self.steps
+        self.kernel.steps()
     }
 
     /// The cells of every table, over every step.
     pub fn cells(&self) -> u64 {
-        let per_step: u64 = self
-            .tables
-            .iter()
-            .map(|t| t.iter().map(|&a| self.shape[a] as u64).product::<u64>())
-            .sum();
-        per_step * self.steps as u64
+        self.kernel.cells()
     }
 
-    /// The bytes counting takes at most: the tables once, or once per
-    /// worker for a layout of at most [`LOCAL_CELLS`] cells.
-    pub fn counting_bytes(&self) -> f64 {
-        let cells = self.cells() as f64;
-        let copies = if self.cells() <= LOCAL_CELLS {
-            1 + crate::pipeline::workers()
-        } else {
-            1
-        };
-        cells * 8.0 * copies as f64
+    /// The attribute sizes of the domain.
+    pub(crate) fn shape(&self) -> &[usize] {
+        self.kernel.shape()
+    }
+
+    /// The kernel's layout.
+    pub fn kernel(&self) -> &TableLayout {
+        &self.kernel
     }
 }
 
-/// One count table: row-major over its attributes (last fastest), one
-/// block of cells per step.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct CountTable {
-    pub(crate) attributes: Vec<usize>,
-    strides: Vec<usize>,
-    /// Cells of one step.
-    cells: usize,
-    pub(crate) counts: Vec<u64>,
-}
-
-impl CountTable {
-    /// A zero table; an allocation the system refuses is an error, not an
-    /// abort.
-    fn new(attributes: &[usize], shape: &[usize], steps: usize) -> Result<Self, RecordsError> {
-        let mut strides = vec![1usize; attributes.len()];
-        for j in (0..attributes.len().saturating_sub(1)).rev() {
-            strides[j] = strides[j + 1] * shape[attributes[j + 1]];
-        }
-        let cells: usize = attributes.iter().map(|&a| shape[a]).product();
-        let total = cells * steps;
-        let mut counts = Vec::new();
-        counts
-            .try_reserve_exact(total)
-            .map_err(|_| RecordsError::OutOfMemory {
-                cells: total as f64,
-            })?;
-        counts.resize(total, 0);
-        Ok(Self {
-            attributes: attributes.to_vec(),
-            strides,
-            cells,
-            counts,
-        })
-    }
-
-    /// Counts every row of `e` with a weight into this table.
-    fn count(&mut self, e: &Encoded) {
-        // Records weigh 0 or 1: no count can reach 2^64 (it would take as
-        // many rows), so only larger weights (a counts table's) are added
-        // saturating. Saturating, not refusing: a refusal would depend on
-        // the data, and a saturated sum moves no more than the sum does.
-        if e.weight.iter().all(|&w| w <= 1) {
-            self.count_with(e, |c, w| *c += w);
-        } else {
-            self.count_with(e, |c, w| *c = c.saturating_add(w));
-        }
-    }
-
-    #[inline(always)]
-    fn count_with(&mut self, e: &Encoded, add: impl Fn(&mut u64, u64)) {
-        let counts = &mut self.counts[..];
-        let cells = self.cells;
-        let step = |r: usize| e.step.get(r).map_or(0, |&s| s as usize * cells);
-        match self.attributes[..] {
-            [] => {
-                for (r, &w) in e.weight.iter().enumerate() {
-                    add(&mut counts[step(r)], w);
-                }
-            }
-            [a] => {
-                for ((r, &w), &ca) in e.weight.iter().enumerate().zip(&e.codes[a]) {
-                    add(&mut counts[step(r) + ca as usize], w);
-                }
-            }
-            [a, b] => {
-                let sa = self.strides[0];
-                let rows = e.weight.iter().zip(&e.codes[a]).zip(&e.codes[b]);
-                for (r, ((&w, &ca), &cb)) in rows.enumerate() {
-                    add(&mut counts[step(r) + ca as usize * sa + cb as usize], w);
-                }
-            }
-            _ => {
-                // Cell indices a column at a time (each pass a loop the
-                // compiler vectorizes), then one pass of additions.
-                let mut cell: Vec<usize> = (0..e.weight.len()).map(step).collect();
-                for (&a, &stride) in self.attributes.iter().zip(&self.strides) {
-                    for (c, &code) in cell.iter_mut().zip(&e.codes[a]) {
-                        *c += code as usize * stride;
-                    }
-                }
-                for (&c, &w) in cell.iter().zip(&e.weight) {
-                    add(&mut counts[c], w);
-                }
-            }
-        }
-    }
-
-    fn merge(&mut self, other: &CountTable) {
-        for (a, b) in self.counts.iter_mut().zip(&other.counts) {
-            *a = a.saturating_add(*b);
-        }
-    }
-}
-
-fn zero_tables(layout: &Layout) -> Result<Vec<CountTable>, RecordsError> {
-    layout
-        .tables
-        .iter()
-        .map(|attrs| CountTable::new(attrs, &layout.shape, layout.steps))
-        .collect()
-}
-
-/// Where a worker counts: its own tables, or the shared ones.
-pub(crate) enum Tally<'s> {
-    Local(Vec<CountTable>),
-    Shared(&'s Mutex<Vec<CountTable>>),
-}
-
-impl Tally<'_> {
-    /// Counts the rows of `e`.
-    pub(crate) fn count(&mut self, e: &Encoded) {
-        match self {
-            Tally::Local(tables) => tables.iter_mut().for_each(|t| t.count(e)),
-            Tally::Shared(tables) => tables
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .iter_mut()
-                .for_each(|t| t.count(e)),
-        }
-    }
-}
-
-/// Tables to count into: one set per worker or one shared set.
-pub(crate) struct Counting {
-    layout: Layout,
-    shared: Option<Mutex<Vec<CountTable>>>,
-}
-
-impl Counting {
-    /// Allocates the shared tables when the layout is large; small
-    /// layouts are allocated by each worker ([`Counting::tally`]).
-    pub(crate) fn new(layout: &Layout) -> Result<Self, RecordsError> {
-        let shared = if layout.cells() > LOCAL_CELLS {
-            Some(Mutex::new(zero_tables(layout)?))
-        } else {
-            // Checked here, so that a worker's allocation cannot fail
-            // where it is not reported.
-            zero_tables(layout)?;
-            None
-        };
-        Ok(Self {
-            layout: layout.clone(),
-            shared,
-        })
-    }
-
-    /// A worker's tally.
-    pub(crate) fn tally(&self) -> Result<Tally<'_>, RecordsError> {
-        Ok(match &self.shared {
-            Some(shared) => Tally::Shared(shared),
-            None => Tally::Local(zero_tables(&self.layout)?),
-        })
-    }
-
-    /// The workers' tallies summed.
-    pub(crate) fn finish(&self, tallies: Vec<Tally<'_>>) -> Result<PrivateCounts, RecordsError> {
-        let mut locals = tallies.into_iter().filter_map(|t| match t {
-            Tally::Local(tables) => Some(tables),
-            Tally::Shared(_) => None,
-        });
-        let mut tables = match &self.shared {
-            Some(shared) => std::mem::take(&mut *shared.lock().unwrap_or_else(|p| p.into_inner())),
-            None => match locals.next() {
-                Some(first) => first,
-                None => zero_tables(&self.layout)?,
-            },
-        };
-        for local in locals {
-            for (t, l) in tables.iter_mut().zip(&local) {
-                t.merge(l);
-            }
-        }
-        Ok(PrivateCounts {
-            layout: self.layout.clone(),
-            tables,
-        })
-    }
-}
-
-/// Counts of private records, opaque: no public method reveals a count, a
-/// total or the number of records read or dropped.
-///
-/// It is handed to the privacy kernel by [`PrivateCounts::into_kernel`]
-/// (dp-core's opaque [`dp_core::PrivateMarginals`]), which alone reads the
-/// counts and adds noise. Its `Debug` shows the layout only.
+/// Counts of private records, counted by the privacy kernel, opaque: no
+/// public method reveals a count, a total or the number of records read
+/// or dropped. It goes back to the kernel to be measured
+/// ([`PrivateCounts::into_kernel`]). Its `Debug` shows the layout only.
 pub struct PrivateCounts {
-    layout: Layout,
-    tables: Vec<CountTable>,
+    pub(crate) layout: Layout,
+    pub(crate) counted: Counted,
+    /// For this crate's tests: the kept rows' multiplicities summed by
+    /// hand beside the kernel (no unit bounding, no weights), since the
+    /// kernel's counts are not readable outside it.
+    #[cfg(test)]
+    pub(crate) shadow: Vec<TestTable>,
+    /// For this crate's tests: each kept row's hashed unit and weight, as
+    /// encoded (before the kernel bounds or clips them).
+    #[cfg(test)]
+    pub(crate) shadow_rows: Vec<(u128, f64)>,
 }
 
 impl std::fmt::Debug for PrivateCounts {
@@ -389,63 +188,93 @@ impl PrivateCounts {
         &self.layout
     }
 
-    /// Hands the tables to the privacy kernel as one dataset's marginals
-    /// (they come from one pass over the records, so one record adds one
-    /// to one cell of every table: the contract of
-    /// [`dp_core::PrivateMarginals`]). Nothing else reads the counts.
+    /// The most one privacy unit moves a table, in counts (public: it
+    /// follows from the stated contributions).
+    pub fn scale(&self) -> u64 {
+        self.counted.scale()
+    }
+
+    /// The tables as the kernel measures them: one dataset's marginals,
+    /// with the scale the kernel stated when it counted them.
     pub fn into_kernel(self) -> Result<dp_core::PrivateMarginals, dp_core::DpError> {
-        if self.layout.steps != 1 {
-            return Err(dp_core::DpError::InvalidParameter {
-                name: "counts",
-                reason: "a stream's tables are measured step by step".into(),
-            });
-        }
-        // The kernel's exact arithmetic takes counts up to MAX_COUNT (2^40);
-        // larger ones saturate there (a contraction, as in the kernel's own
-        // sums), so no refusal depends on how many records there are.
-        let tables = self
-            .tables
-            .into_iter()
-            .map(|t| {
-                let counts = t.counts.into_iter().map(|c| c.min(MAX_COUNT)).collect();
-                (t.attributes, counts)
-            })
-            .collect();
-        dp_core::PrivateMarginals::new(self.layout.shape, tables)
+        self.counted.into_marginals()
+    }
+
+    /// The tables of the kept rows, for this crate's tests (summed beside
+    /// the kernel: see `shadow`).
+    #[cfg(test)]
+    pub(crate) fn tables(&self) -> &[TestTable] {
+        &self.shadow
+    }
+
+    /// Each kept row's hashed unit and weight (0 where not stated), for
+    /// this crate's tests.
+    #[cfg(test)]
+    pub(crate) fn kept_rows(&self) -> &[(u128, f64)] {
+        &self.shadow_rows
     }
 
     /// A stream's counts, for the kernel's streaming mechanism, which
     /// measures them step by step: for each step, the cells of `products`
-    /// (attribute sets, each one of the layout's tables) in order, as the
-    /// integers [`dp_core::StreamMechanism::next_counts`] takes.
+    /// (attribute sets, each one of the layout's tables) in order.
     pub fn into_step_counts(self, products: &[Vec<usize>]) -> Result<Vec<i64>, RecordsError> {
-        let index: Vec<usize> = products
+        self.counted
+            .into_step_counts(products)
+            .map_err(|_| RecordsError::LayoutMismatch)
+    }
+}
+
+/// One table's counts, for this crate's tests.
+#[cfg(test)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TestTable {
+    pub(crate) attributes: Vec<usize>,
+    pub(crate) counts: Vec<u64>,
+}
+
+#[cfg(test)]
+impl TestTable {
+    /// Zero tables of `layout`.
+    pub(crate) fn zeros(layout: &Layout) -> Vec<Self> {
+        layout
+            .tables()
             .iter()
-            .map(|p| {
-                self.tables
-                    .iter()
-                    .position(|t| &t.attributes == p)
-                    .ok_or(RecordsError::LayoutMismatch)
+            .map(|t| {
+                let cells: usize = t.iter().map(|&a| layout.shape()[a]).product();
+                Self {
+                    attributes: t.clone(),
+                    counts: vec![0; cells * layout.steps()],
+                }
             })
-            .collect::<Result<_, _>>()?;
-        let per_step: usize = index.iter().map(|&i| self.tables[i].cells).sum();
-        let mut out = Vec::with_capacity(per_step * self.layout.steps);
-        for step in 0..self.layout.steps {
-            for &i in &index {
-                let t = &self.tables[i];
-                out.extend(
-                    t.counts[step * t.cells..(step + 1) * t.cells]
-                        .iter()
-                        .map(|&c| i64::try_from(c).unwrap_or(i64::MAX)),
-                );
-            }
-        }
-        Ok(out)
+            .collect()
     }
 
-    /// The tables, for this crate's tests only.
-    #[cfg(test)]
-    pub(crate) fn tables(&self) -> &[CountTable] {
-        &self.tables
+    /// Adds each encoded row's multiplicity at its cell, and each kept
+    /// row's unit and weight to `rows`.
+    pub(crate) fn count(
+        tables: &mut [Self],
+        rows: &mut Vec<(u128, f64)>,
+        shape: &[usize],
+        e: &crate::encode::Encoded,
+    ) {
+        for (r, &m) in e.multiplicity.iter().enumerate() {
+            if m > 0 {
+                let unit = e.units.get(r).copied().unwrap_or(0);
+                let weight = e.weights.get(r).copied().unwrap_or(0.0);
+                rows.push((unit, weight));
+            }
+        }
+        for t in tables {
+            let cells: usize = t.attributes.iter().map(|&a| shape[a]).product();
+            for (r, &m) in e.multiplicity.iter().enumerate() {
+                let mut cell = 0usize;
+                for &a in &t.attributes {
+                    cell = cell * shape[a] + e.codes[a][r] as usize;
+                }
+                let step = e.step.get(r).map_or(0, |&s| s as usize);
+                let c = &mut t.counts[step * cells + cell];
+                *c = c.saturating_add(m);
+            }
+        }
     }
 }

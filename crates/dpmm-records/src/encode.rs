@@ -21,7 +21,7 @@ use crate::error::RecordsError;
 use crate::lines::Malformed;
 use crate::schema::{Policy, Schema};
 use crate::value::{Code, FIRST_SPECIAL, Lookup, word_mask, word_of};
-use crate::whole::{counts, times};
+use crate::whole::{counts, times, units, weights};
 
 /// What kind of values a column holds, as far as reading it goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,6 +86,10 @@ pub(crate) enum Role {
     Count,
     /// A stream's time.
     Time,
+    /// The privacy unit.
+    Unit,
+    /// Each record's weight.
+    Weight,
 }
 
 /// One column of a source that is read, and what reads it.
@@ -106,6 +110,10 @@ pub(crate) struct Extra<'a> {
     pub(crate) count: Option<&'a str>,
     /// The stream's time column.
     pub(crate) time: Option<&'a str>,
+    /// The privacy unit's column.
+    pub(crate) unit: Option<&'a str>,
+    /// The weight column.
+    pub(crate) weight: Option<&'a str>,
 }
 
 /// Finds each column the schema (and `extra`) reads among `names`, in
@@ -133,6 +141,12 @@ pub(crate) fn resolve(
     if let Some(time) = extra.time {
         wanted.push((time, Role::Time, "time".into()));
     }
+    if let Some(unit) = extra.unit {
+        wanted.push((unit, Role::Unit, "the privacy unit".into()));
+    }
+    if let Some(weight) = extra.weight {
+        wanted.push((weight, Role::Weight, "the weight".into()));
+    }
     let mut needed: Vec<Needed> = Vec::new();
     for (column, role, reader) in wanted {
         if let Some(n) = needed.iter_mut().find(|n| n.name == column) {
@@ -144,6 +158,9 @@ pub(crate) fn resolve(
             return Err(match role {
                 Role::Count => {
                     RecordsError::BadHeader(format!("a counts table needs a '{column}' column"))
+                }
+                Role::Unit | Role::Weight => {
+                    RecordsError::BadHeader(format!("no column '{column}' (named as {reader})"))
                 }
                 _ => RecordsError::MissingColumn {
                     column: column.to_string(),
@@ -177,6 +194,13 @@ pub(crate) struct Compiled {
     pub(crate) attributes: Vec<AttributeColumn>,
     pub(crate) count: Option<usize>,
     pub(crate) time: Option<(usize, TimeSpec)>,
+    /// The privacy unit's column.
+    pub(crate) unit: Option<usize>,
+    /// The weight column.
+    pub(crate) weight: Option<usize>,
+    /// The schema's missing-value markers (a unit written as one is no
+    /// unit).
+    pub(crate) markers: Vec<Box<[u8]>>,
     pub(crate) malformed: Policy,
 }
 
@@ -216,6 +240,8 @@ impl Compiled {
             (0..schema.attributes().len()).map(|_| None).collect();
         let mut count = None;
         let mut time_column = None;
+        let mut unit = None;
+        let mut weight = None;
         for (column, (n, t)) in needed.iter().zip(types).enumerate() {
             let kind = kind_of(t);
             for role in &n.roles {
@@ -252,6 +278,8 @@ impl Compiled {
                         });
                     }
                     Role::Count => count = Some(column),
+                    Role::Unit => unit = Some(column),
+                    Role::Weight => weight = Some(column),
                     Role::Time => {
                         let spec = time.ok_or_else(|| {
                             RecordsError::Internal("a time column without its steps".into())
@@ -269,6 +297,13 @@ impl Compiled {
             attributes,
             count,
             time: time_column,
+            unit,
+            weight,
+            markers: schema
+                .missing_markers()
+                .iter()
+                .map(|m| m.as_bytes().into())
+                .collect(),
             malformed: schema.malformed(),
         })
     }
@@ -283,7 +318,11 @@ pub(crate) struct Encoded {
     pub(crate) codes: Vec<Vec<u32>>,
     /// Each row's multiplicity: 1 for a record, the count of a counts
     /// table's row, 0 when dropped.
-    pub(crate) weight: Vec<u64>,
+    pub(crate) multiplicity: Vec<u64>,
+    /// Each row's privacy unit, hashed (when the release states one).
+    pub(crate) units: Vec<u128>,
+    /// Each row's weight (when the release states them).
+    pub(crate) weights: Vec<f64>,
     /// Each row's step (streams only).
     pub(crate) step: Vec<u32>,
 }
@@ -295,6 +334,17 @@ enum Refusal {
     Code(usize, Code),
 }
 
+/// Where a batch's privacy units (hashed by `hash`, the kernel's) and
+/// weights go.
+pub(crate) struct PeopleColumns<'a> {
+    pub(crate) hash: Option<&'a UnitHash<'a>>,
+    pub(crate) units: &'a mut Vec<u128>,
+    pub(crate) weights: &'a mut Vec<f64>,
+}
+
+/// Hashes a privacy unit's canonical bytes (a tag and the bytes).
+pub(crate) type UnitHash<'a> = dyn Fn(u8, &[u8]) -> u128 + Sync + 'a;
+
 /// Each row's multiplicity (1 for a record, a counts table's count) and,
 /// for a stream, its step; or why the row is malformed: the CSV reader's
 /// reason, a count that is not a non-negative whole number, a time that
@@ -304,11 +354,28 @@ pub(crate) fn row_status(
     batch: &RecordBatch,
     malformed: &[Option<Malformed>],
     step: &mut Vec<u32>,
+    people: &mut PeopleColumns<'_>,
 ) -> Vec<Result<u64, Malformed>> {
     let rows = batch.num_rows();
     let mut status: Vec<Result<u64, Malformed>> = vec![Ok(1); rows];
     if let Some(c) = compiled.count {
         counts(batch.column(c).as_ref(), &mut status);
+    }
+    people.units.clear();
+    if let (Some(c), Some(hash)) = (compiled.unit, people.hash) {
+        people.units.resize(rows, 0);
+        units(
+            batch.column(c).as_ref(),
+            hash,
+            &compiled.markers,
+            people.units,
+            &mut status,
+        );
+    }
+    people.weights.clear();
+    if let Some(c) = compiled.weight {
+        people.weights.resize(rows, 0.0);
+        weights(batch.column(c).as_ref(), people.weights, &mut status);
     }
     step.clear();
     if let Some((c, spec)) = compiled.time {
@@ -334,15 +401,27 @@ impl Encoded {
         compiled: &Compiled,
         batch: &RecordBatch,
         malformed: &[Option<Malformed>],
+        hash: Option<&UnitHash<'_>>,
     ) -> Result<(), RecordsError> {
         let rows = batch.num_rows();
         self.rows = rows;
-        let plain = compiled.count.is_none() && compiled.time.is_none() && malformed.is_empty();
+        let plain = compiled.count.is_none()
+            && compiled.time.is_none()
+            && compiled.unit.is_none()
+            && compiled.weight.is_none()
+            && malformed.is_empty();
         let status = if plain {
             self.step.clear();
+            self.units.clear();
+            self.weights.clear();
             Vec::new()
         } else {
-            row_status(compiled, batch, malformed, &mut self.step)
+            let mut people = PeopleColumns {
+                hash,
+                units: &mut self.units,
+                weights: &mut self.weights,
+            };
+            row_status(compiled, batch, malformed, &mut self.step, &mut people)
         };
         let strict = compiled.malformed == Policy::Error;
         // The first refusal: (row, attribute + 1, why), attribute 0 for a
@@ -353,11 +432,11 @@ impl Encoded {
                 first = Some((key.0, key.1, why));
             }
         };
-        self.weight.clear();
+        self.multiplicity.clear();
         if plain {
-            self.weight.resize(rows, 1);
+            self.multiplicity.resize(rows, 1);
         } else {
-            self.weight
+            self.multiplicity
                 .extend(status.iter().enumerate().map(|(r, s)| match s {
                     Ok(w) => *w,
                     Err(m) => {
@@ -388,7 +467,7 @@ impl Encoded {
                     continue;
                 }
                 match attribute.lookup.policy(code) {
-                    Policy::Drop => self.weight[r] = 0,
+                    Policy::Drop => self.multiplicity[r] = 0,
                     Policy::Error => refuse((r, a + 1), Refusal::Code(a, code)),
                 }
             }

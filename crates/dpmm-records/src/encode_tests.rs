@@ -92,14 +92,14 @@ fn encode_as(column: ArrayRef, rows: Rows) -> Result<Encoded, RecordsError> {
     }
     let extra = Extra {
         count: (rows == Rows::CountsTable).then_some("count"),
-        time: None,
+        ..Extra::default()
     };
     let needed = resolve(&schema, &names, &extra)?;
     let types: Vec<DataType> = arrays.iter().map(|a| a.data_type().clone()).collect();
     let compiled = Compiled::new(&schema, &needed, &types, None)?;
     let batch = RecordBatch::try_from_iter(names.iter().copied().zip(arrays)).expect("batch");
     let mut e = Encoded::default();
-    e.encode(&compiled, &batch, &[])?;
+    e.encode(&compiled, &batch, &[], None)?;
     Ok(e)
 }
 
@@ -111,7 +111,7 @@ fn every_column_type_encodes_the_same_records_alike() {
         let e = encode_as(column, Rows::Records).expect(name);
         // age: 27, 30 are cells 0, 1; missing, 46 (not listed) and 99 drop.
         // years: [0, 28) [28, 40) [40, 100).
-        assert_eq!(e.weight, vec![1, 1, 0, 0, 0], "{name}");
+        assert_eq!(e.multiplicity, vec![1, 1, 0, 0, 0], "{name}");
         assert_eq!(e.codes[0][..2], [0, 1], "{name}");
         assert_eq!(e.codes[1][..2], [0, 1], "{name}");
     }
@@ -122,7 +122,7 @@ fn a_counts_tables_count_is_any_whole_number() {
     for (name, column) in columns() {
         let e = encode_as(column, Rows::CountsTable).expect(name);
         // Count 1.5 is malformed; the rest as before.
-        assert_eq!(e.weight, vec![2, 1, 0, 0, 0], "{name}");
+        assert_eq!(e.multiplicity, vec![2, 1, 0, 0, 0], "{name}");
     }
 }
 
@@ -141,8 +141,9 @@ fn encode_one(array: ArrayRef, schema: &str) -> (Vec<u64>, Option<String>) {
     let compiled = compile(&[("a", t)], schema).expect("types never refuse");
     let batch = RecordBatch::try_from_iter([("a", array)]).expect("batch");
     let mut e = Encoded::default();
-    e.encode(&compiled, &batch, &[]).expect("drop policies");
-    (e.weight, compiled.attributes[0].mismatch.clone())
+    e.encode(&compiled, &batch, &[], None)
+        .expect("drop policies");
+    (e.multiplicity, compiled.attributes[0].mismatch.clone())
 }
 
 #[test]
@@ -225,8 +226,9 @@ fn other_types_read_as_their_values() {
         let compiled = compile(&[("a", t.clone())], schema).expect("compiles");
         let batch = RecordBatch::try_from_iter([("a", column)]).expect("batch");
         let mut e = Encoded::default();
-        e.encode(&compiled, &batch, &[]).expect("drop policies");
-        assert_eq!(e.weight, want, "{t}");
+        e.encode(&compiled, &batch, &[], None)
+            .expect("drop policies");
+        assert_eq!(e.multiplicity, want, "{t}");
     }
 }
 
@@ -251,6 +253,7 @@ fn under_error_the_first_row_and_then_the_first_attribute_is_refused() {
         &compiled,
         &batch(vec!["x", "x", ""], vec!["y", "z", "y"]),
         &[],
+        None,
     );
     assert_eq!(
         got,
@@ -260,19 +263,21 @@ fn under_error_the_first_row_and_then_the_first_attribute_is_refused() {
         })
     );
     // One row outside on both: the first attribute in domain order.
-    let got = e.encode(&compiled, &batch(vec!["x", "q"], vec!["y", "z"]), &[]);
+    let got = e.encode(&compiled, &batch(vec!["x", "q"], vec!["y", "z"]), &[], None);
     assert!(matches!(got, Err(RecordsError::OutsideDomain { ref column, .. }) if column == "a"));
     // A malformed row before both.
     let got = e.encode(
         &compiled,
         &batch(vec!["q", ""], vec!["z", "y"]),
         &[None, Some(Malformed::Quote)],
+        None,
     );
     assert!(matches!(got, Err(RecordsError::OutsideDomain { .. })));
     let got = e.encode(
         &compiled,
         &batch(vec!["x", "q"], vec!["y", "z"]),
         &[Some(Malformed::Quote), None],
+        None,
     );
     assert!(matches!(got, Err(RecordsError::MalformedRow { .. })));
 }
@@ -337,8 +342,9 @@ fn single_precision_values_read_as_the_decimals_they_were_written_as() {
         let compiled = compile(&[("a", t)], schema).expect("compiles");
         let batch = RecordBatch::try_from_iter([("a", array)]).expect("batch");
         let mut e = Encoded::default();
-        e.encode(&compiled, &batch, &[]).expect("drop policies");
-        (e.weight, e.codes[0].clone())
+        e.encode(&compiled, &batch, &[], None)
+            .expect("drop policies");
+        (e.multiplicity, e.codes[0].clone())
     };
     for schema in [categories, bins] {
         let single = cells(Arc::new(Float32Array::from(values.to_vec())), schema);
@@ -356,4 +362,65 @@ fn single_precision_values_read_as_the_decimals_they_were_written_as() {
     assert_eq!(single(0.1), 0.1);
     assert_eq!(single(16_777_216.0), 16_777_216.0);
     assert!(single(f32::NAN).is_nan());
+}
+
+/// A privacy unit is read by value and exactly: identifiers past 2⁵³
+/// (where floats skip integers) stay apart, and one identifier written as
+/// an integer, text or a decimal is one unit.
+#[test]
+fn units_are_read_by_value_and_large_identifiers_stay_apart() {
+    use std::hash::{BuildHasher, RandomState};
+    let (h0, h1) = (RandomState::new(), RandomState::new());
+    let hash = |tag: u8, bytes: &[u8]| {
+        (u128::from(h0.hash_one((tag, bytes))) << 64) | u128::from(h1.hash_one((tag, bytes)))
+    };
+    let markers: Vec<Box<[u8]>> = vec![b"-9".to_vec().into_boxed_slice()];
+    let read = |array: ArrayRef| {
+        let mut out = vec![0u128; array.len()];
+        let mut status = vec![Ok(1); array.len()];
+        crate::whole::units(array.as_ref(), &hash, &markers, &mut out, &mut status);
+        out.into_iter()
+            .zip(status)
+            .map(|(u, s)| s.is_ok().then_some(u))
+            .collect::<Vec<_>>()
+    };
+    let big = 9_007_199_254_740_993i64; // 2⁵³ + 1: no float names it
+    let ints = read(Arc::new(Int64Array::from(vec![big, big - 1, 27, -9])));
+    let text = read(Arc::new(StringArray::from(vec![
+        "9007199254740993",
+        " 9007199254740992 ",
+        "27.0",
+        "-9.0",
+        "2.7e1",
+        "x27",
+    ])));
+    let floats = read(Arc::new(Float64Array::from(vec![
+        (big - 1) as f64,
+        27.0,
+        -9.0,
+        27.5,
+        f64::NAN,
+    ])));
+    let decimals = read(Arc::new(
+        Decimal128Array::from(vec![i128::from(big) * 1000, 27_000, 27_500])
+            .with_precision_and_scale(30, 3)
+            .expect("decimal"),
+    ));
+    assert_ne!(ints[0], ints[1], "2⁵³ + 1 and 2⁵³ are two people");
+    assert!(ints[0].is_some() && ints[1].is_some());
+    assert_eq!(text[0], ints[0]);
+    assert_eq!(decimals[0], ints[0]);
+    assert_eq!(text[1], ints[1]);
+    assert_eq!(floats[0], ints[1]);
+    for same in [text[2], text[4], floats[1], decimals[1]] {
+        assert_eq!(same, ints[2], "27 written another way");
+    }
+    assert_eq!(floats[3], decimals[2], "27.5 as a float and a decimal");
+    assert_ne!(floats[3], ints[2]);
+    assert!(text[5].is_some() && text[5] != ints[2]);
+    // Missing: the marker, however written, and NaN.
+    assert_eq!(
+        (ints[3], text[3], floats[2], floats[4]),
+        (None, None, None, None)
+    );
 }

@@ -318,6 +318,10 @@ pub enum RecordsError {
     /// A header-only read that found a header the draft cannot use.
     #[error("header: {0}")]
     BadHeader(String),
+    /// A bound on the privacy unit's contributions that is out of range
+    /// (the kernel's own check).
+    #[error("{0}")]
+    BadContributions(String),
     /// The source failed while its rows were read: an Arrow stream's
     /// producer raised, a Parquet page did not decode (a string column
     /// that is not UTF-8). The source's own message may quote a value, so

@@ -77,8 +77,11 @@ mod example_tests;
 #[cfg(test)]
 mod stability_tests;
 
-pub use aggregate::{COUNT_COLUMN, Rows, Source, aggregate, aggregate_file, aggregate_source};
-pub use check::{CheckReport, NOT_PRIVATE, check};
+pub use aggregate::{
+    COUNT_COLUMN, People, Rows, Source, aggregate, aggregate_file, aggregate_people,
+    aggregate_source,
+};
+pub use check::{CheckReport, NOT_PRIVATE, check, check_people};
 pub use counts::{DEFAULT_CELL_LIMIT, LOCAL_CELLS, Layout, MAX_CELL_LIMIT, PrivateCounts};
 pub use draft::{DRAFT_NOTE, SchemaDraft, draft_from_header, draft_from_path};
 pub use error::{RecordsError, SchemaError};

@@ -48,6 +48,10 @@ pub(crate) enum Malformed {
     BadTime,
     /// A time value outside the stream's steps.
     OutsideSteps,
+    /// A record without its privacy unit (null).
+    NoUnit,
+    /// A weight that is not a finite non-negative number.
+    BadWeight,
 }
 
 impl Malformed {
@@ -61,6 +65,8 @@ impl Malformed {
             Malformed::BadCount => "a count that is not a non-negative whole number",
             Malformed::BadTime => "a time value that is not a whole number",
             Malformed::OutsideSteps => "a time value outside the stream's steps",
+            Malformed::NoUnit => "a record without its privacy unit",
+            Malformed::BadWeight => "a weight that is not a finite non-negative number",
         }
     }
 }

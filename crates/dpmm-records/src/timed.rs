@@ -15,7 +15,7 @@
 //! record changes one step's count tables by at most one record. Records
 //! may come in any order.
 
-use crate::aggregate::{Reading, Rows, Source, count};
+use crate::aggregate::{People, Reading, Rows, Source, count};
 use crate::counts::{Layout, PrivateCounts};
 use crate::encode::TimeSpec;
 use crate::error::RecordsError;
@@ -53,9 +53,11 @@ pub fn aggregate_steps(
     if layout.steps() as u64 != timing.steps || timing.steps > u64::from(u32::MAX) {
         return Err(RecordsError::LayoutMismatch);
     }
+    let people = People::records();
     let reading = Reading {
         rows: Rows::Records,
         time: Some((timing.column, timing.spec())),
+        people: &people,
     };
     count(source, schema, layout, reading)
 }

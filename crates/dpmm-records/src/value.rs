@@ -29,7 +29,7 @@ use rustc_hash::FxHashMap as HashMap;
 use crate::schema::{AttributeSchema, Encoding, Policy};
 
 /// A value brought to what it stands for.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) enum Key<'a> {
     /// Null, NaN, or (after the schema's lookup) a missing-value marker.
     Null,

@@ -1,7 +1,9 @@
-//! Counts and times: the columns a release reads as whole numbers (a
-//! counts table's multiplicities, a stream's time values), from any column
-//! type, each value by itself: `13`, `13.0`, `1.3e1` and a decimal `13.00`
-//! are all 13.
+//! The columns a release reads besides the schema's, from any column type,
+//! each value by itself: a counts table's multiplicities and a stream's
+//! time values as whole numbers (`13`, `13.0`, `1.3e1` and a decimal
+//! `13.00` are all 13), weights as finite non-negative numbers, and
+//! privacy units as the canonical bytes of their values (`42`, `42.0` and
+//! `" 42"` are one unit), hashed by the kernel.
 
 use arrow_array::Array;
 use arrow_array::cast::AsArray;
@@ -12,9 +14,10 @@ use arrow_array::types::{
 };
 use arrow_schema::DataType;
 
-use crate::encode::{F16, TimeSpec, is_null};
+use crate::encode::UnitHash;
+use crate::encode::{F16, TimeSpec, is_null, single};
 use crate::lines::Malformed;
-use crate::value::parse_number;
+use crate::value::{Key, parse_number, text_key};
 
 /// The largest count a row may hold: `u64::MAX` as a double is 2⁶⁴.
 const COUNT_LIMIT: f64 = 18_446_744_073_709_551_616.0;
@@ -94,14 +97,27 @@ pub(crate) fn times(
     }
 }
 
-/// Reads each row of `array` as a whole number: text by `text`, floats
-/// and decimals by `number`, integers by `integer`; null is `None`.
+/// Reads each row of `array` as a whole number (booleans are none).
 fn whole_numbers<T: Copy>(
     array: &dyn Array,
     out: &mut Vec<Option<T>>,
     text: &dyn Fn(&[u8]) -> Option<T>,
     number: &dyn Fn(f64) -> Option<T>,
     integer: &dyn Fn(i128) -> Option<T>,
+) {
+    read_values(array, out, text, number, integer, &|_| None);
+}
+
+/// Reads each row of `array`: text by `text`, floats (float32 as its
+/// shortest decimal) and decimals by `number`, integers by `integer`,
+/// booleans by `boolean`; null, and any other type, is `None`.
+fn read_values<T: Copy>(
+    array: &dyn Array,
+    out: &mut Vec<Option<T>>,
+    text: &dyn Fn(&[u8]) -> Option<T>,
+    number: &dyn Fn(f64) -> Option<T>,
+    integer: &dyn Fn(i128) -> Option<T>,
+    boolean: &dyn Fn(bool) -> Option<T>,
 ) {
     use DataType as D;
     let n = array.len();
@@ -152,11 +168,12 @@ fn whole_numbers<T: Copy>(
         D::UInt32 => ints!(UInt32Type),
         D::UInt64 => ints!(UInt64Type),
         D::Float16 => each!(array.as_primitive::<Float16Type>(), |v: F16| number(
-            f64::from(v)
+            single(f32::from(v))
         )),
         D::Float32 => each!(array.as_primitive::<Float32Type>(), |v: f32| number(
-            f64::from(v)
+            single(v)
         )),
+        D::Boolean => each!(array.as_boolean(), boolean),
         D::Float64 => each!(array.as_primitive::<Float64Type>(), number),
         D::Decimal32(..) => decimals!(Decimal32Type),
         D::Decimal64(..) => decimals!(Decimal64Type),
@@ -172,12 +189,13 @@ fn whole_numbers<T: Copy>(
                 return;
             }
             let mut entries: Vec<Option<T>> = Vec::new();
-            whole_numbers(
+            read_values(
                 dictionary.values().as_ref(),
                 &mut entries,
                 text,
                 number,
                 integer,
+                boolean,
             );
             let keys = dictionary.normalized_keys();
             let key_nulls = dictionary.keys().logical_nulls();
@@ -190,5 +208,116 @@ fn whole_numbers<T: Copy>(
             }
         }
         _ => out.extend((0..n).map(|_| None)),
+    }
+}
+
+/// Each row's privacy unit, hashed from its canonical bytes (a tag and
+/// the value: text as read by [`text_key`], numbers as their IEEE bits,
+/// booleans); a missing unit (null, NaN, a missing-value marker) is
+/// [`Malformed::NoUnit`], a record that can be attributed to no one.
+pub(crate) fn units(
+    array: &dyn Array,
+    hash: &UnitHash<'_>,
+    markers: &[Box<[u8]>],
+    out: &mut [u128],
+    status: &mut [Result<u64, Malformed>],
+) {
+    // A unit that reads as a marker (`NA`, `-9` and `-9.0` alike) is missing.
+    let marker_keys: Vec<Key<'_>> = markers.iter().map(|m| text_key(m)).collect();
+    let is_marker = |key: Key<'_>| key == Key::Null || marker_keys.contains(&key);
+    // Whole numbers are hashed as exact integers (an identifier past 2⁵³
+    // is never rounded onto its neighbour), every other number by its
+    // bits.
+    let integer_hash = |v: i128| hash(b'I', &v.to_le_bytes());
+    let number_hash = |x: f64| -> Option<u128> {
+        if is_marker(crate::value::number_key(x)) {
+            return None;
+        }
+        Some(match exact_integer(x) {
+            Some(v) => integer_hash(v),
+            None => hash(b'N', &x.to_bits().to_le_bytes()),
+        })
+    };
+    let text = |v: &[u8]| -> Option<u128> {
+        let key = text_key(v);
+        if is_marker(key) {
+            return None;
+        }
+        match key {
+            Key::Null => None,
+            Key::Number(x) => Some(match integer_text(v.trim_ascii()) {
+                Some(i) => integer_hash(i),
+                None => number_hash(x)?,
+            }),
+            Key::Bool(b) => Some(hash(b'B', &[u8::from(b)])),
+            Key::Text(t) => Some(hash(b'T', t)),
+        }
+    };
+    let integer = |v: i128| -> Option<u128> {
+        let rounded = v as f64;
+        if marker_keys.contains(&Key::Number(rounded)) && exact_integer(rounded) == Some(v) {
+            return None;
+        }
+        Some(integer_hash(v))
+    };
+    let mut read: Vec<Option<u128>> = Vec::with_capacity(array.len());
+    read_values(array, &mut read, &text, &number_hash, &integer, &|b| {
+        Some(hash(b'B', &[u8::from(b)]))
+    });
+    for ((o, s), unit) in out.iter_mut().zip(status.iter_mut()).zip(read) {
+        match unit {
+            Some(u) => *o = u,
+            None => *s = Err(Malformed::NoUnit),
+        }
+    }
+}
+
+/// `x` as the integer it is, when it is a whole number within `i128`.
+fn exact_integer(x: f64) -> Option<i128> {
+    // 2¹²⁶ and below convert exactly; a whole float is exactly an integer.
+    (x.fract() == 0.0 && x.abs() < 2f64.powi(126)).then_some(x as i128)
+}
+
+/// Text that writes an integer exactly (`[-+]digits`, optionally followed
+/// by `.` and zeros, as a decimal column prints one), as that integer.
+fn integer_text(t: &[u8]) -> Option<i128> {
+    let (negative, digits) = match t {
+        [b'-', rest @ ..] => (true, rest),
+        [b'+', rest @ ..] => (false, rest),
+        _ => (false, t),
+    };
+    let whole = match digits.iter().position(|&c| c == b'.') {
+        Some(dot) if digits[dot + 1..].iter().all(|&c| c == b'0') => &digits[..dot],
+        Some(_) => return None,
+        None => digits,
+    };
+    if whole.is_empty() || whole.len() > 37 || !whole.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let v = whole
+        .iter()
+        .fold(0i128, |acc, &d| acc * 10 + i128::from(d - b'0'));
+    Some(if negative { -v } else { v })
+}
+
+/// Each row's weight: a finite non-negative number (text read as a
+/// number); anything else is [`Malformed::BadWeight`].
+pub(crate) fn weights(array: &dyn Array, out: &mut [f64], status: &mut [Result<u64, Malformed>]) {
+    let valid = |x: f64| (x.is_finite() && x >= 0.0).then_some(x);
+    let mut read: Vec<Option<f64>> = Vec::with_capacity(array.len());
+    let text = |v: &[u8]| parse_number(v.trim_ascii()).and_then(valid);
+    read_values(
+        array,
+        &mut read,
+        &text,
+        &valid,
+        &|v: i128| valid(v as f64),
+        &|_| None,
+    );
+    for ((o, s), weight) in out.iter_mut().zip(status.iter_mut()).zip(read) {
+        match weight {
+            Some(w) => *o = w,
+            None => *s = Err(Malformed::BadWeight),
+        }
     }
 }
