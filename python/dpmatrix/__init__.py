@@ -465,12 +465,13 @@ def _arrow_stream(data: Any, what: str, needed: list[str]) -> Any:
     )
 
 
-def _needed(schema: "Schema", counts: bool, time_column: Optional[str] = None) -> list[str]:
+def _needed(schema: "Schema", counts: bool, *extra: Optional[str]) -> list[str]:
+    """The columns a call reads: the schema's, ``count`` for a counts
+    table, and the time, privacy unit and weight columns it names."""
     names = list(schema._native.columns_read)
     if counts:
         names.append("count")
-    if time_column is not None:
-        names.append(time_column)
+    names.extend(c for c in extra if c is not None and c not in names)
     return names
 
 
@@ -493,6 +494,10 @@ def release(
     max_memory: Optional[int] = None,
     report: Optional[PathLike] = None,
     nonneg: bool = False,
+    privacy_unit: Optional[str] = None,
+    max_records_per_unit: Optional[int] = None,
+    weight: Optional[str] = None,
+    max_weight: Optional[float] = None,
 ) -> pd.DataFrame:
     """Releases private answers to the plan's (or the workload's) queries.
 
@@ -506,9 +511,17 @@ def release(
     and None are missing whatever the column's dtype. Or give ``counts``
     instead: a table of the schema's columns and a ``count`` column, the
     multiplicity of identical records (a whole number, e.g. one GROUP BY in
-    DuckDB), never a weight. The unit of privacy is one record (one row of
-    ``data``). Records the schema cannot place are dropped without a word:
-    :func:`check` shows the curator which (not private). The release is pure ε-DP, or (ε, δ) when
+    DuckDB), never a weight. Records the schema cannot place are dropped
+    without a word: :func:`check` shows the curator which (not private).
+
+    The unit of privacy is one record (one row of ``data``) unless
+    ``privacy_unit`` names the column saying whom each record is about (a
+    person, a household): the kernel then keeps at most
+    ``max_records_per_unit`` records of each unit, chosen at random, and
+    scales the noise to protect all of them. With ``weight`` (a column of
+    finite non-negative numbers) and ``max_weight``, each record counts its
+    weight clipped to ``[0, max_weight]``, the noise scaled by it; answers,
+    standard errors and intervals are in weighted units. The release is pure ε-DP, or (ε, δ) when
     ``delta`` is given; it is charged to ``ledger`` before any noise is
     drawn, and everything that can be refused is refused before that
     (nothing is spent on an exception).
@@ -534,7 +547,7 @@ def release(
         raise ValueError(f"workload must be a dpmatrix.Workload, got {type(workload).__name__}")
     if (data is None) == (counts is None):
         raise ValueError("give the records as data, or a counts table as counts=, not both")
-    needed = _needed(schema, counts is not None)
+    needed = _needed(schema, counts is not None, privacy_unit, weight)
     source = (
         _source(data, "data", needed) if counts is None else _source(counts, "counts", needed)
     )
@@ -550,6 +563,10 @@ def release(
         max_memory=max_memory,
         report=None if report is None else os.fspath(report),
         nonneg=nonneg,
+        privacy_unit=privacy_unit,
+        max_records_per_unit=max_records_per_unit,
+        weight=weight,
+        max_weight=max_weight,
         **source,
     )
     frame = pd.DataFrame(
@@ -579,6 +596,10 @@ def check(
     time_column: Optional[str] = None,
     steps: Optional[int] = None,
     start: int = 0,
+    privacy_unit: Optional[str] = None,
+    max_records_per_unit: Optional[int] = None,
+    weight: Optional[str] = None,
+    max_weight: Optional[float] = None,
 ) -> pd.DataFrame:
     """The curator's check — **not private**: what ``schema`` makes of the
     records, exactly, before a release spends budget on them.
@@ -594,7 +615,11 @@ def check(
     ``records``, ``kept_records``, ``dropped_records``, ``dropped_share``,
     ``malformed`` rows by reason, ``refused`` (what an ``error`` policy
     would refuse), for a stream (``time_column``, ``steps``, ``start``) the
-    ``times`` not whole or outside the steps, and ``notice``.
+    ``times`` not whole or outside the steps, with ``privacy_unit`` the
+    ``units`` (how many, the most records of one, and the units and
+    records over ``max_records_per_unit``), with ``weight`` the
+    ``weights`` (the largest, the total, and those clipped at
+    ``max_weight``), and ``notice``.
 
     These are exact figures about private records and their values: for
     the curator's eyes only, never to be published or shared. Nothing is
@@ -609,7 +634,7 @@ def check(
         raise ValueError("give the records as data, or a counts table as counts=, not both")
     if (time_column is None) != (steps is None):
         raise ValueError("time_column and steps go together")
-    needed = _needed(schema, counts is not None, time_column)
+    needed = _needed(schema, counts is not None, time_column, privacy_unit, weight)
     source = (
         _source(data, "data", needed) if counts is None else _source(counts, "counts", needed)
     )
@@ -621,6 +646,10 @@ def check(
             time_column=time_column,
             steps=steps,
             start=start,
+            privacy_unit=privacy_unit,
+            max_records_per_unit=max_records_per_unit,
+            weight=weight,
+            max_weight=max_weight,
             **source,
         )
     )
@@ -656,6 +685,8 @@ def check(
         "malformed",
         "malformed_policy",
         "times",
+        "units",
+        "weights",
     ):
         frame.attrs[key] = report[key]
     return frame

@@ -76,6 +76,10 @@ def release(
     max_memory: Optional[int] = None,
     report: Optional[str] = None,
     nonneg: bool = False,
+    privacy_unit: Optional[str] = None,
+    max_records_per_unit: Optional[int] = None,
+    weight: Optional[str] = None,
+    max_weight: Optional[float] = None,
 ) -> tuple[
     list[str], np.ndarray, np.ndarray, np.ndarray, np.ndarray, str, list[str], Optional[np.ndarray]
 ]: ...
@@ -88,6 +92,10 @@ def check(
     time_column: Optional[str] = None,
     steps: Optional[int] = None,
     start: int = 0,
+    privacy_unit: Optional[str] = None,
+    max_records_per_unit: Optional[int] = None,
+    weight: Optional[str] = None,
+    max_weight: Optional[float] = None,
 ) -> str: ...
 def optimize(
     w: np.ndarray,

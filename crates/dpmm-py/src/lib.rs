@@ -269,6 +269,39 @@ impl Schema {
     }
 }
 
+/// Who the records are about: the privacy unit (its column and the most
+/// records of one unit kept) and the weights (column and bound), each
+/// given whole or not at all.
+fn people(
+    privacy_unit: Option<String>,
+    max_records_per_unit: Option<u32>,
+    weight: Option<String>,
+    max_weight: Option<f64>,
+) -> PyResult<dpmm::dpmm_records::People> {
+    let pair = |what: &str, a: bool, b: bool| {
+        if a == b {
+            Ok(())
+        } else {
+            Err(PyValueError::new_err(format!("{what} go together")))
+        }
+    };
+    pair(
+        "privacy_unit and max_records_per_unit",
+        privacy_unit.is_some(),
+        max_records_per_unit.is_some(),
+    )?;
+    pair(
+        "weight and max_weight",
+        weight.is_some(),
+        max_weight.is_some(),
+    )?;
+    Ok(dpmm::dpmm_records::People {
+        unit: privacy_unit.zip(max_records_per_unit),
+        weight: weight.zip(max_weight),
+        ..dpmm::dpmm_records::People::records()
+    })
+}
+
 /// The records of a call: a file at `path`, or an Arrow stream.
 fn data(
     path: Option<PathBuf>,
@@ -484,7 +517,7 @@ type Released<'py> = (
 /// written there; with `nonneg`, the non-negative consistent estimates
 /// are returned too.
 #[pyfunction]
-#[pyo3(signature = (schema, ledger, epsilon, delta=None, workload=None, plan=None, path=None, stream=None, counts=false, max_memory=None, report=None, nonneg=false))]
+#[pyo3(signature = (schema, ledger, epsilon, delta=None, workload=None, plan=None, path=None, stream=None, counts=false, max_memory=None, report=None, nonneg=false, privacy_unit=None, max_records_per_unit=None, weight=None, max_weight=None))]
 #[allow(clippy::too_many_arguments)] // Python keyword arguments
 fn release<'py>(
     py: Python<'py>,
@@ -500,8 +533,13 @@ fn release<'py>(
     max_memory: Option<u64>,
     report: Option<PathBuf>,
     nonneg: bool,
+    privacy_unit: Option<String>,
+    max_records_per_unit: Option<u32>,
+    weight: Option<String>,
+    max_weight: Option<f64>,
 ) -> PyResult<Released<'py>> {
     let budget = budget(epsilon, delta)?;
+    let people = people(privacy_unit, max_records_per_unit, weight, max_weight)?;
     let data = data(path, stream, counts)?;
     let plan_doc = plan
         .map(|p| p.to_json().map(|t| Document::text(t, "the plan")))
@@ -518,6 +556,8 @@ fn release<'py>(
         progress: stderr_is_terminal(py),
         report,
         nonneg,
+        privacy_unit: people.unit,
+        weight: people.weight,
     };
     let (answers, late) = match interruptible(py, || release.run(data))? {
         // Past its charge: the budget is spent, the answers are kept.
@@ -565,7 +605,7 @@ fn release<'py>(
 /// steps and start): the report as JSON. Exact figures, not private; spends
 /// and writes nothing.
 #[pyfunction]
-#[pyo3(signature = (schema, path=None, stream=None, counts=false, workload=None, time_column=None, steps=None, start=0))]
+#[pyo3(signature = (schema, path=None, stream=None, counts=false, workload=None, time_column=None, steps=None, start=0, privacy_unit=None, max_records_per_unit=None, weight=None, max_weight=None))]
 #[allow(clippy::too_many_arguments)] // Python keyword arguments
 fn check(
     py: Python<'_>,
@@ -577,7 +617,12 @@ fn check(
     time_column: Option<String>,
     steps: Option<u64>,
     start: i64,
+    privacy_unit: Option<String>,
+    max_records_per_unit: Option<u32>,
+    weight: Option<String>,
+    max_weight: Option<f64>,
 ) -> PyResult<String> {
+    let people = people(privacy_unit, max_records_per_unit, weight, max_weight)?;
     let data = data(path, stream, counts)?;
     let time = match (time_column, steps) {
         (Some(column), Some(steps)) => Some(dpmm::check::StreamTime {
@@ -593,7 +638,7 @@ fn check(
     let spec = workload.map(|w| w.inner.document("the workload"));
     let doc = &schema.doc;
     let report = uninterrupted(py, || {
-        dpmm::check::check(doc, data, spec.as_ref(), time.as_ref())
+        dpmm::check::check(doc, data, spec.as_ref(), time.as_ref(), &people)
     })?
     .map_err(py_err)?;
     serde_json::to_string(&report).map_err(|e| PyRuntimeError::new_err(e.to_string()))

@@ -13,7 +13,7 @@
 use std::fmt::Write as _;
 
 use dpmm_records::check::{CheckReport, Problem};
-use dpmm_records::{Policy, Schema, Timing};
+use dpmm_records::{People, Policy, Schema, Timing};
 
 use crate::{Data, Document, Result};
 
@@ -31,12 +31,15 @@ pub struct StreamTime {
 /// Reads `data` through the schema `schema` as a release (or, with
 /// `time`, a stream) would, and tallies what it keeps and drops. With
 /// `workload`, the workload spec is also checked against the schema's
-/// domain. Refuses only what a release refuses before reading any row.
+/// domain; with `people`'s privacy unit or weights, records without their
+/// unit or with a bad weight are malformed rows. Refuses only what a
+/// release refuses before reading any row.
 pub fn check(
     schema: &Document,
     data: Data,
     workload: Option<&Document>,
     time: Option<&StreamTime>,
+    people: &People,
 ) -> Result<CheckReport> {
     let schema = load_schema(schema)?;
     if let Some(spec) = workload {
@@ -50,7 +53,9 @@ pub fn check(
         start: t.start,
         steps: t.steps,
     });
-    Ok(dpmm_records::check(source, &schema, rows, timing)?)
+    Ok(dpmm_records::check_people(
+        source, &schema, rows, timing, people,
+    )?)
 }
 
 /// The schema at `doc`.
@@ -201,6 +206,36 @@ pub fn render(report: &CheckReport) -> String {
         ] {
             problem_line(&mut out, what, p);
         }
+    }
+    if let Some(u) = &report.units {
+        let _ = writeln!(
+            out,
+            "\nprivacy unit '{}': {} units; the most records of one unit: {}",
+            u.column,
+            count(u.units),
+            count(u.most_records)
+        );
+        let _ = writeln!(
+            out,
+            "  over --max-records-per-unit {}: {} units; a release leaves out {} of their \
+             records (chosen at random)",
+            u.max_records_per_unit,
+            count(u.units_over_bound),
+            count(u.records_over_bound)
+        );
+    }
+    if let Some(w) = &report.weights {
+        let _ = writeln!(
+            out,
+            "\nweight '{}': largest {}, total {}; clipped at --max-weight {}: {} records, \
+             total {}",
+            w.column,
+            w.largest,
+            w.total,
+            w.max_weight,
+            count(w.clipped_records),
+            w.total_clipped
+        );
     }
     out
 }

@@ -86,6 +86,7 @@ pub fn exit_on_signals(token: Interrupt) -> Result<(), Error> {
                 // renamed after this point.
                 let mut temporaries = registry();
                 remove_all(&mut temporaries);
+                dp_core::kernel::records::remove_spills();
                 std::process::exit(128 + signal);
             }
         })
@@ -109,6 +110,14 @@ pub fn remove_temporaries() {
         Err(TryLockError::Poisoned(p)) => remove_all(&mut p.into_inner()),
         Err(TryLockError::WouldBlock) => {}
     }
+}
+
+/// Removes the registered temporary files and the privacy kernel's spill
+/// directories (private records a release with a privacy unit wrote
+/// while bounding contributions), for a handler about to end the process.
+pub fn remove_all_temporaries() {
+    remove_temporaries();
+    dp_core::kernel::records::remove_spills();
 }
 
 /// A registered temporary file beside `target`: removed when dropped,
@@ -174,6 +183,69 @@ impl Drop for Temporary {
             let _ = std::fs::remove_file(&self.path);
             temporaries.retain(|p| p != &self.path);
         }
+    }
+}
+
+/// An output written as it is produced (a stream's running counts) into
+/// a registered temporary beside its target, and renamed into place, with
+/// companions (its sidecar), by [`Staged::commit_with`]: until then the
+/// target is untouched, and a failure or signal removes the temporary.
+/// The rename replaces whatever the target path names, a link included,
+/// and never writes through it.
+pub struct Staged {
+    temporary: Temporary,
+    file: std::io::BufWriter<File>,
+}
+
+impl Staged {
+    /// The temporary beside `target`, empty.
+    pub fn create(target: &Path) -> Result<Self, Error> {
+        let (temporary, file) = Temporary::create(target)?;
+        Ok(Self {
+            temporary,
+            file: std::io::BufWriter::with_capacity(1 << 20, file),
+        })
+    }
+
+    /// Flushes and fsyncs the output, writes each of `companions` to its
+    /// own temporary, then renames them all into place under one hold of
+    /// the registry ([`write_all_atomically`]).
+    pub fn commit_with(self, companions: &[(&Path, &[u8])]) -> Result<(), Error> {
+        let Self {
+            temporary,
+            mut file,
+        } = self;
+        let target = temporary.target.clone();
+        file.flush().map_err(|e| Error::file(&target, e))?;
+        let file = file
+            .into_inner()
+            .map_err(|e| Error::file(&target, e.to_string()))?;
+        file.sync_all().map_err(|e| Error::file(&target, e))?;
+        let mut temporaries = vec![temporary];
+        for &(path, bytes) in companions {
+            temporaries.push(Temporary::holding(path, &Content::Bytes(bytes))?);
+        }
+        pause_for_tests();
+        rename_all(&mut temporaries)?;
+        let mut dirs: Vec<&Path> = std::iter::once(target.as_path())
+            .chain(companions.iter().map(|&(path, _)| path))
+            .map(directory)
+            .collect();
+        dirs.dedup();
+        for dir in dirs {
+            sync_dir(dir).map_err(|e| Error::file(dir, e))?;
+        }
+        Ok(())
+    }
+}
+
+impl Write for Staged {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.file.write(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.file.flush()
     }
 }
 

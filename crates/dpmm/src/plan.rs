@@ -219,7 +219,7 @@ impl SavedPlan {
             ));
         };
         let model = PrivacyModel::of(budget);
-        let ready = Ready::new(structured.domain(), &structured, &strategy, model, limit)?;
+        let ready = Ready::new(structured.domain(), &structured, &strategy, model, limit, 0)?;
         check_plan_figures(
             &doc.name(),
             &strategy.figures,
@@ -321,6 +321,8 @@ fn human_report(r: &PlanReport) -> String {
          privacy: {}, {budget}\n\
          strategy: {} ({} Kronecker terms), {} = {}; {certificate}\n\
          noise: scale {} per strategy row (sensitivity {})\n\
+         privacy unit: one record (a release that keeps K records per unit, or weights up to W, \
+         multiplies the noise and these errors by K·W, W rounded up to a grid finer than W/2¹⁵)\n\
          expected error per query group (RMSE in counts):\n",
         r.attributes,
         sig(r.cells),

@@ -47,7 +47,7 @@ use dp_plan::{PlanObjective, PlanOptions, plan_strategy};
 use dp_workloads::domain::Domain;
 use dp_workloads::spec::{load_spec, parse_spec};
 use dp_workloads::structured::StructuredWorkload;
-use dpmm_records::{Layout, PrivateCounts, Rows, Schema, Source, aggregate_source};
+use dpmm_records::{Layout, People, PrivateCounts, Rows, Schema, Source, aggregate_people};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::json;
 
@@ -175,6 +175,12 @@ pub struct Release {
     /// [`crate::answers::nonneg_path`]. Refused before the charge unless
     /// every product of the workload is a marginal.
     pub nonneg: bool,
+    /// The privacy unit: its column, and the most records of one unit the
+    /// kernel keeps (chosen at random). `None`: the unit is one record.
+    pub privacy_unit: Option<(String, u32)>,
+    /// Weights: their column, and the bound each is clipped to. `None`:
+    /// each record counts one.
+    pub weight: Option<(String, f64)>,
 }
 
 /// Everything validated before the data is read.
@@ -220,6 +226,21 @@ impl Release {
             progress: false,
             report: None,
             nonneg: false,
+            privacy_unit: None,
+            weight: None,
+        }
+    }
+
+    /// Who the records are about: the privacy unit and weights, with the
+    /// memory their bounding may hold (a quarter of the limit; beyond it,
+    /// records spill to a private temporary directory).
+    pub(crate) fn people(&self) -> People {
+        let limit = self.max_memory.unwrap_or_else(default_memory_limit);
+        People {
+            unit: self.privacy_unit.clone(),
+            weight: self.weight.clone(),
+            memory: limit / 4,
+            spill_dir: std::env::temp_dir(),
         }
     }
 
@@ -394,7 +415,18 @@ impl Release {
                 (workload, Strategy::from_plan(&plan?))
             }
         };
-        let ready = Ready::new(schema.domain(), &workload, &strategy, model, limit)?;
+        let buffered = match self.privacy_unit {
+            Some(_) => self.people().memory,
+            None => 0,
+        };
+        let ready = Ready::new(
+            schema.domain(),
+            &workload,
+            &strategy,
+            model,
+            limit,
+            buffered,
+        )?;
         if let Some(plan) = &args.plan {
             let own = match &planned_for {
                 None if args.workload.is_none() => Some(ready.figures.clone()),
@@ -447,16 +479,18 @@ pub(crate) struct Ready {
 
 impl Ready {
     /// `strategy` made ready to answer `workload` on `domain` under
-    /// `model`, within `limit` bytes.
+    /// `model`, within `limit` bytes, of which `buffered` go to the
+    /// records bounded per privacy unit.
     pub(crate) fn new(
         domain: &Domain,
         workload: &StructuredWorkload,
         strategy: &Strategy,
         model: PrivacyModel,
         limit: u64,
+        buffered: u64,
     ) -> Result<Self> {
         let layout = crate::resources::layout(domain, &strategy.tables(), limit)?;
-        release_need(workload, strategy, &layout).check(limit)?;
+        release_need(workload, strategy, &layout, buffered).check(limit)?;
         let kernel_strategy = MarginalStrategy::new(domain.shape(), &strategy.terms)?;
         // Dry run before anything is spent, with the same checks as the real
         // reconstruction (row space, sizes, and, on the conjugate-gradient
@@ -571,7 +605,7 @@ impl Release {
                 bar: shown,
             })
         })?;
-        let counts = aggregate_source(source, &p.schema, &p.layout, rows);
+        let counts = aggregate_people(source, &p.schema, &p.layout, rows, &self.people());
         bar.finish_and_clear();
         Ok(counts?)
     }
@@ -656,5 +690,19 @@ fn sidecar(
         "queries": rec.answers.len(),
         "intervals": Interval::new(m.noise, m.granularity).method(rec.fourth_powers.is_some()),
         "ledger": {"path": release.ledger.display().to_string(), "entry": entry},
+        "privacy_unit": match &release.privacy_unit {
+            None => json!("one record: each record (one line after a CSV header, one row of a table) is protected; a person with several records is protected less"),
+            Some((column, k)) => json!({
+                "column": column,
+                "max_records_per_unit": k,
+                "bounding": "at most this many records of each unit kept, chosen at random by the kernel; the sensitivity is multiplied by it",
+            }),
+        },
+        "weights": release.weight.as_ref().map(|(column, w)| json!({
+            "column": column,
+            "max_weight": w,
+            "grid": dp_core::kernel::records::Contributions { max_records_per_unit: None, max_weight: Some(*w) }.count_unit(),
+            "rounding": "each weight clipped to [0, max_weight] and put on the grid by stochastic rounding (unbiased); the sensitivity is max_weight (rounded up to the grid) times the records per unit",
+        })),
     })
 }

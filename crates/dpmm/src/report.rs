@@ -588,10 +588,32 @@ fn spent(sidecar: &serde_json::Value, ledger: Option<&Status>) -> Vec<(&'static 
         )),
         None => rows.push(("ledger", "not read".into())),
     }
+    rows.push(("privacy unit", privacy_unit(sidecar)));
     rows.push(("mechanism", esc(text("mechanism"))));
     rows.push(("intervals", esc(text("intervals"))));
     rows.push(("variances", esc(text("variances"))));
     rows
+}
+
+/// Whom the release protects, from the sidecar's `privacy_unit` and
+/// `weights`.
+fn privacy_unit(sidecar: &serde_json::Value) -> String {
+    let unit = match sidecar.get("privacy_unit") {
+        Some(serde_json::Value::Object(u)) => format!(
+            "the column {}, at most {} records of each kept (chosen at random)",
+            esc(u.get("column").and_then(|c| c.as_str()).unwrap_or("–")),
+            figure(u.get("max_records_per_unit").and_then(|k| k.as_f64()))
+        ),
+        _ => "one record: a person with several records is protected less".into(),
+    };
+    match sidecar.get("weights") {
+        Some(serde_json::Value::Object(w)) => format!(
+            "{unit}; each record weighted by the column {} clipped to [0, {}]",
+            esc(w.get("column").and_then(|c| c.as_str()).unwrap_or("–")),
+            figure(w.get("max_weight").and_then(|k| k.as_f64()))
+        ),
+        _ => unit,
+    }
 }
 
 /// The plan lines of a release's sidecar.
@@ -686,6 +708,12 @@ impl PlanSummary {
             ),
             ("lower bound", figure(self.lower_bound)),
             ("relative gap", figure(self.duality_gap)),
+            (
+                "privacy unit",
+                "one record (a release that keeps K records per unit, or weights up to W, \
+                 multiplies the noise and these errors by K·W, W rounded up to a grid finer than W/2¹⁵)"
+                    .into(),
+            ),
         ];
         let labels: Vec<String> = self.groups.iter().map(|g| g.label.clone()).collect();
         let points: Vec<Point> = self

@@ -110,6 +110,7 @@ pub fn release_need(
     workload: &StructuredWorkload,
     strategy: &Strategy,
     layout: &Layout,
+    buffered: u64,
 ) -> MemoryNeed {
     let shape = workload.domain().shape();
     let shapes = term_shapes(strategy);
@@ -118,6 +119,12 @@ pub fn release_need(
     let kept: f64 = layout.tables().iter().map(|t| cells(&shape, t)).sum();
     let per_term: f64 = shapes.iter().map(|(s, _)| cells(&shape, s)).sum();
     need.add("the count tables", (kept + per_term) * 8.0);
+    if buffered > 0 {
+        need.add(
+            "the records buffered to bound each privacy unit's",
+            buffered as f64,
+        );
+    }
     let rows: f64 = shapes
         .iter()
         .map(|(_, r)| r.iter().map(|&k| k as f64).product::<f64>())

@@ -50,7 +50,7 @@
 //! (`--data -`) is read to its end like a file.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use dp_core::{Contribution, Cost, PrivacyBudget, StreamFigures, StreamSpec};
 use dp_stream::{Factorization, Objective, Participation, Stream};
@@ -195,16 +195,14 @@ struct Table {
 impl StreamRelease {
     /// Runs the stream on the records of `input` (any source: CSV, plain
     /// or gzip'ed, Parquet, Arrow), writing
-    /// `step,query,answer,std_error,ci_low,ci_high` rows to the writer
-    /// `open` returns (called once, just before the charge), each step's
-    /// rows flushed as the step is released. The input is read whole and
-    /// everything that can be checked is checked before the charge; a
-    /// refusal spends nothing.
-    pub fn run<'w>(
-        &self,
-        input: Source<'_>,
-        open: impl FnOnce() -> Result<Box<dyn Write + 'w>>,
-    ) -> Result<StreamSummary> {
+    /// `step,query,answer,std_error,ci_low,ci_high` rows to `out` and the
+    /// sidecar to `<out>.json`, both through temporaries renamed into
+    /// place at the end (the caller checks `out` against the inputs and
+    /// the ledger first: [`crate::output::check_output`]). The input is
+    /// read whole and everything that can be checked is checked before
+    /// the charge; a refusal spends nothing. From the charge on, the
+    /// stream runs to its end ([`dp_core::interrupt::commit`]).
+    pub fn run(&self, input: Source<'_>, out: &Path) -> Result<StreamSummary> {
         let rho = stream_rho(self.budget)?;
         if self.steps == 0 || self.steps > MAX_STEPS {
             return Err(Error::BadInput(format!(
@@ -295,16 +293,14 @@ impl StreamRelease {
             self.budget.delta().map_or(0.0, |d| d.get())
         );
         let io = |e: std::io::Error| Error::BadInput(format!("writing the running counts: {e}"));
-        let mut out = None;
-        let (mut mechanism, ledger_entry) =
-            open_stream(&self.ledger, self.budget, &spec, &label, || {
-                let mut w = open()?;
-                w.write_all(b"step,query,answer,std_error,ci_low,ci_high\n")
-                    .map_err(io)?;
-                out = Some(w);
-                Ok(())
-            })?;
-        let mut out = out.ok_or_else(|| Error::Internal("the output was not opened".into()))?;
+        // The running counts go to a temporary beside `out` (created before
+        // the charge: a failure here spends nothing) and are renamed into
+        // place with their sidecar at the end, never written through a
+        // link at `out`.
+        let mut staged = crate::output::Staged::create(out)?;
+        staged
+            .write_all(b"step,query,answer,std_error,ci_low,ci_high\n")
+            .map_err(io)?;
         let names: Vec<String> = (0..queries)
             .map(|q| {
                 let mut s = String::new();
@@ -312,34 +308,74 @@ impl StreamRelease {
                 s
             })
             .collect();
-        let mut running = vec![0f64; queries];
-        let mut text = String::new();
-        let mut number = ryu::Buffer::new();
-        for (step, step_counts) in counts.chunks_exact(queries).enumerate() {
-            let released = mechanism.next_counts(step_counts)?;
-            let (_, variance) = mechanism.variances();
-            let se = variance.sqrt();
-            let half = dp_core::intervals::Z95 * se;
-            text.clear();
-            for (q, (r, v)) in running.iter_mut().zip(&released).enumerate() {
-                *r += v;
-                text.push_str(&step.to_string());
-                text.push(',');
-                crate::answers::push_csv_field(&mut text, &names[q]);
-                for value in [*r, se, *r - half, *r + half] {
+        // From the charge on the stream runs to its end, so that a budget
+        // spent yields its running counts (a first signal says so, a
+        // second abandons them).
+        dp_core::interrupt::commit(|| -> Result<StreamSummary> {
+            let (mut mechanism, ledger_entry) =
+                open_stream(&self.ledger, self.budget, &spec, &label, || Ok(()))?;
+            let mut running = vec![0f64; queries];
+            let mut text = String::new();
+            let mut number = ryu::Buffer::new();
+            for (step, step_counts) in counts.chunks_exact(queries).enumerate() {
+                let released = mechanism.next_counts(step_counts)?;
+                let (_, variance) = mechanism.variances();
+                let se = variance.sqrt();
+                let half = dp_core::intervals::Z95 * se;
+                text.clear();
+                for (q, (r, v)) in running.iter_mut().zip(&released).enumerate() {
+                    *r += v;
+                    text.push_str(&step.to_string());
                     text.push(',');
-                    text.push_str(number.format(value));
+                    crate::answers::push_csv_field(&mut text, &names[q]);
+                    for value in [*r, se, *r - half, *r + half] {
+                        text.push(',');
+                        text.push_str(number.format(value));
+                    }
+                    text.push('\n');
                 }
-                text.push('\n');
+                staged.write_all(text.as_bytes()).map_err(io)?;
             }
-            out.write_all(text.as_bytes()).map_err(io)?;
-            out.flush().map_err(io)?;
-        }
-        Ok(StreamSummary {
-            figures,
-            queries,
-            bands,
-            ledger_entry,
+            let summary = StreamSummary {
+                figures,
+                queries,
+                bands,
+                ledger_entry,
+            };
+            let sidecar = self.sidecar(&summary);
+            let sidecar = serde_json::to_string_pretty(&sidecar)
+                .map_err(|e| Error::Internal(format!("the sidecar: {e}")))?;
+            staged.commit_with(&[(&crate::answers::sidecar_path(out), sidecar.as_bytes())])?;
+            Ok(summary)
+        })?
+    }
+
+    /// What the running counts are, how they were made and what was
+    /// charged (nothing exact about the records).
+    fn sidecar(&self, summary: &StreamSummary) -> serde_json::Value {
+        let f = &summary.figures;
+        serde_json::json!({
+            "mechanism": "running counts by a banded matrix factorization (DP-FTRL), \
+                          discrete Gaussian noise on the kernel's grid",
+            "steps": self.steps,
+            "start": self.start,
+            "time_column": self.time_column,
+            "queries_per_step": summary.queries,
+            "bands": summary.bands,
+            "noise_sigma": f.sigma,
+            "sensitivity": f.sensitivity,
+            "sensitivity_exact": f.sensitivity_exact,
+            "coefficient_bits": f.coefficient_bits,
+            "rho": f.rho,
+            "epsilon": self.budget.epsilon().get(),
+            "delta": self.budget.delta().map(|d| d.get()),
+            "charged": f.rho,
+            "charged_unit": "rho (zCDP)",
+            "intervals": "answer ± 1.96·std_error: each running count's noise is a sum of \
+                          discrete Gaussian draws, std_error its exact standard deviation",
+            "ledger": {"path": self.ledger.display().to_string(), "entry": summary.ledger_entry},
+            "privacy_unit": "one record: each record (one line after a CSV header, one row of a \
+                             table) is protected; a person with several records is protected less",
         })
     }
 }

@@ -230,3 +230,114 @@ fn an_interrupted_plan_leaves_no_temporary() {
     assert_eq!(exit_code(&mut child), Some(130));
     assert_eq!(names_in(&dir), INPUTS);
 }
+
+/// A release bounding each person's records spills them to a private
+/// directory past its memory share; a signal while it reads removes that
+/// directory with the rest (it holds private records).
+#[cfg(target_os = "linux")]
+#[test]
+fn an_interrupted_release_leaves_no_spilled_records() {
+    use std::io::Write;
+    let dir = setup("spill");
+    let tmp = dir.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dpmm"))
+        .args(["release", "--data", "/dev/stdin", "--epsilon", "1"])
+        .args(["--schema", arg(&dir.join("schema.json"))])
+        .args(["--workload", arg(&dir.join("spec.json"))])
+        .args(["--ledger", arg(&dir.join("ledger.jsonl"))])
+        .args(["--out", arg(&dir.join("answers.csv"))])
+        .args(["--privacy-unit", "person", "--max-records-per-unit", "2"])
+        .args(["--max-memory", "1M"])
+        .env("TMPDIR", &tmp)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut text = String::from("person,sex,age\n");
+    for i in 0..200_000 {
+        text.push_str(&format!("{},f,25\n", i % 5000));
+    }
+    // Written without closing the pipe: dpmm counts and spills, then waits
+    // for more.
+    stdin.write_all(text.as_bytes()).unwrap();
+    stdin.flush().unwrap();
+    let start = Instant::now();
+    while names_in(&tmp).is_empty() {
+        assert!(child.try_wait().unwrap().is_none(), "dpmm ended early");
+        assert!(start.elapsed() < Duration::from_secs(60), "never spilled");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    signal(&child, "INT");
+    assert_eq!(exit_code(&mut child), Some(130));
+    assert!(names_in(&tmp).is_empty(), "{:?}", names_in(&tmp));
+    drop(stdin);
+}
+
+/// `dpmm stream` is one pipeline with `release`: signalled once after its
+/// charge (paused with its running counts and sidecar in temporaries), it
+/// finishes and keeps both; signalled twice, it leaves neither.
+#[test]
+fn a_stream_signalled_after_its_charge_finishes_or_leaves_nothing() {
+    if !cfg!(debug_assertions) {
+        return;
+    }
+    let dir = setup("stream");
+    let ledger = dir.join("approx.jsonl");
+    let init = dpmm(&[
+        "ledger",
+        "init",
+        "--ledger",
+        arg(&ledger),
+        "--total-epsilon",
+        "5",
+        "--total-delta",
+        "1e-6",
+    ]);
+    assert_eq!(init.code, 0, "{}", init.stderr);
+    std::fs::write(dir.join("days.csv"), "day,sex,age\n0,f,25\n1,m,41\n").unwrap();
+    let inputs = |mut more: Vec<&str>| {
+        more.extend(["approx.jsonl", "approx.jsonl.head", "days.csv"]);
+        more.extend(INPUTS);
+        more.sort_unstable();
+        more.into_iter().map(String::from).collect::<Vec<_>>()
+    };
+    for (k, signals) in [1, 2].into_iter().enumerate() {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_dpmm"))
+            .args(["stream", "--data", arg(&dir.join("days.csv"))])
+            .args(["--time-column", "day", "--steps", "2"])
+            .args(["--epsilon", "1", "--delta", "1e-7"])
+            .args(["--schema", arg(&dir.join("schema.json"))])
+            .args(["--workload", arg(&dir.join("spec.json"))])
+            .args(["--ledger", arg(&ledger)])
+            .args(["--out", arg(&dir.join("running.csv"))])
+            .env("DPMM_TEST_PAUSE_BEFORE_RENAME", "1")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stderr = BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        while !line.contains("paused before the rename") {
+            line.clear();
+            assert!(stderr.read_line(&mut line).unwrap() > 0, "no pause");
+        }
+        for _ in 0..signals {
+            signal(&child, "INT");
+        }
+        let charges = || std::fs::read_to_string(&ledger).unwrap().lines().count() - 1;
+        if signals == 1 {
+            assert_eq!(exit_code(&mut child), Some(0));
+            let names = names_in(&dir);
+            assert_eq!(names, inputs(vec!["running.csv", "running.csv.json"]));
+            std::fs::remove_file(dir.join("running.csv")).unwrap();
+            std::fs::remove_file(dir.join("running.csv.json")).unwrap();
+        } else {
+            assert_eq!(exit_code(&mut child), Some(130));
+            assert_eq!(names_in(&dir), inputs(Vec::new()));
+        }
+        assert_eq!(charges(), k + 1, "the charge stands");
+    }
+}

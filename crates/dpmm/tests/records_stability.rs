@@ -60,6 +60,11 @@ fn join(lines: &[Vec<u8>]) -> Vec<u8> {
 /// Releases `records` at ε = 50 with a fresh ledger in its own directory;
 /// the answers in workload order.
 fn release(name: &str, records: &[u8]) -> Vec<f64> {
+    release_with(name, records, &[])
+}
+
+/// [`release`] with more arguments for `dpmm release`.
+fn release_with(name: &str, records: &[u8], extra: &[&str]) -> Vec<f64> {
     let dir = std::env::temp_dir().join(format!("dpmm-stability-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("temp dir");
@@ -77,21 +82,33 @@ fn release(name: &str, records: &[u8]) -> Vec<f64> {
         "50",
     ]);
     assert!(init.code == 0, "{}", init.stderr);
-    let out = dpmm(&[
+    let files: Vec<String> = [
+        "records.csv",
+        "schema.json",
+        "spec.json",
+        "ledger.jsonl",
+        "answers.csv",
+    ]
+    .iter()
+    .map(|f| s(f))
+    .collect();
+    let mut args = vec![
         "release",
         "--data",
-        &s("records.csv"),
+        &files[0],
         "--schema",
-        &s("schema.json"),
+        &files[1],
         "--workload",
-        &s("spec.json"),
+        &files[2],
         "--epsilon",
         "50",
         "--ledger",
-        &s("ledger.jsonl"),
+        &files[3],
         "--out",
-        &s("answers.csv"),
-    ]);
+        &files[4],
+    ];
+    args.extend_from_slice(extra);
+    let out = dpmm(&args);
     assert!(out.code == 0, "{name}: {}", out.stderr);
     let text = std::fs::read_to_string(path("answers.csv")).expect("answers");
     let _ = std::fs::remove_dir_all(&dir);
@@ -148,4 +165,30 @@ fn largest_move(before: &[f64], after: &[f64]) -> f64 {
         .zip(after)
         .map(|(a, b)| (a - b).abs())
         .fold(0.0, f64::max)
+}
+
+/// Issue 49's bar: with `--privacy-unit id --max-records-per-unit K`, one
+/// person added with 50 records moves every answer by less than K + 5 at
+/// ε = 50 (the kernel keeps K of them); without a unit the same person
+/// moves a count by 50.
+#[test]
+fn one_person_added_with_fifty_records_moves_answers_by_less_than_k_plus_five() {
+    let base = base_lines();
+    let mut added = base.clone();
+    for i in 0..50 {
+        // One cell for all 50: the largest move they can make.
+        added.push(format!("person,f,{},n", 20 + i % 3).into_bytes());
+    }
+    for k in ["1", "3"] {
+        let unit = ["--privacy-unit", "id", "--max-records-per-unit", k];
+        let reference = release_with(&format!("unit-{k}"), &join(&base), &unit);
+        let answers = release_with(&format!("unit-{k}-added"), &join(&added), &unit);
+        let worst = largest_move(&reference, &answers);
+        let bound: f64 = k.parse::<f64>().unwrap_or(0.0) + 5.0;
+        assert!(worst < bound, "K = {k}: an answer moved by {worst}");
+    }
+    let reference = release("records", &join(&base));
+    let answers = release("records-added", &join(&added));
+    let worst = largest_move(&reference, &answers);
+    assert!(worst > 45.0, "without a unit: {worst}");
 }

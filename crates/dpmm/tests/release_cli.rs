@@ -664,3 +664,117 @@ fn a_max_variance_plan_releases_with_its_strategy_error_bars() {
     );
     assert_refused(&run, &out, &ledger, &before, "--objective with --plan");
 }
+
+/// The sidecar of a release `d` made with `extra` flags.
+fn sidecar_of(d: &Dir, name: &str, extra: &[&str]) -> serde_json::Value {
+    let ledger = d.path(&format!("{name}.jsonl"));
+    init_ledger(&ledger, "5");
+    let out = d.path(&format!("{name}.csv"));
+    let run = release(d, &ledger, &out, extra);
+    assert_ok(&run);
+    let text = std::fs::read_to_string(format!("{out}.json")).expect("sidecar");
+    serde_json::from_str(&text).expect("json")
+}
+
+/// Without `--privacy-unit` the sidecar says the unit is one record; with
+/// it, the column and the bound, and the sensitivity (and every standard
+/// error) is K times the record's; with `--weight`, W times.
+#[test]
+fn the_sidecar_states_the_privacy_unit_and_weights() {
+    let d = Dir::new("unit");
+    let mut text = String::from("person,sex,age,w\n");
+    for i in 0..300 {
+        let sex = if i % 3 == 0 { "m" } else { "f" };
+        text.push_str(&format!(
+            "{},{sex},{},{}\n",
+            i % 100,
+            20 + (i * 7) % 40,
+            i % 4
+        ));
+    }
+    d.write("people.csv", &text);
+    let data = d.path("people.csv");
+    let plain = sidecar_of(&d, "plain", &["--data", &data]);
+    let unit = plain["privacy_unit"].as_str().expect("a sentence");
+    assert!(unit.starts_with("one record"), "{unit}");
+    assert!(plain["weights"].is_null());
+    let bounded = sidecar_of(
+        &d,
+        "bounded",
+        &[
+            "--data",
+            &data,
+            "--privacy-unit",
+            "person",
+            "--max-records-per-unit",
+            "3",
+        ],
+    );
+    assert_eq!(bounded["privacy_unit"]["column"], "person");
+    assert_eq!(bounded["privacy_unit"]["max_records_per_unit"], 3);
+    let sensitivity = |v: &serde_json::Value| v["sensitivity"].as_f64().expect("sensitivity");
+    assert_eq!(sensitivity(&bounded), 3.0 * sensitivity(&plain));
+    let weighted = sidecar_of(
+        &d,
+        "weighted",
+        &["--data", &data, "--weight", "w", "--max-weight", "2.5"],
+    );
+    assert_eq!(weighted["weights"]["max_weight"], 2.5);
+    // 2.5 is on its grid (2^2 / 2^16): the sensitivity is exactly 2.5 times.
+    assert_eq!(sensitivity(&weighted), 2.5 * sensitivity(&plain));
+    let errors = |name: &str| std_errors(&d.path(name));
+    for (a, b) in errors("plain.csv").iter().zip(errors("weighted.csv")) {
+        assert!((b / a - 2.5).abs() < 1e-9, "{a} {b}");
+    }
+    for (a, b) in errors("plain.csv").iter().zip(errors("bounded.csv")) {
+        assert!((b / a - 3.0).abs() < 1e-9, "{a} {b}");
+    }
+}
+
+/// A privacy unit or weight that cannot be honoured is refused before the
+/// charge: a counts table (its rows are no one), a column the data lacks,
+/// a bound out of range.
+#[test]
+fn a_privacy_unit_or_weight_that_cannot_be_honoured_is_refused() {
+    let (d, ledger) = dir_with_ledger("unit-bad", "5");
+    let before = std::fs::read(&ledger).expect("ledger");
+    let out_path = d.path("answers.csv");
+    d.write("table.csv", "sex,age,count\nf,25,3\n");
+    let table = d.path("table.csv");
+    let cases: [(&str, Vec<&str>); 8] = [
+        (
+            "unit on a counts table",
+            vec![
+                "--counts",
+                &table,
+                "--privacy-unit",
+                "sex",
+                "--max-records-per-unit",
+                "2",
+            ],
+        ),
+        (
+            "weight on a counts table",
+            vec!["--counts", &table, "--weight", "age", "--max-weight", "2"],
+        ),
+        (
+            "missing unit column",
+            vec!["--privacy-unit", "person", "--max-records-per-unit", "2"],
+        ),
+        (
+            "missing weight column",
+            vec!["--weight", "w", "--max-weight", "2"],
+        ),
+        (
+            "K = 0",
+            vec!["--privacy-unit", "id", "--max-records-per-unit", "0"],
+        ),
+        ("W = 0", vec!["--weight", "id", "--max-weight", "0"]),
+        ("W = inf", vec!["--weight", "id", "--max-weight", "inf"]),
+        ("unit without K", vec!["--privacy-unit", "id"]),
+    ];
+    for (what, extra) in &cases {
+        let out = release(&d, &ledger, &out_path, extra);
+        assert_refused(&out, &out_path, &ledger, &before, what);
+    }
+}

@@ -290,3 +290,66 @@ fn under_the_error_policy_a_bad_line_is_refused_before_the_charge() {
     assert_eq!(status(&ledger).releases, 0);
     assert!(!dir.join("running.csv").exists());
 }
+
+/// The running counts are renamed into place with their sidecar, never
+/// written through a link: an `--out` that is a link to the ledger
+/// replaces the link and leaves the ledger whole; the ledger's head and
+/// the records are refused as outputs before anything is spent.
+#[cfg(unix)]
+#[test]
+fn the_output_never_overwrites_the_ledger_and_has_a_sidecar() {
+    let (dir, ledger, _) = setup("links");
+    let records = dir.join("records.csv");
+    let approx = ["--epsilon", "1", "--delta", "1e-6"];
+    let with_out = |out: &Path| -> Run {
+        let mut a = stream_args(&dir, &ledger, arg(&records), &approx);
+        let i = a.iter().position(|x| x == "--out").unwrap();
+        a[i + 1] = arg(out).to_string();
+        let refs: Vec<&str> = a.iter().map(String::as_str).collect();
+        dpmm(&refs)
+    };
+    let head = dir.join("ledger.jsonl.head");
+    for refused in [&head, &records] {
+        let run = with_out(refused);
+        assert!(run.is_refusal(), "{}", run.stderr);
+        assert_eq!(status(&ledger).releases, 0);
+    }
+    let link = dir.join("running.csv");
+    std::os::unix::fs::symlink(&ledger, &link).unwrap();
+    let before = std::fs::read(&ledger).unwrap();
+    let run = with_out(&link);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    // The ledger has its one new entry and verifies; the link is gone,
+    // replaced by the running counts.
+    let verify = dpmm(&["ledger", "verify", "--ledger", arg(&ledger)]);
+    assert_eq!(verify.code, 0, "{}", verify.stderr);
+    assert_eq!(status(&ledger).releases, 1);
+    assert!(std::fs::read(&ledger).unwrap().starts_with(&before));
+    assert!(
+        !std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert_eq!(rows(&dir).len(), STEPS * 302);
+    // The sidecar: what was charged, and whom the release protects.
+    let sidecar: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("running.csv.json")).unwrap())
+            .unwrap();
+    assert_eq!(sidecar["ledger"]["entry"], 1);
+    assert_eq!(sidecar["steps"], STEPS);
+    let rho = status(&ledger).spent;
+    assert!((sidecar["charged"].as_f64().unwrap() - rho).abs() <= 1e-12 * rho);
+    assert!(
+        sidecar["privacy_unit"]
+            .as_str()
+            .unwrap()
+            .starts_with("one record")
+    );
+    // No temporary is left beside the output.
+    let names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(names.iter().all(|n| !n.contains(".tmp-")), "{names:?}");
+}

@@ -67,6 +67,41 @@ enum Command {
     Check(CheckArgs),
 }
 
+/// Who the records are about: `--privacy-unit` and `--weight`, shared by
+/// `release` and `check`.
+#[derive(Args)]
+struct PeopleArgs {
+    /// The privacy unit: the column naming whom each record is about (a
+    /// person, a household, a driver). The kernel then keeps at most
+    /// --max-records-per-unit records of each unit, chosen at random, and
+    /// scales the noise to protect all of a unit's records. Without it
+    /// the unit is one record: a person with many records is protected
+    /// less.
+    #[arg(long, requires = "max_records_per_unit")]
+    privacy_unit: Option<String>,
+    /// The most records of one privacy unit kept (1 to 65,536).
+    #[arg(long, requires = "privacy_unit", allow_hyphen_values = true)]
+    max_records_per_unit: Option<u32>,
+    /// The column of each record's weight (a finite non-negative number;
+    /// any other value makes the record malformed). Answers, standard
+    /// errors and intervals are then in weighted units.
+    #[arg(long, requires = "max_weight")]
+    weight: Option<String>,
+    /// The bound each weight is clipped to: the noise is scaled by it.
+    #[arg(long, requires = "weight", allow_hyphen_values = true)]
+    max_weight: Option<f64>,
+}
+
+impl PeopleArgs {
+    fn unit(&self) -> Option<(String, u32)> {
+        self.privacy_unit.clone().zip(self.max_records_per_unit)
+    }
+
+    fn weight(&self) -> Option<(String, f64)> {
+        self.weight.clone().zip(self.max_weight)
+    }
+}
+
 /// `dpmm check`'s flags.
 #[derive(Args)]
 struct CheckArgs {
@@ -75,7 +110,8 @@ struct CheckArgs {
     #[arg(long, required_unless_present = "counts", conflicts_with = "counts")]
     data: Option<PathBuf>,
     /// Instead of records: a pre-aggregated table (the schema's columns
-    /// and a `count` column).
+    /// and a `count` column of whole numbers, the multiplicity of
+    /// identical records; never a weight: give weights with --weight).
     #[arg(long)]
     counts: Option<PathBuf>,
     /// The records schema.
@@ -98,6 +134,9 @@ struct CheckArgs {
         requires = "time_column"
     )]
     start: i64,
+    /// The privacy unit and weights a release would state.
+    #[command(flatten)]
+    people: PeopleArgs,
     /// Print the report as one JSON object.
     #[arg(long)]
     json: bool,
@@ -196,7 +235,9 @@ struct ReleaseArgs {
     data: Option<PathBuf>,
     /// Instead of records: a pre-aggregated table (the schema's columns
     /// and a `count` column of whole numbers, the multiplicity of
-    /// identical records), e.g. from one GROUP BY in DuckDB.
+    /// identical records; never a weight: give weights with --weight),
+    /// e.g. from one GROUP BY in DuckDB. Each row's records are protected
+    /// one by one: a table has no privacy unit.
     #[arg(long)]
     counts: Option<PathBuf>,
     /// The records schema (columns and public domains, docs/formats.md).
@@ -241,6 +282,9 @@ struct ReleaseArgs {
     /// The memory limit (`--max-memory`).
     #[command(flatten)]
     memory: MemoryArgs,
+    /// The privacy unit and weights.
+    #[command(flatten)]
+    people: PeopleArgs,
 }
 
 /// `dpmm ledger …`.
@@ -378,6 +422,8 @@ fn release(args: ReleaseArgs) -> Result<(), Error> {
         progress: true,
         report: args.report.clone(),
         nonneg: args.nonneg,
+        privacy_unit: args.people.unit(),
+        weight: args.people.weight(),
     };
     let answers = release.run(data)?;
     for warning in answers.warnings() {
@@ -422,7 +468,12 @@ fn check(args: CheckArgs) -> Result<(), Error> {
     };
     let schema = args.schema.into();
     let workload = args.workload.map(Document::from);
-    let report = dpmm::check::check(&schema, data, workload.as_ref(), time.as_ref())?;
+    let people = dpmm::dpmm_records::People {
+        unit: args.people.unit(),
+        weight: args.people.weight(),
+        ..dpmm::dpmm_records::People::records()
+    };
+    let report = dpmm::check::check(&schema, data, workload.as_ref(), time.as_ref(), &people)?;
     if args.json {
         let text = serde_json::to_string_pretty(&report)
             .map_err(|e| Error::Internal(format!("the report as JSON: {e}")))?;
@@ -463,17 +514,20 @@ fn stream(args: &StreamArgs) -> Result<(), Error> {
     } else {
         Source::file(&args.data)?
     };
-    let inputs: Vec<PathBuf> = [&args.schema, &args.workload, &args.ledger]
+    // The ledger and its head above all: renaming the running counts over
+    // them would erase the record of what was spent.
+    let head = dpmm::dp_core::ledger::head_path(&args.ledger);
+    let inputs: Vec<PathBuf> = [&args.schema, &args.workload, &args.ledger, &head]
         .into_iter()
         .chain((!stdin).then_some(&args.data))
         .cloned()
         .collect();
-    dpmm::output::check_output(&args.out, &inputs)?;
-    dpmm::output::check_writable(&args.out)?;
-    let summary = run.run(input, || {
-        let file = std::fs::File::create(&args.out).map_err(|e| Error::file(&args.out, e))?;
-        Ok(Box::new(std::io::BufWriter::new(file)))
-    })?;
+    let sidecar = dpmm::answers::sidecar_path(&args.out);
+    for path in [&args.out, &sidecar] {
+        dpmm::output::check_output(path, &inputs)?;
+        dpmm::output::check_writable(path)?;
+    }
+    let summary = run.run(input, &args.out)?;
     eprintln!(
         "wrote {} ({} steps × {} queries, {} bands, σ = {:.4} per step); ledger entry {}",
         args.out.display(),
@@ -541,7 +595,7 @@ fn main() -> ExitCode {
     // A panic is a bug: one line and the internal-failure status, never a
     // backtrace.
     std::panic::set_hook(Box::new(|info| {
-        dpmm::output::remove_temporaries();
+        dpmm::output::remove_all_temporaries();
         report(&Error::Internal(format!("{info} (please report)")));
         std::process::exit(1);
     }));
