@@ -217,10 +217,19 @@ impl PrivateCounts {
     /// A stream's counts, for the kernel's streaming mechanism, which
     /// measures them step by step: for each step, the cells of `products`
     /// (attribute sets, each one of the layout's tables) in order.
-    pub fn into_step_counts(self, products: &[Vec<usize>]) -> Result<Vec<i64>, RecordsError> {
+    pub fn into_step_counts(
+        self,
+        products: &[Vec<usize>],
+    ) -> Result<dp_core::kernel::records::StepCounts, RecordsError> {
         self.counted
             .into_step_counts(products)
-            .map_err(|_| RecordsError::LayoutMismatch)
+            .map_err(|e| match e {
+                dp_core::DpError::InvalidParameter {
+                    name: "contributions",
+                    reason,
+                } => RecordsError::BadContributions(reason),
+                _ => RecordsError::LayoutMismatch,
+            })
     }
 }
 

@@ -92,7 +92,10 @@ mod tests {
             start: 10,
             steps: 5,
         };
-        aggregate_steps(source, schema, timing, &layout)?.into_step_counts(&[vec![0, 1]])
+        Ok(aggregate_steps(source, schema, timing, &layout)?
+            .into_step_counts(&[vec![0, 1]])?
+            .cells()
+            .to_vec())
     }
 
     /// The counts of one record of (sex, age bin) at step `s`, added to

@@ -9,6 +9,7 @@
 use std::path::Path;
 
 use dp_core::{Cost, DpError, Measurement, PrivacyBudget, Result, Session};
+use dp_core::kernel::records::{Contributions, Counting, Records, TableLayout};
 use dp_core::{MarginalStrategy, PrivateMarginals};
 use dp_opt::PrivacyModel;
 use dp_plan::{PlanOptions, plan_strategy};
@@ -28,6 +29,39 @@ const SPEC: &str = r#"{
 /// The dataset without the record, row-major over the domain.
 fn base(cells: usize) -> Vec<u64> {
     (0..cells as u64).map(|i| i * 7 % 11).collect()
+}
+
+/// The full table of `shape` as the kernel counts it from records: one
+/// record per cell, of multiplicity its count (the neighbour differs by
+/// one record), so the audit measures tables the kernel made itself.
+fn counted(shape: &[usize], counts: &[u64]) -> Result<PrivateMarginals> {
+    let all: Vec<usize> = (0..shape.len()).collect();
+    let layout = TableLayout::new(shape.to_vec(), vec![all], 1, 1 << 20)?;
+    // Cell `i` row-major, last attribute fastest: its digits in `shape`.
+    let mut codes: Vec<Vec<u32>> = vec![Vec::with_capacity(counts.len()); shape.len()];
+    for cell in 0..counts.len() {
+        let mut rest = cell;
+        for (a, &n) in shape.iter().enumerate().rev() {
+            codes[a].push((rest % n) as u32);
+            rest /= n;
+        }
+    }
+    let counting = Counting::new(
+        layout,
+        Contributions::default(),
+        1 << 20,
+        std::env::temp_dir(),
+        1,
+    )?;
+    let mut tally = counting.tally()?;
+    tally.add(&Records {
+        codes: &codes,
+        multiplicity: counts,
+        units: None,
+        weights: None,
+        steps: &[],
+    })?;
+    counting.finish(vec![tally])?.into_marginals()
 }
 
 /// The release path's measurement of one count table.
@@ -65,11 +99,7 @@ impl MarginalPath {
         let loss = Likelihood::new(dense.as_ref(), &without, claimed)?;
         let mut with = without.clone();
         with[loss.cell()] += 1;
-        let all: Vec<usize> = (0..shape.len()).collect();
-        let data = [
-            PrivateMarginals::new(shape.clone(), vec![(all.clone(), with)])?,
-            PrivateMarginals::new(shape, vec![(all, without)])?,
-        ];
+        let data = [counted(&shape, &with)?, counted(&shape, &without)?];
         let path = Self {
             strategy,
             method: plan.method,

@@ -101,12 +101,12 @@ impl PrivateMarginals {
     /// one count in one cell of every table: positions strictly
     /// increasing (`[]` is the grand total), counts row-major over them
     /// (last attribute fastest), each at most [`MAX_COUNT`], no attribute
-    /// set twice. For tests and the audit, which build such neighbours by
-    /// hand; records are counted by the kernel itself
-    /// ([`super::records::Counting`]), which bounds each privacy unit's
-    /// contribution and states the scale.
-    #[doc(hidden)]
-    pub fn new(shape: Vec<usize>, tables: Vec<(Vec<usize>, Vec<u64>)>) -> Result<Self> {
+    /// set twice. For the kernel's own tests, which build such neighbours
+    /// by hand: outside the kernel, tables come only from records the
+    /// kernel counted ([`super::records::Counting`]), which bounds each
+    /// privacy unit's contribution and states the scale.
+    #[cfg(test)]
+    pub(crate) fn new(shape: Vec<usize>, tables: Vec<(Vec<usize>, Vec<u64>)>) -> Result<Self> {
         Self::counted(shape, tables, 1, 1.0)
     }
 

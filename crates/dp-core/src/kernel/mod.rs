@@ -38,7 +38,7 @@ pub use accounting::{
 pub use histogram::PrivateHistogram;
 pub use marginals::{KronTerm, MarginalStrategy, PrivateMarginals};
 pub use strategy::{LinearStrategy, MAX_COUNT, MeasuredStrategy, MeasuredTerm};
-pub use stream::{Contribution, StreamFigures, StreamMechanism, StreamSpec};
+pub use stream::{Contribution, CountsBound, StreamFigures, StreamMechanism, StreamSpec};
 
 use std::sync::Arc;
 

@@ -93,13 +93,31 @@ pub enum Contribution {
         /// The clipping norm `L > 0`.
         norm: f64,
     },
-    /// Integer counts where one individual moves a step's vector by at
-    /// most `squared_norm` in squared L2 norm (one record in `m`
-    /// marginal tables: `m`): passed to [`StreamMechanism::next_counts`].
-    Counts {
-        /// The bound on the squared L2 change, `≥ 1`.
-        squared_norm: u64,
-    },
+    /// Counts the kernel made from records
+    /// ([`super::records::StepCounts::contribution`]), passed to
+    /// [`StreamMechanism::next_counts`] as those same counts: the bound is
+    /// derived by the kernel from the tables it counted, never stated by a
+    /// caller.
+    Counts(CountsBound),
+}
+
+/// How far one record moves one step of kernel-made counts, in squared L2
+/// norm (one record in `m` marginal tables: `m`). Only the kernel makes
+/// one ([`super::records::StepCounts`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CountsBound {
+    squared_norm: u64,
+}
+
+impl CountsBound {
+    pub(crate) fn new(squared_norm: u64) -> Self {
+        Self { squared_norm }
+    }
+
+    /// The bound on the squared L2 change of one step.
+    pub fn squared_norm(&self) -> u64 {
+        self.squared_norm
+    }
 }
 
 /// A stream's public description: the strategy, horizon and participation.
@@ -278,7 +296,7 @@ impl StreamPlan {
                 }
                 BigUint::from(1u8) << (2 * CLIP_LATTICE_BITS)
             }
-            Contribution::Counts { squared_norm } => {
+            Contribution::Counts(CountsBound { squared_norm }) => {
                 if squared_norm == 0 {
                     return Err(invalid("squared norm", "must be at least 1"));
                 }
@@ -287,7 +305,7 @@ impl StreamPlan {
         };
         let data_unit = match *contribution {
             Contribution::Clipped { norm } => norm / f64::from(1u32 << CLIP_LATTICE_BITS),
-            Contribution::Counts { .. } => 1.0,
+            Contribution::Counts(_) => 1.0,
         };
         // k_eff participations fit in the horizon.
         let k_eff = (*participations).min((horizon - 1) / separation + 1) as u64;
@@ -429,10 +447,36 @@ impl StreamMechanism {
         (s2 * self.inverse_sq_sum, s2 * self.prefix_sq_sum)
     }
 
-    /// Releases the next step of integer counts (see
-    /// [`Contribution::Counts`]): returns `x̂_t = x_t + (C̃⁻¹ z)_t`.
-    pub fn next_counts(&mut self, counts: &[i64]) -> Result<Vec<f64>> {
-        if !matches!(self.contribution, Contribution::Counts { .. }) {
+    /// Releases the next step of the kernel-made `counts` the stream was
+    /// specified for ([`super::records::StepCounts::contribution`]):
+    /// returns `x̂_t = x_t + (C̃⁻¹ z)_t`. Counts of another bound, width or
+    /// horizon are refused.
+    pub fn next_counts(&mut self, counts: &super::records::StepCounts) -> Result<Vec<f64>> {
+        let Contribution::Counts(bound) = self.contribution else {
+            return Err(invalid(
+                "contribution",
+                "this stream takes clipped vectors (next_clipped)",
+            ));
+        };
+        if counts.bound() != bound
+            || counts.per_step() != self.dimension
+            || counts.steps() != self.horizon
+        {
+            return Err(invalid(
+                "counts",
+                "are not the counts this stream was specified for",
+            ));
+        }
+        let row = counts
+            .step(self.step)
+            .ok_or_else(|| invalid("step", format!("all {} steps were released", self.horizon)))?;
+        self.next_count_slice(row)
+    }
+
+    /// Releases the next step of integer counts, trusted to move by at
+    /// most the stream's bound (the kernel's own tests).
+    pub(crate) fn next_count_slice(&mut self, counts: &[i64]) -> Result<Vec<f64>> {
+        if !matches!(self.contribution, Contribution::Counts(_)) {
             return Err(invalid(
                 "contribution",
                 "this stream takes clipped vectors (next_clipped)",

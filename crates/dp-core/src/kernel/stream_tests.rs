@@ -10,7 +10,7 @@ fn spec(coefficients: Vec<f64>, horizon: usize, dimension: usize) -> StreamSpec 
         dimension,
         participations: 1,
         separation: 1,
-        contribution: Contribution::Counts { squared_norm: 1 },
+        contribution: Contribution::Counts(CountsBound::new(1)),
     }
 }
 
@@ -123,7 +123,7 @@ fn released_steps_and_running_sums_are_unbiased_with_the_stated_variance() {
     // coordinates, 5 bands, two participations 6 apart.
     let (t, dim) = (12usize, 3000usize);
     let mut sp = spec(vec![1.0, 0.5, 0.375, 0.3125, 0.27], t, dim);
-    sp.contribution = Contribution::Counts { squared_norm: 3 };
+    sp.contribution = Contribution::Counts(CountsBound::new(3));
     sp.participations = 2;
     sp.separation = 6;
     let mut session = SeededSession::zcdp(0.25, 9).unwrap();
@@ -137,7 +137,7 @@ fn released_steps_and_running_sums_are_unbiased_with_the_stated_variance() {
         let x: Vec<i64> = (0..dim)
             .map(|i| ((i * 7 + step * 13) % 50) as i64)
             .collect();
-        let released = stream.next_counts(&x).unwrap();
+        let released = stream.next_count_slice(&x).unwrap();
         let (v_step, v_sum) = stream.variances();
         for i in 0..dim {
             truth[i] += x[i];
@@ -172,7 +172,7 @@ fn the_measurement_is_on_the_lattice() {
     let mut hist: Vec<Vec<f64>> = Vec::new();
     for step in 0..6 {
         let x: Vec<i64> = (0..5).map(|i| i * step as i64).collect();
-        hist.push(stream.next_counts(&x).unwrap());
+        hist.push(stream.next_count_slice(&x).unwrap());
         for i in 0..5 {
             let u: f64 = (0..cq.len().min(step + 1))
                 .map(|k| cq[k] * hist[step - k][i])
@@ -274,7 +274,7 @@ fn refusals_spend_nothing() {
         |s| s.dimension = MAX_STATE,
         |s| s.participations = 0,
         |s| s.separation = 0,
-        |s| s.contribution = Contribution::Counts { squared_norm: 0 },
+        |s| s.contribution = Contribution::Counts(CountsBound::new(0)),
         |s| s.contribution = Contribution::Clipped { norm: -1.0 },
         |s| {
             s.contribution = Contribution::Clipped {
@@ -304,18 +304,18 @@ fn refusals_spend_nothing() {
     assert_eq!((session.spent(), session.measurements()), (0.0, 0));
 
     let mut stream = session.stream(&good, Cost::Rho(0.5)).unwrap();
-    assert!(stream.next_counts(&[1, 2]).is_err());
+    assert!(stream.next_count_slice(&[1, 2]).is_err());
     assert!(stream.next_clipped(&[0.0; 3]).is_err());
     assert_eq!(stream.step(), 0);
     for _ in 0..10 {
-        stream.next_counts(&[1, 2, 3]).unwrap();
+        stream.next_count_slice(&[1, 2, 3]).unwrap();
     }
-    assert!(stream.next_counts(&[1, 2, 3]).is_err());
+    assert!(stream.next_count_slice(&[1, 2, 3]).is_err());
 
     let mut clipped = good.clone();
     clipped.contribution = Contribution::Clipped { norm: 1.0 };
     let mut stream = session.stream(&clipped, Cost::Rho(0.25)).unwrap();
-    assert!(stream.next_counts(&[1, 2, 3]).is_err());
+    assert!(stream.next_count_slice(&[1, 2, 3]).is_err());
     assert!(stream.next_clipped(&[0.0; 4]).is_err());
     assert!(
         stream.next_clipped(&[]).is_ok(),
@@ -348,11 +348,13 @@ fn no_value_of_the_data_causes_a_refusal() {
     // Counts at the extremes, with coefficients near the limit: no
     // overflow (a debug build would panic), finite outputs.
     let mut big = spec(vec![1.0, 2f64.powi(36), -2f64.powi(36)], 4, 3);
-    big.contribution = Contribution::Counts { squared_norm: 1 };
+    big.contribution = Contribution::Counts(CountsBound::new(1));
     let mut session = SeededSession::zcdp(5000.0, 5).unwrap();
     let mut stream = session.stream(&big, Cost::Rho(5000.0)).unwrap();
     for _ in 0..4 {
-        let out = stream.next_counts(&[i64::MAX, i64::MIN, 1 << 62]).unwrap();
+        let out = stream
+            .next_count_slice(&[i64::MAX, i64::MIN, 1 << 62])
+            .unwrap();
         assert!(out.iter().all(|v| v.is_finite()));
     }
 }
@@ -371,7 +373,7 @@ fn stated_variances_are_the_closed_forms_of_a_two_band_filter() {
     let s2 = stream.figures().sigma.powi(2);
     let (mut step_sum, mut running) = (0.0, 0.0);
     for t in 0..12 {
-        stream.next_counts(&[0, 0]).unwrap();
+        stream.next_count_slice(&[0, 0]).unwrap();
         step_sum += a.powi(2 * t);
         let prefix: f64 = (0..=t).map(|j| (-a).powi(j)).sum();
         running += prefix * prefix;

@@ -48,6 +48,7 @@ use crate::{DpError, Result};
 
 use super::MAX_COUNT;
 use super::marginals::PrivateMarginals;
+use super::stream::CountsBound;
 use tables::CountTable;
 
 /// Layouts of at most this many cells (16 MiB of counts) are counted into
@@ -458,9 +459,25 @@ impl Counted {
     }
 
     /// A stream's counts, step by step: for each step, the cells of
-    /// `products` (attribute sets, each one of the layout's tables) in
-    /// order, for [`super::StreamMechanism::next_counts`].
-    pub fn into_step_counts(self, products: &[Vec<usize>]) -> Result<Vec<i64>> {
+    /// `products` (attribute sets, each one of the layout's tables; a
+    /// table may be named twice) in order, with the bound the kernel
+    /// derives for them (one record is one cell of each product at one
+    /// step: squared L2 norm `products.len()`, one participation). Tables
+    /// whose unit moves them by more than one record (a privacy unit or
+    /// weights) are refused: a stream's participation bound is not built.
+    pub fn into_step_counts(self, products: &[Vec<usize>]) -> Result<StepCounts> {
+        if self.scale != 1 {
+            return Err(DpError::InvalidParameter {
+                name: "contributions",
+                reason: "a stream bounds no privacy unit or weight yet".into(),
+            });
+        }
+        if products.is_empty() {
+            return Err(DpError::InvalidParameter {
+                name: "products",
+                reason: "no table to release".into(),
+            });
+        }
         let index: Vec<usize> = products
             .iter()
             .map(|p| {
@@ -486,7 +503,12 @@ impl Counted {
                 );
             }
         }
-        Ok(out)
+        Ok(StepCounts {
+            counts: out,
+            per_step,
+            steps,
+            bound: CountsBound::new(products.len() as u64),
+        })
     }
 
     /// The tables, for the kernel's own tests.
@@ -496,6 +518,53 @@ impl Counted {
             .iter()
             .map(|t| (t.attributes.clone(), t.counts.clone()))
             .collect()
+    }
+}
+
+/// A stream's counts, made by the kernel from records
+/// ([`Counted::into_step_counts`]): each step's cells, and how far one
+/// record moves a step. Measured by [`super::StreamMechanism::next_counts`]
+/// under the [`Contribution`](super::Contribution) it gives. Only the
+/// kernel makes one, so the stream measures counts whose bound it derived
+/// itself.
+#[derive(Debug)]
+pub struct StepCounts {
+    counts: Vec<i64>,
+    per_step: usize,
+    steps: usize,
+    bound: CountsBound,
+}
+
+impl StepCounts {
+    /// The contribution to specify the stream with.
+    pub fn contribution(&self) -> super::Contribution {
+        super::Contribution::Counts(self.bound)
+    }
+
+    /// Cells per step.
+    pub fn per_step(&self) -> usize {
+        self.per_step
+    }
+
+    /// Steps.
+    pub fn steps(&self) -> usize {
+        self.steps
+    }
+
+    /// Every step's cells, in order: exact counts of private records
+    /// (for tests and the curator's own checks, never for a release).
+    pub fn cells(&self) -> &[i64] {
+        &self.counts
+    }
+
+    pub(crate) fn bound(&self) -> CountsBound {
+        self.bound
+    }
+
+    /// Step `t`'s cells.
+    pub(crate) fn step(&self, t: usize) -> Option<&[i64]> {
+        self.counts
+            .get(t * self.per_step..(t + 1).checked_mul(self.per_step)?)
     }
 }
 

@@ -518,3 +518,69 @@ fn the_measurement_scales_its_sensitivity_by_the_contributions() {
         assert_eq!((v / weighted.granularity).fract(), 0.0);
     }
 }
+
+/// A stream's counts come from the kernel with the bound it derives: one
+/// record moves a step by one in each product's table (squared L2 norm =
+/// the products), weighted or bounded tables are refused, and a stream
+/// specified for one set of counts refuses another.
+#[test]
+fn step_counts_carry_the_kernel_bound_and_streams_take_only_their_own() {
+    use crate::experiments::SeededSession;
+    use crate::kernel::{Contribution, Cost, StreamSpec};
+    let steps = 4;
+    let layout =
+        TableLayout::new(vec![3, 4, 2], vec![vec![0], vec![1, 2]], steps, 1 << 20).unwrap();
+    let records = random(500, 40, steps as u32, 11);
+    let plain = Contributions::default();
+    let products = [vec![0], vec![1, 2], vec![0]];
+    let counts = count(&layout, plain, &records, &[0..250, 250..500], 1 << 20)
+        .into_step_counts(&products)
+        .unwrap();
+    assert_eq!((counts.per_step(), counts.steps()), (3 + 8 + 3, steps));
+    let Contribution::Counts(bound) = counts.contribution() else {
+        panic!("not counts");
+    };
+    assert_eq!(bound.squared_norm(), 3);
+    // Exactly the records' counts, step by step (brute force).
+    let truth = brute_force(&layout, &records);
+    let cells = counts.cells();
+    for t in 0..steps {
+        let row = &cells[t * 14..(t + 1) * 14];
+        let want: Vec<i64> = [(0, 3), (1, 8), (0, 3)]
+            .iter()
+            .flat_map(|&(table, n)| truth[table][t * n..(t + 1) * n].iter().map(|&c| c as i64))
+            .collect();
+        assert_eq!(row, &want[..], "step {t}");
+    }
+    for bounded in [
+        Contributions {
+            max_records_per_unit: Some(2),
+            max_weight: None,
+        },
+        Contributions {
+            max_records_per_unit: None,
+            max_weight: Some(2.0),
+        },
+    ] {
+        let counted = count(&layout, bounded, &records, &[0..250, 250..500], 1 << 20);
+        assert!(counted.into_step_counts(&products).is_err(), "{bounded:?}");
+    }
+    let spec = StreamSpec {
+        coefficients: vec![1.0, 0.5],
+        horizon: steps,
+        dimension: counts.per_step(),
+        participations: 1,
+        separation: 1,
+        contribution: counts.contribution(),
+    };
+    let mut session = SeededSession::zcdp(1.0, 3).unwrap();
+    let mut stream = session.stream(&spec, Cost::Rho(1.0)).unwrap();
+    let other = count(&layout, plain, &records, &[0..250, 250..500], 1 << 20)
+        .into_step_counts(&[vec![0], vec![1, 2]])
+        .unwrap();
+    assert!(stream.next_counts(&other).is_err(), "other products");
+    for _ in 0..steps {
+        assert_eq!(stream.next_counts(&counts).unwrap().len(), 14);
+    }
+    assert!(stream.next_counts(&counts).is_err(), "past the horizon");
+}
