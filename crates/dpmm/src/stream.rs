@@ -52,7 +52,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use dp_core::{Contribution, Cost, PrivacyBudget, StreamFigures, StreamSpec};
+use dp_core::{Cost, PrivacyBudget, StreamFigures, StreamSpec};
 use dp_stream::{Factorization, Objective, Participation, Stream};
 use dp_workloads::structured::StructuredWorkload;
 use dpmm_records::{Layout, Schema, Source, Timing, aggregate_steps};
@@ -233,17 +233,6 @@ impl StreamRelease {
             .unwrap_or_else(|| default_bands(queries))
             .min(self.steps);
         let coefficients = running_count_coefficients(self.steps, bands)?;
-        let spec = StreamSpec {
-            coefficients,
-            horizon: self.steps,
-            dimension: queries,
-            participations: 1,
-            separation: 1,
-            contribution: Contribution::Counts {
-                squared_norm: tables.len() as u64,
-            },
-        };
-        let figures = spec.figures(rho)?;
         let labels = QueryLabels::new(&workload, &schema);
         if labels.len() != queries {
             return Err(Error::Internal("query labels and cells disagree".into()));
@@ -283,9 +272,20 @@ impl StreamRelease {
         let products: Vec<Vec<usize>> = tables.iter().map(|t| t.support.clone()).collect();
         let counts =
             aggregate_steps(input, &schema, timing, &layout)?.into_step_counts(&products)?;
-        if counts.len() != total {
+        if counts.per_step() * counts.steps() != total {
             return Err(Error::Internal("step counts and cells disagree".into()));
         }
+        // The kernel counted the records and says how far one moves a
+        // step: the stream is specified with that, not with a norm of ours.
+        let spec = StreamSpec {
+            coefficients,
+            horizon: self.steps,
+            dimension: queries,
+            participations: 1,
+            separation: 1,
+            contribution: counts.contribution(),
+        };
+        let figures = spec.figures(rho)?;
         let label = format!(
             "stream of {} steps (epsilon {}, delta {})",
             self.steps,
@@ -317,8 +317,8 @@ impl StreamRelease {
             let mut running = vec![0f64; queries];
             let mut text = String::new();
             let mut number = ryu::Buffer::new();
-            for (step, step_counts) in counts.chunks_exact(queries).enumerate() {
-                let released = mechanism.next_counts(step_counts)?;
+            for step in 0..counts.steps() {
+                let released = mechanism.next_counts(&counts)?;
                 let (_, variance) = mechanism.variances();
                 let se = variance.sqrt();
                 let half = dp_core::intervals::Z95 * se;
