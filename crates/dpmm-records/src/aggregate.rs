@@ -11,8 +11,11 @@
 //!   Arrow C stream interface: pyarrow, polars, DuckDB, pandas through
 //!   pyarrow), batches sliced and encoded on every core.
 //!
-//! Memory is the count tables (per worker when small: [`Layout::counting_bytes`])
-//! and a few batches in flight, whatever the number of records.
+//! Memory is the count tables (per worker when small:
+//! [`dp_core::kernel::records::Counting::bytes`]) and a few batches in
+//! flight, whatever the number of records; with a privacy unit, also the
+//! records buffered for bounding, within the memory the caller gives
+//! (beyond it they are spilled to disk by the kernel).
 //!
 //! # One record, one row, one cell
 //!

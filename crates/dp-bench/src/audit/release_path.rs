@@ -8,8 +8,8 @@
 
 use std::path::Path;
 
-use dp_core::{Cost, DpError, Measurement, PrivacyBudget, Result, Session};
 use dp_core::kernel::records::{Contributions, Counting, Records, TableLayout};
+use dp_core::{Cost, DpError, Measurement, PrivacyBudget, Result, Session};
 use dp_core::{MarginalStrategy, PrivateMarginals};
 use dp_opt::PrivacyModel;
 use dp_plan::{PlanOptions, plan_strategy};
