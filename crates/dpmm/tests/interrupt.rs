@@ -231,9 +231,10 @@ fn an_interrupted_plan_leaves_no_temporary() {
     assert_eq!(names_in(&dir), INPUTS);
 }
 
-/// A release bounding each person's records spills them to a private
-/// directory past its memory share; a signal while it reads removes that
-/// directory with the rest (it holds private records).
+/// A release bounding each person's records spills them past its memory
+/// share to files that are unlinked as soon as they are open: while it
+/// reads, nothing of them has a name under TMPDIR, and a signal leaves
+/// nothing behind.
 #[cfg(target_os = "linux")]
 #[test]
 fn an_interrupted_release_leaves_no_spilled_records() {
@@ -264,12 +265,26 @@ fn an_interrupted_release_leaves_no_spilled_records() {
     // for more.
     stdin.write_all(text.as_bytes()).unwrap();
     stdin.flush().unwrap();
+    // Spilled records live in unlinked files the process holds open:
+    // wait for them, and see that nothing under TMPDIR has a name.
+    let fds = format!("/proc/{}/fd", child.id());
+    let spilled = || {
+        std::fs::read_dir(&fds).map_or(0, |entries| {
+            entries
+                .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+                .filter(|target| {
+                    target.starts_with(&tmp) && target.to_string_lossy().ends_with(" (deleted)")
+                })
+                .count()
+        })
+    };
     let start = Instant::now();
-    while names_in(&tmp).is_empty() {
+    while spilled() < 256 {
         assert!(child.try_wait().unwrap().is_none(), "dpmm ended early");
         assert!(start.elapsed() < Duration::from_secs(60), "never spilled");
         std::thread::sleep(Duration::from_millis(5));
     }
+    assert!(names_in(&tmp).is_empty(), "{:?}", names_in(&tmp));
     signal(&child, "INT");
     assert_eq!(exit_code(&mut child), Some(130));
     assert!(names_in(&tmp).is_empty(), "{:?}", names_in(&tmp));

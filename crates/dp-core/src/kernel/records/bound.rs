@@ -18,7 +18,7 @@
 
 use std::collections::{BinaryHeap, HashMap};
 use std::fs::{File, OpenOptions};
-use std::io::{BufReader, BufWriter, Read, Write};
+use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
@@ -56,10 +56,16 @@ fn io(what: &str, e: std::io::Error) -> DpError {
     }
 }
 
-/// The partition files, created on the first spill in a directory only
-/// this user can read; removed with the directory on drop.
+/// The partition files, all created on the first spill in a directory
+/// only this user can read. On Unix each file is unlinked as soon as it
+/// is open and the directory removed at once: the records live only in
+/// open files, which no other process can open and which vanish with the
+/// process however it ends (a signal, `SIGKILL`, a crash). Elsewhere the
+/// directory is removed on drop and by [`remove_spills`].
 pub(crate) struct Spill {
     parent: PathBuf,
+    /// The directory while it exists (until drop where files cannot be
+    /// unlinked while open).
     dir: Mutex<Option<PathBuf>>,
     files: Mutex<Vec<Option<BufWriter<File>>>>,
 }
@@ -73,10 +79,10 @@ impl Spill {
         }
     }
 
-    fn dir(&self, tag: u64) -> Result<PathBuf> {
-        let mut dir = self.dir.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(d) = dir.as_ref() {
-            return Ok(d.clone());
+    /// Creates the partition files (once).
+    fn create(&self, files: &mut [Option<BufWriter<File>>], tag: u64) -> Result<()> {
+        if files.iter().any(Option::is_some) {
+            return Ok(());
         }
         let path = self
             .parent
@@ -88,27 +94,36 @@ impl Spill {
             .create(&path)
             .map_err(|e| io("cannot create the spill directory", e))?;
         live().push(path.clone());
-        *dir = Some(path.clone());
-        Ok(path)
+        *self.dir.lock().unwrap_or_else(|p| p.into_inner()) = Some(path.clone());
+        for (p, slot) in files.iter_mut().enumerate() {
+            let name = partition_path(&path, p);
+            let mut options = OpenOptions::new();
+            options.create_new(true).read(true).write(true);
+            #[cfg(unix)]
+            std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+            let file = options
+                .open(&name)
+                .map_err(|e| io("cannot create a spill file", e))?;
+            #[cfg(unix)]
+            std::fs::remove_file(&name).map_err(|e| io("cannot unlink a spill file", e))?;
+            *slot = Some(BufWriter::with_capacity(1 << 16, file));
+        }
+        #[cfg(unix)]
+        {
+            std::fs::remove_dir(&path).map_err(|e| io("cannot remove the spill directory", e))?;
+            live().retain(|d| *d != path);
+            *self.dir.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        }
+        Ok(())
     }
 
     /// Appends each partition's bytes to its file.
     fn append(&self, buffers: &mut [Vec<u8>], tag: u64) -> Result<()> {
-        let dir = self.dir(tag)?;
         let mut files = self.files.lock().unwrap_or_else(|p| p.into_inner());
+        self.create(&mut files, tag)?;
         for (p, buffer) in buffers.iter_mut().enumerate() {
             if buffer.is_empty() {
                 continue;
-            }
-            if files[p].is_none() {
-                let mut options = OpenOptions::new();
-                options.create_new(true).write(true);
-                #[cfg(unix)]
-                std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-                let file = options
-                    .open(partition_path(&dir, p))
-                    .map_err(|e| io("cannot create a spill file", e))?;
-                files[p] = Some(BufWriter::with_capacity(1 << 16, file));
             }
             if let Some(file) = files[p].as_mut() {
                 file.write_all(buffer)
@@ -119,27 +134,30 @@ impl Spill {
         Ok(())
     }
 
-    /// The spilled bytes of partition `p`, if any (the writers flushed).
+    /// The spilled bytes of partition `p`, if any (its writer flushed and
+    /// the file read from its start).
     fn reader(&self, p: usize) -> Result<Option<BufReader<File>>> {
         let mut files = self.files.lock().unwrap_or_else(|e| e.into_inner());
         let Some(writer) = files[p].take() else {
             return Ok(None);
         };
-        writer
+        let mut file = writer
             .into_inner()
             .map_err(|e| io("cannot write a spill file", e.into_error()))?;
-        let dir = self.dir.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        let Some(dir) = dir else {
-            return Ok(None);
-        };
-        let file =
-            File::open(partition_path(&dir, p)).map_err(|e| io("cannot read a spill file", e))?;
+        file.seek(SeekFrom::Start(0))
+            .map_err(|e| io("cannot read a spill file", e))?;
         Ok(Some(BufReader::with_capacity(1 << 16, file)))
     }
 }
 
 impl Drop for Spill {
     fn drop(&mut self) {
+        // Closing the files frees an unlinked file's space.
+        self.files
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter_mut()
+            .for_each(|f| drop(f.take()));
         if let Some(dir) = self.dir.lock().unwrap_or_else(|p| p.into_inner()).take() {
             let _ = std::fs::remove_dir_all(&dir);
             live().retain(|d| *d != dir);

@@ -35,8 +35,9 @@
 mod bound;
 mod tables;
 
-use std::collections::hash_map::RandomState;
-use std::hash::{BuildHasher, Hasher};
+use std::hash::Hasher;
+
+use siphasher::sip128::{Hasher128, SipHasher24};
 use std::path::PathBuf;
 use std::sync::Mutex;
 
@@ -158,9 +159,9 @@ pub struct Counting {
     layout: TableLayout,
     contributions: Contributions,
     mode: Mode,
-    /// Key the units' 128-bit hashes (two independent keys from
-    /// operating-system entropy).
-    hashers: [RandomState; 2],
+    /// The key of the units' 128-bit hash (from operating-system
+    /// entropy, fresh for each counting).
+    key: (u64, u64),
     /// Each worker's share of the memory for buffered records.
     buffer_limit: usize,
     /// Names the spill directory.
@@ -202,13 +203,15 @@ impl Counting {
                 Mode::Local
             }
         };
-        let tag = NoiseSource::from_os_entropy()?.next_u64();
+        let mut entropy = NoiseSource::from_os_entropy()?;
+        let tag = entropy.next_u64();
+        let key = (entropy.next_u64(), entropy.next_u64());
         Ok(Self {
             buffer_limit: (memory / (2 * workers.max(1) as u64)).min(usize::MAX as u64) as usize,
             layout,
             contributions,
             mode,
-            hashers: [RandomState::new(), RandomState::new()],
+            key,
             tag,
         })
     }
@@ -219,20 +222,17 @@ impl Counting {
     }
 
     /// The 128-bit hash of a privacy unit's canonical bytes, a `tag` (its
-    /// kind) and `bytes`, keyed afresh for each counting (two keyed
-    /// SipHash-1-3 halves). Units are told apart by it alone: two units
+    /// kind) and `bytes`: SipHash-2-4-128 under a random 128-bit key drawn
+    /// for each counting. Units are told apart by it alone: two units
     /// whose hashes collided would be bounded as one, so that adding one
     /// could change the other's kept records; among `n` units that has
-    /// probability below `n²/2¹²⁸`, and the keys are never seen outside
-    /// this process.
+    /// probability about `n²/2¹²⁹` (the hash is a PRF under a key never
+    /// seen outside this process).
     pub fn unit(&self, tag: u8, bytes: &[u8]) -> u128 {
-        let half = |hasher: &RandomState| {
-            let mut h = hasher.build_hasher();
-            h.write_u8(tag);
-            h.write(bytes);
-            h.finish()
-        };
-        (u128::from(half(&self.hashers[0])) << 64) | u128::from(half(&self.hashers[1]))
+        let mut h = SipHasher24::new_with_keys(self.key.0, self.key.1);
+        h.write_u8(tag);
+        h.write(bytes);
+        u128::from(h.finish128())
     }
 
     /// The bytes counting holds at most: the tables (once per worker when
