@@ -287,6 +287,7 @@ fn time_values_are_whole_numbers_in_the_horizon() {
     let spec = TimeSpec {
         start: 10,
         steps: 5,
+        calendar: None,
     };
     let text: ArrayRef = Arc::new(StringArray::from(vec![
         "10", " 14 ", "15", "9", "12.0", "1.2e1", "12.5", "x", "", "-3",
@@ -423,4 +424,42 @@ fn units_are_read_by_value_and_large_identifiers_stay_apart() {
         (ints[3], text[3], floats[2], floats[4]),
         (None, None, None, None)
     );
+    // Past any machine integer: 40 digits, exponents, a decimal(38, 0).
+    let long = read(Arc::new(StringArray::from(vec![
+        "1234567890123456789012345678901234567881",
+        "1234567890123456789012345678901234567882",
+        "1.234567890123456789012345678901234567881e39",
+        "9007199254740993e0",
+        "9.007199254740993e15",
+        "+09007199254740993.000",
+        "-0.0",
+        "0",
+        "2.70e1",
+    ])));
+    assert_ne!(long[0], long[1]);
+    assert_eq!(long[0], long[2]);
+    for same in [long[3], long[4], long[5]] {
+        assert_eq!(same, ints[0], "2⁵³ + 1 written another way");
+    }
+    assert_eq!(long[6], long[7], "−0 is 0");
+    assert_eq!(long[8], ints[2]);
+    let wide = read(Arc::new(
+        Decimal128Array::from(vec![
+            99_999_999_999_999_999_999_999_999_999_999_999_998i128,
+            99_999_999_999_999_999_999_999_999_999_999_999_999,
+        ])
+        .with_precision_and_scale(38, 0)
+        .expect("decimal"),
+    ));
+    assert_ne!(wide[0], wide[1], "38-digit decimals stay apart");
+    // UUIDs (16 fixed bytes): by their bytes, two apart, none missing.
+    let uuids = read(Arc::new(
+        arrow_array::FixedSizeBinaryArray::try_from_iter(
+            [[7u8; 16], [8u8; 16], [7u8; 16]].into_iter(),
+        )
+        .expect("uuids"),
+    ));
+    assert!(uuids.iter().all(Option::is_some));
+    assert_eq!(uuids[0], uuids[2]);
+    assert_ne!(uuids[0], uuids[1]);
 }

@@ -77,16 +77,25 @@ pub(crate) fn times(
     status: &mut [Result<u64, Malformed>],
 ) {
     let mut read: Vec<Option<i64>> = Vec::with_capacity(array.len());
-    whole_numbers(array, &mut read, &time_of_text, &time_of_number, &|v| {
-        i64::try_from(v).ok()
-    });
+    let start = match &spec.calendar {
+        Some(calendar) => {
+            calendar.steps_of(array, &mut read);
+            0
+        }
+        None => {
+            whole_numbers(array, &mut read, &time_of_text, &time_of_number, &|v| {
+                i64::try_from(v).ok()
+            });
+            spec.start
+        }
+    };
     for ((s, time), step) in status.iter_mut().zip(read).zip(step) {
         let Some(time) = time else {
             *s = Err(Malformed::BadTime);
             continue;
         };
         let at = time
-            .checked_sub(spec.start)
+            .checked_sub(start)
             .and_then(|t| u64::try_from(t).ok())
             .filter(|&t| t < spec.steps)
             .and_then(|t| u32::try_from(t).ok());
@@ -110,7 +119,8 @@ fn whole_numbers<T: Copy>(
 
 /// Reads each row of `array`: text by `text`, floats (float32 as its
 /// shortest decimal) and decimals by `number`, integers by `integer`,
-/// booleans by `boolean`; null, and any other type, is `None`.
+/// booleans by `boolean`, fixed-size binary (UUIDs) as text bytes; null,
+/// and any other type, is `None`.
 fn read_values<T: Copy>(
     array: &dyn Array,
     out: &mut Vec<Option<T>>,
@@ -159,6 +169,8 @@ fn read_values<T: Copy>(
         D::Binary => each!(array.as_binary::<i32>(), text),
         D::LargeBinary => each!(array.as_binary::<i64>(), text),
         D::BinaryView => each!(array.as_binary_view(), text),
+        // A UUID column (pyarrow's uuid type is 16 fixed bytes): its bytes.
+        D::FixedSizeBinary(_) => each!(array.as_fixed_size_binary(), text),
         D::Int8 => ints!(Int8Type),
         D::Int16 => ints!(Int16Type),
         D::Int32 => ints!(Int32Type),
@@ -212,8 +224,10 @@ fn read_values<T: Copy>(
 }
 
 /// Each row's privacy unit, hashed from its canonical bytes (a tag and
-/// the value: text as read by [`text_key`], numbers as their IEEE bits,
-/// booleans); a missing unit (null, NaN, a missing-value marker) is
+/// the value: a number as its exact decimal value however written — a
+/// float as its shortest decimal —, other text as read by [`text_key`]
+/// (trimmed of ASCII blanks), booleans);
+/// a missing unit (null, NaN, a missing-value marker) is
 /// [`Malformed::NoUnit`], a record that can be attributed to no one.
 pub(crate) fn units(
     array: &dyn Array,
@@ -225,43 +239,48 @@ pub(crate) fn units(
     // A unit that reads as a marker (`NA`, `-9` and `-9.0` alike) is missing.
     let marker_keys: Vec<Key<'_>> = markers.iter().map(|m| text_key(m)).collect();
     let is_marker = |key: Key<'_>| key == Key::Null || marker_keys.contains(&key);
-    // Whole numbers are hashed as exact integers (an identifier past 2⁵³
-    // is never rounded onto its neighbour), every other number by its
-    // bits.
-    let integer_hash = |v: i128| hash(b'I', &v.to_le_bytes());
-    let number_hash = |x: f64| -> Option<u128> {
-        if is_marker(crate::value::number_key(x)) {
-            return None;
-        }
-        Some(match exact_integer(x) {
-            Some(v) => integer_hash(v),
-            None => hash(b'N', &x.to_bits().to_le_bytes()),
-        })
+    // Numbers are hashed by their exact decimal value, however written
+    // (`9007199254740993`, `9.007199254740993e15`, a decimal
+    // `9007199254740993.00`): never rounded onto a neighbour.
+    let decimal = |digits: &[u8]| -> Option<u128> {
+        let key = exact_decimal(digits)?;
+        Some(hash(b'N', &key))
     };
     let text = |v: &[u8]| -> Option<u128> {
+        let v = v.trim_ascii();
         let key = text_key(v);
         if is_marker(key) {
             return None;
         }
+        if let Some(h) = decimal(v) {
+            return Some(h);
+        }
         match key {
             Key::Null => None,
-            Key::Number(x) => Some(match integer_text(v.trim_ascii()) {
-                Some(i) => integer_hash(i),
-                None => number_hash(x)?,
-            }),
+            // Numbers that are no decimal (`inf`).
+            Key::Number(x) => Some(hash(b'F', &x.to_bits().to_le_bytes())),
             Key::Bool(b) => Some(hash(b'B', &[u8::from(b)])),
             Key::Text(t) => Some(hash(b'T', t)),
         }
     };
-    let integer = |v: i128| -> Option<u128> {
-        let rounded = v as f64;
-        if marker_keys.contains(&Key::Number(rounded)) && exact_integer(rounded) == Some(v) {
+    // A float reads as its shortest decimal, as its text would.
+    let number = |x: f64| -> Option<u128> {
+        if is_marker(crate::value::number_key(x)) {
             return None;
         }
-        Some(integer_hash(v))
+        if !x.is_finite() {
+            return Some(hash(b'F', &x.to_bits().to_le_bytes()));
+        }
+        decimal(ryu::Buffer::new().format_finite(x).as_bytes())
+    };
+    let integer = |v: i128| -> Option<u128> {
+        if marker_keys.contains(&Key::Number(v as f64)) && (v as f64) as i128 == v {
+            return None;
+        }
+        decimal(v.to_string().as_bytes())
     };
     let mut read: Vec<Option<u128>> = Vec::with_capacity(array.len());
-    read_values(array, &mut read, &text, &number_hash, &integer, &|b| {
+    read_values(array, &mut read, &text, &number, &integer, &|b| {
         Some(hash(b'B', &[u8::from(b)]))
     });
     for ((o, s), unit) in out.iter_mut().zip(status.iter_mut()).zip(read) {
@@ -272,32 +291,63 @@ pub(crate) fn units(
     }
 }
 
-/// `x` as the integer it is, when it is a whole number within `i128`.
-fn exact_integer(x: f64) -> Option<i128> {
-    // 2¹²⁶ and below convert exactly; a whole float is exactly an integer.
-    (x.fract() == 0.0 && x.abs() < 2f64.powi(126)).then_some(x as i128)
-}
-
-/// Text that writes an integer exactly (`[-+]digits`, optionally followed
-/// by `.` and zeros, as a decimal column prints one), as that integer.
-fn integer_text(t: &[u8]) -> Option<i128> {
-    let (negative, digits) = match t {
+/// A decimal number's exact value as canonical bytes, or `None` for text
+/// that is not one: `[+-]digits[.digits][(e|E)[+-]digits]` (digits on at
+/// least one side of the point) becomes its sign, its significant digits
+/// and the power of ten they are scaled by, so that `27`, `27.0`,
+/// `2.70e1` and `+027` give the same bytes and no two values do.
+fn exact_decimal(t: &[u8]) -> Option<Vec<u8>> {
+    let (negative, rest) = match t {
         [b'-', rest @ ..] => (true, rest),
         [b'+', rest @ ..] => (false, rest),
         _ => (false, t),
     };
-    let whole = match digits.iter().position(|&c| c == b'.') {
-        Some(dot) if digits[dot + 1..].iter().all(|&c| c == b'0') => &digits[..dot],
-        Some(_) => return None,
-        None => digits,
+    let (mantissa, exponent) = match rest.iter().position(|&c| c == b'e' || c == b'E') {
+        Some(e) => (&rest[..e], Some(&rest[e + 1..])),
+        None => (rest, None),
     };
-    if whole.is_empty() || whole.len() > 37 || !whole.iter().all(u8::is_ascii_digit) {
+    let (whole, fraction) = match mantissa.iter().position(|&c| c == b'.') {
+        Some(dot) => (&mantissa[..dot], &mantissa[dot + 1..]),
+        None => (mantissa, &[][..]),
+    };
+    if whole.is_empty() && fraction.is_empty()
+        || !whole.iter().chain(fraction).all(u8::is_ascii_digit)
+    {
         return None;
     }
-    let v = whole
-        .iter()
-        .fold(0i128, |acc, &d| acc * 10 + i128::from(d - b'0'));
-    Some(if negative { -v } else { v })
+    let mut power: i64 = match exponent {
+        None => 0,
+        Some(e) => {
+            let (sign, digits) = match e {
+                [b'-', d @ ..] => (-1, d),
+                [b'+', d @ ..] => (1, d),
+                _ => (1, e),
+            };
+            if digits.is_empty() || digits.len() > 15 || !digits.iter().all(u8::is_ascii_digit) {
+                return None;
+            }
+            sign * std::str::from_utf8(digits).ok()?.parse::<i64>().ok()?
+        }
+    };
+    power -= fraction.len() as i64;
+    let digits: Vec<u8> = whole.iter().chain(fraction).copied().collect();
+    let first = digits.iter().position(|&d| d != b'0');
+    let Some(first) = first else {
+        return Some(b"0".to_vec());
+    };
+    let mut significant = &digits[first..];
+    while let [rest @ .., b'0'] = significant {
+        significant = rest;
+        power += 1;
+    }
+    let mut key = Vec::with_capacity(significant.len() + 24);
+    if negative {
+        key.push(b'-');
+    }
+    key.extend_from_slice(significant);
+    key.push(b'e');
+    key.extend_from_slice(power.to_string().as_bytes());
+    Some(key)
 }
 
 /// Each row's weight: a finite non-negative number (text read as a
