@@ -629,6 +629,7 @@ fn check(
             column,
             steps,
             start,
+            calendar: None,
         }),
         (None, None) => None,
         _ => {

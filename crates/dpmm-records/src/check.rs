@@ -177,11 +177,16 @@ pub struct CheckReport {
 pub struct TimeCheck {
     /// The column.
     pub column: String,
-    /// Steps `0..steps` are the times `start..start + steps`.
+    /// Steps `0..steps` are the times `start..start + steps` (whole-number
+    /// times).
     pub start: i64,
+    /// With a calendar, what it is (`days from 2017-01-01 in
+    /// America/Chicago`): times are dates and date-times on its steps.
+    pub calendar: Option<String>,
     /// The horizon.
     pub steps: u64,
-    /// Times that are not whole numbers.
+    /// Times that are not whole numbers (with a calendar: not a date or
+    /// date-time, or a wall-clock time the zone skips).
     pub not_whole: Problem,
     /// Whole numbers outside `start..start + steps`.
     pub outside_steps: Problem,
@@ -539,6 +544,7 @@ pub fn check_people(
             column: t.column.to_string(),
             start: t.start,
             steps: t.steps,
+            calendar: t.calendar.map(|c| c.describe()),
             not_whole: not_whole.problem(schema.malformed()),
             outside_steps: outside_steps.problem(schema.malformed()),
         }),

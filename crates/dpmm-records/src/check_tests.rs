@@ -96,6 +96,7 @@ fn the_check_reads_arrow_columns_and_stream_times() {
         column: "t",
         start: 0,
         steps: 5,
+        calendar: None,
     };
     let report = check(source, &schema, Rows::Records, Some(timing)).expect("checked");
     assert_eq!(report.rows, 4);

@@ -181,11 +181,12 @@ pub(crate) fn resolve(
 }
 
 /// How the stream's time column is read: steps `0..steps` are the time
-/// values `start..start + steps`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// values `start..start + steps`, or with a calendar its steps.
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct TimeSpec {
     pub(crate) start: i64,
     pub(crate) steps: u64,
+    pub(crate) calendar: Option<crate::clock::Calendar>,
 }
 
 /// The schema compiled against one source's columns: for each attribute

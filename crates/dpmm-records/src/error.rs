@@ -322,6 +322,10 @@ pub enum RecordsError {
     /// (the kernel's own check).
     #[error("{0}")]
     BadContributions(String),
+    /// A stream's calendar that cannot be (`--step`, `--start`,
+    /// `--timezone`).
+    #[error("{0}")]
+    BadTiming(String),
     /// The source failed while its rows were read: an Arrow stream's
     /// producer raised, a Parquet page did not decode (a string column
     /// that is not UTF-8). The source's own message may quote a value, so

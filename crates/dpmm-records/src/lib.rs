@@ -57,6 +57,7 @@
 
 pub mod aggregate;
 pub mod check;
+mod clock;
 mod counts;
 mod csv_batches;
 pub mod draft;
@@ -82,6 +83,7 @@ pub use aggregate::{
     aggregate_source,
 };
 pub use check::{CheckReport, NOT_PRIVATE, check, check_people};
+pub use clock::{Calendar, Step};
 pub use counts::{DEFAULT_CELL_LIMIT, LOCAL_CELLS, Layout, MAX_CELL_LIMIT, PrivateCounts};
 pub use draft::{DRAFT_NOTE, SchemaDraft, draft_from_header, draft_from_path};
 pub use error::{RecordsError, SchemaError};

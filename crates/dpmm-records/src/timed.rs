@@ -16,20 +16,24 @@
 //! may come in any order.
 
 use crate::aggregate::{People, Reading, Rows, Source, count};
+use crate::clock::Calendar;
 use crate::counts::{Layout, PrivateCounts};
 use crate::encode::TimeSpec;
 use crate::error::RecordsError;
 use crate::schema::Schema;
 
 /// A stream's time: the column, the time value of step 0 and the horizon.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Timing<'a> {
     /// The time column's name.
     pub column: &'a str,
-    /// The time value of step 0.
+    /// The time value of step 0 (whole-number times, without a calendar).
     pub start: i64,
     /// Steps `0..steps` are released.
     pub steps: u64,
+    /// Dates and times put on a public calendar's steps instead of whole
+    /// numbers ([`crate::Calendar`]).
+    pub calendar: Option<Calendar>,
 }
 
 impl Timing<'_> {
@@ -37,6 +41,7 @@ impl Timing<'_> {
         TimeSpec {
             start: self.start,
             steps: self.steps,
+            calendar: self.calendar,
         }
     }
 }
@@ -91,6 +96,7 @@ mod tests {
             column: "day",
             start: 10,
             steps: 5,
+            calendar: None,
         };
         Ok(aggregate_steps(source, schema, timing, &layout)?
             .into_step_counts(&[vec![0, 1]])?

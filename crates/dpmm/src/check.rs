@@ -18,14 +18,16 @@ use dpmm_records::{People, Policy, Schema, Timing};
 use crate::{Data, Document, Result};
 
 /// A stream's time column, horizon and start, as `dpmm stream` takes them.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct StreamTime {
     /// The time column.
     pub column: String,
     /// The horizon `T`.
     pub steps: u64,
-    /// The time value of step 0.
+    /// The time value of step 0 (whole-number times).
     pub start: i64,
+    /// Dates and times on a public calendar instead of whole numbers.
+    pub calendar: Option<dpmm_records::Calendar>,
 }
 
 /// Reads `data` through the schema `schema` as a release (or, with
@@ -52,6 +54,7 @@ pub fn check(
         column: &t.column,
         start: t.start,
         steps: t.steps,
+        calendar: t.calendar,
     });
     Ok(dpmm_records::check_people(
         source, &schema, rows, timing, people,
@@ -191,19 +194,24 @@ pub fn render(report: &CheckReport) -> String {
         }
     }
     if let Some(t) = &report.times {
+        let (steps, bad) = match &t.calendar {
+            Some(calendar) => (calendar.clone(), "not a date or time"),
+            None => (
+                format!(
+                    "times {}..{}",
+                    t.start,
+                    t.start
+                        .saturating_add(i64::try_from(t.steps).unwrap_or(i64::MAX))
+                ),
+                "not a whole number",
+            ),
+        };
         let _ = writeln!(
             out,
-            "\ntime column '{}' (steps 0..{} are times {}..{}):",
-            t.column,
-            t.steps,
-            t.start,
-            t.start
-                .saturating_add(i64::try_from(t.steps).unwrap_or(i64::MAX))
+            "\ntime column '{}' (steps 0..{} are {steps}):",
+            t.column, t.steps,
         );
-        for (what, p) in [
-            ("not a whole number", &t.not_whole),
-            ("outside the steps", &t.outside_steps),
-        ] {
+        for (what, p) in [(bad, &t.not_whole), ("outside the steps", &t.outside_steps)] {
             problem_line(&mut out, what, p);
         }
     }

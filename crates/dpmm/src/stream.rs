@@ -100,8 +100,10 @@ pub struct StreamRelease {
     pub ledger: PathBuf,
     /// The time column's name.
     pub time_column: String,
-    /// The time value of step 0.
+    /// The time value of step 0 (whole-number times).
     pub start: i64,
+    /// Dates and times on this public calendar instead of whole numbers.
+    pub calendar: Option<dpmm_records::Calendar>,
     /// The horizon `T`.
     pub steps: usize,
     /// Bands of `C` (default [`default_bands`], at most `T`).
@@ -195,7 +197,7 @@ struct Table {
 impl StreamRelease {
     /// Runs the stream on the records of `input` (any source: CSV, plain
     /// or gzip'ed, Parquet, Arrow), writing
-    /// `step,query,answer,std_error,ci_low,ci_high` rows to `out` and the
+    /// `step,time,query,answer,std_error,ci_low,ci_high` rows to `out` and the
     /// sidecar to `<out>.json`, both through temporaries renamed into
     /// place at the end (the caller checks `out` against the inputs and
     /// the ledger first: [`crate::output::check_output`]). The input is
@@ -268,6 +270,7 @@ impl StreamRelease {
             column: &self.time_column,
             start: self.start,
             steps: self.steps as u64,
+            calendar: self.calendar,
         };
         let products: Vec<Vec<usize>> = tables.iter().map(|t| t.support.clone()).collect();
         let counts =
@@ -299,13 +302,21 @@ impl StreamRelease {
         // link at `out`.
         let mut staged = crate::output::Staged::create(out)?;
         staged
-            .write_all(b"step,query,answer,std_error,ci_low,ci_high\n")
+            .write_all(b"step,time,query,answer,std_error,ci_low,ci_high\n")
             .map_err(io)?;
         let names: Vec<String> = (0..queries)
             .map(|q| {
                 let mut s = String::new();
                 labels.write(q, &mut s);
                 s
+            })
+            .collect();
+        // Each step's start as people write it: the calendar's date or
+        // date-time, or the whole-number time.
+        let times: Vec<String> = (0..self.steps)
+            .map(|k| match &self.calendar {
+                Some(c) => c.label(k as u64),
+                None => (self.start + k as i64).to_string(),
             })
             .collect();
         // From the charge on the stream runs to its end, so that a budget
@@ -317,7 +328,7 @@ impl StreamRelease {
             let mut running = vec![0f64; queries];
             let mut text = String::new();
             let mut number = ryu::Buffer::new();
-            for step in 0..counts.steps() {
+            for (step, time) in times.iter().enumerate().take(counts.steps()) {
                 let released = mechanism.next_counts(&counts)?;
                 let (_, variance) = mechanism.variances();
                 let se = variance.sqrt();
@@ -326,6 +337,8 @@ impl StreamRelease {
                 for (q, (r, v)) in running.iter_mut().zip(&released).enumerate() {
                     *r += v;
                     text.push_str(&step.to_string());
+                    text.push(',');
+                    text.push_str(time);
                     text.push(',');
                     crate::answers::push_csv_field(&mut text, &names[q]);
                     for value in [*r, se, *r - half, *r + half] {
@@ -359,6 +372,10 @@ impl StreamRelease {
                           discrete Gaussian noise on the kernel's grid",
             "steps": self.steps,
             "start": self.start,
+            "time": match &self.calendar {
+                Some(c) => c.describe(),
+                None => format!("whole numbers: step t is the time {} + t", self.start),
+            },
             "time_column": self.time_column,
             "queries_per_step": summary.queries,
             "bands": summary.bands,

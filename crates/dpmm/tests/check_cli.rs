@@ -149,6 +149,90 @@ fn a_stream_check_shows_the_times_outside_the_horizon() {
     );
 }
 
+/// With a calendar the same file reads its dates: the numbers are then
+/// no times, and a date-time late on the horizon's last local day is in.
+#[test]
+fn a_stream_check_on_a_calendar_reads_dates_in_the_zone() {
+    let dir = scratch_dir("check-calendar");
+    let schema = write(
+        &dir,
+        "schema.json",
+        r#"{"domain": [{"name": "sex", "values": ["f", "m"]}]}"#,
+    );
+    let data = write(
+        &dir,
+        "stream.csv",
+        "day,sex
+0,f
+2017-01-03,f
+2017-01-05T23:30:00-06:00,m
+2017-01-06T05:30:00Z,m
+         2017-01-06,f
+",
+    );
+    let calendar = [
+        "--time-column",
+        "day",
+        "--steps",
+        "5",
+        "--step",
+        "day",
+        "--start",
+        "2017-01-01",
+        "--timezone",
+        "America/Chicago",
+    ];
+    let run = dpmm(
+        &[
+            &["check", "--data", &data, "--schema", &schema][..],
+            &calendar[..],
+        ]
+        .concat(),
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    for line in [
+        "days from 2017-01-01 in America/Chicago",
+        "not a date or time: 1 row",
+        "outside the steps: 1 row",
+        "keeps 3 records and drops 2",
+    ] {
+        assert!(run.stdout.contains(line), "{line}: {}", run.stdout);
+    }
+    // A calendar that cannot be, and calendar flags without a stream, are
+    // refused.
+    let bad = [
+        &["--timezone", "Mars/Olympus"][..],
+        &["--step", "fortnight"][..],
+    ];
+    for extra in bad {
+        let mut args = vec!["check", "--data", &data, "--schema", &schema];
+        args.extend([
+            "--time-column",
+            "day",
+            "--steps",
+            "5",
+            "--start",
+            "2017-01-01",
+        ]);
+        if extra[0] == "--timezone" {
+            args.extend(["--step", "day"]);
+        }
+        args.extend(extra);
+        let run = dpmm(&args);
+        assert!(run.is_refusal(), "{extra:?}: {run:?}");
+    }
+    let run = dpmm(&[
+        "check",
+        "--data",
+        &data,
+        "--schema",
+        &schema,
+        "--start",
+        "2017-01-01",
+    ]);
+    assert!(run.is_refusal(), "{run:?}");
+}
+
 /// The ledger's bytes, to show a refusal left it alone.
 fn bytes(path: &str) -> Vec<u8> {
     std::fs::read(path).unwrap_or_default()

@@ -124,18 +124,17 @@ fn rows(dir: &Path) -> Vec<(usize, String, [f64; 4])> {
     let mut lines = text.lines();
     assert_eq!(
         lines.next(),
-        Some("step,query,answer,std_error,ci_low,ci_high")
+        Some("step,time,query,answer,std_error,ci_low,ci_high")
     );
     lines
         .map(|l| {
             let f: Vec<&str> = l.split(',').collect();
-            assert_eq!(f.len(), 6, "{l}");
+            assert_eq!(f.len(), 7, "{l}");
+            let step: usize = f[0].parse().unwrap();
+            // Whole-number times: the step's time is --start (100) + step.
+            assert_eq!(f[1], (100 + step).to_string());
             let v = |i: usize| f[i].parse::<f64>().unwrap();
-            (
-                f[0].parse().unwrap(),
-                f[1].to_string(),
-                [v(2), v(3), v(4), v(5)],
-            )
+            (step, f[2].to_string(), [v(3), v(4), v(5), v(6)])
         })
         .collect()
 }
@@ -352,4 +351,179 @@ fn the_output_never_overwrites_the_ledger_and_has_a_sidecar() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     assert!(names.iter().all(|n| !n.contains(".tmp-")), "{names:?}");
+}
+
+/// Unix seconds of a UTC date-time, by hand (days from civil).
+fn unix(y: i64, m: i64, d: i64, h: i64, min: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * ((m + 9) % 12) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    (era * 146_097 + doe - 719_468) * 86_400 + h * 3_600 + min * 60
+}
+
+/// Issue 49's bar: ISO timestamps with `--step day --timezone
+/// America/Chicago` give the same running counts as a hand-made local
+/// day mapping (Chicago is UTC−5 from 2017-03-12 08:00 UTC to 2017-11-05
+/// 07:00 UTC and UTC−6 otherwise): z-scores against it with standard
+/// deviation 0.85–1.15, and the year's last evening counted in 2017.
+#[test]
+fn iso_times_in_a_time_zone_count_at_their_local_day() {
+    let dir = scratch_dir("stream-iso");
+    std::fs::write(dir.join("schema.json"), SCHEMA).unwrap();
+    std::fs::write(dir.join("spec.json"), SPEC).unwrap();
+    let ledger = dir.join("ledger.jsonl");
+    let init = dpmm(&[
+        "ledger",
+        "init",
+        "--ledger",
+        arg(&ledger),
+        "--total-epsilon",
+        "8",
+        "--total-delta",
+        "1e-6",
+    ]);
+    assert_eq!(init.code, 0, "{}", init.stderr);
+    const DAYS: usize = 365;
+    let local_day = |s: i64| {
+        let dst = (unix(2017, 3, 12, 8, 0)..unix(2017, 11, 5, 7, 0)).contains(&s);
+        let offset = if dst { -5 } else { -6 } * 3_600;
+        (s + offset - unix(2017, 1, 1, 0, 0)).div_euclid(86_400)
+    };
+    let mut text = String::from("when,sex,age\n");
+    let mut per_day = vec![HashMap::<String, f64>::new(); DAYS];
+    let mut state = 11u64;
+    let (first, last) = (unix(2016, 12, 31, 0, 0), unix(2018, 1, 1, 12, 0));
+    for i in 0..6_000 {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        // The last 40 records fall on the year's last evening, after 18:00
+        // local time: in 2018 by UTC.
+        let s = if i < 40 {
+            unix(2018, 1, 1, 0, 30) + i * 60
+        } else {
+            first + (state >> 24) as i64 % (last - first)
+        };
+        let sex = ["f", "m"][(state >> 40) as usize % 2];
+        let age = (state >> 44) % 100;
+        // Written two ways: in UTC and at Chicago's standard offset.
+        let when = match i % 2 {
+            0 => format!("@{s}"),
+            _ => format!("#{s}"),
+        };
+        text.push_str(&format!("{when},{sex},{age}\n"));
+        let d = local_day(s);
+        if (0..DAYS as i64).contains(&d) {
+            for label in [
+                format!("sex = {sex}"),
+                format!("age = {age}"),
+                format!("sex = {sex} & age = {age}"),
+            ] {
+                *per_day[d as usize].entry(label).or_default() += 1.0;
+            }
+        }
+    }
+    let text = rewrite_times(&text);
+    std::fs::write(dir.join("records.csv"), text).unwrap();
+    let path = |name: &str| dir.join(name).to_str().unwrap().to_string();
+    let run = dpmm(&[
+        "stream",
+        "--data",
+        &path("records.csv"),
+        "--time-column",
+        "when",
+        "--steps",
+        "365",
+        "--step",
+        "day",
+        "--start",
+        "2017-01-01",
+        "--timezone",
+        "America/Chicago",
+        "--schema",
+        &path("schema.json"),
+        "--workload",
+        &path("spec.json"),
+        "--epsilon",
+        "8",
+        "--delta",
+        "1e-6",
+        "--ledger",
+        arg(&ledger),
+        "--out",
+        &path("running.csv"),
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let out = std::fs::read_to_string(dir.join("running.csv")).unwrap();
+    let mut lines = out.lines();
+    assert_eq!(
+        lines.next(),
+        Some("step,time,query,answer,std_error,ci_low,ci_high")
+    );
+    let mut running: HashMap<String, f64> = HashMap::new();
+    let mut last_step = usize::MAX;
+    let mut z = Vec::new();
+    for line in lines {
+        let f: Vec<&str> = line.split(',').collect();
+        let step: usize = f[0].parse().unwrap();
+        if step != last_step {
+            for (label, c) in &per_day[step] {
+                *running.entry(label.clone()).or_default() += c;
+            }
+            last_step = step;
+        }
+        if step == 0 {
+            assert_eq!(f[1], "2017-01-01");
+        }
+        if step == 364 {
+            assert_eq!(f[1], "2017-12-31");
+        }
+        let truth = running.get(f[2]).copied().unwrap_or(0.0);
+        let (answer, se): (f64, f64) = (f[3].parse().unwrap(), f[4].parse().unwrap());
+        z.push((answer - truth) / se);
+    }
+    assert_eq!(z.len(), DAYS * 302);
+    let n = z.len() as f64;
+    let mean = z.iter().sum::<f64>() / n;
+    let std = (z.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+    assert!((0.85..=1.15).contains(&std), "z std {std}");
+    assert!(mean.abs() < 0.15, "z mean {mean}");
+}
+
+/// `@S` as the UTC time `…Z` of Unix second `S`, `#S` as the same instant
+/// at −06:00 (civil dates by hand: the inverse of `unix`).
+fn rewrite_times(text: &str) -> String {
+    let civil = |s: i64| {
+        let z = s.div_euclid(86_400) + 719_468;
+        let era = z.div_euclid(146_097);
+        let doe = z - era * 146_097;
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+        let mp = (5 * doy + 2) / 153;
+        let d = doy - (153 * mp + 2) / 5 + 1;
+        let m = if mp < 10 { mp + 3 } else { mp - 9 };
+        let y = yoe + era * 400 + i64::from(m <= 2);
+        let r = s.rem_euclid(86_400);
+        format!(
+            "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}",
+            r / 3600,
+            r % 3600 / 60,
+            r % 60
+        )
+    };
+    text.lines()
+        .map(|line| {
+            let (when, rest) = line.split_once(',').unwrap();
+            let when = if let Some(s) = when.strip_prefix('@') {
+                format!("{}Z", civil(s.parse().unwrap()))
+            } else if let Some(s) = when.strip_prefix('#') {
+                format!("{}-06:00", civil(s.parse::<i64>().unwrap() - 6 * 3600))
+            } else {
+                when.to_string()
+            };
+            format!("{when},{rest}\n")
+        })
+        .collect()
 }

@@ -126,20 +126,62 @@ struct CheckArgs {
     /// For a stream: the horizon T.
     #[arg(long, requires = "time_column")]
     steps: Option<u64>,
-    /// For a stream: the time value of step 0.
-    #[arg(
-        long,
-        default_value_t = 0,
-        allow_hyphen_values = true,
-        requires = "time_column"
-    )]
-    start: i64,
+    /// For a stream: its calendar (--start, --step, --timezone).
+    #[command(flatten)]
+    clock: ClockArgs,
     /// The privacy unit and weights a release would state.
     #[command(flatten)]
     people: PeopleArgs,
     /// Print the report as one JSON object.
     #[arg(long)]
     json: bool,
+}
+
+/// A stream's calendar, shared by `stream` and `check`: public input,
+/// never taken from the data.
+#[derive(Args)]
+struct ClockArgs {
+    /// Step 0's time: a whole number (the default, 0), or with --step a
+    /// date (2017-01-01) or local date-time (2017-01-01T06:00).
+    #[arg(long, allow_hyphen_values = true)]
+    start: Option<String>,
+    /// Read times as ISO 8601 dates and date-times (with or without an
+    /// offset) or Arrow dates and timestamps, in steps of a day, hour,
+    /// week, month or N seconds ("900s") from --start.
+    #[arg(long, requires = "start")]
+    step: Option<String>,
+    /// The IANA time zone days, weeks and months are counted in, and
+    /// times without an offset are read in (default UTC; with --step).
+    #[arg(long, requires = "step")]
+    timezone: Option<String>,
+}
+
+impl ClockArgs {
+    /// Step 0's whole-number time, and the calendar when --step is given.
+    fn clock(&self) -> Result<(i64, Option<dpmm::dpmm_records::Calendar>), Error> {
+        let Some(step) = &self.step else {
+            let start = match &self.start {
+                None => 0,
+                Some(s) => s.trim().parse().map_err(|_| {
+                    Error::BadInput(format!(
+                        "--start: '{s}' is not a whole number (give --step to read dates and \
+                         times)"
+                    ))
+                })?,
+            };
+            return Ok((start, None));
+        };
+        let step: dpmm::dpmm_records::Step = step.parse().map_err(dpmm::Error::from)?;
+        let start = self.start.as_deref().unwrap_or_default();
+        let zone = self.timezone.as_deref().unwrap_or("UTC");
+        let calendar =
+            dpmm::dpmm_records::Calendar::new(step, start, zone).map_err(dpmm::Error::from)?;
+        Ok((0, Some(calendar)))
+    }
+
+    fn given(&self) -> bool {
+        self.start.is_some() || self.step.is_some() || self.timezone.is_some()
+    }
 }
 
 /// `dpmm stream`'s flags.
@@ -149,17 +191,17 @@ struct StreamArgs {
     /// reads CSV from standard input (to its end).
     #[arg(long)]
     data: PathBuf,
-    /// The column holding each record's time: a whole number; step =
-    /// time − --start.
+    /// The column holding each record's time: a whole number (step =
+    /// time − --start), or with --step a date or date-time.
     #[arg(long)]
     time_column: String,
     /// The horizon T: steps 0..T are released (all of them, records or
     /// not).
     #[arg(long)]
     steps: usize,
-    /// The time value of step 0.
-    #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
-    start: i64,
+    /// The stream's calendar.
+    #[command(flatten)]
+    clock: ClockArgs,
     /// The records schema (JSON; docs/formats.md).
     #[arg(long)]
     schema: PathBuf,
@@ -173,7 +215,8 @@ struct StreamArgs {
     /// The ledger to charge (once, for the horizon).
     #[arg(long)]
     ledger: PathBuf,
-    /// The running counts: step,query,answer,std_error,ci_low,ci_high.
+    /// The running counts: step,time,query,answer,std_error,ci_low,ci_high
+    /// (time: when the step begins).
     #[arg(long)]
     out: PathBuf,
     /// Bands of the strategy C (default: T, up to 4096 and 2^24 / cells
@@ -459,11 +502,21 @@ fn check(args: CheckArgs) -> Result<(), Error> {
         }
     };
     let time = match (args.time_column, args.steps) {
-        (Some(column), Some(steps)) => Some(dpmm::check::StreamTime {
-            column,
-            steps,
-            start: args.start,
-        }),
+        (Some(column), Some(steps)) => {
+            let (start, calendar) = args.clock.clock()?;
+            Some(dpmm::check::StreamTime {
+                column,
+                steps,
+                start,
+                calendar,
+            })
+        }
+        _ if args.clock.given() => {
+            return Err(Error::BadInput(
+                "--start, --step and --timezone check a stream: give --time-column and --steps"
+                    .into(),
+            ));
+        }
         _ => None,
     };
     let schema = args.schema.into();
@@ -495,13 +548,15 @@ fn drop_note(schema: &Path) {
 }
 
 fn stream(args: &StreamArgs) -> Result<(), Error> {
+    let (start, calendar) = args.clock.clock()?;
     let run = dpmm::stream::StreamRelease {
         schema: args.schema.clone().into(),
         workload: args.workload.clone().into(),
         budget: args.privacy.budget()?,
         ledger: args.ledger.clone(),
         time_column: args.time_column.clone(),
-        start: args.start,
+        start,
+        calendar,
         steps: args.steps,
         bands: args.bands,
     };
