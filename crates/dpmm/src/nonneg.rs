@@ -247,6 +247,101 @@ impl Marginals {
     }
 }
 
+impl Marginals {
+    /// The iterations [`Self::project_running`] may take on `steps` steps
+    /// of these tables within the work bound (at least 10).
+    pub fn running_iteration_cap(&self, steps: usize, max_iterations: usize) -> usize {
+        let within = (TOTAL_WORK / (self.work.max(1.0) * steps.max(1) as f64)).max(10.0);
+        max_iterations.min(within as usize)
+    }
+
+    /// Running counts (`steps` rows of these tables' answers, step-major)
+    /// projected onto the set where every step's tables are consistent and
+    /// every count is non-negative and non-decreasing in time, by
+    /// Dykstra's algorithm between the consistent tables (a subspace,
+    /// step by step) and the non-negative non-decreasing series (a convex
+    /// cone, query by query: the pool-adjacent-violators fit, clipped at
+    /// 0). Stops once the consistent iterate is within `tolerance` of
+    /// non-negative and non-decreasing, or after `max_iterations`, and
+    /// returns that iterate's projection onto the cone: every series is
+    /// then exactly non-negative and non-decreasing, and its tables agree
+    /// to within [`Projection::clipped`].
+    pub fn project_running(
+        &self,
+        running: &[f64],
+        steps: usize,
+        tolerance: f64,
+        max_iterations: usize,
+    ) -> (Vec<f64>, Projection) {
+        let m = self.answers;
+        let consistent = |x: &[f64]| -> Vec<f64> {
+            x.chunks_exact(m.max(1))
+                .flat_map(|row| self.project_consistent(row))
+                .collect()
+        };
+        let mut y = consistent(running);
+        let mut q = vec![0.0; y.len()];
+        let mut iterations = 0;
+        loop {
+            let cone = monotone_nonneg(&y, steps, m);
+            let gap = y
+                .iter()
+                .zip(&cone)
+                .fold(0.0f64, |g, (a, b)| g.max((a - b).abs()));
+            if gap <= tolerance || iterations >= max_iterations {
+                return (
+                    cone,
+                    Projection {
+                        iterations,
+                        clipped: gap,
+                    },
+                );
+            }
+            // x = P_K(y + q); q = y + q − x; y = P_C(x).
+            let shifted: Vec<f64> = y.iter().zip(&q).map(|(v, c)| v + c).collect();
+            let x = monotone_nonneg(&shifted, steps, m);
+            for ((c, v), xv) in q.iter_mut().zip(&shifted).zip(&x) {
+                *c = v - xv;
+            }
+            y = consistent(&x);
+            iterations += 1;
+        }
+    }
+}
+
+/// Each of the `m` series of `x` (`steps` rows of `m`, step-major)
+/// projected onto the non-negative non-decreasing sequences: the
+/// pool-adjacent-violators fit (the least-squares non-decreasing
+/// sequence), then clipped at 0, which is the projection onto both.
+fn monotone_nonneg(x: &[f64], steps: usize, m: usize) -> Vec<f64> {
+    let mut out = vec![0.0; x.len()];
+    // Blocks of (mean, length).
+    let mut blocks: Vec<(f64, usize)> = Vec::with_capacity(steps);
+    for q in 0..m {
+        blocks.clear();
+        for t in 0..steps {
+            let mut block = (x[t * m + q], 1usize);
+            while let Some(&(mean, len)) = blocks.last() {
+                if mean <= block.0 {
+                    break;
+                }
+                blocks.pop();
+                let n = len + block.1;
+                block = ((mean * len as f64 + block.0 * block.1 as f64) / n as f64, n);
+            }
+            blocks.push(block);
+        }
+        let mut t = 0;
+        for &(mean, len) in &blocks {
+            for _ in 0..len {
+                out[t * m + q] = mean.max(0.0);
+                t += 1;
+            }
+        }
+    }
+    out
+}
+
 /// The strides of a row-major table of `sizes` (the last fastest).
 fn strides(sizes: &[usize]) -> Vec<usize> {
     let mut out = vec![1; sizes.len()];

@@ -223,6 +223,12 @@ struct StreamArgs {
     /// a step; as many as steps gives the square root factorization).
     #[arg(long)]
     bands: Option<usize>,
+    /// Also write running counts that are non-negative, non-decreasing in
+    /// time and consistent across tables (post-processing, no further
+    /// budget) to running.nonneg.csv beside --out: biased, so without
+    /// error columns.
+    #[arg(long)]
+    nonneg: bool,
 }
 
 #[derive(Subcommand)]
@@ -559,6 +565,7 @@ fn stream(args: &StreamArgs) -> Result<(), Error> {
         calendar,
         steps: args.steps,
         bands: args.bands,
+        nonneg: args.nonneg,
     };
     let stdin = args.data.as_os_str() == "-";
     let input = if stdin {
@@ -578,7 +585,8 @@ fn stream(args: &StreamArgs) -> Result<(), Error> {
         .cloned()
         .collect();
     let sidecar = dpmm::answers::sidecar_path(&args.out);
-    for path in [&args.out, &sidecar] {
+    let nonneg = args.nonneg.then(|| dpmm::stream::nonneg_path(&args.out));
+    for path in [&args.out, &sidecar].into_iter().chain(nonneg.as_ref()) {
         dpmm::output::check_output(path, &inputs)?;
         dpmm::output::check_writable(path)?;
     }
