@@ -28,7 +28,7 @@ use arrow_array::types::{
 };
 use arrow_array::{Array, ArrowPrimitiveType};
 use arrow_schema::{DataType, TimeUnit};
-use chrono::{DateTime, Datelike, LocalResult, NaiveDate, NaiveDateTime, TimeZone, Utc};
+use chrono::{DateTime, Datelike, LocalResult, NaiveDate, NaiveDateTime, Offset, TimeZone, Utc};
 use chrono_tz::Tz;
 
 use crate::encode::is_null;
@@ -134,8 +134,13 @@ impl Calendar {
             }
             _ => {}
         }
-        let start_seconds = match zone.from_local_datetime(&start_local) {
-            LocalResult::Single(t) => t.timestamp(),
+        // Elapsed-time steps start at an instant; calendar steps at a date,
+        // whatever the zone's clocks do at its midnight.
+        let calendar_step = matches!(step, Step::Day | Step::Week | Step::Month);
+        let start_seconds = match instants_of(zone, start_local) {
+            Instants::One(s) => s,
+            Instants::Repeated(s) if calendar_step => s,
+            Instants::None if calendar_step => 0,
             _ => {
                 return Err(RecordsError::BadTiming(format!(
                     "--start: {start_local} is skipped or repeated by {zone}'s clocks"
@@ -155,8 +160,7 @@ impl Calendar {
     fn step_of(&self, moment: Moment) -> Option<i64> {
         let local = |m: Moment| match m {
             Moment::Local(t) => Some(t),
-            Moment::Instant(s) => DateTime::<Utc>::from_timestamp(s, 0)
-                .map(|t| t.with_timezone(&self.zone).naive_local()),
+            Moment::Instant(s) => self.wall_clock(s).map(|(t, _)| t),
         };
         match self.step {
             Step::Day | Step::Week => {
@@ -175,9 +179,9 @@ impl Calendar {
             Step::Hour | Step::Seconds(_) => {
                 let seconds = match moment {
                     Moment::Instant(s) => s,
-                    Moment::Local(t) => match self.zone.from_local_datetime(&t) {
-                        LocalResult::Single(t) | LocalResult::Ambiguous(t, _) => t.timestamp(),
-                        LocalResult::None => return None,
+                    Moment::Local(t) => match instants_of(self.zone, t) {
+                        Instants::One(s) | Instants::Repeated(s) => s,
+                        Instants::None => return None,
                     },
                 };
                 let length = match self.step {
@@ -217,13 +221,25 @@ impl Calendar {
                 };
                 k.checked_mul(length)
                     .and_then(|s| s.checked_add(self.start_seconds))
-                    .and_then(|s| DateTime::<Utc>::from_timestamp(s, 0))
-                    .map_or_else(String::new, |t| {
-                        t.with_timezone(&self.zone)
-                            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                    .and_then(|s| self.wall_clock(s))
+                    .map_or_else(String::new, |(t, offset)| {
+                        let offset = if offset.local_minus_utc() == 0 {
+                            "Z".to_string()
+                        } else {
+                            offset.to_string()
+                        };
+                        format!("{}{offset}", t.format("%Y-%m-%dT%H:%M:%S"))
                     })
             }
         }
+    }
+
+    /// The zone's wall-clock time and offset at Unix second `s`, or `None`
+    /// past the range of dates (chrono's `naive_local` would panic there).
+    fn wall_clock(&self, s: i64) -> Option<(NaiveDateTime, chrono::FixedOffset)> {
+        let utc = DateTime::<Utc>::from_timestamp(s, 0)?.naive_utc();
+        let offset = self.zone.offset_from_utc_datetime(&utc).fix();
+        Some((utc.checked_add_offset(offset)?, offset))
     }
 
     /// What the calendar is, for messages and the sidecar.
@@ -249,19 +265,64 @@ impl Calendar {
     }
 }
 
-/// `text` as a moment: RFC 3339 with an offset (`T` or a space), else an
-/// ISO date-time or date without one.
-fn parse_text(text: &str) -> Option<Moment> {
-    if let Ok(t) = DateTime::parse_from_rfc3339(text) {
-        return Some(Moment::Instant(t.timestamp()));
+/// The instants a wall-clock time names in a zone.
+enum Instants {
+    /// None: the clocks skip it, or it is past the range of dates.
+    None,
+    /// One.
+    One(i64),
+    /// The earlier of two (the clocks repeat it).
+    Repeated(i64),
+}
+
+/// The Unix seconds wall-clock time `t` names in `zone`, computed with
+/// checked arithmetic (chrono's `from_local_datetime` can panic near the
+/// ends of its range).
+fn instants_of(zone: Tz, t: NaiveDateTime) -> Instants {
+    let at = |o: <Tz as TimeZone>::Offset| {
+        t.checked_sub_offset(o.fix())
+            .map(|u| u.and_utc().timestamp())
+    };
+    match zone.offset_from_local_datetime(&t) {
+        LocalResult::Single(o) => at(o).map_or(Instants::None, Instants::One),
+        LocalResult::Ambiguous(a, b) => match (at(a), at(b)) {
+            (Some(a), Some(b)) => Instants::Repeated(a.min(b)),
+            (Some(s), None) | (None, Some(s)) => Instants::One(s),
+            (None, None) => Instants::None,
+        },
+        LocalResult::None => Instants::None,
     }
-    for format in [
+}
+
+/// `text` as a moment, in ISO 8601's extended forms: a date-time
+/// `YYYY-MM-DD(T| )HH:MM[:SS[.f]]` followed by an offset (`Z`, ` UTC`,
+/// `±HH:MM`, `±HHMM`, `±HH`, with or without a blank before it) is an
+/// instant; without one it is a wall-clock time, as is a date
+/// `YYYY-MM-DD`.
+fn parse_text(text: &str) -> Option<Moment> {
+    const TIMES: [&str; 4] = [
         "%Y-%m-%dT%H:%M:%S%.f",
         "%Y-%m-%d %H:%M:%S%.f",
         "%Y-%m-%dT%H:%M",
         "%Y-%m-%d %H:%M",
-    ] {
-        if let Ok(t) = NaiveDateTime::parse_from_str(text, format) {
+    ];
+    let utc = text
+        .strip_suffix(['Z', 'z'])
+        .or_else(|| text.strip_suffix(" UTC"))
+        .map(|t| format!("{}+00:00", t.trim_end()));
+    let zoned = utc.as_deref().unwrap_or(text);
+    for time in TIMES {
+        for offset in ["%#z", " %#z"] {
+            if let Ok(t) = DateTime::parse_from_str(zoned, &format!("{time}{offset}")) {
+                return Some(Moment::Instant(t.timestamp()));
+            }
+        }
+    }
+    if utc.is_some() {
+        return None;
+    }
+    for time in TIMES {
+        if let Ok(t) = NaiveDateTime::parse_from_str(text, time) {
             return Some(Moment::Local(t));
         }
     }

@@ -92,13 +92,28 @@ fn one_time_written_every_way_is_one_step() {
             "2017-03-06T04:10:00Z",
             "2017-03-06 04:10:00+00:00",
             "2017-03-05T23:10:00-05:00",
+            "2017-03-06T04:10Z",
+            "2017-03-05T22:10-06:00",
+            "2017-03-06T04:10:00+0000",
+            "2017-03-06 04:10:00 +00:00",
+            "2017-03-06 04:10:00 UTC",
+            "2017-03-05T22:10:00-06",
         ],
     );
     assert!(got.iter().all(|&s| s == Some(63)), "{got:?}");
     // Not a time: malformed, whatever it looks like.
     let none = steps(
         &calendar,
-        &["", "17", "2017-13-01", "yesterday", "2017-03-05T25:00"],
+        &[
+            "",
+            "17",
+            "1488758400",
+            "2017-13-01",
+            "yesterday",
+            "2017-03-05T25:00",
+            "2017-03-05Z",
+            "2017-03-05T22:10:00+25:00",
+        ],
     );
     assert!(none.iter().all(Option::is_none), "{none:?}");
     let numbers: ArrayRef = Arc::new(Int64Array::from(vec![63, 1_488_758_400]));
@@ -172,6 +187,39 @@ fn labels_name_each_step_s_start() {
     let hours = Calendar::new(Step::Hour, "2017-03-12", "America/Chicago").unwrap();
     assert_eq!(hours.label(3), "2017-03-12T04:00:00-05:00");
     assert_eq!(days.describe(), "days from 2017-12-30 in America/Chicago");
+}
+
+/// Times at the ends of the range of dates are malformed or outside,
+/// never a panic; labels past it are empty.
+#[test]
+fn the_ends_of_the_range_of_dates_are_no_panic() {
+    let kiritimati = Calendar::new(Step::Day, "2017-01-01", "Pacific/Kiritimati").unwrap();
+    let chicago = Calendar::new(Step::Month, "2017-01-01", "America/Chicago").unwrap();
+    for calendar in [&kiritimati, &chicago] {
+        let stamps: ArrayRef = Arc::new(
+            arrow_array::TimestampMillisecondArray::from(vec![
+                8_210_266_876_799_000,
+                -8_334_601_228_800_000,
+                i64::MAX,
+                i64::MIN,
+            ])
+            .with_timezone("UTC"),
+        );
+        let mut out = Vec::new();
+        calendar.steps_of(stamps.as_ref(), &mut out);
+        assert!(
+            out.iter()
+                .all(|s| s.is_none_or(|s| !(0..1000).contains(&s))),
+            "{out:?}"
+        );
+    }
+    if let Ok(far) = Calendar::new(Step::Hour, "+262142-12-31T00:00", "Pacific/Kiritimati") {
+        let _ = far.label(48);
+        assert_eq!(far.label(u64::MAX), "");
+    }
+    // A midnight the zone skips is still a day's start.
+    assert!(Calendar::new(Step::Day, "2018-11-04", "America/Sao_Paulo").is_ok());
+    assert!(Calendar::new(Step::Hour, "2018-11-04T00:00", "America/Sao_Paulo").is_err());
 }
 
 #[test]

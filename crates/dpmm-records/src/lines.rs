@@ -63,7 +63,9 @@ impl Malformed {
             Malformed::FieldCount => "another number of fields than the header",
             Malformed::TooLong => "a line longer than the limit",
             Malformed::BadCount => "a count that is not a non-negative whole number",
-            Malformed::BadTime => "a time value that is not a whole number",
+            Malformed::BadTime => {
+                "a time value that is not a whole number (with a calendar: not a date or time)"
+            }
             Malformed::OutsideSteps => "a time value outside the stream's steps",
             Malformed::NoUnit => "a record without its privacy unit",
             Malformed::BadWeight => "a weight that is not a finite non-negative number",
