@@ -375,7 +375,10 @@ fn units_are_read_by_value_and_large_identifiers_stay_apart() {
     let hash = |tag: u8, bytes: &[u8]| {
         (u128::from(h0.hash_one((tag, bytes))) << 64) | u128::from(h1.hash_one((tag, bytes)))
     };
-    let markers: Vec<Box<[u8]>> = vec![b"-9".to_vec().into_boxed_slice()];
+    let markers: Vec<Box<[u8]>> = vec![
+        b"-9".to_vec().into_boxed_slice(),
+        b"NA".to_vec().into_boxed_slice(),
+    ];
     let read = |array: ArrayRef| {
         let mut out = vec![0u128; array.len()];
         let mut status = vec![Ok(1); array.len()];
@@ -452,6 +455,38 @@ fn units_are_read_by_value_and_large_identifiers_stay_apart() {
         .expect("decimal"),
     ));
     assert_ne!(wide[0], wide[1], "38-digit decimals stay apart");
+    // Exponents of any length, exactly; past 36 digits no unit.
+    let exponents = read(Arc::new(StringArray::from(vec![
+        "1e1000000000000000",
+        "2e1000000000000000",
+        "1e0000000000000001",
+        "10",
+        "inf",
+        "1e1000000000000000000000000000000000000000",
+        "-9.0000000000000001",
+        "-8.99999999999999999",
+    ])));
+    assert_ne!(exponents[0], exponents[1]);
+    assert_ne!(exponents[0], exponents[4]);
+    assert_eq!(exponents[2], exponents[3]);
+    assert_eq!(exponents[5], None);
+    // Near the marker -9 but not it: present.
+    assert!(exponents[6].is_some() && exponents[7].is_some());
+    // Decimals by their unscaled value and scale: values past the declared
+    // precision stay apart; a negative scale multiplies.
+    let narrow = read(Arc::new(
+        Decimal128Array::from(vec![1234i128, 1235])
+            .with_precision_and_scale(3, 0)
+            .expect("decimal"),
+    ));
+    assert_ne!(narrow[0], narrow[1]);
+    let hundreds = read(Arc::new(
+        Decimal128Array::from(vec![27i128])
+            .with_precision_and_scale(5, -2)
+            .expect("decimal"),
+    ));
+    let plain = read(Arc::new(Int64Array::from(vec![2700])));
+    assert_eq!(hundreds[0], plain[0]);
     // UUIDs (16 fixed bytes): by their bytes, two apart, none missing.
     let uuids = read(Arc::new(
         arrow_array::FixedSizeBinaryArray::try_from_iter(
@@ -462,4 +497,20 @@ fn units_are_read_by_value_and_large_identifiers_stay_apart() {
     assert!(uuids.iter().all(Option::is_some));
     assert_eq!(uuids[0], uuids[2]);
     assert_ne!(uuids[0], uuids[1]);
+    // Nothing is read into their bytes: blanks, digits and "NA" are bytes.
+    let mut spaced = [b'x'; 16];
+    spaced[0] = b' ';
+    let mut tabbed = spaced;
+    tabbed[0] = b'\t';
+    let mut na = [b' '; 16];
+    na[..2].copy_from_slice(b"NA");
+    let bytes = read(Arc::new(
+        arrow_array::FixedSizeBinaryArray::try_from_iter(
+            [spaced, tabbed, *b"0000000000000027", na].into_iter(),
+        )
+        .expect("uuids"),
+    ));
+    assert_ne!(bytes[0], bytes[1]);
+    assert_ne!(bytes[2], ints[2], "not the number 27");
+    assert!(bytes[3].is_some(), "not the marker NA");
 }

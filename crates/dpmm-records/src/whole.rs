@@ -236,28 +236,45 @@ pub(crate) fn units(
     out: &mut [u128],
     status: &mut [Result<u64, Malformed>],
 ) {
-    // A unit that reads as a marker (`NA`, `-9` and `-9.0` alike) is missing.
-    let marker_keys: Vec<Key<'_>> = markers.iter().map(|m| text_key(m)).collect();
-    let is_marker = |key: Key<'_>| key == Key::Null || marker_keys.contains(&key);
+    // A unit that reads as a marker is missing: a numeric marker by its
+    // exact value (`-9`, `-9.0` alike), any other by its text.
+    let numeric_markers: Vec<Vec<u8>> = markers
+        .iter()
+        .filter_map(|m| match exact_decimal(m.trim_ascii()) {
+            Decimal::Exact(key) => Some(key),
+            _ => None,
+        })
+        .collect();
+    let text_markers: Vec<Key<'_>> = markers
+        .iter()
+        .map(|m| text_key(m))
+        .filter(|k| !matches!(k, Key::Number(_)))
+        .collect();
     // Numbers are hashed by their exact decimal value, however written
     // (`9007199254740993`, `9.007199254740993e15`, a decimal
     // `9007199254740993.00`): never rounded onto a neighbour.
-    let decimal = |digits: &[u8]| -> Option<u128> {
-        let key = exact_decimal(digits)?;
-        Some(hash(b'N', &key))
+    let decimal = |key: Decimal| -> Option<u128> {
+        match key {
+            Decimal::Exact(key) if numeric_markers.contains(&key) => None,
+            Decimal::Exact(key) => Some(hash(b'N', &key)),
+            Decimal::Not | Decimal::Unreadable => None,
+        }
     };
     let text = |v: &[u8]| -> Option<u128> {
         let v = v.trim_ascii();
-        let key = text_key(v);
-        if is_marker(key) {
-            return None;
+        match exact_decimal(v) {
+            Decimal::Not => {}
+            // An exponent past 36 digits: no exact value to key by.
+            Decimal::Unreadable => return None,
+            key => return decimal(key),
         }
-        if let Some(h) = decimal(v) {
-            return Some(h);
+        let key = text_key(v);
+        if text_markers.contains(&key) {
+            return None;
         }
         match key {
             Key::Null => None,
-            // Numbers that are no decimal (`inf`).
+            // Numbers that are no decimal (`inf`, `Infinity`).
             Key::Number(x) => Some(hash(b'F', &x.to_bits().to_le_bytes())),
             Key::Bool(b) => Some(hash(b'B', &[u8::from(b)])),
             Key::Text(t) => Some(hash(b'T', t)),
@@ -265,24 +282,58 @@ pub(crate) fn units(
     };
     // A float reads as its shortest decimal, as its text would.
     let number = |x: f64| -> Option<u128> {
-        if is_marker(crate::value::number_key(x)) {
+        if x.is_nan() {
             return None;
         }
         if !x.is_finite() {
             return Some(hash(b'F', &x.to_bits().to_le_bytes()));
         }
-        decimal(ryu::Buffer::new().format_finite(x).as_bytes())
+        decimal(exact_decimal(
+            ryu::Buffer::new().format_finite(x).as_bytes(),
+        ))
     };
-    let integer = |v: i128| -> Option<u128> {
-        if marker_keys.contains(&Key::Number(v as f64)) && (v as f64) as i128 == v {
-            return None;
-        }
-        decimal(v.to_string().as_bytes())
-    };
+    let integer = |v: i128| -> Option<u128> { decimal(exact_decimal(v.to_string().as_bytes())) };
     let mut read: Vec<Option<u128>> = Vec::with_capacity(array.len());
-    read_values(array, &mut read, &text, &number, &integer, &|b| {
-        Some(hash(b'B', &[u8::from(b)]))
-    });
+    let nulls = array.logical_nulls();
+    let present = |r: usize| !is_null(nulls.as_ref(), r);
+    match array.data_type() {
+        // A UUID (fixed bytes) is its bytes, nothing read into them.
+        DataType::FixedSizeBinary(_) => {
+            let values = array.as_fixed_size_binary();
+            read.extend((0..array.len()).map(|r| present(r).then(|| hash(b'U', values.value(r)))));
+        }
+        // A decimal is its unscaled integer and scale, exactly (its text
+        // form keeps only the declared precision's digits).
+        DataType::Decimal32(_, scale)
+        | DataType::Decimal64(_, scale)
+        | DataType::Decimal128(_, scale)
+        | DataType::Decimal256(_, scale) => {
+            let scale = i64::from(*scale);
+            let unscaled = |r: usize| -> String {
+                match array.data_type() {
+                    DataType::Decimal32(..) => {
+                        array.as_primitive::<Decimal32Type>().value(r).to_string()
+                    }
+                    DataType::Decimal64(..) => {
+                        array.as_primitive::<Decimal64Type>().value(r).to_string()
+                    }
+                    DataType::Decimal128(..) => {
+                        array.as_primitive::<Decimal128Type>().value(r).to_string()
+                    }
+                    _ => array.as_primitive::<Decimal256Type>().value(r).to_string(),
+                }
+            };
+            read.extend((0..array.len()).map(|r| {
+                let text = format!("{}e{}", unscaled(r), -scale);
+                present(r)
+                    .then(|| decimal(exact_decimal(text.as_bytes())))
+                    .flatten()
+            }));
+        }
+        _ => read_values(array, &mut read, &text, &number, &integer, &|b| {
+            Some(hash(b'B', &[u8::from(b)]))
+        }),
+    }
     for ((o, s), unit) in out.iter_mut().zip(status.iter_mut()).zip(read) {
         match unit {
             Some(u) => *o = u,
@@ -291,12 +342,23 @@ pub(crate) fn units(
     }
 }
 
-/// A decimal number's exact value as canonical bytes, or `None` for text
-/// that is not one: `[+-]digits[.digits][(e|E)[+-]digits]` (digits on at
-/// least one side of the point) becomes its sign, its significant digits
-/// and the power of ten they are scaled by, so that `27`, `27.0`,
-/// `2.70e1` and `+027` give the same bytes and no two values do.
-fn exact_decimal(t: &[u8]) -> Option<Vec<u8>> {
+/// What [`exact_decimal`] makes of some text.
+#[derive(Debug, PartialEq)]
+enum Decimal {
+    /// A decimal number: its canonical bytes.
+    Exact(Vec<u8>),
+    /// Not a decimal number.
+    Not,
+    /// A decimal number whose exponent has more than 36 digits.
+    Unreadable,
+}
+
+/// A decimal number's exact value as canonical bytes:
+/// `[+-]digits[.digits][(e|E)[+-]digits]` (digits on at least one side of
+/// the point) becomes its sign, its significant digits and the power of
+/// ten they are scaled by, so that `27`, `27.0`, `2.70e1`, `+027` and
+/// `2.7e0001` give the same bytes and no two values do.
+fn exact_decimal(t: &[u8]) -> Decimal {
     let (negative, rest) = match t {
         [b'-', rest @ ..] => (true, rest),
         [b'+', rest @ ..] => (false, rest),
@@ -313,9 +375,9 @@ fn exact_decimal(t: &[u8]) -> Option<Vec<u8>> {
     if whole.is_empty() && fraction.is_empty()
         || !whole.iter().chain(fraction).all(u8::is_ascii_digit)
     {
-        return None;
+        return Decimal::Not;
     }
-    let mut power: i64 = match exponent {
+    let mut power: i128 = match exponent {
         None => 0,
         Some(e) => {
             let (sign, digits) = match e {
@@ -323,31 +385,40 @@ fn exact_decimal(t: &[u8]) -> Option<Vec<u8>> {
                 [b'+', d @ ..] => (1, d),
                 _ => (1, e),
             };
-            if digits.is_empty() || digits.len() > 15 || !digits.iter().all(u8::is_ascii_digit) {
-                return None;
+            if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+                return Decimal::Not;
             }
-            sign * std::str::from_utf8(digits).ok()?.parse::<i64>().ok()?
+            let digits = &digits[digits
+                .iter()
+                .position(|&d| d != b'0')
+                .unwrap_or(digits.len())..];
+            if digits.len() > 36 {
+                return Decimal::Unreadable;
+            }
+            let value = digits
+                .iter()
+                .fold(0i128, |acc, &d| acc * 10 + i128::from(d - b'0'));
+            sign * value
         }
     };
-    power -= fraction.len() as i64;
+    power -= fraction.len() as i128;
     let digits: Vec<u8> = whole.iter().chain(fraction).copied().collect();
-    let first = digits.iter().position(|&d| d != b'0');
-    let Some(first) = first else {
-        return Some(b"0".to_vec());
+    let Some(first) = digits.iter().position(|&d| d != b'0') else {
+        return Decimal::Exact(b"0".to_vec());
     };
     let mut significant = &digits[first..];
     while let [rest @ .., b'0'] = significant {
         significant = rest;
         power += 1;
     }
-    let mut key = Vec::with_capacity(significant.len() + 24);
+    let mut key = Vec::with_capacity(significant.len() + 42);
     if negative {
         key.push(b'-');
     }
     key.extend_from_slice(significant);
     key.push(b'e');
     key.extend_from_slice(power.to_string().as_bytes());
-    Some(key)
+    Decimal::Exact(key)
 }
 
 /// Each row's weight: a finite non-negative number (text read as a
