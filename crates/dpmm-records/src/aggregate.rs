@@ -530,6 +530,10 @@ impl Sink for Counter<'_> {
 fn kernel(e: dp_core::DpError) -> RecordsError {
     match e {
         dp_core::DpError::Interrupted => RecordsError::Interrupted,
+        dp_core::DpError::Io(reason) => RecordsError::Io {
+            path: "the privacy unit's spill".into(),
+            reason,
+        },
         e => RecordsError::Internal(e.to_string()),
     }
 }

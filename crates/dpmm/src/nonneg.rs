@@ -66,9 +66,10 @@ const TOTAL_WORK: f64 = 2e10;
 pub struct Projection {
     /// Dykstra iterations taken.
     pub iterations: usize,
-    /// The most negative entry of the last consistent iterate before it
-    /// was clipped to 0 (0 when none was negative): the size of the
-    /// inconsistency the clipping leaves.
+    /// The most the final projection onto the constraints moved one
+    /// entry of the last consistent iterate: for a release, its most
+    /// negative entry (clipped to 0); for running counts, the largest
+    /// change of the monotone fit. The size of the inconsistency left.
     pub clipped: f64,
 }
 
@@ -255,6 +256,13 @@ impl Marginals {
         max_iterations.min(within as usize)
     }
 
+    /// Whether ten iterations of [`Self::project_running`] on `steps`
+    /// steps stay within the work bound (checked before a stream's
+    /// charge, so that the projection after it is bounded).
+    pub fn running_fits(&self, steps: usize) -> bool {
+        self.work * steps as f64 * 10.0 <= TOTAL_WORK
+    }
+
     /// Running counts (`steps` rows of these tables' answers, step-major)
     /// projected onto the set where every step's tables are consistent and
     /// every count is non-negative and non-decreasing in time, by
@@ -265,7 +273,7 @@ impl Marginals {
     /// non-negative and non-decreasing, or after `max_iterations`, and
     /// returns that iterate's projection onto the cone: every series is
     /// then exactly non-negative and non-decreasing, and its tables agree
-    /// to within [`Projection::clipped`].
+    /// to within about [`Projection::clipped`] per cell summed.
     pub fn project_running(
         &self,
         running: &[f64],

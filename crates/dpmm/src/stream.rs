@@ -63,6 +63,10 @@ use crate::release_plan::QueryLabels;
 /// streams: [`crate::nonneg::Marginals::running_iteration_cap`]).
 const NONNEG_ITERATIONS: usize = 10_000;
 
+/// The most running counts `--nonneg` holds (each several times, and its
+/// file's text, in memory): about a gigabyte.
+const NONNEG_MAX_COUNTS: usize = 1 << 23;
+
 /// The projection stops once the consistent iterate is within this
 /// fraction of the largest running count of the cone.
 const NONNEG_TOLERANCE: f64 = 1e-9;
@@ -260,19 +264,6 @@ impl StreamRelease {
             .unwrap_or_else(|| default_bands(queries))
             .min(self.steps);
         let coefficients = running_count_coefficients(self.steps, bands)?;
-        // The tables the non-negative projection needs, before the charge.
-        let marginals = match self.nonneg {
-            true => {
-                let m = crate::nonneg::Marginals::of(&workload)?;
-                if m.len() != queries {
-                    return Err(Error::Internal(
-                        "the projection's tables and cells disagree".into(),
-                    ));
-                }
-                Some(m)
-            }
-            false => None,
-        };
         let labels = QueryLabels::new(&workload, &schema);
         if labels.len() != queries {
             return Err(Error::Internal("query labels and cells disagree".into()));
@@ -288,6 +279,28 @@ impl StreamRelease {
                     self.steps
                 ))
             })?;
+        // The tables the non-negative projection needs, and its bounds,
+        // before the charge.
+        let marginals = match self.nonneg {
+            true => {
+                let m = crate::nonneg::Marginals::of(&workload)?;
+                if m.len() != queries {
+                    return Err(Error::Internal(
+                        "the projection's tables and cells disagree".into(),
+                    ));
+                }
+                if !m.running_fits(self.steps) || total > NONNEG_MAX_COUNTS {
+                    return Err(Error::BadInput(format!(
+                        "--nonneg: {} steps × {queries} cells are more than the projection \
+                         holds (at most {NONNEG_MAX_COUNTS} running counts, and 2·10¹⁰ \
+                         operations for ten iterations)",
+                        self.steps
+                    )));
+                }
+                Some(m)
+            }
+            false => None,
+        };
         // Every record is counted at its own step before anything is
         // charged: the whole input is read first (see the module's
         // documentation), and every refusal (an `error` policy, I/O)
@@ -425,7 +438,7 @@ impl StreamRelease {
                                and the pool-adjacent-violators fit): post-processing, no further \
                                budget; biased, so without standard errors",
                     "iterations": how.iterations,
-                    "tables_agree_within": how.clipped,
+                    "largest_adjustment": how.clipped,
                 });
                 companions.push((nonneg_path(out), text.into_bytes()));
             }

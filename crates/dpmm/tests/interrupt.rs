@@ -356,3 +356,42 @@ fn a_stream_signalled_after_its_charge_finishes_or_leaves_nothing() {
         assert_eq!(charges(), k + 1, "the charge stands");
     }
 }
+
+/// Too few open files for a spill (256 at once) is the operating system's
+/// refusal: exit 2 with one line saying what to raise, nothing spent and
+/// nothing left under TMPDIR.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_spill_without_enough_open_files_is_refused_before_the_charge() {
+    let dir = setup("fd-limit");
+    let tmp = dir.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let mut text = String::from("person,sex,age\n");
+    for i in 0..200_000 {
+        text.push_str(&format!("{},f,25\n", i % 5000));
+    }
+    std::fs::write(dir.join("people.csv"), text).unwrap();
+    let ledger = dir.join("ledger.jsonl");
+    let before = std::fs::read(&ledger).unwrap();
+    let command = format!(
+        "ulimit -n 200 && exec '{}' release --data '{}' --epsilon 1 --schema '{}' --workload '{}' \
+         --ledger '{}' --out '{}' --privacy-unit person --max-records-per-unit 2 --max-memory 1M",
+        env!("CARGO_BIN_EXE_dpmm"),
+        arg(&dir.join("people.csv")),
+        arg(&dir.join("schema.json")),
+        arg(&dir.join("spec.json")),
+        arg(&ledger),
+        arg(&dir.join("answers.csv")),
+    );
+    let out = Command::new("sh")
+        .args(["-c", &command])
+        .env("TMPDIR", &tmp)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("ulimit -n"), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert_eq!(std::fs::read(&ledger).unwrap(), before);
+    assert!(names_in(&tmp).is_empty(), "{:?}", names_in(&tmp));
+}

@@ -49,11 +49,15 @@ pub fn remove_spills() {
     std::mem::forget(live);
 }
 
+/// A failure of the spill files: the operating system's (a full disk, too
+/// many open files), reported as such, never as a bug.
 fn io(what: &str, e: std::io::Error) -> DpError {
-    DpError::InvalidParameter {
-        name: "records",
-        reason: format!("{what}: {e}"),
-    }
+    let hint = if e.raw_os_error() == Some(24) {
+        " (a privacy unit's spill holds 256 files open: raise the limit, `ulimit -n`)"
+    } else {
+        ""
+    };
+    DpError::Io(format!("{what}: {e}{hint}"))
 }
 
 /// The partition files, all created on the first spill in a directory
@@ -81,7 +85,7 @@ impl Spill {
 
     /// Creates the partition files (once).
     fn create(&self, files: &mut [Option<BufWriter<File>>], tag: u64) -> Result<()> {
-        if files.iter().any(Option::is_some) {
+        if files.iter().all(Option::is_some) {
             return Ok(());
         }
         let path = self
@@ -95,26 +99,28 @@ impl Spill {
             .map_err(|e| io("cannot create the spill directory", e))?;
         live().push(path.clone());
         *self.dir.lock().unwrap_or_else(|p| p.into_inner()) = Some(path.clone());
-        for (p, slot) in files.iter_mut().enumerate() {
-            let name = partition_path(&path, p);
-            let mut options = OpenOptions::new();
-            options.create_new(true).read(true).write(true);
-            #[cfg(unix)]
-            std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-            let file = options
-                .open(&name)
-                .map_err(|e| io("cannot create a spill file", e))?;
-            #[cfg(unix)]
-            std::fs::remove_file(&name).map_err(|e| io("cannot unlink a spill file", e))?;
-            *slot = Some(BufWriter::with_capacity(1 << 16, file));
+        match open_all(&path, files) {
+            Ok(()) => {
+                // On Unix the files have no names left: the directory goes.
+                #[cfg(unix)]
+                {
+                    std::fs::remove_dir(&path)
+                        .map_err(|e| io("cannot remove the spill directory", e))?;
+                    live().retain(|d| *d != path);
+                    *self.dir.lock().unwrap_or_else(|p| p.into_inner()) = None;
+                }
+                Ok(())
+            }
+            Err(e) => {
+                // All or none: a worker that comes next meets the same
+                // failure, never files created in part.
+                files.iter_mut().for_each(|f| drop(f.take()));
+                let _ = std::fs::remove_dir_all(&path);
+                live().retain(|d| *d != path);
+                *self.dir.lock().unwrap_or_else(|p| p.into_inner()) = None;
+                Err(e)
+            }
         }
-        #[cfg(unix)]
-        {
-            std::fs::remove_dir(&path).map_err(|e| io("cannot remove the spill directory", e))?;
-            live().retain(|d| *d != path);
-            *self.dir.lock().unwrap_or_else(|p| p.into_inner()) = None;
-        }
-        Ok(())
     }
 
     /// Appends each partition's bytes to its file.
@@ -125,10 +131,11 @@ impl Spill {
             if buffer.is_empty() {
                 continue;
             }
-            if let Some(file) = files[p].as_mut() {
-                file.write_all(buffer)
-                    .map_err(|e| io("cannot write a spill file", e))?;
-            }
+            let file = files[p]
+                .as_mut()
+                .ok_or_else(|| io("a spill file", std::io::Error::other("was not created")))?;
+            file.write_all(buffer)
+                .map_err(|e| io("cannot write a spill file", e))?;
             buffer.clear();
         }
         Ok(())
@@ -163,6 +170,24 @@ impl Drop for Spill {
             live().retain(|d| *d != dir);
         }
     }
+}
+
+/// Opens every partition's file in `dir` (unlinked at once on Unix).
+fn open_all(dir: &Path, files: &mut [Option<BufWriter<File>>]) -> Result<()> {
+    for (p, slot) in files.iter_mut().enumerate() {
+        let name = partition_path(dir, p);
+        let mut options = OpenOptions::new();
+        options.create_new(true).read(true).write(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let file = options
+            .open(&name)
+            .map_err(|e| io("cannot create a spill file", e))?;
+        #[cfg(unix)]
+        std::fs::remove_file(&name).map_err(|e| io("cannot unlink a spill file", e))?;
+        *slot = Some(BufWriter::with_capacity(1 << 16, file));
+    }
+    Ok(())
 }
 
 fn partition_path(dir: &Path, p: usize) -> PathBuf {
