@@ -86,6 +86,15 @@ mod tests {
     /// Each step's counts of the sex × age table (6 cells a step), for
     /// steps 10..15 of the time column `day`.
     fn steps(text: &str, schema: &Schema) -> Result<Vec<i64>, RecordsError> {
+        steps_on(text, schema, None)
+    }
+
+    /// [`steps`], times read on `calendar` when one is given.
+    fn steps_on(
+        text: &str,
+        schema: &Schema,
+        calendar: Option<Calendar>,
+    ) -> Result<Vec<i64>, RecordsError> {
         let layout =
             Layout::marginals_over_steps(schema.domain(), &[vec![0, 1]], 5, 1 << 20).unwrap();
         let source = Source::Csv {
@@ -96,7 +105,7 @@ mod tests {
             column: "day",
             start: 10,
             steps: 5,
-            calendar: None,
+            calendar,
         };
         Ok(aggregate_steps(source, schema, timing, &layout)?
             .into_step_counts(&[vec![0, 1]])?
@@ -122,6 +131,45 @@ mod tests {
         add(&mut want, 3, 0, 1);
         add(&mut want, 3, 1, 0);
         assert_eq!(got, want);
+    }
+
+    /// On a calendar, one added line of any bytes moves the step counts
+    /// by at most one record in L1: its time is read by itself, never by
+    /// its neighbours' (brute force over lines near every edge).
+    #[test]
+    fn one_added_line_moves_calendar_step_counts_by_at_most_one() {
+        use crate::clock::Step;
+        let calendar = Calendar::new(Step::Day, "2017-03-10", "America/Chicago").unwrap();
+        let base = "day,sex,age\n2017-03-10,F,3\n2017-03-12T01:30,M,70\n                    2017-03-13T04:59:59Z,F,20\n2017-03-14 23:59,M,1\n2017-03-15,F,3\n";
+        let before = steps_on(base, &schema(), Some(calendar)).unwrap();
+        let added = [
+            "2017-03-10,F,3",
+            "2017-03-12T02:30,M,70",
+            "2017-03-14T23:59:59-05:00,F,20",
+            "2017-03-15T04:59:59Z,M,1",
+            "2017-03-15T05:00:00Z,M,1",
+            "2017-03-09T23:59,F,3",
+            "17,F,3",
+            "\"2017-03-11,F,3",
+            "2017-03-11,F,3,extra",
+            "+262142-12-31T23:59:59+14:00,F,3",
+            "2017-03-11T00:00\r,F,3",
+        ];
+        for line in added {
+            let after = steps_on(&format!("{base}{line}\n"), &schema(), Some(calendar)).unwrap();
+            let moved: i64 = after.iter().zip(&before).map(|(a, b)| (a - b).abs()).sum();
+            assert!(moved <= 1, "{line}: moved {moved}");
+        }
+        // The ordinary record is counted, at its local day.
+        let one = steps_on(
+            &format!("{base}2017-03-14T23:59:59-05:00,F,20\n"),
+            &schema(),
+            Some(calendar),
+        )
+        .unwrap();
+        let mut want = before.clone();
+        add(&mut want, 4, 0, 1);
+        assert_eq!(one, want);
     }
 
     #[test]
