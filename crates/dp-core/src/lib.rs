@@ -63,7 +63,7 @@ pub use error::{DpError, Result};
 pub use kernel::{
     Contribution, Cost, KronTerm, LinearStrategy, MarginalStrategy, MeasuredStrategy, MeasuredTerm,
     Measurement, MeasurementNoise, PrivateHistogram, PrivateMarginals, Session, StreamFigures,
-    StreamMechanism, StreamSpec, TotalBudget,
+    StreamMechanism, StreamSpec, TotalBudget, TreeFigures, TreeSpec, TreeStream,
 };
 pub use mechanism::{MatrixMechanism, SupportCheck, check_support};
 pub use privacy::{Delta, Epsilon, PrivacyBudget};

@@ -30,6 +30,7 @@ pub mod marginals;
 pub mod records;
 pub mod strategy;
 pub mod stream;
+pub mod tree;
 
 pub use accounting::{
     MAX_DELTA, MAX_EPSILON, MAX_RHO, MIN_DELTA, MIN_EPSILON, MIN_RHO, add_up, check_delta,
@@ -39,6 +40,7 @@ pub use histogram::PrivateHistogram;
 pub use marginals::{KronTerm, MarginalStrategy, PrivateMarginals};
 pub use strategy::{LinearStrategy, MAX_COUNT, MeasuredStrategy, MeasuredTerm};
 pub use stream::{Contribution, CountsBound, StreamFigures, StreamMechanism, StreamSpec};
+pub use tree::{TreeFigures, TreeSpec, TreeStream};
 
 use std::sync::Arc;
 

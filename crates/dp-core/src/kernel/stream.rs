@@ -101,22 +101,33 @@ pub enum Contribution {
     Counts(CountsBound),
 }
 
-/// How far one record moves one step of kernel-made counts, in squared L2
-/// norm (one record in `m` marginal tables: `m`). Only the kernel makes
-/// one ([`super::records::StepCounts`]).
+/// How far one unit moves one step of kernel-made counts: one record is
+/// one cell of each of `tables` marginal tables, and a unit contributes
+/// at most `scale` records' worth to a step (1 without a privacy unit or
+/// weights). Only the kernel makes one ([`super::records::StepCounts`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CountsBound {
-    squared_norm: u64,
+    tables: u64,
+    scale: u64,
 }
 
 impl CountsBound {
-    pub(crate) fn new(squared_norm: u64) -> Self {
-        Self { squared_norm }
+    /// One record in `tables` tables, one record a unit.
+    pub(crate) fn new(tables: u64) -> Self {
+        Self { tables, scale: 1 }
     }
 
-    /// The bound on the squared L2 change of one step.
+    /// The bound on the squared L2 change of one step, `scale² · tables`
+    /// (a unit's records may all fall in the same cells).
     pub fn squared_norm(&self) -> u64 {
-        self.squared_norm
+        self.scale
+            .saturating_mul(self.scale)
+            .saturating_mul(self.tables)
+    }
+
+    /// The bound on the L1 change of one step, `scale · tables`.
+    pub fn l1(&self) -> u64 {
+        self.scale.saturating_mul(self.tables)
     }
 }
 
@@ -296,7 +307,8 @@ impl StreamPlan {
                 }
                 BigUint::from(1u8) << (2 * CLIP_LATTICE_BITS)
             }
-            Contribution::Counts(CountsBound { squared_norm }) => {
+            Contribution::Counts(bound) => {
+                let squared_norm = bound.squared_norm();
                 if squared_norm == 0 {
                     return Err(invalid("squared norm", "must be at least 1"));
                 }
