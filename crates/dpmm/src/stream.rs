@@ -7,13 +7,16 @@
 //! Step `t` publishes, for every cell of every marginal of the workload,
 //! the count of records with step `≤ t` in that cell, with its standard
 //! error and a 95% interval. The records of step `t` form a count vector
-//! `x_t` (all marginal tables, in workload order); the kernel's streaming
-//! mechanism ([`dp_core::StreamMechanism`]) measures `C x + z` for a
-//! banded lower-triangular Toeplitz `C` (optimized by
+//! `x_t` (all marginal tables, in workload order). Under (ε, δ) the
+//! kernel's streaming mechanism ([`dp_core::StreamMechanism`]) measures
+//! `C x + z` for a banded lower-triangular Toeplitz `C` (optimized by
 //! [`dp_stream::Factorization::banded`] for the largest per-step
 //! variance of the running counts; with as many bands as steps, the
-//! square root) with exact discrete Gaussian `z`, and
-//! the running counts are the running sums of `C⁻¹(C x + z)`.
+//! square root) with exact discrete Gaussian `z`, and the running counts
+//! are the running sums of `C⁻¹(C x + z)`. Under pure ε the kernel's
+//! `k`-ary tree ([`dp_core::TreeStream`]) measures each node of a tree
+//! over the steps with exact discrete Laplace noise, and a running count
+//! is the sum of the nodes of its step's base-`k` digits.
 //!
 //! # Privacy
 //!
@@ -21,8 +24,9 @@
 //! one cell of each of the `m` marginal tables of its step, so the
 //! contribution's squared norm is `m`, and it contributes to one step
 //! (single participation). The whole horizon is charged to the ledger
-//! once, after the input is read and before the first draw, as `ρ`-zCDP
-//! (ε, δ converted exactly, as in `release`).
+//! once, after the input is read and before the first draw: `ρ`-zCDP
+//! for (ε, δ) (converted exactly, as in `release`), ε for pure ε (`ε²/2`
+//! on a zCDP ledger).
 //!
 //! # Time values and steps
 //!
@@ -52,7 +56,11 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use dp_core::{Cost, PrivacyBudget, StreamFigures, StreamSpec};
+use dp_core::intervals::{Interval, Z95};
+use dp_core::{
+    Cost, MeasurementNoise, PrivacyBudget, StreamFigures, StreamMechanism, StreamSpec, TreeFigures,
+    TreeSpec, TreeStream,
+};
 use dp_stream::{Factorization, Objective, Participation, Stream};
 use dp_workloads::structured::StructuredWorkload;
 use dpmm_records::{Layout, Schema, Source, Timing, aggregate_steps};
@@ -105,8 +113,9 @@ pub struct StreamRelease {
     /// The workload spec: marginals only (`marginal`, `marginals`, or
     /// Kronecker products of `identity` and `total`).
     pub workload: Document,
-    /// (ε, δ): the whole horizon's privacy (δ is required: the stream is
-    /// measured with Gaussian noise).
+    /// The whole horizon's privacy: (ε, δ) measures with the banded
+    /// factorization and discrete Gaussian noise, pure ε with the `k`-ary
+    /// tree and discrete Laplace noise.
     pub budget: PrivacyBudget,
     /// The ledger to charge.
     pub ledger: PathBuf,
@@ -118,7 +127,8 @@ pub struct StreamRelease {
     pub calendar: Option<dpmm_records::Calendar>,
     /// The horizon `T`.
     pub steps: usize,
-    /// Bands of `C` (default [`default_bands`], at most `T`).
+    /// Bands of `C` (default [`default_bands`], at most `T`; (ε, δ)
+    /// only).
     pub bands: Option<usize>,
     /// Also write running counts that are non-negative, non-decreasing
     /// and consistent across tables ([`nonneg_path`]; post-processing).
@@ -139,17 +149,97 @@ pub fn nonneg_path(out: &Path) -> PathBuf {
     }
 }
 
+/// How a stream's running counts were measured, public.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum StreamNoise {
+    /// (ε, δ): a banded Toeplitz factorization, discrete Gaussian noise.
+    Gaussian {
+        /// The kernel's figures (ρ, sensitivity, σ).
+        figures: StreamFigures,
+        /// Bands of `C`.
+        bands: usize,
+    },
+    /// Pure ε: the `k`-ary tree, discrete Laplace noise.
+    Laplace {
+        /// The kernel's figures (ε, L1 sensitivity, scale, arity).
+        figures: TreeFigures,
+    },
+}
+
+impl StreamNoise {
+    /// The noise in a few words, for a summary line.
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Gaussian { figures, bands } => {
+                format!("{bands} bands, σ = {:.4} per step", figures.sigma)
+            }
+            Self::Laplace { figures } => format!(
+                "{}-ary tree of {} levels, Laplace scale {:.4} per node",
+                figures.arity, figures.levels, figures.scale
+            ),
+        }
+    }
+}
+
 /// What a stream measured with, public: for the caller's summary line.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct StreamSummary {
-    /// The kernel's figures (ρ, sensitivity, σ).
-    pub figures: StreamFigures,
+    /// The mechanism and its figures.
+    pub noise: StreamNoise,
     /// Released cells per step.
     pub queries: usize,
-    /// Bands of `C`.
-    pub bands: usize,
     /// The ledger entry charged.
     pub ledger_entry: usize,
+    /// What the ledger was charged.
+    pub charged: Charged,
+}
+
+/// A stream's mechanism, specified before the charge.
+enum Planned {
+    Gaussian { spec: StreamSpec, bands: usize },
+    Laplace { spec: TreeSpec },
+}
+
+/// A stream's mechanism under way, and the running counts it released
+/// last.
+struct Running {
+    mechanism: Mechanism,
+    counts: Vec<f64>,
+}
+
+enum Mechanism {
+    /// Released step by step (`x̂_t`): the running counts are their sums.
+    Gaussian(StreamMechanism),
+    /// Releases the running counts themselves.
+    Laplace(TreeStream, Interval),
+}
+
+impl Running {
+    /// The running counts after the next step, their standard error and
+    /// the half-width of their 95% interval.
+    fn next(
+        &mut self,
+        counts: &dp_core::kernel::records::StepCounts,
+    ) -> Result<(&[f64], f64, f64)> {
+        match &mut self.mechanism {
+            Mechanism::Gaussian(mechanism) => {
+                let released = mechanism.next_counts(counts)?;
+                for (s, v) in self.counts.iter_mut().zip(&released) {
+                    *s += v;
+                }
+                let se = mechanism.variances().1.sqrt();
+                Ok((&self.counts, se, Z95 * se))
+            }
+            Mechanism::Laplace(stream, interval) => {
+                self.counts = stream.next_counts(counts)?;
+                // The running count's noise: D(n) independent draws.
+                let (draws, variance) = stream.variance();
+                let d = draws as f64;
+                let half = interval.half_width(d, Some(d), stream.figures().draw_variance);
+                Ok((&self.counts, variance.sqrt(), half))
+            }
+        }
+    }
 }
 
 /// Charges `ledger` once for a kernel stream of `spec` under `budget`
@@ -167,12 +257,39 @@ pub fn open_stream(
 ) -> Result<(dp_core::StreamMechanism, usize)> {
     let rho = stream_rho(budget)?;
     spec.figures(rho)?;
-    let (mut opened, charge) = crate::ledger::open_for(ledger, Cost::Rho(rho), "this stream")?;
+    let (mut session, entry, charge) =
+        charged_session(ledger, Cost::Rho(rho), label, before_charge)?;
+    Ok((session.stream(spec, Cost::Rho(charge.amount))?, entry))
+}
+
+/// What a ledger was charged, in its unit.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Charged {
+    /// The amount.
+    pub amount: f64,
+    /// `"epsilon"` for a pure ε ledger, `"rho (zCDP)"` otherwise.
+    pub unit: &'static str,
+}
+
+/// Opens `ledger`, checks that it holds `cost`, runs `before_charge`,
+/// makes the charge durable and returns the session holding it, the
+/// ledger entry and the charge.
+fn charged_session(
+    ledger: &Path,
+    cost: Cost,
+    label: &str,
+    before_charge: impl FnOnce() -> Result<()>,
+) -> Result<(dp_core::Session, usize, Charged)> {
+    let (mut opened, amount) = crate::ledger::open_for(ledger, cost, "this stream")?;
+    let unit = match opened.budget() {
+        dp_core::TotalBudget::PureDp { .. } => "epsilon",
+        dp_core::TotalBudget::Zcdp { .. } => "rho (zCDP)",
+    };
     before_charge()?;
     // The durable charge precedes every draw.
-    let mut session = opened.open_session(charge, label)?;
+    let session = opened.open_session(amount, label)?;
     let entry = opened.entries().len() - 1;
-    Ok((session.stream(spec, Cost::Rho(charge))?, entry))
+    Ok((session, entry, Charged { amount, unit }))
 }
 
 /// The ρ a stream under `budget` is charged: (ε, δ) converted exactly;
@@ -234,7 +351,14 @@ impl StreamRelease {
     /// the charge; a refusal spends nothing. From the charge on, the
     /// stream runs to its end ([`dp_core::interrupt::commit`]).
     pub fn run(&self, input: Source<'_>, out: &Path) -> Result<StreamSummary> {
-        let rho = stream_rho(self.budget)?;
+        let cost = crate::privacy::cost(self.budget)?;
+        if matches!(cost, Cost::Epsilon(_)) && self.bands.is_some() {
+            return Err(Error::BadInput(
+                "--bands sets the Gaussian factorization of an (ε, δ) stream; a pure ε stream \
+                 is measured by a tree"
+                    .into(),
+            ));
+        }
         if self.steps == 0 || self.steps > MAX_STEPS {
             return Err(Error::BadInput(format!(
                 "--steps must be in 1..={MAX_STEPS}, got {}",
@@ -259,11 +383,18 @@ impl StreamRelease {
         };
         let workload = crate::release::load_workload(&self.workload, &schema)?;
         let (tables, queries) = tables(&workload)?;
-        let bands = self
-            .bands
-            .unwrap_or_else(|| default_bands(queries))
-            .min(self.steps);
-        let coefficients = running_count_coefficients(self.steps, bands)?;
+        // The mechanism, before anything is read: the banded factorization
+        // for (ε, δ), the tree of the best arity for pure ε.
+        let gaussian = match cost {
+            Cost::Rho(_) => {
+                let bands = self
+                    .bands
+                    .unwrap_or_else(|| default_bands(queries))
+                    .min(self.steps);
+                Some((running_count_coefficients(self.steps, bands)?, bands))
+            }
+            Cost::Epsilon(_) => None,
+        };
         let labels = QueryLabels::new(&workload, &schema);
         if labels.len() != queries {
             return Err(Error::Internal("query labels and cells disagree".into()));
@@ -331,20 +462,47 @@ impl StreamRelease {
         }
         // The kernel counted the records and says how far one moves a
         // step: the stream is specified with that, not with a norm of ours.
-        let spec = StreamSpec {
-            coefficients,
-            horizon: self.steps,
-            dimension: queries,
-            participations: 1,
-            separation: 1,
-            contribution: counts.contribution(),
+        let planned = match gaussian {
+            Some((coefficients, bands)) => Planned::Gaussian {
+                spec: StreamSpec {
+                    coefficients,
+                    horizon: self.steps,
+                    dimension: queries,
+                    participations: 1,
+                    separation: 1,
+                    contribution: counts.contribution(),
+                },
+                bands,
+            },
+            None => Planned::Laplace {
+                spec: TreeSpec {
+                    arity: dp_core::kernel::tree::best_arity(self.steps),
+                    horizon: self.steps,
+                    dimension: queries,
+                    participations: 1,
+                    separation: 1,
+                    contribution: counts.contribution(),
+                },
+            },
         };
-        let figures = spec.figures(rho)?;
+        // Validated and calibrated before the charge.
+        let noise = match (&planned, cost) {
+            (Planned::Gaussian { spec, bands }, Cost::Rho(rho)) => StreamNoise::Gaussian {
+                figures: spec.figures(rho)?,
+                bands: *bands,
+            },
+            (Planned::Laplace { spec }, Cost::Epsilon(epsilon)) => StreamNoise::Laplace {
+                figures: spec.figures(epsilon)?,
+            },
+            _ => return Err(Error::Internal("a stream's noise and cost disagree".into())),
+        };
         let label = format!(
-            "stream of {} steps (epsilon {}, delta {})",
+            "stream of {} steps (epsilon {}{})",
             self.steps,
             self.budget.epsilon().get(),
-            self.budget.delta().map_or(0.0, |d| d.get())
+            self.budget
+                .delta()
+                .map_or(String::new(), |d| format!(", delta {}", d.get()))
         );
         let io = |e: std::io::Error| Error::BadInput(format!("writing the running counts: {e}"));
         // The running counts go to a temporary beside `out` (created before
@@ -374,21 +532,32 @@ impl StreamRelease {
         // spent yields its running counts (a first signal says so, a
         // second abandons them).
         dp_core::interrupt::commit(|| -> Result<StreamSummary> {
-            let (mut mechanism, ledger_entry) =
-                open_stream(&self.ledger, self.budget, &spec, &label, || Ok(()))?;
-            let mut running = vec![0f64; queries];
+            let (mut session, ledger_entry, charged) =
+                charged_session(&self.ledger, cost, &label, || Ok(()))?;
+            let mechanism = match (&planned, cost) {
+                (Planned::Gaussian { spec, .. }, _) => {
+                    Mechanism::Gaussian(session.stream(spec, Cost::Rho(charged.amount))?)
+                }
+                (Planned::Laplace { spec }, _) => {
+                    let stream = session.stream_tree(spec, cost)?;
+                    let noise = MeasurementNoise::DiscreteLaplace {
+                        scale: stream.figures().scale,
+                    };
+                    Mechanism::Laplace(stream, Interval::new(noise, 1.0))
+                }
+            };
+            let mut running = Running {
+                mechanism,
+                counts: vec![0f64; queries],
+            };
             // Every step's running counts, for the projection.
             let mut history: Vec<f64> = Vec::new();
             let mut text = String::new();
             let mut number = ryu::Buffer::new();
             for (step, time) in times.iter().enumerate().take(counts.steps()) {
-                let released = mechanism.next_counts(&counts)?;
-                let (_, variance) = mechanism.variances();
-                let se = variance.sqrt();
-                let half = dp_core::intervals::Z95 * se;
+                let (values, se, half) = running.next(&counts)?;
                 text.clear();
-                for (q, (r, v)) in running.iter_mut().zip(&released).enumerate() {
-                    *r += v;
+                for (q, r) in values.iter().enumerate() {
                     text.push_str(&step.to_string());
                     text.push(',');
                     text.push_str(time);
@@ -402,14 +571,14 @@ impl StreamRelease {
                 }
                 staged.write_all(text.as_bytes()).map_err(io)?;
                 if marginals.is_some() {
-                    history.extend_from_slice(&running);
+                    history.extend_from_slice(values);
                 }
             }
             let summary = StreamSummary {
-                figures,
+                noise,
                 queries,
-                bands,
                 ledger_entry,
+                charged,
             };
             let mut sidecar = self.sidecar(&summary);
             let mut companions: Vec<(PathBuf, Vec<u8>)> = Vec::new();
@@ -457,10 +626,7 @@ impl StreamRelease {
     /// What the running counts are, how they were made and what was
     /// charged (nothing exact about the records).
     fn sidecar(&self, summary: &StreamSummary) -> serde_json::Value {
-        let f = &summary.figures;
-        serde_json::json!({
-            "mechanism": "running counts by a banded matrix factorization (DP-FTRL), \
-                          discrete Gaussian noise on the kernel's grid",
+        let mut sidecar = serde_json::json!({
             "steps": self.steps,
             "start": self.start,
             "time": match &self.calendar {
@@ -469,22 +635,50 @@ impl StreamRelease {
             },
             "time_column": self.time_column,
             "queries_per_step": summary.queries,
-            "bands": summary.bands,
-            "noise_sigma": f.sigma,
-            "sensitivity": f.sensitivity,
-            "sensitivity_exact": f.sensitivity_exact,
-            "coefficient_bits": f.coefficient_bits,
-            "rho": f.rho,
             "epsilon": self.budget.epsilon().get(),
             "delta": self.budget.delta().map(|d| d.get()),
-            "charged": f.rho,
-            "charged_unit": "rho (zCDP)",
-            "intervals": "answer ± 1.96·std_error: each running count's noise is a sum of \
-                          discrete Gaussian draws, std_error its exact standard deviation",
+            "charged": summary.charged.amount,
+            "charged_unit": summary.charged.unit,
             "ledger": {"path": self.ledger.display().to_string(), "entry": summary.ledger_entry},
             "privacy_unit": "one record: each record (one line after a CSV header, one row of a \
                              table) is protected; a person with several records is protected less",
-        })
+        });
+        let fields = match summary.noise {
+            StreamNoise::Gaussian { figures: f, bands } => serde_json::json!({
+                "mechanism": "running counts by a banded matrix factorization (DP-FTRL), \
+                              discrete Gaussian noise on the kernel's grid",
+                "bands": bands,
+                "noise_sigma": f.sigma,
+                "sensitivity": f.sensitivity,
+                "sensitivity_norm": "L2",
+                "sensitivity_exact": f.sensitivity_exact,
+                "coefficient_bits": f.coefficient_bits,
+                "rho": f.rho,
+                "intervals": "answer ± 1.96·std_error: each running count's noise is a sum of \
+                              discrete Gaussian draws, std_error its exact standard deviation",
+            }),
+            StreamNoise::Laplace { figures: f } => serde_json::json!({
+                "mechanism": "running counts by the k-ary tree mechanism: each node of the \
+                              tree over the steps measured once with discrete Laplace noise \
+                              (pure ε), a running count the sum of the nodes of its step's \
+                              base-k digits",
+                "arity": f.arity,
+                "levels": f.levels,
+                "laplace_scale": f.scale,
+                "sensitivity": f.sensitivity,
+                "sensitivity_norm": "L1",
+                "sensitivity_exact": f.sensitivity_exact,
+                "intervals": Interval::new(
+                    MeasurementNoise::DiscreteLaplace { scale: f.scale },
+                    1.0
+                )
+                .method(true),
+            }),
+        };
+        if let (Some(all), serde_json::Value::Object(more)) = (sidecar.as_object_mut(), fields) {
+            all.extend(more);
+        }
+        sidecar
     }
 }
 

@@ -182,6 +182,78 @@ fn running_counts_have_honest_standard_errors_and_one_charge() {
     assert!(se_at(STEPS - 1) > se_at(0));
 }
 
+/// z-scores of the running counts against the truth: their mean and
+/// standard deviation, and the share of 95% intervals that cover it.
+fn z_scores(rows: &[Row], truth: &HashMap<(usize, String), f64>) -> (f64, f64, f64) {
+    let mut z = Vec::new();
+    let mut covered = 0usize;
+    for (step, query, [answer, se, low, high]) in rows {
+        let t = truth.get(&(*step, query.clone())).copied().unwrap_or(0.0);
+        assert!(se.is_finite() && *se > 0.0);
+        z.push((answer - t) / se);
+        covered += usize::from(*low <= t && t <= *high);
+    }
+    let n = z.len() as f64;
+    let mean = z.iter().sum::<f64>() / n;
+    let std = (z.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+    (mean, std, covered as f64 / n)
+}
+
+#[test]
+fn pure_epsilon_streams_are_measured_by_a_laplace_tree() {
+    let (dir, _, truth) = setup("pure");
+    let ledger = dir.join("pure.jsonl");
+    let init = dpmm(&[
+        "ledger",
+        "init",
+        "--ledger",
+        arg(&ledger),
+        "--total-epsilon",
+        "3",
+    ]);
+    assert_eq!(init.code, 0, "{}", init.stderr);
+    let run = run_stream(&dir, &ledger, &["--epsilon", "3"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let s = status(&ledger);
+    assert_eq!((s.releases, s.spent), (1, 3.0));
+    let rows = rows(&dir);
+    assert_eq!(rows.len(), STEPS * 302);
+    let (mean, std, coverage) = z_scores(&rows, &truth);
+    assert!((0.9..=1.1).contains(&std), "z-score std {std}");
+    assert!(mean.abs() < 0.2, "z-score mean {mean}");
+    assert!(
+        (0.93..=0.99).contains(&coverage),
+        "95% intervals cover {coverage}"
+    );
+    // The sidecar: the tree, its L1 sensitivity (one record is in 3
+    // tables and one node of each of the tree's levels), the charge in ε.
+    let sidecar: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("running.csv.json")).unwrap())
+            .unwrap();
+    let arity = sidecar["arity"].as_u64().unwrap() as usize;
+    let levels = dpmm::dp_core::kernel::tree::levels(arity, STEPS);
+    assert_eq!(arity, dpmm::dp_core::kernel::tree::best_arity(STEPS));
+    assert_eq!(sidecar["levels"], levels);
+    assert_eq!(sidecar["sensitivity"], (3 * levels) as f64);
+    assert_eq!(sidecar["sensitivity_norm"], "L1");
+    assert_eq!(sidecar["laplace_scale"], (3 * levels) as f64 / 3.0);
+    assert_eq!(
+        (
+            sidecar["charged"].as_f64(),
+            sidecar["charged_unit"].as_str()
+        ),
+        (Some(3.0), Some("epsilon"))
+    );
+    assert!(sidecar["delta"].is_null());
+    // The standard error after n steps: D(n) draws of the discrete
+    // Laplace, D(n) the base-k digit sum of n.
+    let var = dpmm::dp_core::kernel::discrete_laplace_variance(levels as f64);
+    for (step, _, [_, se, _, _]) in rows.iter().step_by(97) {
+        let d = dpmm::dp_core::kernel::tree::draws(arity, step + 1) as f64;
+        assert!((se * se / (d * var) - 1.0).abs() < 1e-12);
+    }
+}
+
 #[test]
 fn records_from_standard_input() {
     let (dir, ledger, _) = setup("stdin");
@@ -227,8 +299,13 @@ fn refusals_spend_nothing_and_write_nothing() {
         a
     };
     let cases: Vec<Vec<String>> = vec![
-        // Pure ε: a stream needs δ.
-        stream_args(&dir, &ledger, arg(&records), &["--epsilon", "1"]),
+        // Pure ε is measured by a tree: no bands.
+        stream_args(
+            &dir,
+            &ledger,
+            arg(&records),
+            &["--epsilon", "0.1", "--bands", "4"],
+        ),
         // More than the ledger holds.
         with("--epsilon", "8", &[]),
         // Not a marginal workload.

@@ -56,6 +56,48 @@ fn families(
     out
 }
 
+/// The table of pure ε streams beside (ε, δ) ones at ε = 1, single
+/// participation, one record in one cell: the largest variance of a
+/// running count, in counts², of the kernel's `k`-ary Laplace tree (the
+/// binary tree and the best arity, `dpmm stream` without δ) and of the
+/// Gaussian square root (`dpmm stream`'s default with δ) at δ = 10⁻⁶ and
+/// 10⁻¹⁰, ρ by the exact conversion. Every figure is exact (the discrete
+/// Laplace variance; the Gaussian's `σ²` before the kernel rounds it up by
+/// at most 2⁻⁵⁸ relative).
+fn pure_against_approx(sqrt_max: &[(u32, f64)]) -> Result<String> {
+    use dp_core::kernel::tree;
+    let epsilon = 1.0;
+    let laplace = |k: usize, t: usize| {
+        let h = tree::levels(k, t);
+        let scale = h as f64 / epsilon;
+        (tree::max_draws(k, t) as f64) * dp_core::kernel::discrete_laplace_variance(scale)
+    };
+    let mut out = String::from(
+        "### Pure ε beside (ε, δ), ε = 1\n\nThe largest variance of a running count, in \
+         counts², one record in one cell, single participation: the kernel's pure ε stream \
+         (the `k`-ary tree with discrete Laplace noise, `dpmm stream` without `--delta`; \
+         binary and the arity `dpmm stream` chooses) beside the Gaussian square root at two δ \
+         (`dpmm stream --delta`). A smaller δ costs the Gaussian more; the tree's figure does \
+         not depend on δ.\n\n| T | Laplace, binary tree | Laplace, best arity (k) | \
+         Gaussian sqrt, δ = 1e-6 | Gaussian sqrt, δ = 1e-10 |\n|---|---|---|---|---|\n",
+    );
+    for &(e, multiplier) in sqrt_max {
+        let t = 1usize << e;
+        let k = tree::best_arity(t);
+        let gaussian = |delta: f64| -> Result<f64> {
+            Ok(multiplier / (2.0 * dp_core::kernel::zcdp_rho_for(epsilon, delta)?))
+        };
+        out += &format!(
+            "| 2^{e} | {:.1} | {:.1} ({k}) | {:.1} | {:.1} |\n",
+            laplace(2, t),
+            laplace(k, t),
+            gaussian(1e-6)?,
+            gaussian(1e-10)?
+        );
+    }
+    Ok(out + "\n")
+}
+
 /// One factorization's figures and seconds.
 fn run_one(
     stream: &Stream,
@@ -122,6 +164,9 @@ impl Experiment for Streams {
              variance like BLT; the dense optimum minimizes the total (COA, certified).\n\n",
         );
         let mut panels = Vec::new();
+        // The square root's largest variance per exponent (single
+        // participation), for the pure ε comparison.
+        let mut sqrt_max: Vec<(u32, f64)> = Vec::new();
         for (name, multi) in schemas {
             summary += &format!(
                 "### {name}\n\n| T | family | largest variance | mean variance | lower bound (mean) | sensitivity | seconds |\n|---|---|---|---|---|---|---|\n"
@@ -142,6 +187,9 @@ impl Experiment for Streams {
                 for (family, label) in families(t, participation, dense_max) {
                     let (figures, seconds) = run_one(&stream, family, participation)?;
                     let mean = figures.total_squared_error / t as f64;
+                    if !multi && family == Family::Sqrt {
+                        sqrt_max.push((e, figures.max_variance));
+                    }
                     let dagger = if figures.sensitivity.is_exact() {
                         ""
                     } else {
@@ -200,6 +248,7 @@ impl Experiment for Streams {
                 series,
             });
         }
+        summary += &pure_against_approx(&sqrt_max)?;
         let gamma = 0.577_215_664_901_532_9_f64;
         let n = ((1u64 << 20) - 1) as f64;
         let sqrt_asymptotic =

@@ -208,8 +208,8 @@ struct StreamArgs {
     /// The workload spec: marginals (docs/formats.md).
     #[arg(long)]
     workload: PathBuf,
-    /// `--epsilon` and `--delta` (required: the stream is measured with
-    /// Gaussian noise).
+    /// `--epsilon`, and `--delta` for a stream measured with Gaussian
+    /// noise (without it: pure ε, a k-ary tree with Laplace noise).
     #[command(flatten)]
     privacy: PrivacyArgs,
     /// The ledger to charge (once, for the horizon).
@@ -219,8 +219,9 @@ struct StreamArgs {
     /// (time: when the step begins).
     #[arg(long)]
     out: PathBuf,
-    /// Bands of the strategy C (default: T, up to 4096 and 2^24 / cells
-    /// a step; as many as steps gives the square root factorization).
+    /// Bands of the strategy C of an (ε, δ) stream (default: T, up to
+    /// 4096 and 2^24 / cells a step; as many as steps gives the square
+    /// root factorization).
     #[arg(long)]
     bands: Option<usize>,
     /// Also write running counts that are non-negative, non-decreasing in
@@ -592,12 +593,11 @@ fn stream(args: &StreamArgs) -> Result<(), Error> {
     }
     let summary = run.run(input, &args.out)?;
     eprintln!(
-        "wrote {} ({} steps × {} queries, {} bands, σ = {:.4} per step); ledger entry {}",
+        "wrote {} ({} steps × {} queries, {}); ledger entry {}",
         args.out.display(),
         args.steps,
         summary.queries,
-        summary.bands,
-        summary.figures.sigma,
+        summary.noise.describe(),
         summary.ledger_entry
     );
     drop_note(&args.schema);
