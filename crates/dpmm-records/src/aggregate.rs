@@ -80,7 +80,7 @@ use arrow_schema::DataType;
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ParquetRecordBatchReaderBuilder};
 
-use dp_core::kernel::records::{Contributions, Counting, Records, Tally};
+use dp_core::kernel::records::{Contributions, Counting, Records, StepBound, Tally};
 
 use crate::counts::{Layout, PrivateCounts};
 use crate::csv_batches::{Block, CsvBlocks, CsvColumns, Parsed, parse_block};
@@ -209,6 +209,9 @@ pub struct People {
     /// The weight column and the bound each weight is clipped to
     /// (`None`: each record counts one).
     pub weight: Option<(String, f64)>,
+    /// A stream's bound on each unit's steps (with `unit`, whose bound is
+    /// then on its records in each step).
+    pub steps: Option<StepBound>,
     /// The memory for records bounded per unit, in bytes; beyond it they
     /// spill to a private temporary directory under `spill_dir`.
     pub memory: u64,
@@ -231,6 +234,7 @@ impl People {
         Contributions {
             max_records_per_unit: self.unit.as_ref().map(|(_, k)| *k),
             max_weight: self.weight.as_ref().map(|(_, w)| *w),
+            steps: self.steps,
         }
     }
 }

@@ -48,21 +48,23 @@ impl Timing<'_> {
 
 /// Counts the records of `source` (each at its step) into the tables of
 /// `layout`, which must be kept for `timing.steps` steps
-/// ([`Layout::marginals_over_steps`]).
+/// ([`Layout::marginals_over_steps`]), bounding each unit of `people`
+/// as its contributions say (a privacy unit with a bound on its steps;
+/// `People::records()`: one record a unit).
 pub fn aggregate_steps(
     source: Source<'_>,
     schema: &Schema,
     timing: Timing<'_>,
     layout: &Layout,
+    people: &People,
 ) -> Result<PrivateCounts, RecordsError> {
     if layout.steps() as u64 != timing.steps || timing.steps > u64::from(u32::MAX) {
         return Err(RecordsError::LayoutMismatch);
     }
-    let people = People::records();
     let reading = Reading {
         rows: Rows::Records,
         time: Some((timing.column, timing.spec())),
-        people: &people,
+        people,
     };
     count(source, schema, layout, reading)
 }
@@ -107,10 +109,12 @@ mod tests {
             steps: 5,
             calendar,
         };
-        Ok(aggregate_steps(source, schema, timing, &layout)?
-            .into_step_counts(&[vec![0, 1]])?
-            .cells()
-            .to_vec())
+        Ok(
+            aggregate_steps(source, schema, timing, &layout, &People::records())?
+                .into_step_counts(&[vec![0, 1]])?
+                .cells()
+                .to_vec(),
+        )
     }
 
     /// The counts of one record of (sex, age bin) at step `s`, added to

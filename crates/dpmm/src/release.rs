@@ -241,6 +241,7 @@ impl Release {
             weight: self.weight.clone(),
             memory: limit / 4,
             spill_dir: std::env::temp_dir(),
+            steps: None,
         }
     }
 
@@ -701,7 +702,7 @@ fn sidecar(
         "weights": release.weight.as_ref().map(|(column, w)| json!({
             "column": column,
             "max_weight": w,
-            "grid": dp_core::kernel::records::Contributions { max_records_per_unit: None, max_weight: Some(*w) }.count_unit(),
+            "grid": dp_core::kernel::records::Contributions { max_records_per_unit: None, max_weight: Some(*w), steps: None }.count_unit(),
             "rounding": "each weight clipped to [0, max_weight] and put on the grid by stochastic rounding (unbiased); the sensitivity is max_weight (rounded up to the grid) times the records per unit",
         })),
     })

@@ -20,13 +20,16 @@
 //!
 //! # Privacy
 //!
-//! The unit is one line of input, as in `release`: one record adds one to
-//! one cell of each of the `m` marginal tables of its step, so the
-//! contribution's squared norm is `m`, and it contributes to one step
-//! (single participation). The whole horizon is charged to the ledger
-//! once, after the input is read and before the first draw: `ρ`-zCDP
-//! for (ε, δ) (converted exactly, as in `release`), ε for pure ε (`ε²/2`
-//! on a zCDP ledger).
+//! Without a privacy unit the unit is one line of input, as in
+//! `release`: one record adds one to one cell of each of the `m`
+//! marginal tables of its step, so the contribution's squared norm is
+//! `m`, and it contributes to one step (single participation). With one
+//! ([`StreamRelease::people`]) the kernel keeps, of each unit, at most
+//! `k` steps at least `b` apart and `K` records in each, and the stream
+//! is specified with the participation the counts carry. The whole
+//! horizon is charged to the ledger once, after the input is read and
+//! before the first draw: `ρ`-zCDP for (ε, δ) (converted exactly, as in
+//! `release`), ε for pure ε (`ε²/2` on a zCDP ledger).
 //!
 //! # Time values and steps
 //!
@@ -58,8 +61,8 @@ use std::path::{Path, PathBuf};
 
 use dp_core::intervals::{Interval, Z95};
 use dp_core::{
-    Cost, MeasurementNoise, PrivacyBudget, StreamFigures, StreamMechanism, StreamSpec, TreeFigures,
-    TreeSpec, TreeStream,
+    Contribution, Cost, MeasurementNoise, PrivacyBudget, StreamFigures, StreamMechanism,
+    StreamSpec, TreeFigures, TreeSpec, TreeStream,
 };
 use dp_stream::{Factorization, Objective, Participation, Stream};
 use dp_workloads::structured::StructuredWorkload;
@@ -133,6 +136,11 @@ pub struct StreamRelease {
     /// Also write running counts that are non-negative, non-decreasing
     /// and consistent across tables ([`nonneg_path`]; post-processing).
     pub nonneg: bool,
+    /// The privacy unit: its column, the most records of one unit kept in
+    /// a step, and the steps of one unit kept ([`dpmm_records::People`]'s
+    /// `unit` and `steps`; weights are refused). `People::records()`: the
+    /// unit is one record.
+    pub people: dpmm_records::People,
 }
 
 /// Where `dpmm stream --nonneg` writes its non-negative running counts:
@@ -372,6 +380,25 @@ impl StreamRelease {
                 "--bands must be in 1..={MAX_BANDS}"
             )));
         }
+        if self.people.weight.is_some() {
+            return Err(Error::BadInput(
+                "a stream's records carry no weights: --weight is for release".into(),
+            ));
+        }
+        match (&self.people.unit, self.people.steps) {
+            (Some(_), None) => {
+                return Err(Error::BadInput(
+                    "a stream's privacy unit needs --max-steps-per-unit (and --min-separation)"
+                        .into(),
+                ));
+            }
+            (None, Some(_)) => {
+                return Err(Error::BadInput(
+                    "--max-steps-per-unit bounds a privacy unit: give --privacy-unit".into(),
+                ));
+            }
+            _ => {}
+        }
         if self.start.checked_add(self.steps as i64).is_none() {
             return Err(Error::BadInput(
                 "--start + --steps is beyond 64-bit integers".into(),
@@ -455,21 +482,28 @@ impl StreamRelease {
             calendar: self.calendar,
         };
         let products: Vec<Vec<usize>> = tables.iter().map(|t| t.support.clone()).collect();
-        let counts =
-            aggregate_steps(input, &schema, timing, &layout)?.into_step_counts(&products)?;
+        let counts = aggregate_steps(input, &schema, timing, &layout, &self.people)?
+            .into_step_counts(&products)?;
         if counts.per_step() * counts.steps() != total {
             return Err(Error::Internal("step counts and cells disagree".into()));
         }
         // The kernel counted the records and says how far one moves a
         // step: the stream is specified with that, not with a norm of ours.
+        // A unit's steps, as the kernel bounded them.
+        let Contribution::Counts(bound) = counts.contribution() else {
+            return Err(Error::Internal(
+                "a stream of counts without their bound".into(),
+            ));
+        };
+        let (participations, separation) = (bound.participations(), bound.separation());
         let planned = match gaussian {
             Some((coefficients, bands)) => Planned::Gaussian {
                 spec: StreamSpec {
                     coefficients,
                     horizon: self.steps,
                     dimension: queries,
-                    participations: 1,
-                    separation: 1,
+                    participations,
+                    separation,
                     contribution: counts.contribution(),
                 },
                 bands,
@@ -479,8 +513,8 @@ impl StreamRelease {
                     arity: dp_core::kernel::tree::best_arity(self.steps),
                     horizon: self.steps,
                     dimension: queries,
-                    participations: 1,
-                    separation: 1,
+                    participations,
+                    separation,
                     contribution: counts.contribution(),
                 },
             },
@@ -640,8 +674,21 @@ impl StreamRelease {
             "charged": summary.charged.amount,
             "charged_unit": summary.charged.unit,
             "ledger": {"path": self.ledger.display().to_string(), "entry": summary.ledger_entry},
-            "privacy_unit": "one record: each record (one line after a CSV header, one row of a \
-                             table) is protected; a person with several records is protected less",
+            "privacy_unit": match (&self.people.unit, self.people.steps) {
+                (Some((column, k)), Some(b)) => serde_json::json!({
+                    "column": column,
+                    "max_records_per_unit": k,
+                    "max_steps_per_unit": b.max_steps,
+                    "min_separation": b.min_separation,
+                    "bounding": "of each unit, at most max_steps_per_unit steps kept, pairwise \
+                                 at least min_separation apart, and at most \
+                                 max_records_per_unit records in each, chosen at random by the \
+                                 kernel; the sensitivity is that of those participations",
+                }),
+                _ => serde_json::json!("one record: each record (one line after a CSV header, \
+                                        one row of a table) is protected; a person with several \
+                                        records is protected less"),
+            },
         });
         let fields = match summary.noise {
             StreamNoise::Gaussian { figures: f, bands } => serde_json::json!({

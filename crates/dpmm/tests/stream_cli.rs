@@ -676,3 +676,142 @@ fn nonneg_running_counts_are_monotone_consistent_and_no_worse() {
             .unwrap();
     assert!(sidecar["nonneg"]["iterations"].as_u64().is_some());
 }
+
+/// A stream whose privacy unit is a person: each person's records are
+/// kept in at most 2 steps at least 5 apart, at most 2 a step. People
+/// within the bound are counted whole (the running counts are unbiased
+/// against the truth, with standard errors for the larger sensitivity);
+/// one person with 50 records in 50 steps moves a running count by at
+/// most 4; the sidecar states the bound. Under (ε, δ) and pure ε alike.
+#[test]
+fn a_person_with_many_records_is_bounded_in_steps_and_records() {
+    let (dir, _, _) = setup("units");
+    let mut text = String::from("day,sex,age,person\n");
+    let mut counts: HashMap<String, f64> = HashMap::new();
+    let mut truth: HashMap<(usize, String), f64> = HashMap::new();
+    let mut state = 11u64;
+    let mut person = 0u64;
+    let mut at: Vec<Vec<(String, u64)>> = vec![Vec::new(); STEPS];
+    // 600 people, each with 1–2 records in each of 2 steps 5 to 20 apart.
+    for _ in 0..600 {
+        person += 1;
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let first = (state >> 33) as usize % (STEPS - 21);
+        let second = first + 5 + (state >> 45) as usize % 16;
+        for step in [first, second] {
+            for _ in 0..1 + (state >> 50) % 2 {
+                state = state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let sex = if (state >> 33).is_multiple_of(3) {
+                    "m"
+                } else {
+                    "f"
+                };
+                at[step].push((format!("{sex},{}", (state >> 40) % 100), person));
+            }
+        }
+    }
+    for (step, rows) in at.iter().enumerate() {
+        for (row, p) in rows {
+            text.push_str(&format!("{},{row},{p}\n", 100 + step));
+            let (sex, age) = row.split_once(',').unwrap();
+            for label in [
+                format!("sex = {sex}"),
+                format!("age = {age}"),
+                format!("sex = {sex} & age = {age}"),
+            ] {
+                *counts.entry(label).or_default() += 1.0;
+            }
+        }
+        for (label, c) in &counts {
+            truth.insert((step, label.clone()), *c);
+        }
+        // The heavy person: one record in every step but two.
+        if step < 50 - 2 {
+            text.push_str(&format!("{},f,30,heavy\n", 100 + step));
+        }
+    }
+    std::fs::write(dir.join("records.csv"), &text).unwrap();
+    let unit = [
+        "--privacy-unit",
+        "person",
+        "--max-records-per-unit",
+        "2",
+        "--max-steps-per-unit",
+        "2",
+        "--min-separation",
+        "5",
+    ];
+    for (name, privacy, init) in [
+        (
+            "approx",
+            vec!["--epsilon", "2", "--delta", "1e-6"],
+            vec!["--total-epsilon", "2", "--total-delta", "1e-6"],
+        ),
+        ("pure", vec!["--epsilon", "2"], vec!["--total-epsilon", "2"]),
+    ] {
+        let ledger = dir.join(format!("{name}.jsonl"));
+        let mut args = vec!["ledger", "init", "--ledger", arg(&ledger)];
+        args.extend(&init);
+        assert_eq!(dpmm(&args).code, 0);
+        let run = run_stream(&dir, &ledger, &[&privacy[..], &unit[..]].concat());
+        assert_eq!(run.code, 0, "{name}: {}", run.stderr);
+        let rows = rows(&dir);
+        // The heavy person moves a count by at most 4 (2 steps × 2).
+        let (mean, std, coverage) = z_scores(&rows, &truth);
+        assert!((0.85..=1.15).contains(&std), "{name}: z-score std {std}");
+        assert!(mean.abs() < 0.15, "{name}: z-score mean {mean}");
+        assert!(
+            (0.9..=0.99).contains(&coverage),
+            "{name}: coverage {coverage}"
+        );
+        let sidecar: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("running.csv.json")).unwrap())
+                .unwrap();
+        let unit = &sidecar["privacy_unit"];
+        assert_eq!(
+            (
+                &unit["column"],
+                &unit["max_records_per_unit"],
+                &unit["max_steps_per_unit"],
+                &unit["min_separation"]
+            ),
+            (
+                &serde_json::json!("person"),
+                &serde_json::json!(2),
+                &serde_json::json!(2),
+                &serde_json::json!(5)
+            )
+        );
+        // The sensitivity is that of 2 participations of 2 records in 3
+        // tables: L1 2 × 2 × 3 × levels for the tree; for the Gaussian
+        // (the steps closer than its bands) 2 × √(2² × 3) times the norm
+        // of C̃'s first column, which is at least 1 (c₀ = 1).
+        if name == "pure" {
+            let levels = sidecar["levels"].as_f64().unwrap();
+            assert_eq!(sidecar["sensitivity"].as_f64().unwrap(), 12.0 * levels);
+        } else {
+            assert!(sidecar["sensitivity"].as_f64().unwrap() >= 2.0 * 12f64.sqrt());
+            assert_eq!(sidecar["sensitivity_exact"], false);
+        }
+    }
+    // A unit without a step bound, and weights, are refused before the
+    // charge.
+    let ledger = dir.join("approx.jsonl");
+    let spent = status(&ledger).releases;
+    for extra in [
+        &["--privacy-unit", "person", "--max-records-per-unit", "2"][..],
+        &["--max-steps-per-unit", "2"][..],
+    ] {
+        let run = run_stream(
+            &dir,
+            &ledger,
+            &[&["--epsilon", "0.1", "--delta", "1e-6"][..], extra].concat(),
+        );
+        assert!(run.is_refusal(), "{extra:?}: {}", run.stderr);
+        assert_eq!(status(&ledger).releases, spent);
+    }
+}

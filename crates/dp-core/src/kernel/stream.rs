@@ -101,20 +101,40 @@ pub enum Contribution {
     Counts(CountsBound),
 }
 
-/// How far one unit moves one step of kernel-made counts: one record is
-/// one cell of each of `tables` marginal tables, and a unit contributes
-/// at most `scale` records' worth to a step (1 without a privacy unit or
-/// weights). Only the kernel makes one ([`super::records::StepCounts`]).
+/// How far one unit moves a stream of kernel-made counts: one record is
+/// one cell of each of `tables` marginal tables; a unit contributes at
+/// most `scale` records' worth to a step, and to at most `participations`
+/// steps pairwise at least `separation` apart (one record, one step,
+/// without a privacy unit). Only the kernel makes one
+/// ([`super::records::StepCounts`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CountsBound {
     tables: u64,
     scale: u64,
+    participations: usize,
+    separation: usize,
 }
 
 impl CountsBound {
     /// One record in `tables` tables, one record a unit.
     pub(crate) fn new(tables: u64) -> Self {
-        Self { tables, scale: 1 }
+        Self::of_units(tables, 1, 1, 1)
+    }
+
+    /// A unit of at most `scale` records a step in `participations` steps
+    /// at least `separation` apart.
+    pub(crate) fn of_units(
+        tables: u64,
+        scale: u64,
+        participations: usize,
+        separation: usize,
+    ) -> Self {
+        Self {
+            tables,
+            scale,
+            participations,
+            separation,
+        }
     }
 
     /// The bound on the squared L2 change of one step, `scale² · tables`
@@ -128,6 +148,38 @@ impl CountsBound {
     /// The bound on the L1 change of one step, `scale · tables`.
     pub fn l1(&self) -> u64 {
         self.scale.saturating_mul(self.tables)
+    }
+
+    /// The most steps one unit contributes to: a stream of these counts is
+    /// specified with this many participations.
+    pub fn participations(&self) -> usize {
+        self.participations
+    }
+
+    /// The least distance between two of a unit's steps: a stream of
+    /// these counts is specified with this separation.
+    pub fn separation(&self) -> usize {
+        self.separation
+    }
+
+    /// Refuses a stream specified with another participation than the
+    /// counts were bounded for.
+    pub(crate) fn check_participation(
+        &self,
+        participations: usize,
+        separation: usize,
+    ) -> Result<()> {
+        if (participations, separation) != (self.participations, self.separation) {
+            return Err(invalid(
+                "participation",
+                format!(
+                    "the counts were bounded to {} steps at least {} apart a unit: specify the \
+                     stream with those",
+                    self.participations, self.separation
+                ),
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -308,6 +360,7 @@ impl StreamPlan {
                 BigUint::from(1u8) << (2 * CLIP_LATTICE_BITS)
             }
             Contribution::Counts(bound) => {
+                bound.check_participation(*participations, *separation)?;
                 let squared_norm = bound.squared_norm();
                 if squared_norm == 0 {
                     return Err(invalid("squared norm", "must be at least 1"));

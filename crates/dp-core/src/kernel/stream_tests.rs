@@ -67,6 +67,7 @@ fn sensitivity_matches_brute_force_over_participation_patterns() {
                 let mut sp = spec(coefficients.to_vec(), t, 1);
                 sp.participations = k;
                 sp.separation = s;
+                sp.contribution = Contribution::Counts(CountsBound::of_units(1, 1, k, s));
                 let rho = 0.5;
                 let mut session = SeededSession::zcdp(rho, 1).unwrap();
                 let stream = session.stream(&sp, Cost::Rho(rho)).unwrap();
@@ -123,7 +124,7 @@ fn released_steps_and_running_sums_are_unbiased_with_the_stated_variance() {
     // coordinates, 5 bands, two participations 6 apart.
     let (t, dim) = (12usize, 3000usize);
     let mut sp = spec(vec![1.0, 0.5, 0.375, 0.3125, 0.27], t, dim);
-    sp.contribution = Contribution::Counts(CountsBound::new(3));
+    sp.contribution = Contribution::Counts(CountsBound::of_units(3, 1, 2, 6));
     sp.participations = 2;
     sp.separation = 6;
     let mut session = SeededSession::zcdp(0.25, 9).unwrap();

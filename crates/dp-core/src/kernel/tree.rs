@@ -222,6 +222,7 @@ impl TreePlan {
                 "a tree stream measures kernel-made counts",
             ));
         };
+        bound.check_participation(*participations, *separation)?;
         if bound.l1() == 0 {
             return Err(invalid("contribution", "must move a step by at least 1"));
         }

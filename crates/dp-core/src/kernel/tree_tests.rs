@@ -190,7 +190,7 @@ fn participations_multiply_the_sensitivity() {
     let s = TreeSpec {
         participations: 3,
         separation: 20,
-        contribution: Contribution::Counts(CountsBound::new(4)),
+        contribution: Contribution::Counts(CountsBound::of_units(4, 1, 3, 20)),
         ..spec(2, 50, 3)
     };
     // T = 50: h = 6; three steps 20 apart fit (0, 20, 40).
@@ -200,10 +200,28 @@ fn participations_multiply_the_sensitivity() {
     // Only two fit 30 apart.
     let f = TreeSpec {
         separation: 30,
+        contribution: Contribution::Counts(CountsBound::of_units(4, 1, 3, 30)),
         ..s.clone()
     }
     .figures(2.0)
     .unwrap();
     assert_eq!(f.sensitivity, 48.0);
     assert!(spec(2, 50, 3).figures(2.0).unwrap().sensitivity_exact);
+    // A unit of 5 records a step moves a step by 5 × 4 in L1.
+    let units = TreeSpec {
+        participations: 1,
+        separation: 1,
+        contribution: Contribution::Counts(CountsBound::of_units(4, 5, 1, 1)),
+        ..spec(2, 50, 3)
+    };
+    assert_eq!(units.figures(2.0).unwrap().sensitivity, 120.0);
+    // A spec whose participation is not the counts' is refused.
+    assert!(
+        TreeSpec {
+            participations: 1,
+            ..s.clone()
+        }
+        .figures(2.0)
+        .is_err()
+    );
 }

@@ -264,22 +264,34 @@ struct Kept {
     step: u32,
 }
 
+/// A unit's kept entries, `(priority, index)`, the largest priority on top.
+type Heap = BinaryHeap<(u64, usize)>;
+
+/// A step's priority within its unit (uniform, keyed by the counting).
+pub(crate) type StepPriority<'a> = dyn Fn(u128, u32) -> u64 + 'a;
+
 /// Keeps, for each unit of partition `p`, the `k` entries of smallest
 /// priority among the spilled ones and every worker's buffered ones, and
-/// counts them into `tables`.
+/// counts them into `tables`. With a [`StepBound`](super::StepBound) the
+/// `k` are kept in each step of the unit, and of its steps only those
+/// the bound keeps are counted: in the order of their priorities, each
+/// kept when it is at least the separation away from every step kept
+/// before it, until the bound's number are kept.
 pub(crate) fn count_partition(
     p: usize,
     k: usize,
+    steps: Option<(super::StepBound, &StepPriority<'_>)>,
     width: usize,
     spill: &Spill,
     buffers: &[Buffer],
     tables: &mut [CountTable],
 ) -> Result<()> {
     let size = entry_bytes(width);
-    // Per unit, a max-heap of its kept entries' (priority, index): the
-    // entry to replace is at its top, so a unit of n records costs
-    // O(n log k), whatever k.
-    let mut units: HashMap<u128, BinaryHeap<(u64, usize)>> = HashMap::new();
+    // Per unit (and step, under a step bound), a max-heap of its kept
+    // entries' (priority, index): the entry to replace is at its top, so
+    // a unit of n records costs O(n log k), whatever k.
+    let by_step = steps.is_some();
+    let mut units: HashMap<(u128, u32), Heap> = HashMap::new();
     let mut kept: Vec<Kept> = Vec::new();
     let mut arena: Vec<u32> = Vec::new();
     let mut take = |entry: &[u8]| {
@@ -300,7 +312,9 @@ pub(crate) fn count_partition(
             b.copy_from_slice(c);
             u32::from_le_bytes(b)
         });
-        let heap = units.entry(unit).or_default();
+        let heap = units
+            .entry((unit, if by_step { step } else { 0 }))
+            .or_default();
         if heap.len() < k {
             heap.push((priority, kept.len()));
             kept.push(Kept { value, step });
@@ -346,11 +360,34 @@ pub(crate) fn count_partition(
     for buffer in buffers {
         buffer.partitions[p].chunks_exact(size).for_each(&mut take);
     }
-    drop(units);
-    for (i, e) in kept.iter().enumerate() {
+    let mut count = |i: usize| {
         let codes = &arena[i * width..(i + 1) * width];
         for t in tables.iter_mut() {
-            t.count_one(codes, e.step, e.value);
+            t.count_one(codes, kept[i].step, kept[i].value);
+        }
+    };
+    let Some((bound, priority)) = steps else {
+        drop(units);
+        (0..kept.len()).for_each(count);
+        return Ok(());
+    };
+    // Each unit's steps in the order of their priorities.
+    let mut order: Vec<(u128, u64, u32, Heap)> = units
+        .into_iter()
+        .map(|((unit, step), heap)| (unit, priority(unit, step), step, heap))
+        .collect();
+    order.sort_unstable_by_key(|&(unit, priority, step, _)| (unit, priority, step));
+    let (most, apart) = (bound.max_steps as usize, bound.min_separation);
+    let mut chosen: Vec<u32> = Vec::with_capacity(most);
+    let mut current = None;
+    for (unit, _, step, heap) in order {
+        if current != Some(unit) {
+            current = Some(unit);
+            chosen.clear();
+        }
+        if chosen.len() < most && chosen.iter().all(|&s| s.abs_diff(step) >= apart) {
+            chosen.push(step);
+            heap.into_iter().for_each(|(_, i)| count(i));
         }
     }
     Ok(())

@@ -73,6 +73,23 @@ pub struct Contributions {
     /// The bound `W` each record's weight is clipped to, positive and
     /// finite (`None`: each record counts one).
     pub max_weight: Option<f64>,
+    /// A stream's bound on the steps of one unit (with
+    /// `max_records_per_unit`, which then bounds its records in each
+    /// step).
+    pub steps: Option<StepBound>,
+}
+
+/// The steps one unit of a stream may contribute to: at most
+/// `max_steps`, pairwise at least `min_separation` apart (both at least
+/// 1). A unit's steps are kept in the order of uniform random priorities
+/// (a keyed hash of the unit and the step), each kept when it is far
+/// enough from those kept before, until `max_steps` are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StepBound {
+    /// Steps kept per unit.
+    pub max_steps: u32,
+    /// The least distance between two kept steps.
+    pub min_separation: u32,
 }
 
 impl Contributions {
@@ -85,6 +102,16 @@ impl Contributions {
             return Err(DpError::InvalidParameter {
                 name: "max records per unit",
                 reason: format!("must be in 1..={MAX_RECORDS_PER_UNIT}, got {k}"),
+            });
+        }
+        if let Some(b) = self.steps
+            && (b.max_steps == 0 || b.min_separation == 0 || self.max_records_per_unit.is_none())
+        {
+            return Err(DpError::InvalidParameter {
+                name: "steps per unit",
+                reason: "a unit's steps and their separation must be at least 1, with a bound on \
+                         its records"
+                    .into(),
             });
         }
         if let Some(w) = self.max_weight
@@ -150,7 +177,11 @@ enum Mode {
     Shared(Mutex<Vec<CountTable>>),
     /// Records per unit bounded: entries spread over partitions, counted
     /// at the end.
-    Bounded { k: usize, spill: bound::Spill },
+    Bounded {
+        k: usize,
+        steps: Option<StepBound>,
+        spill: bound::Spill,
+    },
 }
 
 /// Counts encoded records into the tables of a layout, bounding each
@@ -193,6 +224,7 @@ impl Counting {
         let mode = match contributions.max_records_per_unit {
             Some(k) => Mode::Bounded {
                 k: k as usize,
+                steps: contributions.steps,
                 spill: bound::Spill::new(spill_dir),
             },
             None if layout.cells() > LOCAL_CELLS => Mode::Shared(Mutex::new(layout.zeros()?)),
@@ -285,11 +317,20 @@ impl Counting {
             }
             buffers.extend(tally.buffer);
         }
-        if let Mode::Bounded { k, spill } = &self.mode {
+        if let Mode::Bounded { k, steps, spill } = &self.mode {
             let width = self.layout.shape().len();
+            // A step's priority within its unit: the keyed hash of both.
+            let priority = |unit: u128, step: u32| -> u64 {
+                let mut h = SipHasher24::new_with_keys(self.key.0, self.key.1);
+                h.write_u8(0xff);
+                h.write_u128(unit);
+                h.write_u32(step);
+                h.finish()
+            };
+            let steps = steps.map(|b| (b, &priority as &bound::StepPriority<'_>));
             for p in 0..bound::PARTITIONS {
                 crate::interrupt::check()?;
-                bound::count_partition(p, *k, width, spill, &buffers, &mut tables)?;
+                bound::count_partition(p, *k, steps, width, spill, &buffers, &mut tables)?;
             }
         }
         Ok(Counted {
@@ -297,6 +338,7 @@ impl Counting {
             tables,
             scale: self.contributions.scale(),
             unit: self.contributions.count_unit(),
+            contributions: self.contributions,
         })
     }
 }
@@ -364,7 +406,7 @@ impl Tally<'_> {
                     t.count(records, &self.values);
                 }
             }
-            (Mode::Bounded { k, spill }, _, Some(buffer)) => {
+            (Mode::Bounded { k, spill, .. }, _, Some(buffer)) => {
                 let units = records.units.unwrap_or(&[]);
                 for (r, &value) in self.values.iter().enumerate() {
                     if value == 0 {
@@ -409,6 +451,7 @@ pub struct Counted {
     tables: Vec<CountTable>,
     scale: u64,
     unit: f64,
+    contributions: Contributions,
 }
 
 impl std::fmt::Debug for Counted {
@@ -461,17 +504,35 @@ impl Counted {
     /// A stream's counts, step by step: for each step, the cells of
     /// `products` (attribute sets, each one of the layout's tables; a
     /// table may be named twice) in order, with the bound the kernel
-    /// derives for them (one record is one cell of each product at one
-    /// step: squared L2 norm `products.len()`, one participation). Tables
-    /// whose unit moves them by more than one record (a privacy unit or
-    /// weights) are refused: a stream's participation bound is not built.
+    /// derives for them: one record is one cell of each product, so a
+    /// step moves by squared L2 norm `products.len()` and L1
+    /// `products.len()` per record; without a privacy unit one record is
+    /// in one step, with one a unit is at most `K` records in each of at
+    /// most its [`StepBound`]'s steps. A privacy unit without a bound on
+    /// its steps, and weights, are refused.
     pub fn into_step_counts(self, products: &[Vec<usize>]) -> Result<StepCounts> {
-        if self.scale != 1 {
+        let c = self.contributions;
+        if c.max_weight.is_some() {
             return Err(DpError::InvalidParameter {
                 name: "contributions",
-                reason: "a stream bounds no privacy unit or weight yet".into(),
+                reason: "a stream's records carry no weights".into(),
             });
         }
+        let bound = match (c.max_records_per_unit, c.steps) {
+            (None, _) => CountsBound::new(products.len() as u64),
+            (Some(k), Some(b)) => CountsBound::of_units(
+                products.len() as u64,
+                u64::from(k),
+                b.max_steps as usize,
+                b.min_separation as usize,
+            ),
+            (Some(_), None) => {
+                return Err(DpError::InvalidParameter {
+                    name: "contributions",
+                    reason: "a stream's privacy unit needs a bound on its steps".into(),
+                });
+            }
+        };
         if products.is_empty() {
             return Err(DpError::InvalidParameter {
                 name: "products",
@@ -507,7 +568,7 @@ impl Counted {
             counts: out,
             per_step,
             steps,
-            bound: CountsBound::new(products.len() as u64),
+            bound,
         })
     }
 

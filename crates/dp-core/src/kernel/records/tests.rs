@@ -22,6 +22,7 @@ fn layouts(steps: usize) -> Vec<TableLayout> {
 /// Random records: codes per attribute, multiplicities (a tenth left out,
 /// a few groups), units among `units`, weights in [0, 3), steps below
 /// `steps`.
+#[derive(Clone)]
 struct Random {
     codes: Vec<Vec<u32>>,
     multiplicity: Vec<u64>,
@@ -59,7 +60,7 @@ fn random(rows: usize, units: u64, steps: u32, seed: u64) -> Random {
     }
 }
 
-/// Counts `batches` (each a range of the records) on `workers` tallies.
+/// Counts `batches` (each a range of the records) on two tallies.
 fn count(
     layout: &TableLayout,
     contributions: Contributions,
@@ -67,14 +68,26 @@ fn count(
     batches: &[std::ops::Range<usize>],
     memory: u64,
 ) -> Counted {
-    let counting = Counting::new(
-        layout.clone(),
+    count_in(
+        layout,
         contributions,
+        records,
+        batches,
         memory,
         std::env::temp_dir(),
-        2,
     )
-    .unwrap();
+}
+
+/// [`count`], spilling under `dir`.
+fn count_in(
+    layout: &TableLayout,
+    contributions: Contributions,
+    records: &Random,
+    batches: &[std::ops::Range<usize>],
+    memory: u64,
+    dir: std::path::PathBuf,
+) -> Counted {
+    let counting = Counting::new(layout.clone(), contributions, memory, dir, 2).unwrap();
     let mut tallies = vec![counting.tally().unwrap(), counting.tally().unwrap()];
     let steps = if layout.steps() > 1 {
         records.steps.clone()
@@ -229,6 +242,7 @@ fn at_most_k_records_of_a_unit_are_kept_with_or_without_spilling() {
     let k3 = Contributions {
         max_records_per_unit: Some(3),
         max_weight: None,
+        steps: None,
     };
     // Ample memory, then so little that every few entries spill.
     for memory in [1 << 26, 64 * 1024] {
@@ -261,6 +275,7 @@ fn the_records_kept_are_a_uniform_choice() {
             Contributions {
                 max_records_per_unit: Some(2),
                 max_weight: None,
+                steps: None,
             },
             1 << 20,
             std::env::temp_dir(),
@@ -304,6 +319,7 @@ fn one_added_unit_moves_each_table_by_at_most_k() {
     let contributions = Contributions {
         max_records_per_unit: Some(k),
         max_weight: None,
+        steps: None,
     };
     let base = count(
         layout,
@@ -344,6 +360,7 @@ fn weights_are_clipped_and_rounded_onto_their_grid_without_bias() {
     let contributions = Contributions {
         max_records_per_unit: None,
         max_weight: Some(max),
+        steps: None,
     };
     let unit = contributions.count_unit();
     assert_eq!(
@@ -391,22 +408,27 @@ fn contributions_out_of_range_are_refused() {
         Contributions {
             max_records_per_unit: Some(0),
             max_weight: None,
+            steps: None,
         },
         Contributions {
             max_records_per_unit: Some(MAX_RECORDS_PER_UNIT + 1),
             max_weight: None,
+            steps: None,
         },
         Contributions {
             max_records_per_unit: None,
             max_weight: Some(f64::NAN),
+            steps: None,
         },
         Contributions {
             max_records_per_unit: None,
             max_weight: Some(0.0),
+            steps: None,
         },
         Contributions {
             max_records_per_unit: None,
             max_weight: Some(1e13),
+            steps: None,
         },
     ] {
         assert!(bad.check().is_err(), "{bad:?}");
@@ -496,10 +518,12 @@ fn the_measurement_scales_its_sensitivity_by_the_contributions() {
     let k5 = measure(Contributions {
         max_records_per_unit: Some(5),
         max_weight: None,
+        steps: None,
     });
     let weighted = measure(Contributions {
         max_records_per_unit: Some(5),
         max_weight: Some(4.0),
+        steps: None,
     });
     assert_eq!(k5.sensitivity, 5.0 * plain.sensitivity);
     assert_eq!(
@@ -556,10 +580,12 @@ fn step_counts_carry_the_kernel_bound_and_streams_take_only_their_own() {
         Contributions {
             max_records_per_unit: Some(2),
             max_weight: None,
+            steps: None,
         },
         Contributions {
             max_records_per_unit: None,
             max_weight: Some(2.0),
+            steps: None,
         },
     ] {
         let counted = count(&layout, bounded, &records, &[0..250, 250..500], 1 << 20);
@@ -583,4 +609,211 @@ fn step_counts_carry_the_kernel_bound_and_streams_take_only_their_own() {
         assert_eq!(stream.next_counts(&counts).unwrap().len(), 14);
     }
     assert!(stream.next_counts(&counts).is_err(), "past the horizon");
+}
+
+/// A stream's unit bounded to `K` records in each of at most `k` steps
+/// pairwise `b` apart: over fresh keys, and with or without spilling,
+/// every unit's kept steps obey the bound, each kept step keeps
+/// `min(K, its records)`, no step is left out that the greedy rule would
+/// have kept, and the first step kept is uniform over the unit's steps.
+#[test]
+fn a_units_steps_are_bounded_separated_and_chosen_at_random() {
+    let (units, steps) = (6u32, 20usize);
+    let layout = TableLayout::new(vec![6, 3], vec![vec![0], vec![1]], steps, 1 << 20).unwrap();
+    let bound = StepBound {
+        max_steps: 3,
+        min_separation: 4,
+    };
+    let contributions = Contributions {
+        max_records_per_unit: Some(2),
+        max_weight: None,
+        steps: Some(bound),
+    };
+    let mut rng = ChaCha8Rng::seed_from_u64(5);
+    let mut records = Random {
+        codes: vec![Vec::new(), Vec::new()],
+        multiplicity: Vec::new(),
+        units: Vec::new(),
+        weights: Vec::new(),
+        steps: Vec::new(),
+    };
+    // Records of unit u at step t: 0 to 11 (about 30 KB of entries: the
+    // smaller memory spills), the layout's `who` its cell.
+    let mut n = vec![vec![0u64; steps]; units as usize];
+    for (u, row) in (0..units).zip(n.iter_mut()) {
+        for (t, slot) in row.iter_mut().enumerate() {
+            let c = rng.random_range(0..12u64);
+            *slot = c;
+            for _ in 0..c {
+                records.codes[0].push(u);
+                records.codes[1].push(rng.random_range(0..3));
+                records.multiplicity.push(1);
+                records.units.push(spread(u64::from(u)));
+                records.weights.push(1.0);
+                records.steps.push(t as u32);
+            }
+        }
+    }
+    let rows = records.multiplicity.len();
+    // Its own spill directory: another test counts this process's spill
+    // directories in the system's.
+    let dir = std::env::temp_dir().join(format!("dpmm-step-bound-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for memory in [1 << 26, 16 * 1024] {
+        for _ in 0..10 {
+            let counted = count_in(
+                &layout,
+                contributions,
+                &records,
+                &[0..rows / 2, rows / 2..rows],
+                memory,
+                dir.clone(),
+            );
+            let who = &counted.tables_for_tests()[0].1;
+            for u in 0..units as usize {
+                let kept: Vec<usize> = (0..steps).filter(|&t| who[t * 6 + u] > 0).collect();
+                assert!(kept.len() <= 3, "unit {u}: {kept:?}");
+                for (i, &a) in kept.iter().enumerate() {
+                    assert_eq!(who[a * 6 + u], n[u][a].min(2));
+                    assert!(kept[i + 1..].iter().all(|&b| b - a >= 4), "{kept:?}");
+                }
+                // Greedy: a step with records left out is near a kept one,
+                // or three were kept.
+                for t in (0..steps).filter(|&t| n[u][t] > 0 && !kept.contains(&t)) {
+                    assert!(kept.len() == 3 || kept.iter().any(|&s| s.abs_diff(t) < 4));
+                }
+            }
+        }
+    }
+    // Nothing is left in the spill directory.
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+    std::fs::remove_dir(&dir).unwrap();
+    let counts = count(
+        &layout,
+        contributions,
+        &records,
+        &[0..rows / 2, rows / 2..rows],
+        1 << 20,
+    )
+    .into_step_counts(&[vec![1]])
+    .unwrap();
+    let crate::kernel::Contribution::Counts(b) = counts.contribution() else {
+        panic!("not counts");
+    };
+    assert_eq!(
+        (b.squared_norm(), b.l1(), b.participations(), b.separation()),
+        (4, 2, 3, 4)
+    );
+    // One unit with one record at each of 8 steps, one step kept: over
+    // 1600 countings each step is kept 200 times (sd 13.2).
+    let one = Random {
+        codes: vec![vec![0; 8], vec![0; 8]],
+        multiplicity: vec![1; 8],
+        units: vec![spread(3); 8],
+        weights: vec![1.0; 8],
+        steps: (0..8).collect(),
+    };
+    let layout8 = TableLayout::new(vec![6, 3], vec![vec![0]], 8, 1 << 10).unwrap();
+    let single = Contributions {
+        steps: Some(StepBound {
+            max_steps: 1,
+            min_separation: 1,
+        }),
+        ..contributions
+    };
+    let mut first = [0u64; 8];
+    for _ in 0..1600 {
+        let counted = count(&layout8, single, &one, &[0..4, 4..8], 1 << 20);
+        let t = &counted.tables_for_tests()[0].1;
+        for (s, f) in first.iter_mut().enumerate() {
+            *f += t[s * 6];
+        }
+    }
+    assert_eq!(first.iter().sum::<u64>(), 1600);
+    assert!(
+        first.iter().all(|&f| (f as f64 - 200.0).abs() < 5.0 * 13.2),
+        "{first:?}"
+    );
+}
+
+/// One added unit, with records in every step, moves the stream's tables
+/// only in its own cells (the others, within the bound, are kept whole),
+/// by at most `K` a step in at most `k` steps `b` apart: per step an L1
+/// change of at most `K` in every table.
+#[test]
+fn one_added_unit_moves_a_stream_by_its_bound() {
+    let steps = 16usize;
+    let layout = TableLayout::new(vec![6, 3], vec![vec![0], vec![1]], steps, 1 << 20).unwrap();
+    let contributions = Contributions {
+        max_records_per_unit: Some(3),
+        max_weight: None,
+        steps: Some(StepBound {
+            max_steps: 2,
+            min_separation: 5,
+        }),
+    };
+    let mut base = Random {
+        codes: vec![Vec::new(), Vec::new()],
+        multiplicity: Vec::new(),
+        units: Vec::new(),
+        weights: Vec::new(),
+        steps: Vec::new(),
+    };
+    let push = |r: &mut Random, u: u32, x: u32, t: u32| {
+        r.codes[0].push(u);
+        r.codes[1].push(x);
+        r.multiplicity.push(1);
+        r.units.push(spread(u64::from(u)));
+        r.weights.push(1.0);
+        r.steps.push(t);
+    };
+    // Units 0..5 within the bound: 3 records at steps u and u + 6.
+    for u in 0..5u32 {
+        for t in [u, u + 6] {
+            for x in 0..3 {
+                push(&mut base, u, x, t);
+            }
+        }
+    }
+    let mut added = base.clone();
+    for t in 0..steps as u32 {
+        for _ in 0..7 {
+            push(&mut added, 5, 1, t);
+        }
+    }
+    for _ in 0..20 {
+        let a = count(
+            &layout,
+            contributions,
+            &base,
+            &[0..10, 10..base.multiplicity.len()],
+            1 << 20,
+        );
+        let b = count(
+            &layout,
+            contributions,
+            &added,
+            &[0..10, 10..added.multiplicity.len()],
+            1 << 20,
+        );
+        let (a, b) = (a.tables_for_tests(), b.tables_for_tests());
+        let mut moved = Vec::new();
+        for t in 0..steps {
+            for (table, cells) in [(0, 6), (1, 3)] {
+                let l1: u64 = (0..cells)
+                    .map(|c| b[table].1[t * cells + c].abs_diff(a[table].1[t * cells + c]))
+                    .sum();
+                assert!(l1 <= 3, "step {t} table {table}: {l1}");
+                if l1 > 0 && table == 0 {
+                    moved.push(t);
+                    // Only the added unit's own cell moves.
+                    assert_eq!(l1, b[0].1[t * 6 + 5]);
+                }
+            }
+        }
+        assert!(
+            moved.len() <= 2 && moved.windows(2).all(|w| w[1] - w[0] >= 5),
+            "{moved:?}"
+        );
+    }
 }

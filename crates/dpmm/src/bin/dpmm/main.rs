@@ -184,6 +184,43 @@ impl ClockArgs {
     }
 }
 
+/// A stream's privacy unit and how much of it is kept.
+#[derive(Args)]
+struct StreamUnitArgs {
+    /// The privacy unit: the column naming whom each record is about. The
+    /// kernel then keeps at most --max-records-per-unit records of a unit
+    /// in each step, in at most --max-steps-per-unit of its steps at least
+    /// --min-separation apart, chosen at random, and scales the noise to
+    /// protect all of them. Without it the unit is one record.
+    #[arg(long, requires_all = ["max_records_per_unit", "max_steps_per_unit"])]
+    privacy_unit: Option<String>,
+    /// The most records of one unit kept in one step (1 to 65,536).
+    #[arg(long, requires = "privacy_unit", allow_hyphen_values = true)]
+    max_records_per_unit: Option<u32>,
+    /// The most steps of one unit kept.
+    #[arg(long, requires = "privacy_unit", allow_hyphen_values = true)]
+    max_steps_per_unit: Option<u32>,
+    /// The least distance, in steps, between two kept steps of one unit
+    /// (default 1).
+    #[arg(long, requires = "max_steps_per_unit", allow_hyphen_values = true)]
+    min_separation: Option<u32>,
+}
+
+impl StreamUnitArgs {
+    fn people(&self) -> dpmm::dpmm_records::People {
+        dpmm::dpmm_records::People {
+            unit: self.privacy_unit.clone().zip(self.max_records_per_unit),
+            steps: self.max_steps_per_unit.map(|max_steps| {
+                dpmm::dp_core::kernel::records::StepBound {
+                    max_steps,
+                    min_separation: self.min_separation.unwrap_or(1),
+                }
+            }),
+            ..dpmm::dpmm_records::People::records()
+        }
+    }
+}
+
 /// `dpmm stream`'s flags.
 #[derive(Args)]
 struct StreamArgs {
@@ -208,6 +245,9 @@ struct StreamArgs {
     /// The workload spec: marginals (docs/formats.md).
     #[arg(long)]
     workload: PathBuf,
+    /// The privacy unit and its bounds.
+    #[command(flatten)]
+    unit: StreamUnitArgs,
     /// `--epsilon`, and `--delta` for a stream measured with Gaussian
     /// noise (without it: pure ε, a k-ary tree with Laplace noise).
     #[command(flatten)]
@@ -567,6 +607,7 @@ fn stream(args: &StreamArgs) -> Result<(), Error> {
         steps: args.steps,
         bands: args.bands,
         nonneg: args.nonneg,
+        people: args.unit.people(),
     };
     let stdin = args.data.as_os_str() == "-";
     let input = if stdin {
