@@ -59,10 +59,10 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use dp_core::intervals::{Interval, Z95};
+use dp_core::intervals::Z95;
 use dp_core::{
-    Contribution, Cost, MeasurementNoise, PrivacyBudget, StreamFigures, StreamMechanism,
-    StreamSpec, TreeFigures, TreeSpec, TreeStream,
+    Contribution, Cost, PrivacyBudget, StreamFigures, StreamMechanism, StreamSpec, TreeFigures,
+    TreeSpec, TreeStream,
 };
 use dp_stream::{Factorization, Objective, Participation, Stream};
 use dp_workloads::structured::StructuredWorkload;
@@ -143,6 +143,38 @@ pub struct StreamRelease {
     pub people: dpmm_records::People,
 }
 
+/// A stream's public clock from how people write it: without `step`,
+/// `start` is a whole number (default 0) and times are whole numbers;
+/// with `step` (`day`, `hour`, `week`, `month`, `<N>s`), `start` is a
+/// date or date-time and `timezone` an IANA zone (default UTC). Returns
+/// the whole-number start and the calendar, if any.
+pub fn clock(
+    start: Option<&str>,
+    step: Option<&str>,
+    timezone: Option<&str>,
+) -> Result<(i64, Option<dpmm_records::Calendar>)> {
+    let Some(step) = step else {
+        if timezone.is_some() {
+            return Err(Error::BadInput(
+                "a time zone places a calendar's steps: give the step too".into(),
+            ));
+        }
+        let start = match start {
+            None => 0,
+            Some(s) => s.trim().parse().map_err(|_| {
+                Error::BadInput(format!(
+                    "start: '{s}' is not a whole number (give a step to read dates and times)"
+                ))
+            })?,
+        };
+        return Ok((start, None));
+    };
+    let step: dpmm_records::Step = step.parse()?;
+    let calendar =
+        dpmm_records::Calendar::new(step, start.unwrap_or_default(), timezone.unwrap_or("UTC"))?;
+    Ok((0, Some(calendar)))
+}
+
 /// Where `dpmm stream --nonneg` writes its non-negative running counts:
 /// `running.nonneg.csv` beside `running.csv`, else `<out>.nonneg.csv`.
 pub fn nonneg_path(out: &Path) -> PathBuf {
@@ -219,7 +251,7 @@ enum Mechanism {
     /// Released step by step (`x̂_t`): the running counts are their sums.
     Gaussian(StreamMechanism),
     /// Releases the running counts themselves.
-    Laplace(TreeStream, Interval),
+    Laplace(TreeStream),
 }
 
 impl Running {
@@ -238,13 +270,11 @@ impl Running {
                 let se = mechanism.variances().1.sqrt();
                 Ok((&self.counts, se, Z95 * se))
             }
-            Mechanism::Laplace(stream, interval) => {
+            Mechanism::Laplace(stream) => {
                 self.counts = stream.next_counts(counts)?;
                 // The running count's noise: D(n) independent draws.
-                let (draws, variance) = stream.variance();
-                let d = draws as f64;
-                let half = interval.half_width(d, Some(d), stream.figures().draw_variance);
-                Ok((&self.counts, variance.sqrt(), half))
+                let (_, variance) = stream.variance();
+                Ok((&self.counts, variance.sqrt(), stream.half_width()))
             }
         }
     }
@@ -573,11 +603,7 @@ impl StreamRelease {
                     Mechanism::Gaussian(session.stream(spec, Cost::Rho(charged.amount))?)
                 }
                 (Planned::Laplace { spec }, _) => {
-                    let stream = session.stream_tree(spec, cost)?;
-                    let noise = MeasurementNoise::DiscreteLaplace {
-                        scale: stream.figures().scale,
-                    };
-                    Mechanism::Laplace(stream, Interval::new(noise, 1.0))
+                    Mechanism::Laplace(session.stream_tree(spec, cost)?)
                 }
             };
             let mut running = Running {
@@ -715,11 +741,12 @@ impl StreamRelease {
                 "sensitivity": f.sensitivity,
                 "sensitivity_norm": "L1",
                 "sensitivity_exact": f.sensitivity_exact,
-                "intervals": Interval::new(
-                    MeasurementNoise::DiscreteLaplace { scale: f.scale },
-                    1.0
-                )
-                .method(true),
+                "intervals": "95% from each running count's noise law, a sum of D(n) discrete \
+                              Laplace draws on the integers (D(n) the base-k digit sum of the \
+                              steps n so far): one draw, its exact quantile; several, the \
+                              95% point of the variance-gamma law with the sum's exact \
+                              variance and fourth cumulant, rounded up to a whole number \
+                              (the noise is an integer)",
             }),
         };
         if let (Some(all), serde_json::Value::Object(more)) = (sidecar.as_object_mut(), fields) {

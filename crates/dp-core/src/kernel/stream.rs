@@ -207,6 +207,8 @@ pub struct StreamSpec {
 /// would replay its noise.
 #[derive(Debug)]
 pub struct StreamMechanism {
+    /// The counts it measures, once the first step is released.
+    counts_id: Option<u64>,
     dimension: usize,
     horizon: usize,
     step: usize,
@@ -455,6 +457,7 @@ impl StreamPlan {
         let b = self.m.len();
         let scale = f64::from(1u32 << self.bits);
         StreamMechanism {
+            counts_id: None,
             dimension: spec.dimension,
             horizon: spec.horizon,
             step: 0,
@@ -526,6 +529,7 @@ impl StreamMechanism {
         if counts.bound() != bound
             || counts.per_step() != self.dimension
             || counts.steps() != self.horizon
+            || self.counts_id.is_some_and(|id| id != counts.id())
         {
             return Err(invalid(
                 "counts",
@@ -535,6 +539,7 @@ impl StreamMechanism {
         let row = counts
             .step(self.step)
             .ok_or_else(|| invalid("step", format!("all {} steps were released", self.horizon)))?;
+        self.counts_id = Some(counts.id());
         self.next_count_slice(row)
     }
 

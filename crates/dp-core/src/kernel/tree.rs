@@ -145,8 +145,10 @@ pub fn max_draws(arity: usize, horizon: usize) -> usize {
 }
 
 /// The arity with the smallest largest variance of a running count over
-/// `horizon` steps (`h² · max D`, the variance's dependence on `k` at a
-/// fixed ε), the smallest such arity on a tie.
+/// `horizon` steps for a Laplace variance proportional to the squared
+/// scale (`h² · max D`), the smallest such arity on a tie. At scales near
+/// the grid (large ε) the discrete Laplace variance grows more slowly than
+/// the scale squared, and the choice is then only close to the best.
 pub fn best_arity(horizon: usize) -> usize {
     (2..=MAX_ARITY)
         .min_by_key(|&k| {
@@ -154,6 +156,29 @@ pub fn best_arity(horizon: usize) -> usize {
             (h * h).saturating_mul(max_draws(k, horizon))
         })
         .unwrap_or(2)
+}
+
+/// The half-width of a 95% interval for a running count whose noise is
+/// the sum of `draws` independent discrete Laplace draws of `scale` on
+/// the integers: the release's interval for that law
+/// ([`crate::intervals::Interval`]: one draw, its exact quantile; several,
+/// the variance-gamma law with the sum's variance and fourth cumulant),
+/// rounded up to a whole number. The noise is an integer, so an interval
+/// that stops short of the next integer covers only up to the one before:
+/// near the grid's scale the continuous law's 95% point can fall just
+/// short and cover less (92.7% at scale 1, two draws, unrounded).
+pub fn half_width(scale: f64, draws: usize) -> f64 {
+    if draws == 0 {
+        return 0.0;
+    }
+    let d = draws as f64;
+    let interval = crate::intervals::Interval::new(
+        crate::kernel::MeasurementNoise::DiscreteLaplace { scale },
+        1.0,
+    );
+    interval
+        .half_width(d, Some(d), discrete_laplace_variance(scale))
+        .ceil()
 }
 
 fn invalid(name: &'static str, reason: impl Into<String>) -> DpError {
@@ -292,6 +317,7 @@ impl Session {
             })
             .collect();
         Ok(TreeStream {
+            counts_id: None,
             arity: spec.arity,
             levels,
             horizon: spec.horizon,
@@ -319,6 +345,8 @@ struct Chunk {
 /// the whole horizon), then fed one step at a time. Not `Clone`: a copy
 /// would replay its noise.
 pub struct TreeStream {
+    /// The counts it measures, once the first step is released.
+    counts_id: Option<u64>,
     arity: usize,
     levels: usize,
     horizon: usize,
@@ -366,6 +394,12 @@ impl TreeStream {
         (d, d as f64 * self.figures.draw_variance)
     }
 
+    /// The half-width of the 95% interval of the last running count
+    /// released ([`half_width`]).
+    pub fn half_width(&self) -> f64 {
+        half_width(self.figures.scale, draws(self.arity, self.step))
+    }
+
     /// Releases the running counts after the next step of the kernel-made
     /// `counts` the stream was specified for: every coordinate's count
     /// over steps `0..=t` plus the noise of the nodes that make it up.
@@ -374,6 +408,7 @@ impl TreeStream {
         if counts.bound() != self.bound
             || counts.per_step() != self.dimension
             || counts.steps() != self.horizon
+            || self.counts_id.is_some_and(|id| id != counts.id())
         {
             return Err(invalid(
                 "counts",
@@ -383,6 +418,7 @@ impl TreeStream {
         let row = counts
             .step(self.step)
             .ok_or_else(|| invalid("step", format!("all {} steps were released", self.horizon)))?;
+        self.counts_id = Some(counts.id());
         self.next_count_slice(row)
     }
 

@@ -569,6 +569,7 @@ impl Counted {
             per_step,
             steps,
             bound,
+            id: NEXT_COUNTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         })
     }
 
@@ -594,7 +595,13 @@ pub struct StepCounts {
     per_step: usize,
     steps: usize,
     bound: CountsBound,
+    /// Tells these counts from any other of the process: a stream
+    /// measures the steps of one counting only.
+    id: u64,
 }
+
+/// The next [`StepCounts`]'s identity.
+static NEXT_COUNTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 impl StepCounts {
     /// The contribution to specify the stream with.
@@ -620,6 +627,10 @@ impl StepCounts {
 
     pub(crate) fn bound(&self) -> CountsBound {
         self.bound
+    }
+
+    pub(crate) fn id(&self) -> u64 {
+        self.id
     }
 
     /// Step `t`'s cells.

@@ -605,7 +605,15 @@ fn step_counts_carry_the_kernel_bound_and_streams_take_only_their_own() {
         .into_step_counts(&[vec![0], vec![1, 2]])
         .unwrap();
     assert!(stream.next_counts(&other).is_err(), "other products");
-    for _ in 0..steps {
+    assert_eq!(stream.next_counts(&counts).unwrap().len(), 14);
+    // Another counting of the same records, of the same shape and bound:
+    // a stream measures the steps of the counts it began with only (else
+    // one record could sit in a step of each).
+    let again = count(&layout, plain, &records, &[0..250, 250..500], 1 << 20)
+        .into_step_counts(&products)
+        .unwrap();
+    assert!(stream.next_counts(&again).is_err(), "another counting");
+    for _ in 1..steps {
         assert_eq!(stream.next_counts(&counts).unwrap().len(), 14);
     }
     assert!(stream.next_counts(&counts).is_err(), "past the horizon");
