@@ -33,6 +33,7 @@ import errno
 import io
 import json
 import os
+import tempfile
 import warnings
 from typing import Any, Mapping, Optional, Union
 
@@ -59,6 +60,7 @@ __all__ = [
     "optimizers",
     "plan",
     "release",
+    "stream",
     "workloads",
 ]
 
@@ -587,6 +589,107 @@ def release(
     return frame
 
 
+def stream(
+    data: Any,
+    *,
+    schema: Schema,
+    workload: Workload,
+    epsilon: float,
+    ledger: Union[Ledger, PathLike],
+    time_column: str,
+    steps: int,
+    delta: Optional[float] = None,
+    start: Union[int, str, None] = None,
+    step: Optional[str] = None,
+    timezone: Optional[str] = None,
+    bands: Optional[int] = None,
+    nonneg: bool = False,
+    privacy_unit: Optional[str] = None,
+    max_records_per_unit: Optional[int] = None,
+    max_steps_per_unit: Optional[int] = None,
+    min_separation: Optional[int] = None,
+    out: Optional[PathLike] = None,
+) -> pd.DataFrame:
+    """Releases the running counts of a workload of marginals at each of
+    ``steps`` steps (``dpmm stream``): the same pipeline, kernel and
+    guarantees as the command.
+
+    ``data`` is read as :func:`release` reads records. A record's step comes
+    from ``time_column``: a whole number minus ``start`` (default 0), or,
+    with ``step`` (``"day"``, ``"hour"``, ``"week"``, ``"month"``,
+    ``"<N>s"``), a date or date-time placed on the calendar that begins at
+    ``start`` (a date or date-time) in ``timezone`` (an IANA name, default
+    UTC). ``start`` is public input, never taken from the data; a time
+    outside the steps makes the record malformed under the schema's
+    policy. With ``delta`` the stream is (ε, δ)-DP, measured by a banded
+    matrix factorization with discrete Gaussian noise (``bands``); without
+    it, pure ε-DP, measured by a k-ary tree with discrete Laplace noise.
+    The whole horizon is charged to ``ledger`` once, before any draw, and
+    every refusal comes before that (nothing is spent on an exception).
+
+    The unit of privacy is one record unless ``privacy_unit`` names the
+    column saying whom each record is about: the kernel then keeps, of each
+    unit, at most ``max_steps_per_unit`` steps at least ``min_separation``
+    (default 1) apart and ``max_records_per_unit`` records in each, chosen
+    at random, and the noise protects all of them.
+
+    Returns one row per step and query: ``step``, ``time`` (the step's
+    start), ``query``, ``answer``, ``std_error`` (exact), ``ci_low`` and
+    ``ci_high`` (95%); ``attrs["sidecar"]`` says how they were made and
+    what was charged, and with ``nonneg=True`` ``attrs["nonneg"]`` holds
+    running counts that are non-negative, non-decreasing and consistent
+    across tables (post-processing). The files are written to ``out``
+    (``<out>.json`` the sidecar), or to a temporary directory removed
+    afterwards.
+    """
+    if not isinstance(schema, Schema):
+        raise ValueError(f"schema must be a dpmatrix.Schema, got {type(schema).__name__}")
+    if not isinstance(workload, Workload):
+        raise ValueError(f"workload must be a dpmatrix.Workload, got {type(workload).__name__}")
+    needed = _needed(schema, False, time_column, privacy_unit)
+    source = _source(data, "data", needed)
+    book = ledger.path if isinstance(ledger, Ledger) else _existing(ledger)
+    with tempfile.TemporaryDirectory(prefix="dpmatrix-stream-") as scratch:
+        target = os.fspath(out) if out is not None else os.path.join(scratch, "running.csv")
+        summary, late = _dpmatrix.stream(
+            schema._native,
+            workload._native,
+            book,
+            epsilon,
+            target,
+            time_column,
+            steps,
+            delta=delta,
+            start=None if start is None else str(start),
+            step=step,
+            timezone=timezone,
+            bands=bands,
+            nonneg=nonneg,
+            privacy_unit=privacy_unit,
+            max_records_per_unit=max_records_per_unit,
+            max_steps_per_unit=max_steps_per_unit,
+            min_separation=min_separation,
+            **source,
+        )
+        types = {"step": "int64", "time": "string", "query": "string"}
+        frame = pd.read_csv(target, dtype=types, keep_default_na=False)
+        with open(target + ".json", encoding="utf-8") as f:
+            frame.attrs["sidecar"] = json.load(f)
+        if nonneg:
+            stem, ext = os.path.splitext(target)
+            path = stem + ".nonneg.csv" if ext.lower() == ".csv" else target + ".nonneg.csv"
+            frame.attrs["nonneg"] = pd.read_csv(path, dtype=types, keep_default_na=False)
+    frame.attrs["summary"] = summary
+    if late:
+        warnings.warn(
+            "interrupted after the ledger was charged: the stream ran to its end and its "
+            "running counts are returned",
+            DpmmWarning,
+            stacklevel=2,
+        )
+    return frame
+
+
 def check(
     data: Any = None,
     schema: Optional[Schema] = None,
@@ -595,7 +698,9 @@ def check(
     workload: Optional[Workload] = None,
     time_column: Optional[str] = None,
     steps: Optional[int] = None,
-    start: int = 0,
+    start: Union[int, str, None] = None,
+    step: Optional[str] = None,
+    timezone: Optional[str] = None,
     privacy_unit: Optional[str] = None,
     max_records_per_unit: Optional[int] = None,
     weight: Optional[str] = None,
@@ -614,8 +719,9 @@ def check(
     policy that applies. ``attrs`` holds the totals: ``rows`` read,
     ``records``, ``kept_records``, ``dropped_records``, ``dropped_share``,
     ``malformed`` rows by reason, ``refused`` (what an ``error`` policy
-    would refuse), for a stream (``time_column``, ``steps``, ``start``) the
-    ``times`` not whole or outside the steps, with ``privacy_unit`` the
+    would refuse), for a stream (``time_column``, ``steps``, ``start``, and
+    ``step`` and ``timezone`` as :func:`stream` takes them) the ``times``
+    not whole or outside the steps, with ``privacy_unit`` the
     ``units`` (how many, the most records of one, and the units and
     records over ``max_records_per_unit``), with ``weight`` the
     ``weights`` (the largest, the total, and those clipped at
@@ -645,7 +751,9 @@ def check(
             workload=None if workload is None else workload._native,
             time_column=time_column,
             steps=steps,
-            start=start,
+            start=None if start is None else str(start),
+            step=step,
+            timezone=timezone,
             privacy_unit=privacy_unit,
             max_records_per_unit=max_records_per_unit,
             weight=weight,

@@ -600,12 +600,103 @@ fn release<'py>(
     ))
 }
 
+/// A continual release of running counts (`dpmm stream`) of records (a
+/// file at `path`, or an Arrow `stream`), written to `out` (and its
+/// sidecar `<out>.json`, and with `nonneg` the non-negative running
+/// counts): the summary line. Everything is refused before the charge;
+/// once charged the stream runs to its end and an interrupt is raised
+/// after it.
+#[pyfunction]
+#[pyo3(signature = (schema, workload, ledger, epsilon, out, time_column, steps, delta=None, path=None, stream=None, start=None, step=None, timezone=None, bands=None, nonneg=false, privacy_unit=None, max_records_per_unit=None, max_steps_per_unit=None, min_separation=None))]
+#[allow(clippy::too_many_arguments)] // Python keyword arguments
+fn stream(
+    py: Python<'_>,
+    schema: &Schema,
+    workload: &Workload,
+    ledger: PathBuf,
+    epsilon: f64,
+    out: PathBuf,
+    time_column: String,
+    steps: usize,
+    delta: Option<f64>,
+    path: Option<PathBuf>,
+    stream: Option<PyRecordBatchReader>,
+    start: Option<String>,
+    step: Option<String>,
+    timezone: Option<String>,
+    bands: Option<usize>,
+    nonneg: bool,
+    privacy_unit: Option<String>,
+    max_records_per_unit: Option<u32>,
+    max_steps_per_unit: Option<u32>,
+    min_separation: Option<u32>,
+) -> PyResult<(String, bool)> {
+    let budget = budget(epsilon, delta)?;
+    if min_separation.is_some() && max_steps_per_unit.is_none() {
+        return Err(PyValueError::new_err(
+            "min_separation goes with max_steps_per_unit",
+        ));
+    }
+    let (start, calendar) =
+        dpmm::stream::clock(start.as_deref(), step.as_deref(), timezone.as_deref())
+            .map_err(py_err)?;
+    let people = dpmm::dpmm_records::People {
+        steps: max_steps_per_unit.map(|max_steps| dpmm::dp_core::kernel::records::StepBound {
+            max_steps,
+            min_separation: min_separation.unwrap_or(1),
+        }),
+        ..people(privacy_unit, max_records_per_unit, None, None)?
+    };
+    let data = data(path, stream, false)?;
+    // The outputs never land on the ledger, its head or the records.
+    let head = dpmm::dp_core::ledger::head_path(&ledger);
+    let inputs: Vec<PathBuf> = [ledger.clone(), head]
+        .into_iter()
+        .chain(data.path().cloned())
+        .collect();
+    let sidecar = dpmm::answers::sidecar_path(&out);
+    let nonneg_out = nonneg.then(|| dpmm::stream::nonneg_path(&out));
+    for p in [&out, &sidecar].into_iter().chain(nonneg_out.as_ref()) {
+        dpmm::output::check_output(p, &inputs).map_err(py_err)?;
+        dpmm::output::check_writable(p).map_err(py_err)?;
+    }
+    let run = dpmm::stream::StreamRelease {
+        schema: schema.doc.clone(),
+        workload: workload.inner.document("the workload"),
+        budget,
+        ledger,
+        time_column,
+        start,
+        calendar,
+        steps,
+        bands,
+        nonneg,
+        people,
+    };
+    let source = data.into_source(|f| Box::new(f)).map_err(py_err)?;
+    match interruptible(py, || run.run(source, &out))? {
+        // Past its charge: the running counts are written.
+        (Ok(summary), Some(_)) => Ok((describe(&summary), true)),
+        (_, Some(raised)) => Err(raised),
+        (summary, None) => Ok((describe(&summary.map_err(py_err)?), false)),
+    }
+}
+
+fn describe(summary: &dpmm::stream::StreamSummary) -> String {
+    format!(
+        "{} queries a step, {}; ledger entry {}",
+        summary.queries,
+        summary.noise.describe(),
+        summary.ledger_entry
+    )
+}
+
 /// The curator's check of records or a counts table (a file at `path`, or
 /// an Arrow `stream`) under `schema` (and, for a stream, its time column,
 /// steps and start): the report as JSON. Exact figures, not private; spends
 /// and writes nothing.
 #[pyfunction]
-#[pyo3(signature = (schema, path=None, stream=None, counts=false, workload=None, time_column=None, steps=None, start=0, privacy_unit=None, max_records_per_unit=None, weight=None, max_weight=None))]
+#[pyo3(signature = (schema, path=None, stream=None, counts=false, workload=None, time_column=None, steps=None, start=None, step=None, timezone=None, privacy_unit=None, max_records_per_unit=None, weight=None, max_weight=None))]
 #[allow(clippy::too_many_arguments)] // Python keyword arguments
 fn check(
     py: Python<'_>,
@@ -616,7 +707,9 @@ fn check(
     workload: Option<&Workload>,
     time_column: Option<String>,
     steps: Option<u64>,
-    start: i64,
+    start: Option<String>,
+    step: Option<String>,
+    timezone: Option<String>,
     privacy_unit: Option<String>,
     max_records_per_unit: Option<u32>,
     weight: Option<String>,
@@ -624,13 +717,21 @@ fn check(
 ) -> PyResult<String> {
     let people = people(privacy_unit, max_records_per_unit, weight, max_weight)?;
     let data = data(path, stream, counts)?;
+    let (start, calendar) =
+        dpmm::stream::clock(start.as_deref(), step.as_deref(), timezone.as_deref())
+            .map_err(py_err)?;
     let time = match (time_column, steps) {
         (Some(column), Some(steps)) => Some(dpmm::check::StreamTime {
             column,
             steps,
             start,
-            calendar: None,
+            calendar,
         }),
+        (None, None) if calendar.is_some() || start != 0 => {
+            return Err(PyValueError::new_err(
+                "start, step and timezone place a stream's steps: give time_column and steps",
+            ));
+        }
         (None, None) => None,
         _ => {
             return Err(PyValueError::new_err("time_column and steps go together"));
@@ -1050,6 +1151,7 @@ fn _dpmatrix(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ledger_status, m)?)?;
     m.add_function(wrap_pyfunction!(release, m)?)?;
     m.add_function(wrap_pyfunction!(check, m)?)?;
+    m.add_function(wrap_pyfunction!(stream, m)?)?;
     m.add_function(wrap_pyfunction!(optimize, m)?)?;
     m.add_function(wrap_pyfunction!(error, m)?)?;
     m.add_function(wrap_pyfunction!(optimizers, m)?)?;

@@ -93,7 +93,8 @@ pub enum Data {
 }
 
 impl Data {
-    fn path(&self) -> Option<&PathBuf> {
+    /// The file read, when the data is one.
+    pub fn path(&self) -> Option<&PathBuf> {
         match self {
             Self::Records(p) | Self::CountsTable(p) => Some(p),
             Self::Csv { .. } | Self::Arrow { .. } => None,

@@ -159,24 +159,16 @@ struct ClockArgs {
 impl ClockArgs {
     /// Step 0's whole-number time, and the calendar when --step is given.
     fn clock(&self) -> Result<(i64, Option<dpmm::dpmm_records::Calendar>), Error> {
-        let Some(step) = &self.step else {
-            let start = match &self.start {
-                None => 0,
-                Some(s) => s.trim().parse().map_err(|_| {
-                    Error::BadInput(format!(
-                        "--start: '{s}' is not a whole number (give --step to read dates and \
-                         times)"
-                    ))
-                })?,
-            };
-            return Ok((start, None));
-        };
-        let step: dpmm::dpmm_records::Step = step.parse().map_err(dpmm::Error::from)?;
-        let start = self.start.as_deref().unwrap_or_default();
-        let zone = self.timezone.as_deref().unwrap_or("UTC");
-        let calendar =
-            dpmm::dpmm_records::Calendar::new(step, start, zone).map_err(dpmm::Error::from)?;
-        Ok((0, Some(calendar)))
+        dpmm::stream::clock(
+            self.start.as_deref(),
+            self.step.as_deref(),
+            self.timezone.as_deref(),
+        )
+        .map_err(|e| match e {
+            // The flags' names, as the command line gives them.
+            Error::BadInput(m) => Error::BadInput(m.replace("start: ", "--start: ")),
+            e => e,
+        })
     }
 
     fn given(&self) -> bool {
