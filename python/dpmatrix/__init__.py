@@ -609,6 +609,7 @@ def stream(
     max_steps_per_unit: Optional[int] = None,
     min_separation: Optional[int] = None,
     out: Optional[PathLike] = None,
+    report: Optional[PathLike] = None,
 ) -> pd.DataFrame:
     """Releases the running counts of a workload of marginals at each of
     ``steps`` steps (``dpmm stream``): the same pipeline, kernel and
@@ -640,7 +641,9 @@ def stream(
     running counts that are non-negative, non-decreasing and consistent
     across tables (post-processing). The files are written to ``out``
     (``<out>.json`` the sidecar), or to a temporary directory removed
-    afterwards.
+    afterwards. With ``report``, an HTML page is written there: what was
+    spent and is left, and each table's running counts over the steps in
+    their 95% bands.
     """
     if not isinstance(schema, Schema):
         raise ValueError(f"schema must be a dpmatrix.Schema, got {type(schema).__name__}")
@@ -669,6 +672,7 @@ def stream(
             max_records_per_unit=max_records_per_unit,
             max_steps_per_unit=max_steps_per_unit,
             min_separation=min_separation,
+            report=None if report is None else os.fspath(report),
             **source,
         )
         types = {"step": "int64", "time": "string", "query": "string"}

@@ -119,6 +119,7 @@ def stream(
     max_records_per_unit: Optional[int] = None,
     max_steps_per_unit: Optional[int] = None,
     min_separation: Optional[int] = None,
+    report: Optional[str] = None,
 ) -> tuple[str, bool]: ...
 def optimize(
     w: np.ndarray,

@@ -607,7 +607,7 @@ fn release<'py>(
 /// once charged the stream runs to its end and an interrupt is raised
 /// after it.
 #[pyfunction]
-#[pyo3(signature = (schema, workload, ledger, epsilon, out, time_column, steps, delta=None, path=None, stream=None, start=None, step=None, timezone=None, bands=None, nonneg=false, privacy_unit=None, max_records_per_unit=None, max_steps_per_unit=None, min_separation=None))]
+#[pyo3(signature = (schema, workload, ledger, epsilon, out, time_column, steps, delta=None, path=None, stream=None, start=None, step=None, timezone=None, bands=None, nonneg=false, privacy_unit=None, max_records_per_unit=None, max_steps_per_unit=None, min_separation=None, report=None))]
 #[allow(clippy::too_many_arguments)] // Python keyword arguments
 fn stream(
     py: Python<'_>,
@@ -630,6 +630,7 @@ fn stream(
     max_records_per_unit: Option<u32>,
     max_steps_per_unit: Option<u32>,
     min_separation: Option<u32>,
+    report: Option<PathBuf>,
 ) -> PyResult<(String, bool)> {
     let budget = budget(epsilon, delta)?;
     if min_separation.is_some() && max_steps_per_unit.is_none() {
@@ -656,7 +657,18 @@ fn stream(
         .collect();
     let sidecar = dpmm::answers::sidecar_path(&out);
     let nonneg_out = nonneg.then(|| dpmm::stream::nonneg_path(&out));
-    for p in [&out, &sidecar].into_iter().chain(nonneg_out.as_ref()) {
+    let outputs: Vec<&PathBuf> = [&out, &sidecar]
+        .into_iter()
+        .chain(nonneg_out.as_ref())
+        .chain(report.as_ref())
+        .collect();
+    if (1..outputs.len()).any(|i| outputs[..i].contains(&outputs[i])) {
+        return Err(PyValueError::new_err(
+            "the running counts, their sidecar, the nonneg file and the report need paths of \
+             their own",
+        ));
+    }
+    for p in outputs {
         dpmm::output::check_output(p, &inputs).map_err(py_err)?;
         dpmm::output::check_writable(p).map_err(py_err)?;
     }
@@ -672,6 +684,7 @@ fn stream(
         bands,
         nonneg,
         people,
+        report,
     };
     let source = data.into_source(|f| Box::new(f)).map_err(py_err)?;
     match interruptible(py, || run.run(source, &out))? {

@@ -599,6 +599,14 @@ fn spent(sidecar: &serde_json::Value, ledger: Option<&Status>) -> Vec<(&'static 
 /// `weights`.
 fn privacy_unit(sidecar: &serde_json::Value) -> String {
     let unit = match sidecar.get("privacy_unit") {
+        Some(serde_json::Value::Object(u)) if u.contains_key("max_steps_per_unit") => format!(
+            "the column {}, at most {} steps of each kept, at least {} apart, and at most {} \
+             records in each (chosen at random)",
+            esc(u.get("column").and_then(|c| c.as_str()).unwrap_or("–")),
+            figure(u.get("max_steps_per_unit").and_then(|k| k.as_f64())),
+            figure(u.get("min_separation").and_then(|k| k.as_f64())),
+            figure(u.get("max_records_per_unit").and_then(|k| k.as_f64()))
+        ),
         Some(serde_json::Value::Object(u)) => format!(
             "the column {}, at most {} records of each kept (chosen at random)",
             esc(u.get("column").and_then(|c| c.as_str()).unwrap_or("–")),
@@ -683,6 +691,200 @@ impl Answers {
         }
         page("dpmm release", &body)
     }
+}
+
+/// A stream's running counts as a report draws them: every step's value
+/// of every query (step-major), each step's 95% half-width (shared by the
+/// step's queries), and the non-negative running counts when made.
+pub struct RunningCounts<'a> {
+    /// The workload the queries are the cells of.
+    pub workload: &'a StructuredWorkload,
+    /// Its schema (the labels).
+    pub schema: &'a Schema,
+    /// Each step's start, as the output writes it.
+    pub times: &'a [String],
+    /// `steps × queries` running counts.
+    pub values: &'a [f64],
+    /// Each step's 95% half-width.
+    pub half_widths: &'a [f64],
+    /// `steps × queries` non-negative running counts, when made.
+    pub nonneg: Option<&'a [f64]>,
+}
+
+/// The most lines one chart of a stream's report draws: a table's cells of
+/// the largest last running count.
+pub const STREAM_LINES: usize = 8;
+
+/// Colours of a chart's lines.
+const PALETTE: [&str; STREAM_LINES] = [
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf",
+];
+
+/// One chart of running counts over the steps: for each of `lines`
+/// (query index, label), its running count as a line in a shaded band of
+/// its 95% intervals, and its non-negative running count dashed.
+fn running_chart(counts: &RunningCounts<'_>, queries: usize, lines: &[(usize, String)]) -> String {
+    const WIDTH: f64 = 760.0;
+    const HEIGHT: f64 = 240.0;
+    const LEFT: f64 = 70.0;
+    const RIGHT: f64 = 170.0;
+    const TOP: f64 = 10.0;
+    const BOTTOM: f64 = 30.0;
+    let steps = counts.times.len();
+    let at = |t: usize, q: usize| counts.values[t * queries + q];
+    let mut lo = 0f64;
+    let mut hi = 0f64;
+    for &(q, _) in lines {
+        for t in 0..steps {
+            lo = lo.min(at(t, q) - counts.half_widths[t]);
+            hi = hi.max(at(t, q) + counts.half_widths[t]);
+        }
+    }
+    if hi <= lo {
+        hi = lo + 1.0;
+    }
+    let plot_w = WIDTH - LEFT - RIGHT;
+    let plot_h = HEIGHT - TOP - BOTTOM;
+    let x = |t: usize| LEFT + plot_w * t as f64 / (steps.max(2) - 1) as f64;
+    let y = |v: f64| TOP + plot_h * (hi - v) / (hi - lo);
+    let mut out = format!("<svg width=\"{WIDTH}\" height=\"{HEIGHT}\" role=\"img\">");
+    // Axes: zero, the range, the first and last steps.
+    let _ = write!(
+        out,
+        "<line class=\"axis\" x1=\"{LEFT}\" x2=\"{:.1}\" y1=\"{2:.1}\" y2=\"{2:.1}\"/>\
+         <text x=\"{3:.1}\" y=\"{4:.1}\" text-anchor=\"end\">{5}</text>\
+         <text x=\"{3:.1}\" y=\"{6:.1}\" text-anchor=\"end\">{7}</text>\
+         <text x=\"{LEFT}\" y=\"{8:.1}\">{9}</text>\
+         <text x=\"{1:.1}\" y=\"{8:.1}\" text-anchor=\"end\">{10}</text>",
+        LEFT + plot_w,
+        LEFT + plot_w,
+        y(0.0),
+        LEFT - 6.0,
+        TOP + 10.0,
+        num(hi),
+        TOP + plot_h,
+        num(lo),
+        HEIGHT - 8.0,
+        esc(&counts.times[0]),
+        esc(&counts.times[steps - 1]),
+    );
+    for (i, (q, label)) in lines.iter().enumerate() {
+        let colour = PALETTE[i % PALETTE.len()];
+        let mut band = String::new();
+        for t in 0..steps {
+            let _ = write!(
+                band,
+                "{:.1},{:.1} ",
+                x(t),
+                y(at(t, *q) + counts.half_widths[t])
+            );
+        }
+        for t in (0..steps).rev() {
+            let _ = write!(
+                band,
+                "{:.1},{:.1} ",
+                x(t),
+                y(at(t, *q) - counts.half_widths[t])
+            );
+        }
+        let line: String = (0..steps)
+            .map(|t| format!("{:.1},{:.1} ", x(t), y(at(t, *q))))
+            .collect();
+        let last = at(steps - 1, *q);
+        let _ = write!(
+            out,
+            "<g><title>{}</title><polygon points=\"{band}\" fill=\"{colour}\" \
+             fill-opacity=\"0.15\"/><polyline points=\"{line}\" fill=\"none\" \
+             stroke=\"{colour}\" stroke-width=\"1.5\"/>",
+            esc(&format!(
+                "{label}: {} at {} (95% interval {} to {})",
+                num(last),
+                counts.times[steps - 1],
+                num(last - counts.half_widths[steps - 1]),
+                num(last + counts.half_widths[steps - 1])
+            )),
+        );
+        if let Some(nonneg) = counts.nonneg {
+            let dashed: String = (0..steps)
+                .map(|t| format!("{:.1},{:.1} ", x(t), y(nonneg[t * queries + q])))
+                .collect();
+            let _ = write!(
+                out,
+                "<polyline points=\"{dashed}\" fill=\"none\" stroke=\"{colour}\" \
+                 stroke-dasharray=\"4 3\"/>"
+            );
+        }
+        let short: String = label.chars().take(24).collect();
+        let _ = write!(
+            out,
+            "<text x=\"{:.1}\" y=\"{:.1}\" fill=\"{colour}\">{}</text></g>",
+            LEFT + plot_w + 8.0,
+            TOP + 12.0 + 14.0 * i as f64,
+            esc(&short)
+        );
+    }
+    out.push_str("</svg>");
+    out
+}
+
+/// A stream's HTML report ([`crate::report`]): what was spent and what
+/// `ledger` has left, the mechanism, and for every table of the workload
+/// its running counts over the steps with their 95% bands (the
+/// [`STREAM_LINES`] cells of the largest last running count, the others in
+/// the CSV).
+pub fn stream_html(
+    sidecar: &serde_json::Value,
+    ledger: Option<&Status>,
+    counts: &RunningCounts<'_>,
+) -> String {
+    let steps = counts.times.len();
+    let queries = counts.values.len().checked_div(steps).unwrap_or(0);
+    let mut body = String::from("<h1>dpmm stream</h1>\n");
+    let _ = write!(
+        body,
+        "<p class=\"note\">{steps} steps × {queries} running counts. Every figure on this \
+         page is a released running count or a public property of the mechanism; nothing \
+         here is exact about the data. Each line is a running count, its shade the 95% \
+         intervals{}; hover over a line for its last value.</p>\n<h2>Privacy</h2>\n{}\
+         <h2>Running counts</h2>\n",
+        if counts.nonneg.is_some() {
+            ", the dashed line the non-negative, non-decreasing running count (post-processing \
+             of the same counts: biased)"
+        } else {
+            ""
+        },
+        key_values(&spent(sidecar, ledger)),
+    );
+    if steps == 0 || queries == 0 {
+        return page("dpmm stream", &body);
+    }
+    let labels = crate::release_plan::QueryLabels::new(counts.workload, counts.schema);
+    for table in tables(counts.workload, counts.schema) {
+        let end = (table.start + table.len).min(queries);
+        let mut cells: Vec<usize> = (table.start..end).collect();
+        let last = |q: usize| counts.values[(steps - 1) * queries + q];
+        cells.sort_by(|a, b| last(*b).total_cmp(&last(*a)).then(a.cmp(b)));
+        let shown = cells.len().min(STREAM_LINES);
+        let lines: Vec<(usize, String)> = cells[..shown]
+            .iter()
+            .map(|&q| {
+                let mut s = String::new();
+                labels.write(q, &mut s);
+                (q, s)
+            })
+            .collect();
+        let _ = writeln!(body, "<h3>{}</h3>", esc(&table.title()));
+        if cells.len() > shown {
+            let _ = writeln!(
+                body,
+                "<p class=\"note\">The {shown} cells of the largest last running count of \
+                 {}; every cell's running counts are in the CSV.</p>",
+                cells.len()
+            );
+        }
+        body.push_str(&running_chart(counts, queries, &lines));
+    }
+    page("dpmm stream", &body)
 }
 
 impl PlanSummary {

@@ -141,7 +141,14 @@ pub struct StreamRelease {
     /// `unit` and `steps`; weights are refused). `People::records()`: the
     /// unit is one record.
     pub people: dpmm_records::People,
+    /// Also write an HTML report here ([`crate::report::stream_html`]):
+    /// what was spent and is left, and every table's running counts over
+    /// the steps with their 95% bands.
+    pub report: Option<PathBuf>,
 }
+
+/// The most running counts `--report` draws from (held in memory): 32 MB.
+pub const REPORT_MAX_COUNTS: usize = 1 << 22;
 
 /// A stream's public clock from how people write it: without `step`,
 /// `start` is a whole number (default 0) and times are whole numbers;
@@ -489,6 +496,13 @@ impl StreamRelease {
             }
             false => None,
         };
+        if self.report.is_some() && total > REPORT_MAX_COUNTS {
+            return Err(Error::BadInput(format!(
+                "--report: {} steps × {queries} cells are more than the {REPORT_MAX_COUNTS} \
+                 running counts a report draws",
+                self.steps
+            )));
+        }
         // Every record is counted at its own step before anything is
         // charged: the whole input is read first (see the module's
         // documentation), and every refusal (an `error` policy, I/O)
@@ -610,8 +624,11 @@ impl StreamRelease {
                 mechanism,
                 counts: vec![0f64; queries],
             };
-            // Every step's running counts, for the projection.
+            // Every step's running counts, for the projection and the
+            // report, and each step's half-width.
+            let keep = marginals.is_some() || self.report.is_some();
             let mut history: Vec<f64> = Vec::new();
+            let mut half_widths: Vec<f64> = Vec::new();
             let mut text = String::new();
             let mut number = ryu::Buffer::new();
             for (step, time) in times.iter().enumerate().take(counts.steps()) {
@@ -630,8 +647,9 @@ impl StreamRelease {
                     text.push('\n');
                 }
                 staged.write_all(text.as_bytes()).map_err(io)?;
-                if marginals.is_some() {
+                if keep {
                     history.extend_from_slice(values);
+                    half_widths.push(half);
                 }
             }
             let summary = StreamSummary {
@@ -642,6 +660,7 @@ impl StreamRelease {
             };
             let mut sidecar = self.sidecar(&summary);
             let mut companions: Vec<(PathBuf, Vec<u8>)> = Vec::new();
+            let mut projected: Option<Vec<f64>> = None;
             if let Some(tables) = &marginals {
                 let scale = history.iter().fold(1.0, |m: f64, v| m.max(v.abs()));
                 let cap = tables.running_iteration_cap(self.steps, NONNEG_ITERATIONS);
@@ -670,6 +689,23 @@ impl StreamRelease {
                     "largest_adjustment": how.clipped,
                 });
                 companions.push((nonneg_path(out), text.into_bytes()));
+                projected = Some(estimate);
+            }
+            if let Some(report) = &self.report {
+                let status = crate::ledger::status(&self.ledger).ok();
+                let html = crate::report::stream_html(
+                    &sidecar,
+                    status.as_ref(),
+                    &crate::report::RunningCounts {
+                        workload: &workload,
+                        schema: &schema,
+                        times: &times,
+                        values: &history,
+                        half_widths: &half_widths,
+                        nonneg: projected.as_deref(),
+                    },
+                );
+                companions.push((report.clone(), html.into_bytes()));
             }
             let sidecar = serde_json::to_string_pretty(&sidecar)
                 .map_err(|e| Error::Internal(format!("the sidecar: {e}")))?;

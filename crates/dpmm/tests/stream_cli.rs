@@ -616,11 +616,17 @@ fn rewrite_times(text: &str) -> String {
 fn nonneg_running_counts_are_monotone_consistent_and_no_worse() {
     let (dir, ledger, truth) = setup("nonneg");
     // A small budget: many unbiased running counts are negative or fall.
-    let run = run_stream(
+    // The projection's thousands of iterations take seconds in a debug
+    // build, and many more on a loaded machine: a longer hang bound.
+    let data = dir.join("records.csv");
+    let args = stream_args(
         &dir,
         &ledger,
+        arg(&data),
         &["--epsilon", "0.5", "--delta", "1e-6", "--nonneg"],
     );
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let run = common::dpmm_within(&refs, std::time::Duration::from_secs(600));
     assert_eq!(run.code, 0, "{}", run.stderr);
     let unbiased = rows(&dir);
     let text = std::fs::read_to_string(dir.join("running.nonneg.csv")).unwrap();
@@ -814,4 +820,57 @@ fn a_person_with_many_records_is_bounded_in_steps_and_records() {
         assert!(run.is_refusal(), "{extra:?}: {}", run.stderr);
         assert_eq!(status(&ledger).releases, spent);
     }
+}
+
+/// `--report`: one self-contained page with the privacy lines and, per
+/// table of the workload, its running counts in their 95% bands (the
+/// eight cells of the largest last count), the non-negative ones dashed;
+/// written with the other outputs, and refused on a path of another
+/// output before the charge.
+#[test]
+fn the_report_draws_every_table_of_running_counts_in_its_bands() {
+    let (dir, ledger, _) = setup("report");
+    let report = dir.join("stream.html");
+    let approx = ["--epsilon", "1", "--delta", "1e-6", "--nonneg"];
+    let run = run_stream(
+        &dir,
+        &ledger,
+        &[&approx[..], &["--report", arg(&report)]].concat(),
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let html = std::fs::read_to_string(&report).unwrap();
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    assert!(!html.contains("<script") && !html.contains("http"));
+    // Three tables (sex, age, sex × age): 2 + 8 + 8 lines, each a band,
+    // a line and a dashed non-negative line.
+    assert_eq!(html.matches("<svg").count(), 3);
+    assert_eq!(html.matches("<polygon").count(), 18);
+    assert_eq!(html.matches("stroke-dasharray").count(), 18);
+    assert!(html.contains("the column") || html.contains("one record"));
+    // The largest last running count of the sex table is drawn first, as
+    // the CSV has it.
+    let rows = rows(&dir);
+    let last = |label: &str| {
+        rows.iter()
+            .find(|r| r.0 == STEPS - 1 && r.1 == label)
+            .unwrap()
+            .2[0]
+    };
+    let first = if last("sex = f") >= last("sex = m") {
+        "sex = f"
+    } else {
+        "sex = m"
+    };
+    let at = html.find("<h3>sex</h3>").unwrap();
+    assert!(html[at..].find(&format!(">{first}<")).is_some());
+    // A report on another output's path is refused, spending nothing.
+    let releases = status(&ledger).releases;
+    let out = dir.join("running.csv");
+    let clash = run_stream(
+        &dir,
+        &ledger,
+        &[&approx[..], &["--report", arg(&out)]].concat(),
+    );
+    assert!(clash.is_refusal(), "{}", clash.stderr);
+    assert_eq!(status(&ledger).releases, releases);
 }

@@ -256,6 +256,10 @@ struct StreamArgs {
     /// root factorization).
     #[arg(long)]
     bands: Option<usize>,
+    /// Also write an HTML report here: what was spent and is left, and
+    /// each table's running counts over the steps with their 95% bands.
+    #[arg(long)]
+    report: Option<PathBuf>,
     /// Also write running counts that are non-negative, non-decreasing in
     /// time and consistent across tables (post-processing, no further
     /// budget) to running.nonneg.csv beside --out: biased, so without
@@ -600,6 +604,7 @@ fn stream(args: &StreamArgs) -> Result<(), Error> {
         bands: args.bands,
         nonneg: args.nonneg,
         people: args.unit.people(),
+        report: args.report.clone(),
     };
     let stdin = args.data.as_os_str() == "-";
     let input = if stdin {
@@ -620,7 +625,19 @@ fn stream(args: &StreamArgs) -> Result<(), Error> {
         .collect();
     let sidecar = dpmm::answers::sidecar_path(&args.out);
     let nonneg = args.nonneg.then(|| dpmm::stream::nonneg_path(&args.out));
-    for path in [&args.out, &sidecar].into_iter().chain(nonneg.as_ref()) {
+    let outputs: Vec<&PathBuf> = [&args.out, &sidecar]
+        .into_iter()
+        .chain(nonneg.as_ref())
+        .chain(args.report.as_ref())
+        .collect();
+    if (1..outputs.len()).any(|i| outputs[..i].contains(&outputs[i])) {
+        return Err(Error::BadInput(
+            "the running counts, their sidecar, --nonneg's file and --report need paths of \
+             their own"
+                .into(),
+        ));
+    }
+    for path in outputs {
         dpmm::output::check_output(path, &inputs)?;
         dpmm::output::check_writable(path)?;
     }
