@@ -709,6 +709,8 @@ def check(
     max_records_per_unit: Optional[int] = None,
     weight: Optional[str] = None,
     max_weight: Optional[float] = None,
+    max_steps_per_unit: Optional[int] = None,
+    min_separation: Optional[int] = None,
 ) -> pd.DataFrame:
     """The curator's check — **not private**: what ``schema`` makes of the
     records, exactly, before a release spends budget on them.
@@ -762,6 +764,8 @@ def check(
             max_records_per_unit=max_records_per_unit,
             weight=weight,
             max_weight=max_weight,
+            max_steps_per_unit=max_steps_per_unit,
+            min_separation=min_separation,
             **source,
         )
     )

@@ -98,6 +98,8 @@ def check(
     max_records_per_unit: Optional[int] = None,
     weight: Optional[str] = None,
     max_weight: Optional[float] = None,
+    max_steps_per_unit: Optional[int] = None,
+    min_separation: Optional[int] = None,
 ) -> str: ...
 def stream(
     schema: Schema,

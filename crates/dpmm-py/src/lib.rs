@@ -709,7 +709,7 @@ fn describe(summary: &dpmm::stream::StreamSummary) -> String {
 /// steps and start): the report as JSON. Exact figures, not private; spends
 /// and writes nothing.
 #[pyfunction]
-#[pyo3(signature = (schema, path=None, stream=None, counts=false, workload=None, time_column=None, steps=None, start=None, step=None, timezone=None, privacy_unit=None, max_records_per_unit=None, weight=None, max_weight=None))]
+#[pyo3(signature = (schema, path=None, stream=None, counts=false, workload=None, time_column=None, steps=None, start=None, step=None, timezone=None, privacy_unit=None, max_records_per_unit=None, weight=None, max_weight=None, max_steps_per_unit=None, min_separation=None))]
 #[allow(clippy::too_many_arguments)] // Python keyword arguments
 fn check(
     py: Python<'_>,
@@ -727,8 +727,26 @@ fn check(
     max_records_per_unit: Option<u32>,
     weight: Option<String>,
     max_weight: Option<f64>,
+    max_steps_per_unit: Option<u32>,
+    min_separation: Option<u32>,
 ) -> PyResult<String> {
-    let people = people(privacy_unit, max_records_per_unit, weight, max_weight)?;
+    if max_steps_per_unit.is_some() && (privacy_unit.is_none() || time_column.is_none()) {
+        return Err(PyValueError::new_err(
+            "max_steps_per_unit bounds a stream's privacy unit: give time_column and privacy_unit",
+        ));
+    }
+    if min_separation.is_some() && max_steps_per_unit.is_none() {
+        return Err(PyValueError::new_err(
+            "min_separation goes with max_steps_per_unit",
+        ));
+    }
+    let people = dpmm::dpmm_records::People {
+        steps: max_steps_per_unit.map(|max_steps| dpmm::dp_core::kernel::records::StepBound {
+            max_steps,
+            min_separation: min_separation.unwrap_or(1),
+        }),
+        ..people(privacy_unit, max_records_per_unit, weight, max_weight)?
+    };
     let data = data(path, stream, counts)?;
     let (start, calendar) =
         dpmm::stream::clock(start.as_deref(), step.as_deref(), timezone.as_deref())

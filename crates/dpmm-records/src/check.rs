@@ -115,6 +115,18 @@ pub struct UnitCheck {
     /// Kept records past the bound, which a release leaves out (chosen at
     /// random within each unit).
     pub records_over_bound: u64,
+    /// For a stream, the bound and the figures are per step: the most
+    /// records of one unit in one step, the units with a step over the
+    /// bound, and the records past it in their steps.
+    pub per_step: bool,
+    /// For a stream, the most steps of one unit.
+    pub most_steps: Option<u64>,
+    /// For a stream that bounds a unit's steps
+    /// (`--max-steps-per-unit`, `--min-separation`): the bound.
+    pub steps_bound: Option<(u32, u32)>,
+    /// The units a stream leaves steps out of: more steps than the bound,
+    /// or two closer than the separation.
+    pub units_over_steps: Option<u64>,
 }
 
 /// The weights of the kept records, against the bound a release states.
@@ -271,8 +283,8 @@ struct Checker {
     encoded: Encoded,
     /// Hashes units' canonical bytes (one key for every worker).
     hasher: [RandomState; 2],
-    /// Kept records per unit hash.
-    per_unit: HashMap<u128, u64>,
+    /// Kept records per unit hash and step (0 without a time column).
+    per_unit: HashMap<(u128, u32), u64>,
     /// The weight bound, when weights are read.
     max_weight: f64,
     weight: WeightTally,
@@ -356,7 +368,8 @@ impl Sink for Checker {
             }
             self.kept += records;
             if let Some(&unit) = self.units.get(r) {
-                *self.per_unit.entry(unit).or_default() += records;
+                let step = self.steps.get(r).copied().unwrap_or(0);
+                *self.per_unit.entry((unit, step)).or_default() += records;
             }
             if let Some(&w) = self.weights.get(r) {
                 let t = &mut self.weight;
@@ -477,16 +490,41 @@ pub fn check_people(
         a.total += b.total;
         a.total_clipped += b.total_clipped;
     }
+    let stream = timing.is_some();
     let units = people.unit.as_ref().map(|(column, k)| {
         let k = u64::from(*k);
+        // For a stream the bound is per step; otherwise a unit's records
+        // are all in step 0.
         let over = all.per_unit.values().filter(|&&n| n > k);
+        let mut steps: HashMap<u128, Vec<u32>> = HashMap::new();
+        for &(unit, step) in all.per_unit.keys() {
+            steps.entry(unit).or_default().push(step);
+        }
+        steps.values_mut().for_each(|s| s.sort_unstable());
+        let steps_bound = people.steps.map(|b| (b.max_steps, b.min_separation));
+        let units_over_steps = steps_bound.map(|(most, apart)| {
+            steps
+                .values()
+                .filter(|s| s.len() > most as usize || s.windows(2).any(|w| w[1] - w[0] < apart))
+                .count() as u64
+        });
         UnitCheck {
             column: column.clone(),
             max_records_per_unit: k as u32,
-            units: all.per_unit.len() as u64,
+            units: steps.len() as u64,
             most_records: all.per_unit.values().copied().max().unwrap_or(0),
-            units_over_bound: over.clone().count() as u64,
+            units_over_bound: all
+                .per_unit
+                .iter()
+                .filter(|&(_, &n)| n > k)
+                .map(|(&(unit, _), _)| unit)
+                .collect::<std::collections::HashSet<u128>>()
+                .len() as u64,
             records_over_bound: over.map(|&n| n - k).sum(),
+            per_step: stream,
+            most_steps: stream.then(|| steps.values().map(|s| s.len() as u64).max().unwrap_or(0)),
+            steps_bound,
+            units_over_steps,
         }
     });
     let weights = people.weight.as_ref().map(|(column, w)| WeightCheck {

@@ -220,3 +220,73 @@ fn the_check_shows_the_units_over_the_bound_and_the_clipped_weights() {
     assert_eq!(malformed, 3);
     assert_eq!(report.kept_records, per_unit.values().sum::<u64>());
 }
+
+/// For a stream with a privacy unit the check's figures are per step:
+/// the most records of one unit in one step, the units with a step over
+/// the bound and the records past it, the most steps of one unit, and
+/// the units a stream leaves steps out of (more than `k` steps or two
+/// closer than `b`) — against brute force on random records.
+#[test]
+fn the_check_counts_a_streams_units_per_step() {
+    let schema = Schema::from_json(SCHEMA).expect("schema");
+    let mut rng = <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(14);
+    let mut text = String::from("a,b,who,t\n");
+    let mut per: HashMap<(u64, u64), u64> = HashMap::new();
+    let (k, most, apart) = (2u64, 3usize, 4u64);
+    for _ in 0..3000 {
+        let unit = rng.random_range(0..200u64);
+        let t = rng.random_range(0..40u64);
+        let a = ["x", "y", "z"][rng.random_range(0..3)];
+        text.push_str(&format!("{a},5,{unit},{t}\n"));
+        if a != "z" {
+            *per.entry((unit, t)).or_default() += 1;
+        }
+    }
+    // Outside the steps: malformed, not counted.
+    text.push_str("x,5,1,40\n");
+    let people = People {
+        unit: Some(("who".into(), k as u32)),
+        steps: Some(dp_core::kernel::records::StepBound {
+            max_steps: most as u32,
+            min_separation: apart as u32,
+        }),
+        ..People::records()
+    };
+    let timing = Timing {
+        column: "t",
+        start: 0,
+        steps: 40,
+        calendar: None,
+    };
+    let report =
+        check_people(csv(&text), &schema, Rows::Records, Some(timing), &people).expect("checked");
+    let units = report.units.expect("units");
+    let mut steps: HashMap<u64, Vec<u64>> = HashMap::new();
+    for &(u, t) in per.keys() {
+        steps.entry(u).or_default().push(t);
+    }
+    assert!(units.per_step);
+    assert_eq!(units.units, steps.len() as u64);
+    assert_eq!(units.most_records, per.values().copied().max().unwrap_or(0));
+    let over_units: std::collections::HashSet<u64> = per
+        .iter()
+        .filter(|(_, n)| **n > k)
+        .map(|(&(u, _), _)| u)
+        .collect();
+    assert_eq!(units.units_over_bound, over_units.len() as u64);
+    assert_eq!(
+        units.records_over_bound,
+        per.values().filter(|&&n| n > k).map(|n| n - k).sum::<u64>()
+    );
+    assert_eq!(
+        units.most_steps,
+        Some(steps.values().map(|s| s.len() as u64).max().unwrap_or(0))
+    );
+    steps.values_mut().for_each(|s| s.sort_unstable());
+    let left_out = steps
+        .values()
+        .filter(|s| s.len() > most || s.windows(2).any(|w| w[1] - w[0] < apart))
+        .count();
+    assert_eq!(units.units_over_steps, Some(left_out as u64));
+    assert_eq!(units.steps_bound, Some((most as u32, apart as u32)));
+}

@@ -216,21 +216,35 @@ pub fn render(report: &CheckReport) -> String {
         }
     }
     if let Some(u) = &report.units {
+        let each = if u.per_step { " in one step" } else { "" };
         let _ = writeln!(
             out,
-            "\nprivacy unit '{}': {} units; the most records of one unit: {}",
+            "\nprivacy unit '{}': {} units; the most records of one unit{each}: {}",
             u.column,
             count(u.units),
             count(u.most_records)
         );
         let _ = writeln!(
             out,
-            "  over --max-records-per-unit {}: {} units; a release leaves out {} of their \
+            "  over --max-records-per-unit {}{}: {} units; a {} leaves out {} of their \
              records (chosen at random)",
             u.max_records_per_unit,
+            if u.per_step { " a step" } else { "" },
             count(u.units_over_bound),
+            if u.per_step { "stream" } else { "release" },
             count(u.records_over_bound)
         );
+        if let Some(most) = u.most_steps {
+            let _ = writeln!(out, "  the most steps of one unit: {}", count(most));
+        }
+        if let (Some((k, b)), Some(n)) = (u.steps_bound, u.units_over_steps) {
+            let _ = writeln!(
+                out,
+                "  over --max-steps-per-unit {k} at --min-separation {b}: {} units, of which a \
+                 stream leaves out steps (chosen at random)",
+                count(n)
+            );
+        }
     }
     if let Some(w) = &report.weights {
         let _ = writeln!(

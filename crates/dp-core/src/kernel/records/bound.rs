@@ -14,7 +14,10 @@
 //! of its units the `K` entries of smallest priority, and those are
 //! counted. Memory is the buffers, plus one partition's units (about
 //! `units / 256` of them) times `K` entries: 10⁷ units of ten attributes
-//! take a few tens of MB, not the gigabytes of every unit's records.
+//! take a few tens of MB, not the gigabytes of every unit's records. A
+//! stream's bound on steps keeps `K` entries per unit and step, so there
+//! a partition takes up to its units' steps times `K` entries: at most the
+//! partition's records.
 
 use std::collections::{BinaryHeap, HashMap};
 use std::fs::{File, OpenOptions};
@@ -378,7 +381,8 @@ pub(crate) fn count_partition(
         .collect();
     order.sort_unstable_by_key(|&(unit, priority, step, _)| (unit, priority, step));
     let (most, apart) = (bound.max_steps as usize, bound.min_separation);
-    let mut chosen: Vec<u32> = Vec::with_capacity(most);
+    // Never reserved by the bound, which may be any u32.
+    let mut chosen: Vec<u32> = Vec::new();
     let mut current = None;
     for (unit, _, step, heap) in order {
         if current != Some(unit) {

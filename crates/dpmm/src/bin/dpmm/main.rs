@@ -132,6 +132,14 @@ struct CheckArgs {
     /// The privacy unit and weights a release would state.
     #[command(flatten)]
     people: PeopleArgs,
+    /// For a stream with a privacy unit: the most steps of one unit it
+    /// keeps (the check counts the units it would leave steps out of).
+    #[arg(long, requires_all = ["time_column", "privacy_unit"], allow_hyphen_values = true)]
+    max_steps_per_unit: Option<u32>,
+    /// With --max-steps-per-unit: the least distance between two kept
+    /// steps (default 1).
+    #[arg(long, requires = "max_steps_per_unit", allow_hyphen_values = true)]
+    min_separation: Option<u32>,
     /// Print the report as one JSON object.
     #[arg(long)]
     json: bool,
@@ -567,6 +575,12 @@ fn check(args: CheckArgs) -> Result<(), Error> {
     let people = dpmm::dpmm_records::People {
         unit: args.people.unit(),
         weight: args.people.weight(),
+        steps: args
+            .max_steps_per_unit
+            .map(|max_steps| dpmm::dp_core::kernel::records::StepBound {
+                max_steps,
+                min_separation: args.min_separation.unwrap_or(1),
+            }),
         ..dpmm::dpmm_records::People::records()
     };
     let report = dpmm::check::check(&schema, data, workload.as_ref(), time.as_ref(), &people)?;
