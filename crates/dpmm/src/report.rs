@@ -591,7 +591,9 @@ fn spent(sidecar: &serde_json::Value, ledger: Option<&Status>) -> Vec<(&'static 
     rows.push(("privacy unit", privacy_unit(sidecar)));
     rows.push(("mechanism", esc(text("mechanism"))));
     rows.push(("intervals", esc(text("intervals"))));
-    rows.push(("variances", esc(text("variances"))));
+    if sidecar.get("variances").is_some() {
+        rows.push(("variances", esc(text("variances"))));
+    }
     rows
 }
 
@@ -599,14 +601,21 @@ fn spent(sidecar: &serde_json::Value, ledger: Option<&Status>) -> Vec<(&'static 
 /// `weights`.
 fn privacy_unit(sidecar: &serde_json::Value) -> String {
     let unit = match sidecar.get("privacy_unit") {
-        Some(serde_json::Value::Object(u)) if u.contains_key("max_steps_per_unit") => format!(
-            "the column {}, at most {} steps of each kept, at least {} apart, and at most {} \
-             records in each (chosen at random)",
-            esc(u.get("column").and_then(|c| c.as_str()).unwrap_or("–")),
-            figure(u.get("max_steps_per_unit").and_then(|k| k.as_f64())),
-            figure(u.get("min_separation").and_then(|k| k.as_f64())),
-            figure(u.get("max_records_per_unit").and_then(|k| k.as_f64()))
-        ),
+        Some(serde_json::Value::Object(u)) if u.contains_key("max_steps_per_unit") => {
+            let whole = |key: &str| {
+                u.get(key)
+                    .and_then(serde_json::Value::as_u64)
+                    .map_or_else(|| "–".into(), |k| k.to_string())
+            };
+            format!(
+                "the column {}, at most {} steps of each kept, at least {} apart, and at most {} \
+                 records in each (chosen at random)",
+                esc(u.get("column").and_then(|c| c.as_str()).unwrap_or("–")),
+                whole("max_steps_per_unit"),
+                whole("min_separation"),
+                whole("max_records_per_unit")
+            )
+        }
         Some(serde_json::Value::Object(u)) => format!(
             "the column {}, at most {} records of each kept (chosen at random)",
             esc(u.get("column").and_then(|c| c.as_str()).unwrap_or("–")),
@@ -794,7 +803,7 @@ fn running_chart(counts: &RunningCounts<'_>, queries: usize, lines: &[(usize, St
         let _ = write!(
             out,
             "<g><title>{}</title><polygon points=\"{band}\" fill=\"{colour}\" \
-             fill-opacity=\"0.15\"/><polyline points=\"{line}\" fill=\"none\" \
+             fill-opacity=\"0.1\"/><polyline points=\"{line}\" fill=\"none\" \
              stroke=\"{colour}\" stroke-width=\"1.5\"/>",
             esc(&format!(
                 "{label}: {} at {} (95% interval {} to {})",
@@ -817,7 +826,7 @@ fn running_chart(counts: &RunningCounts<'_>, queries: usize, lines: &[(usize, St
         let short: String = label.chars().take(24).collect();
         let _ = write!(
             out,
-            "<text x=\"{:.1}\" y=\"{:.1}\" fill=\"{colour}\">{}</text></g>",
+            "<text x=\"{:.1}\" y=\"{:.1}\" style=\"fill:{colour}\">{}</text></g>",
             LEFT + plot_w + 8.0,
             TOP + 12.0 + 14.0 * i as f64,
             esc(&short)
@@ -877,8 +886,8 @@ pub fn stream_html(
         if cells.len() > shown {
             let _ = writeln!(
                 body,
-                "<p class=\"note\">The {shown} cells of the largest last running count of \
-                 {}; every cell's running counts are in the CSV.</p>",
+                "<p class=\"note\">The {shown} of its {} cells with the largest last \
+                 running count; every cell's running counts are in the CSV.</p>",
                 cells.len()
             );
         }
