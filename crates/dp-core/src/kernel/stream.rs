@@ -286,7 +286,36 @@ impl StreamSpec {
     }
 }
 
-fn invalid(name: &'static str, reason: impl Into<String>) -> DpError {
+/// A stream's horizon and width, in the ranges the kernel takes (both
+/// streams, before the charge).
+pub(crate) fn check_shape(horizon: usize, dimension: usize) -> Result<()> {
+    if horizon == 0 || horizon > MAX_HORIZON {
+        return Err(invalid(
+            "horizon",
+            format!("must be in 1..={MAX_HORIZON}, got {horizon}"),
+        ));
+    }
+    if dimension == 0 || dimension > MAX_DIMENSION {
+        return Err(invalid(
+            "dimension",
+            format!("must be in 1..={MAX_DIMENSION}, got {dimension}"),
+        ));
+    }
+    Ok(())
+}
+
+/// A stream's participations and separation, each at least 1.
+pub(crate) fn check_participation(participations: usize, separation: usize) -> Result<()> {
+    if participations == 0 || separation == 0 {
+        return Err(invalid(
+            "participation",
+            "participations and separation must be at least 1",
+        ));
+    }
+    Ok(())
+}
+
+pub(crate) fn invalid(name: &'static str, reason: impl Into<String>) -> DpError {
     DpError::InvalidParameter {
         name,
         reason: reason.into(),
@@ -315,18 +344,7 @@ impl StreamPlan {
             contribution,
         } = spec;
         let (horizon, dimension) = (*horizon, *dimension);
-        if horizon == 0 || horizon > MAX_HORIZON {
-            return Err(invalid(
-                "horizon",
-                format!("must be in 1..={MAX_HORIZON}, got {horizon}"),
-            ));
-        }
-        if dimension == 0 || dimension > MAX_DIMENSION {
-            return Err(invalid(
-                "dimension",
-                format!("must be in 1..={MAX_DIMENSION}, got {dimension}"),
-            ));
-        }
+        check_shape(horizon, dimension)?;
         if c.is_empty() || c.len() > MAX_BANDS {
             return Err(invalid(
                 "coefficients",
@@ -345,12 +363,7 @@ impl StreamPlan {
                 "must be finite with a positive first coefficient",
             ));
         }
-        if *participations == 0 || *separation == 0 {
-            return Err(invalid(
-                "participation",
-                "participations and separation must be at least 1",
-            ));
-        }
+        check_participation(*participations, *separation)?;
         let m_sq = match *contribution {
             Contribution::Clipped { norm } => {
                 if !(CLIP_NORM_RANGE.0..=CLIP_NORM_RANGE.1).contains(&norm) {
@@ -526,20 +539,13 @@ impl StreamMechanism {
                 "this stream takes clipped vectors (next_clipped)",
             ));
         };
-        if counts.bound() != bound
-            || counts.per_step() != self.dimension
-            || counts.steps() != self.horizon
-            || self.counts_id.is_some_and(|id| id != counts.id())
-        {
-            return Err(invalid(
-                "counts",
-                "are not the counts this stream was specified for",
-            ));
-        }
-        let row = counts
-            .step(self.step)
-            .ok_or_else(|| invalid("step", format!("all {} steps were released", self.horizon)))?;
-        self.counts_id = Some(counts.id());
+        let row = counts.row_for(
+            bound,
+            self.dimension,
+            self.horizon,
+            self.step,
+            &mut self.counts_id,
+        )?;
         self.next_count_slice(row)
     }
 

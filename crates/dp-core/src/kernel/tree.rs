@@ -40,10 +40,10 @@ use rayon::prelude::*;
 use num_bigint::BigUint;
 
 use super::records::StepCounts;
-use super::stream::{Contribution, CountsBound, MAX_DIMENSION, MAX_HORIZON};
+use super::stream::{Contribution, CountsBound, check_participation, check_shape, invalid};
 use super::{Cost, Session, discrete_laplace_variance};
+use crate::Result;
 use crate::sampling::{NoiseSource, exact_ratio, signed};
-use crate::{DpError, Result};
 
 /// The largest arity.
 pub const MAX_ARITY: usize = 64;
@@ -181,13 +181,6 @@ pub fn half_width(scale: f64, draws: usize) -> f64 {
         .ceil()
 }
 
-fn invalid(name: &'static str, reason: impl Into<String>) -> DpError {
-    DpError::InvalidParameter {
-        name,
-        reason: reason.into(),
-    }
-}
-
 /// Everything computed before the charge.
 struct TreePlan {
     bound: CountsBound,
@@ -216,18 +209,7 @@ impl TreePlan {
                 format!("must be in 2..={MAX_ARITY}, got {arity}"),
             ));
         }
-        if horizon == 0 || horizon > MAX_HORIZON {
-            return Err(invalid(
-                "horizon",
-                format!("must be in 1..={MAX_HORIZON}, got {horizon}"),
-            ));
-        }
-        if dimension == 0 || dimension > MAX_DIMENSION {
-            return Err(invalid(
-                "dimension",
-                format!("must be in 1..={MAX_DIMENSION}, got {dimension}"),
-            ));
-        }
+        check_shape(horizon, dimension)?;
         let levels = levels(arity, horizon);
         if levels.saturating_mul(dimension) > MAX_TREE_STATE {
             return Err(invalid(
@@ -235,12 +217,7 @@ impl TreePlan {
                 format!("levels × dimension must be at most {MAX_TREE_STATE}"),
             ));
         }
-        if *participations == 0 || *separation == 0 {
-            return Err(invalid(
-                "participation",
-                "participations and separation must be at least 1",
-            ));
-        }
+        check_participation(*participations, *separation)?;
         let Contribution::Counts(bound) = *contribution else {
             return Err(invalid(
                 "contribution",
@@ -405,20 +382,13 @@ impl TreeStream {
     /// over steps `0..=t` plus the noise of the nodes that make it up.
     /// Counts of another bound, width or horizon are refused.
     pub fn next_counts(&mut self, counts: &StepCounts) -> Result<Vec<f64>> {
-        if counts.bound() != self.bound
-            || counts.per_step() != self.dimension
-            || counts.steps() != self.horizon
-            || self.counts_id.is_some_and(|id| id != counts.id())
-        {
-            return Err(invalid(
-                "counts",
-                "are not the counts this stream was specified for",
-            ));
-        }
-        let row = counts
-            .step(self.step)
-            .ok_or_else(|| invalid("step", format!("all {} steps were released", self.horizon)))?;
-        self.counts_id = Some(counts.id());
+        let row = counts.row_for(
+            self.bound,
+            self.dimension,
+            self.horizon,
+            self.step,
+            &mut self.counts_id,
+        )?;
         self.next_count_slice(row)
     }
 

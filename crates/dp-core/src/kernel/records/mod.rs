@@ -625,12 +625,34 @@ impl StepCounts {
         &self.counts
     }
 
-    pub(crate) fn bound(&self) -> CountsBound {
-        self.bound
-    }
-
-    pub(crate) fn id(&self) -> u64 {
-        self.id
+    /// Step `t`'s cells for a stream of `bound`, `dimension` and
+    /// `horizon` that measured the counts `measured` (none yet, or these):
+    /// counts of another bound, width, horizon or counting are refused,
+    /// and the stream is bound to these from its first step on.
+    pub(crate) fn row_for(
+        &self,
+        bound: CountsBound,
+        dimension: usize,
+        horizon: usize,
+        t: usize,
+        measured: &mut Option<u64>,
+    ) -> Result<&[i64]> {
+        if self.bound != bound
+            || self.per_step != dimension
+            || self.steps != horizon
+            || measured.is_some_and(|id| id != self.id)
+        {
+            return Err(DpError::InvalidParameter {
+                name: "counts",
+                reason: "are not the counts this stream was specified for".into(),
+            });
+        }
+        let row = self.step(t).ok_or_else(|| DpError::InvalidParameter {
+            name: "step",
+            reason: format!("all {horizon} steps were released"),
+        })?;
+        *measured = Some(self.id);
+        Ok(row)
     }
 
     /// Step `t`'s cells.
