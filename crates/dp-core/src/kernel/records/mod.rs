@@ -33,6 +33,7 @@
 //! data; saturating is a contraction, so the sensitivity holds.
 
 mod bound;
+mod partial;
 mod tables;
 
 use std::hash::Hasher;
@@ -42,6 +43,7 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 
 pub use bound::remove_spills;
+pub use partial::{DistributedKey, Merge, Partial};
 pub use tables::{MAX_CELL_LIMIT, TableLayout};
 
 use crate::sampling::NoiseSource;

@@ -1,6 +1,7 @@
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
 use super::*;
+use std::collections::HashMap;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -824,4 +825,129 @@ fn one_added_unit_moves_a_stream_by_its_bound() {
             "{moved:?}"
         );
     }
+}
+
+/// Records split into partitions by unit, each counted alone and sealed,
+/// then merged: the tables of one counting of them all, for records and
+/// for units (whose records share a partition); and one added unit moves
+/// the merged tables by at most its bound, as in one counting.
+#[test]
+fn partitions_counted_apart_and_merged_are_one_counting() {
+    let records = random(6000, 300, 1, 41);
+    let key = DistributedKey::fresh().unwrap();
+    let partitions = 3u32;
+    let merged = |layout: &TableLayout, c: Contributions, records: &Random| -> Counted {
+        let mut merge = Merge::new(layout.clone(), c, key.clone()).unwrap();
+        // Partition p holds the records whose unit hash is p modulo 2:
+        // partition 2 is empty, and still sealed.
+        for p in 0..partitions {
+            let rows: Vec<usize> = (0..records.units.len())
+                .filter(|&r| (records.units[r] % 2) as u32 == p)
+                .collect();
+            let part = Random {
+                codes: records
+                    .codes
+                    .iter()
+                    .map(|c| rows.iter().map(|&r| c[r]).collect())
+                    .collect(),
+                multiplicity: rows.iter().map(|&r| records.multiplicity[r]).collect(),
+                units: rows.iter().map(|&r| records.units[r]).collect(),
+                weights: rows.iter().map(|&r| records.weights[r]).collect(),
+                steps: Vec::new(),
+            };
+            let counted = count(layout, c, &part, &[0..rows.len()], 1 << 30);
+            merge.add(&counted.into_partial(&key, p)).unwrap();
+        }
+        merge.finish(partitions).unwrap()
+    };
+    for layout in layouts(1) {
+        let none = Contributions::default();
+        let whole = merged(&layout, none, &records);
+        assert_eq!(tables_of(&whole), brute_force(&layout, &records));
+        assert_eq!((whole.scale(), whole.unit()), (1, 1.0));
+        // Bounded units: each merged table keeps exactly min(K, records)
+        // of every unit, as one counting does (checked on the total).
+        let k = Contributions {
+            max_records_per_unit: Some(2),
+            ..Contributions::default()
+        };
+        let bounded = merged(&layout, k, &records);
+        assert_eq!(bounded.scale(), 2);
+        let mut per_unit: HashMap<u128, u64> = HashMap::new();
+        for (u, &m) in records.units.iter().zip(&records.multiplicity) {
+            if m > 0 {
+                *per_unit.entry(*u).or_default() += m;
+            }
+        }
+        let expected: u64 = per_unit.values().map(|&n| n.min(2)).sum();
+        for table in tables_of(&bounded) {
+            assert_eq!(table.iter().sum::<u64>(), expected);
+        }
+        // One added unit of 50 records adds exactly K = 2 to each merged
+        // table's total (the other units' choices are drawn afresh, so
+        // their cells differ; their totals do not).
+        let mut more = records.clone();
+        for _ in 0..50 {
+            for (a, c) in more.codes.iter_mut().enumerate() {
+                c.push(a as u32 % 2);
+            }
+            more.multiplicity.push(1);
+            more.units.push(spread(10_000));
+            more.weights.push(1.0);
+        }
+        let after = merged(&layout, k, &more);
+        for (a, b) in tables_of(&bounded).iter().zip(tables_of(&after)) {
+            let (ta, tb): (u64, u64) = (a.iter().sum(), b.iter().sum());
+            assert_eq!(tb - ta, 2);
+        }
+    }
+}
+
+/// A partition counted twice, one missing, one altered or sealed by
+/// another counting's key is refused by the merge.
+#[test]
+fn the_merge_refuses_partitions_twice_missing_altered_or_foreign() {
+    let layout = layouts(1).remove(1);
+    let records = random(500, 50, 1, 43);
+    let key = DistributedKey::fresh().unwrap();
+    let none = Contributions::default();
+    let partial = |p: u32, key: &DistributedKey| {
+        count(&layout, none, &records, &[0..500], 1 << 30).into_partial(key, p)
+    };
+    let merge = || Merge::new(layout.clone(), none, key.clone()).unwrap();
+    let fine = {
+        let mut m = merge();
+        m.add(&partial(0, &key)).unwrap();
+        m.add(&partial(1, &key)).unwrap();
+        m.finish(2)
+    };
+    assert!(fine.is_ok());
+    let mut twice = merge();
+    twice.add(&partial(0, &key)).unwrap();
+    assert!(twice.add(&partial(0, &key)).is_err());
+    let mut missing = merge();
+    missing.add(&partial(0, &key)).unwrap();
+    assert!(missing.finish(2).is_err());
+    let mut altered = merge();
+    let mut p = partial(0, &key);
+    p.cells[0].2 += 1;
+    altered.add(&p).unwrap();
+    assert!(altered.finish(1).is_err());
+    let mut dropped = merge();
+    let mut p = partial(0, &key);
+    p.cells.pop();
+    dropped.add(&p).unwrap();
+    assert!(dropped.finish(1).is_err());
+    let mut foreign = merge();
+    foreign
+        .add(&partial(0, &DistributedKey::fresh().unwrap()))
+        .unwrap();
+    assert!(foreign.finish(1).is_err());
+    // A cell outside the layout is refused at once.
+    assert!(merge().cell(0, 3, 0, 1).is_err());
+    assert!(merge().cell(0, 1, 4, 1).is_err());
+    // The key's text form reads back; anything else is refused.
+    assert_eq!(DistributedKey::from_hex(&key.to_hex()).unwrap(), key);
+    assert!(DistributedKey::from_hex("12").is_err());
+    assert!(DistributedKey::from_hex(&"g".repeat(64)).is_err());
 }
