@@ -531,7 +531,7 @@ impl Sink for Counter<'_> {
     }
 }
 
-fn kernel(e: dp_core::DpError) -> RecordsError {
+pub(crate) fn kernel(e: dp_core::DpError) -> RecordsError {
     match e {
         dp_core::DpError::Interrupted => RecordsError::Interrupted,
         dp_core::DpError::Io(reason) => RecordsError::Io {

@@ -182,6 +182,19 @@ impl std::fmt::Debug for PrivateCounts {
 }
 
 impl PrivateCounts {
+    /// Tables the kernel counted elsewhere and merged
+    /// ([`crate::partition`]); the test shadows are empty.
+    pub(crate) fn of(layout: Layout, counted: Counted) -> Self {
+        Self {
+            layout,
+            counted,
+            #[cfg(test)]
+            shadow: Vec::new(),
+            #[cfg(test)]
+            shadow_rows: Vec::new(),
+        }
+    }
+
     /// The layout the counts were kept in (public: it depends only on the
     /// schema and the workload).
     pub fn layout(&self) -> &Layout {

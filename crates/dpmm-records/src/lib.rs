@@ -64,6 +64,7 @@ pub mod draft;
 mod encode;
 pub mod error;
 mod lines;
+pub mod partition;
 mod pipeline;
 pub mod schema;
 pub mod source;

@@ -70,7 +70,8 @@ impl DistributedKey {
         if text.len() != 64 || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Err(bad());
         }
-        let word = |i: usize| u64::from_str_radix(&text[16 * i..16 * (i + 1)], 16).map_err(|_| bad());
+        let word =
+            |i: usize| u64::from_str_radix(&text[16 * i..16 * (i + 1)], 16).map_err(|_| bad());
         Ok(Self {
             unit: (word(0)?, word(1)?),
             seal: (word(2)?, word(3)?),
@@ -228,9 +229,7 @@ impl Merge {
     /// The partitions merged: `partitions` of them, indices
     /// `0..partitions`, each whole and sealed by this counting's key.
     pub fn finish(self, partitions: u32) -> Result<Counted> {
-        if self.seals.len() != partitions as usize
-            || self.seals.keys().any(|&p| p >= partitions)
-        {
+        if self.seals.len() != partitions as usize || self.seals.keys().any(|&p| p >= partitions) {
             return Err(refused(format!(
                 "{} partitions' tables where {partitions} were counted",
                 self.seals.len()

@@ -1,9 +1,9 @@
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
 use super::*;
-use std::collections::HashMap;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use std::collections::HashMap;
 
 /// A domain of sizes [3, 4, 2]: the full table, two marginals and the
 /// total.
@@ -855,7 +855,8 @@ fn partitions_counted_apart_and_merged_are_one_counting() {
                 weights: rows.iter().map(|&r| records.weights[r]).collect(),
                 steps: Vec::new(),
             };
-            let counted = count(layout, c, &part, &[0..rows.len()], 1 << 30);
+            let half = rows.len() / 2;
+            let counted = count(layout, c, &part, &[0..half, half..rows.len()], 1 << 30);
             merge.add(&counted.into_partial(&key, p)).unwrap();
         }
         merge.finish(partitions).unwrap()
@@ -912,7 +913,7 @@ fn the_merge_refuses_partitions_twice_missing_altered_or_foreign() {
     let key = DistributedKey::fresh().unwrap();
     let none = Contributions::default();
     let partial = |p: u32, key: &DistributedKey| {
-        count(&layout, none, &records, &[0..500], 1 << 30).into_partial(key, p)
+        count(&layout, none, &records, &[0..250, 250..500], 1 << 30).into_partial(key, p)
     };
     let merge = || Merge::new(layout.clone(), none, key.clone()).unwrap();
     let fine = {
