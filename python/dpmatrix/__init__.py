@@ -554,7 +554,7 @@ def release(
         _source(data, "data", needed) if counts is None else _source(counts, "counts", needed)
     )
     book = ledger.path if isinstance(ledger, Ledger) else _existing(ledger)
-    queries, answer, std_error, low, high, sidecar, notes, nonneg_answers = _dpmatrix.release(
+    result = _dpmatrix.release(
         schema._native,
         book,
         epsilon,
@@ -571,6 +571,20 @@ def release(
         max_weight=max_weight,
         **source,
     )
+    return _answers(*result)
+
+
+def _answers(
+    queries: Any,
+    answer: Any,
+    std_error: Any,
+    low: Any,
+    high: Any,
+    sidecar: str,
+    notes: Any,
+    nonneg_answers: Any,
+) -> pd.DataFrame:
+    """A release's answers as the DataFrame :func:`release` returns."""
     frame = pd.DataFrame(
         {
             "query": queries,
@@ -585,7 +599,7 @@ def release(
     frame.attrs["sidecar"] = json.loads(sidecar)
     frame.attrs["warnings"] = list(notes)
     for note in notes:
-        warnings.warn(note, DpmmWarning, stacklevel=2)
+        warnings.warn(note, DpmmWarning, stacklevel=3)
     return frame
 
 

@@ -40,6 +40,8 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use pyo3_arrow::PyRecordBatchReader;
 
+mod spark;
+
 pyo3::create_exception!(
     _dpmatrix,
     BudgetExceeded,
@@ -559,7 +561,16 @@ fn release<'py>(
         privacy_unit: people.unit,
         weight: people.weight,
     };
-    let (answers, late) = match interruptible(py, || release.run(data))? {
+    released(py, interruptible(py, || release.run(data))?)
+}
+
+/// A release's outcome for Python: its answers (with a warning when an
+/// interrupt came after the charge), or its error.
+fn released<'py>(
+    py: Python<'py>,
+    outcome: (dpmm::Result<dpmm::Answers>, Option<PyErr>),
+) -> PyResult<Released<'py>> {
+    let (answers, late) = match outcome {
         // Past its charge: the budget is spent, the answers are kept.
         (Ok(answers), Some(_)) => (answers, true),
         (_, Some(raised)) => return Err(raised),
@@ -1188,5 +1199,6 @@ fn _dpmatrix(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(optimizers, m)?)?;
     m.add_function(wrap_pyfunction!(workload_matrix, m)?)?;
     m.add_function(wrap_pyfunction!(factorize, m)?)?;
+    spark::register(m)?;
     Ok(())
 }

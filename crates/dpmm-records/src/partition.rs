@@ -231,12 +231,13 @@ impl PartitionSpec {
     }
 
     /// The driver's side: the partitions' tables (batches of
-    /// [`PartitionSpec::partial_schema`], from `partitions` partitions)
+    /// [`PartitionSpec::partial_schema`], from `partitions` partitions, or
+    /// as many as were sealed)
     /// merged into one counting, each partition once, whole and sealed
     /// with this spec's key; then measured as a local release's counts.
     pub fn merge(
         &self,
-        partitions: u32,
+        partitions: Option<u32>,
         batches: impl IntoIterator<Item = Result<RecordBatch, RecordsError>>,
     ) -> Result<PrivateCounts, RecordsError> {
         let mut merge = Merge::new(

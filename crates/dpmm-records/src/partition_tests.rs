@@ -138,13 +138,16 @@ fn partitions_counted_apart_are_the_local_tables() {
     assert_eq!(summed(&parts, &layout), local_tables);
     assert!(local_tables[2][0] > 1000, "most records are kept");
     // The driver merges them; twice a partition, or one missing, is refused.
-    assert!(spec.merge(3, parts.iter().cloned().map(Ok)).is_ok());
+    assert!(spec.merge(Some(3), parts.iter().cloned().map(Ok)).is_ok());
     let twice = parts.iter().chain(&parts[..1]).cloned().map(Ok);
-    assert!(spec.merge(3, twice).is_err());
-    assert!(spec.merge(3, parts[..2].iter().cloned().map(Ok)).is_err());
+    assert!(spec.merge(Some(3), twice).is_err());
+    assert!(
+        spec.merge(Some(3), parts[..2].iter().cloned().map(Ok))
+            .is_err()
+    );
     // Another counting's partials (another key) are refused.
     let other = PartitionSpec::new(SCHEMA, &layout, &people, &all.schema()).unwrap();
-    assert!(other.merge(3, parts.iter().cloned().map(Ok)).is_err());
+    assert!(other.merge(Some(3), parts.iter().cloned().map(Ok)).is_err());
 }
 
 /// Encoded, shuffled by unit hash into `n` partitions, bounded: the
@@ -224,7 +227,7 @@ fn units_bounded_apart_keep_at_most_k_of_each_unit() {
     for table in summed(&parts, &layout) {
         assert_eq!(table.iter().sum::<u64>(), expected);
     }
-    let merged = spec.merge(2, parts.into_iter().map(Ok)).unwrap();
+    let merged = spec.merge(None, parts.into_iter().map(Ok)).unwrap();
     assert_eq!(merged.scale(), 3);
     // One added person of 50 records, spread over the inputs, adds
     // exactly K = 3 to each table's total.

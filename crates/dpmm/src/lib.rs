@@ -69,6 +69,7 @@ pub mod answers;
 pub mod check;
 #[cfg(feature = "cli")]
 pub mod cli;
+pub mod distributed;
 pub mod document;
 mod error;
 pub mod ledger;
@@ -87,6 +88,7 @@ pub mod stream;
 pub mod workload;
 
 pub use answers::{Answer, Answers};
+pub use distributed::Distributed;
 pub use document::Document;
 pub use error::{Error, Result};
 pub use plan::{Plan, PlanSummary, SavedPlan};

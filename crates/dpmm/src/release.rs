@@ -201,6 +201,13 @@ pub(crate) struct Prepared {
     pub(crate) charge: f64,
 }
 
+impl Prepared {
+    /// The layout of the tables the strategy reads.
+    pub(crate) fn layout(&self) -> &Layout {
+        &self.layout
+    }
+}
+
 fn text(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
@@ -266,11 +273,18 @@ impl Release {
     }
 
     fn run_once(&self, data: Data) -> Result<Answers> {
+        let inputs = self.inputs(data.path());
+        let (p, nonneg) = self.checked(&inputs)?;
+        let counts = self.aggregate(data, &p)?;
+        self.measure(p, counts, inputs, nonneg)
+    }
+
+    /// Everything checked before the records are read: the plan, the
+    /// budget, and the outputs, which must be writable before anything is
+    /// charged (a release whose answers cannot be written would spend
+    /// budget for nothing).
+    pub(crate) fn checked(&self, inputs: &[PathBuf]) -> Result<(Prepared, Option<Marginals>)> {
         let p = self.prepare()?;
-        // The outputs must be writable before anything is charged: a
-        // release whose answers cannot be written would spend budget for
-        // nothing.
-        let inputs = self.inputs(&data);
         let nonneg = self
             .nonneg
             .then(|| Marginals::of(&p.workload))
@@ -291,7 +305,7 @@ impl Release {
             paths
         });
         for path in outputs.chain(self.report.clone()) {
-            crate::output::check_output(&path, &inputs)?;
+            crate::output::check_output(&path, inputs)?;
             crate::output::check_writable(&path)?;
         }
         if let (Some(report), Some(out)) = (&self.report, &self.out)
@@ -302,7 +316,17 @@ impl Release {
                 "is also the answers' or the sidecar's path",
             ));
         }
-        let counts = self.aggregate(data, &p)?;
+        Ok((p, nonneg))
+    }
+
+    /// Measures the counts: charges, measures, reconstructs and writes.
+    pub(crate) fn measure(
+        &self,
+        p: Prepared,
+        counts: PrivateCounts,
+        inputs: Vec<PathBuf>,
+        nonneg: Option<Marginals>,
+    ) -> Result<Answers> {
         let marginals = counts.into_kernel()?;
         let label = format!(
             "release {}(epsilon {}{})",
@@ -615,12 +639,12 @@ impl Release {
     /// Every file this release reads or guards: the ledger and its head
     /// above all (renaming answers over them would erase the record of what
     /// was spent), the schema, spec, plan and records.
-    fn inputs(&self, data: &Data) -> Vec<PathBuf> {
+    pub(crate) fn inputs(&self, data: Option<&PathBuf>) -> Vec<PathBuf> {
         let mut inputs = vec![
             self.ledger.clone(),
             dp_core::ledger::head_path(&self.ledger),
         ];
-        inputs.extend(data.path().cloned());
+        inputs.extend(data.cloned());
         let documents = [
             Some(&self.schema),
             self.workload.as_ref(),

@@ -226,9 +226,11 @@ impl Merge {
         self.seal(partial.partition, partial.cells.len() as u64, partial.seal)
     }
 
-    /// The partitions merged: `partitions` of them, indices
-    /// `0..partitions`, each whole and sealed by this counting's key.
-    pub fn finish(self, partitions: u32) -> Result<Counted> {
+    /// The partitions merged: `partitions` of them (when the engine says
+    /// how many; else as many as were sealed), indices `0..partitions`,
+    /// each whole and sealed by this counting's key.
+    pub fn finish(self, partitions: Option<u32>) -> Result<Counted> {
+        let partitions = partitions.unwrap_or(self.seals.len() as u32);
         if self.seals.len() != partitions as usize || self.seals.keys().any(|&p| p >= partitions) {
             return Err(refused(format!(
                 "{} partitions' tables where {partitions} were counted",

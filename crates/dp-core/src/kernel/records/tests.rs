@@ -859,7 +859,7 @@ fn partitions_counted_apart_and_merged_are_one_counting() {
             let counted = count(layout, c, &part, &[0..half, half..rows.len()], 1 << 30);
             merge.add(&counted.into_partial(&key, p)).unwrap();
         }
-        merge.finish(partitions).unwrap()
+        merge.finish(Some(partitions)).unwrap()
     };
     for layout in layouts(1) {
         let none = Contributions::default();
@@ -920,7 +920,7 @@ fn the_merge_refuses_partitions_twice_missing_altered_or_foreign() {
         let mut m = merge();
         m.add(&partial(0, &key)).unwrap();
         m.add(&partial(1, &key)).unwrap();
-        m.finish(2)
+        m.finish(Some(2))
     };
     assert!(fine.is_ok());
     let mut twice = merge();
@@ -928,22 +928,26 @@ fn the_merge_refuses_partitions_twice_missing_altered_or_foreign() {
     assert!(twice.add(&partial(0, &key)).is_err());
     let mut missing = merge();
     missing.add(&partial(0, &key)).unwrap();
-    assert!(missing.finish(2).is_err());
+    assert!(missing.finish(Some(2)).is_err());
+    // Without the engine's count, the indices must run from 0 unbroken.
+    let mut gap = merge();
+    gap.add(&partial(1, &key)).unwrap();
+    assert!(gap.finish(None).is_err());
     let mut altered = merge();
     let mut p = partial(0, &key);
     p.cells[0].2 += 1;
     altered.add(&p).unwrap();
-    assert!(altered.finish(1).is_err());
+    assert!(altered.finish(None).is_err());
     let mut dropped = merge();
     let mut p = partial(0, &key);
     p.cells.pop();
     dropped.add(&p).unwrap();
-    assert!(dropped.finish(1).is_err());
+    assert!(dropped.finish(None).is_err());
     let mut foreign = merge();
     foreign
         .add(&partial(0, &DistributedKey::fresh().unwrap()))
         .unwrap();
-    assert!(foreign.finish(1).is_err());
+    assert!(foreign.finish(None).is_err());
     // A cell outside the layout is refused at once.
     assert!(merge().cell(0, 3, 0, 1).is_err());
     assert!(merge().cell(0, 1, 4, 1).is_err());
