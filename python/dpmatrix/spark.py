@@ -165,6 +165,18 @@ def release(
         weight=weight,
         max_weight=max_weight,
     )
+    try:
+        tables = _tables(prepared, frame, partitions, bound_memory)
+        return _answers(*prepared.finish(None, tables))
+    finally:
+        # A job that failed (or was interrupted) spends nothing, and the
+        # ledger is not held until the exception's frames are collected.
+        prepared.close()
+
+
+def _tables(prepared: Any, frame: Any, partitions: Optional[int], bound_memory: int) -> Any:
+    """The Spark jobs: every partition's sealed tables, collected (a pyarrow
+    Table for the kernel's merge)."""
     spec = prepared.spec()
     source = frame.select(*prepared.columns())
     source_schema = _arrow_schema(source)
@@ -179,5 +191,4 @@ def release(
         )
     else:
         tables = source.mapInArrow(_counter(spec, source_schema), partial_ddl)
-    collected = _collect(tables)
-    return _answers(*prepared.finish(None, collected))
+    return _collect(tables)

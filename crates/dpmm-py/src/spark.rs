@@ -119,6 +119,13 @@ impl SparkRelease {
         Ok(self.inner()?.bounds_units())
     }
 
+    /// Lets the release go without finishing it (nothing was charged):
+    /// the ledger it holds open is released now, not when Python
+    /// collects this object.
+    fn close(&mut self) {
+        self.inner = None;
+    }
+
     /// The Spark DDL of the encoded records.
     fn encoded_ddl(&self) -> PyResult<String> {
         Ok(ddl(&self.inner()?.encoded_schema()))
