@@ -21,6 +21,7 @@ there; ``partitions`` sets how many partitions the shuffle makes.
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any, Iterator, Optional, Union
 
 import pandas as pd
@@ -31,9 +32,72 @@ __all__ = ["release"]
 
 
 def _arrow_schema(frame: Any) -> Any:
-    from pyspark.sql.pandas.types import to_arrow_schema
+    """The frame's columns as Arrow types; a column of a type Arrow cannot
+    carry is given as nulls (no attribute can read it: a schema naming it
+    fails the job, before the charge)."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_type
 
-    return to_arrow_schema(frame.schema)
+    fields = []
+    for field in frame.schema.fields:
+        try:
+            kind = to_arrow_type(field.dataType)
+        except Exception:
+            kind = pa.null()
+        fields.append(pa.field(field.name, kind))
+    return pa.schema(fields)
+
+
+def _column(name: str) -> Any:
+    """The column named `name` exactly (a dot or a backtick in it is part of
+    the name, not a path into a struct)."""
+    from pyspark.sql import functions as F
+
+    return F.col("`" + name.replace("`", "``") + "`")
+
+
+def _deterministic(frame: Any) -> Optional[bool]:
+    """Whether Spark's analysed plan of the frame is deterministic (None
+    when it cannot say, e.g. over Spark Connect)."""
+    try:
+        return bool(frame._jdf.queryExecution().analyzed().deterministic())
+    except Exception:
+        return None
+
+
+def _max_result_bytes(frame: Any) -> int:
+    """The most the driver collects from one job (spark.driver.maxResultSize,
+    0 for no limit)."""
+    try:
+        conf = frame.sparkSession.sparkContext._jsc.sc().conf()
+        return int(conf.getSizeAsBytes("spark.driver.maxResultSize", "1g"))
+    except Exception:
+        return 1 << 30
+
+
+def _shuffle_partitions(frame: Any) -> int:
+    """spark.sql.shuffle.partitions, or the default parallelism when it is
+    not a number (e.g. "auto")."""
+    try:
+        return max(1, int(frame.sparkSession.conf.get("spark.sql.shuffle.partitions")))
+    except (TypeError, ValueError):
+        return max(1, frame.sparkSession.sparkContext.defaultParallelism)
+
+
+def _input_paths(frame: Any) -> list[str]:
+    """The local files the frame reads (no output may be written over them)."""
+    from urllib.parse import unquote, urlparse
+
+    try:
+        uris = frame.inputFiles()
+    except Exception:
+        return []
+    out = []
+    for uri in uris:
+        parsed = urlparse(uri)
+        if parsed.scheme in ("", "file"):
+            out.append(unquote(parsed.path))
+    return out
 
 
 def _reader(batches: Iterator[Any], schema: Any) -> Any:
@@ -84,9 +148,29 @@ def _encoder(spec: bytes, schema: Any) -> Any:
 def _bounder(spec: bytes, schema: Any, memory: int) -> Any:
     def bound(batches: Iterator[Any]) -> Iterator[Any]:
         _one_thread()
-        yield _dpmatrix.spark_bound(spec, _partition(), _reader(batches, schema), memory)
+        # Spills go where Spark keeps its own (else the system's temporary
+        # directory); their files are removed as soon as they are opened.
+        local = os.environ.get("SPARK_LOCAL_DIRS", "").split(",")[0] or None
+        reader = _reader(batches, schema)
+        yield _dpmatrix.spark_bound(spec, _partition(), reader, memory, local)
 
     return bound
+
+
+def _local_python(frame: Any) -> None:
+    """In local mode, with no Python named for the executors, they run
+    this interpreter (which has dpmatrix) rather than Spark's default
+    ``python3`` from the PATH (which may not)."""
+    try:
+        context = frame.sparkSession.sparkContext
+    except Exception:  # Spark Connect: the server decides.
+        return
+    if (
+        context.master.startswith("local")
+        and "PYSPARK_PYTHON" not in os.environ
+        and context.pythonExec == "python3"
+    ):
+        context.pythonExec = sys.executable
 
 
 def _collect(frame: Any) -> Any:
@@ -149,11 +233,18 @@ def release(
     if partitions is not None and privacy_unit is None:
         raise ValueError("partitions= sets the shuffle by privacy unit: give privacy_unit= too")
     book = ledger.path if isinstance(ledger, Ledger) else _existing(ledger)
+    if _deterministic(frame) is False:
+        raise ValueError(
+            "the DataFrame's plan is not deterministic (rand(), uuid(), a UDF marked "
+            "non-deterministic, …): a partition Spark recomputes could count a record twice. "
+            "Materialize it first: frame = frame.localCheckpoint() (or checkpoint())"
+        )
     prepared = _dpmatrix.spark_prepare(
         schema._native,
         book,
         epsilon,
         _arrow_schema(frame),
+        sources=_input_paths(frame),
         delta=delta,
         workload=None if workload is None else workload._native,
         plan=None if plan is None else plan._native,
@@ -166,29 +257,78 @@ def release(
         max_weight=max_weight,
     )
     try:
-        tables = _tables(prepared, frame, partitions, bound_memory)
-        return _answers(*prepared.finish(None, tables))
+        jobs = _Jobs(prepared, frame, partitions, bound_memory)
+        tables = _run(jobs.tables)
+        return _answers(*prepared.finish(jobs.partitions, tables))
     finally:
-        # A job that failed (or was interrupted) spends nothing, and the
+        # A job that failed (or was interrupted) spent nothing, and the
         # ledger is not held until the exception's frames are collected.
         prepared.close()
 
 
-def _tables(prepared: Any, frame: Any, partitions: Optional[int], bound_memory: int) -> Any:
-    """The Spark jobs: every partition's sealed tables, collected (a pyarrow
-    Table for the kernel's merge)."""
-    spec = prepared.spec()
-    source = frame.select(*prepared.columns())
-    source_schema = _arrow_schema(source)
-    partial_ddl = _dpmatrix.spark_partial_ddl()
-    if prepared.bounds_units():
-        encoded = source.mapInArrow(_encoder(spec, source_schema), prepared.encoded_ddl())
-        if partitions is None:
-            partitions = int(frame.sparkSession.conf.get("spark.sql.shuffle.partitions"))
-        by_unit = encoded.repartition(partitions, "_dpmm_unit_hi", "_dpmm_unit_lo")
-        tables = by_unit.mapInArrow(
-            _bounder(spec, _arrow_schema(encoded), bound_memory), partial_ddl
-        )
-    else:
-        tables = source.mapInArrow(_counter(spec, source_schema), partial_ddl)
-    return _collect(tables)
+def _run(job: Any) -> Any:
+    """The job's result; a failure is raised without Spark's message, which
+    may quote a record (Spark's own logs on the cluster keep it)."""
+    import re
+
+    try:
+        return job()
+    except Exception as e:  # noqa: BLE001 - any failure of the job
+        text = str(e)
+        kind = type(e).__name__
+    # A missing module on the executors is the setup's, not the data's.
+    missing = re.search(r"No module named '[\w.]+'", text)
+    raise RuntimeError(
+        f"the Spark job failed ({kind}{': ' + missing.group(0) if missing else ''}); nothing "
+        "was spent. Its message is withheld here (it may quote a record): Spark's logs on the "
+        "cluster have it, and dm.check on the records shows what the schema refuses"
+    )
+
+
+class _Jobs:
+    """The Spark jobs of one release: every partition's sealed tables,
+    collected for the kernel's merge. `partitions` is their number when it
+    is known before the jobs run (the shuffle by unit), else None."""
+
+    def __init__(self, prepared: Any, frame: Any, partitions: Optional[int], memory: int):
+        _local_python(frame)
+        self.spec = prepared.spec()
+        self.source = frame.select(*[_column(c) for c in prepared.columns()])
+        self.memory = memory
+        self.units = prepared.bounds_units()
+        self.encoded_ddl = prepared.encoded_ddl()
+        # Each partition's tables hold at most `cells` cells of 24 bytes:
+        # no more partitions than the driver may collect (a bound from the
+        # layout alone, never from the data).
+        limit = _max_result_bytes(frame)
+        cap = limit // (32 * prepared.cells() + 4096) if limit > 0 else 1 << 20
+        if cap < 1:
+            raise ValueError(
+                "one partition's tables could pass spark.driver.maxResultSize: raise it"
+            )
+        if self.units:
+            if partitions is not None and partitions > cap:
+                raise ValueError(
+                    f"partitions={partitions}: the driver may collect the tables of at most "
+                    f"{cap} (spark.driver.maxResultSize)"
+                )
+            self.partitions = (
+                partitions if partitions is not None else min(_shuffle_partitions(frame), cap)
+            )
+        else:
+            # Coalescing never adds partitions: at most `cap`, no shuffle.
+            self.source = self.source.coalesce(cap)
+            self.partitions = None
+
+    def tables(self) -> Any:
+        partial_ddl = _dpmatrix.spark_partial_ddl()
+        source_schema = _arrow_schema(self.source)
+        if self.units:
+            encoded = self.source.mapInArrow(_encoder(self.spec, source_schema), self.encoded_ddl)
+            by_unit = encoded.repartition(self.partitions, "_dpmm_unit_hi", "_dpmm_unit_lo")
+            tables = by_unit.mapInArrow(
+                _bounder(self.spec, _arrow_schema(encoded), self.memory), partial_ddl
+            )
+        else:
+            tables = self.source.mapInArrow(_counter(self.spec, source_schema), partial_ddl)
+        return _collect(tables)

@@ -124,7 +124,10 @@ def counted(tmp_path, spark_frame, setting, **kw) -> dict[int, int]:
         workload=workload._native,
         **kw,
     )
-    table = dms._tables(prepared, spark_frame, None, 1 << 30).to_pandas()
+    try:
+        table = dms._Jobs(prepared, spark_frame, None, 1 << 30).tables().to_pandas()
+    finally:
+        prepared.close()
     assert set(table["_dpmm_table"]) == {-1, 0}, "one table: the full histogram"
     cells = table[table["_dpmm_table"] == 0].groupby("_dpmm_cell")["_dpmm_count"].sum()
     return {int(c): int(n) for c, n in cells.items()}
@@ -223,6 +226,8 @@ def test_ten_releases_are_unbiased_with_honest_errors_and_agree_with_the_local_r
 def test_refusals_come_before_any_job_and_a_failed_job_spends_nothing(
     tmp_path, spark, people, setting
 ):
+    from pyspark.sql import functions as F
+
     schema, workload = setting
     frame = frame_of(spark, people)
     book = ledger(tmp_path, 1.0)
@@ -235,6 +240,9 @@ def test_refusals_come_before_any_job_and_a_failed_job_spends_nothing(
         dict(frame=frame, epsilon=2.0),
         dict(frame=frame, partitions=4),
         dict(frame=frame.withColumnRenamed("person", "_dpmm_unit_hi")),
+        # A plan Spark could recompute differently: refused, not run.
+        dict(frame=frame.withColumn("noise", F.rand())),
+        dict(frame=frame, privacy_unit="person", max_records_per_unit=K, partitions=10**9),
     ]
     for kw in refusals:
         args = dict(schema=schema, workload=workload, epsilon=1.0, ledger=book) | kw
@@ -246,14 +254,22 @@ def test_refusals_come_before_any_job_and_a_failed_job_spends_nothing(
     # An `error` policy the records break fails the job on an executor:
     # nothing is spent.
     strict = json.loads(json.dumps(SCHEMA))
-    strict["domain"][3]["bins"] = {"start": 21, "stop": 30, "width": 1}
     strict["domain"][3]["outside"] = "error"
     path = tmp_path / "strict.json"
     path.write_text(json.dumps(strict))
-    with pytest.raises(Exception):
+    stray = pd.concat([people, people.iloc[[4]].assign(age="99")], ignore_index=True)
+    with pytest.raises(RuntimeError) as failed:
         dms.release(
-            frame, schema=dm.Schema.from_json(path), workload=workload, epsilon=1.0, ledger=book
+            frame_of(spark, stray),
+            schema=dm.Schema.from_json(path),
+            workload=workload,
+            epsilon=1.0,
+            ledger=book,
         )
+    # Spark's message (which quotes the record's value) is withheld.
+    message = str(failed.value)
+    assert message.startswith("the Spark job failed (") and "nothing was spent" in message
+    assert "Traceback" not in message and "99" not in message
     assert book.spent == 0
     a = dms.release(frame, schema=schema, workload=workload, epsilon=1.0, ledger=book)
     assert len(a) == 80 and book.spent == pytest.approx(1.0)

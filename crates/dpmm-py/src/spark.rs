@@ -31,13 +31,14 @@ struct SparkRelease {
 /// Prepares a Spark release of records whose columns are `columns` (an
 /// Arrow schema): everything that can be refused is refused here.
 #[pyfunction]
-#[pyo3(signature = (schema, ledger, epsilon, columns, delta=None, workload=None, plan=None, max_memory=None, report=None, nonneg=false, privacy_unit=None, max_records_per_unit=None, weight=None, max_weight=None))]
+#[pyo3(signature = (schema, ledger, epsilon, columns, sources=Vec::new(), delta=None, workload=None, plan=None, max_memory=None, report=None, nonneg=false, privacy_unit=None, max_records_per_unit=None, weight=None, max_weight=None))]
 #[allow(clippy::too_many_arguments)] // Python keyword arguments
 fn spark_prepare(
     schema: &Schema,
     ledger: PathBuf,
     epsilon: f64,
     columns: PySchema,
+    sources: Vec<PathBuf>,
     delta: Option<f64>,
     workload: Option<&Workload>,
     plan: Option<&Plan>,
@@ -70,7 +71,7 @@ fn spark_prepare(
         weight: people.weight,
     };
     let columns = columns.into_inner();
-    let inner = release.distributed(&columns).map_err(py_err)?;
+    let inner = release.distributed(&columns, &sources).map_err(py_err)?;
     Ok(SparkRelease { inner: Some(inner) })
 }
 
@@ -124,6 +125,11 @@ impl SparkRelease {
     /// collects this object.
     fn close(&mut self) {
         self.inner = None;
+    }
+
+    /// The cells of the tables each partition counts.
+    fn cells(&self) -> PyResult<u64> {
+        Ok(self.inner()?.cells())
     }
 
     /// The Spark DDL of the encoded records.

@@ -43,21 +43,27 @@ impl std::fmt::Debug for Distributed {
 
 impl Release {
     /// Prepares this release for records a cluster's workers count, from a
-    /// source whose columns are `columns`: everything that can be refused
-    /// is refused now, before any job runs and before the charge.
-    pub fn distributed(&self, columns: &dpmm_records::arrow::Schema) -> Result<Distributed> {
+    /// source whose columns are `columns` and which reads the files
+    /// `sources` (no output may be written over them): everything that
+    /// can be refused is refused now, before any job runs and before the
+    /// charge.
+    pub fn distributed(
+        &self,
+        columns: &dpmm_records::arrow::Schema,
+        sources: &[PathBuf],
+    ) -> Result<Distributed> {
         let warning = crate::ledger::head_warning(&self.ledger);
-        let inputs = self.inputs(None);
-        let (prepared, nonneg) = self.checked(&inputs)?;
-        let text = match &self.schema {
-            Document::File(path) => {
-                std::fs::read_to_string(path).map_err(|e| Error::file(path, e))?
-            }
-            doc => doc.read()?.into_owned(),
-        };
-        let spec = PartitionSpec::new(&text, prepared.layout(), &self.people(), columns)?;
+        // The schema is read once: the plan and the workers' spec are
+        // made from the same text.
+        let text = self.schema.read()?.into_owned();
+        let mut release = self.clone();
+        release.schema = Document::text(text.clone(), self.schema.name());
+        let mut inputs = release.inputs(self.schema.path().map(PathBuf::from).as_ref());
+        inputs.extend(sources.iter().cloned());
+        let (prepared, nonneg) = release.checked(&inputs)?;
+        let spec = PartitionSpec::new(&text, prepared.layout(), &release.people(), columns)?;
         Ok(Distributed {
-            release: self.clone(),
+            release,
             prepared,
             nonneg,
             spec,
@@ -84,6 +90,12 @@ impl Distributed {
     /// unit hash, then bounded ([`dpmm_records::partition`]).
     pub fn bounds_units(&self) -> bool {
         self.spec.bounds_units()
+    }
+
+    /// The cells of the tables each partition counts (what one
+    /// partition's tables hold at most).
+    pub fn cells(&self) -> u64 {
+        self.spec.layout().cells()
     }
 
     /// The encoded records' columns.
