@@ -129,10 +129,11 @@ def _one_thread() -> None:
     os.environ.setdefault("RAYON_NUM_THREADS", "1")
 
 
-def _counter(spec: bytes, schema: Any) -> Any:
+def _counter(spec: bytes, schema: Any, counts: bool) -> Any:
     def count(batches: Iterator[Any]) -> Iterator[Any]:
         _one_thread()
-        yield _dpmatrix.spark_count(spec, _partition(), _reader(batches, schema))
+        reader = _reader(batches, schema)
+        yield _dpmatrix.spark_count(spec, _partition(), reader, counts)
 
     return count
 
@@ -173,6 +174,31 @@ def _local_python(frame: Any) -> None:
         context.pythonExec = sys.executable
 
 
+def _groupable(frame: Any, columns: list[str]) -> Optional[str]:
+    """Why the records cannot be grouped by the columns read before they
+    are counted, or None: Spark's GROUP BY must put together only records
+    whose values are the same bytes (text of a binary collation; numbers
+    exact: floats and decimals, which are often continuous and would
+    group little, are counted one by one)."""
+    from pyspark.sql import types as T
+
+    if "count" in columns:
+        return "a column read is named count"
+    kinds = {f.name: f.dataType for f in frame.schema.fields}
+    for name in columns:
+        kind = kinds.get(name)
+        if isinstance(kind, T.StringType) and getattr(kind, "collation", "UTF8_BINARY") not in (
+            "UTF8_BINARY",
+            None,
+        ):
+            return f"column {name} compares text by a collation, not by its bytes"
+        if isinstance(kind, (T.FloatType, T.DoubleType, T.DecimalType)):
+            return f"column {name} holds floats or decimals"
+        if not isinstance(kind, (T.StringType, T.BooleanType, T.IntegralType, T.BinaryType)):
+            return f"column {name} is of type {kind.simpleString()}"
+    return None
+
+
 def _collect(frame: Any) -> Any:
     """The frame as a pyarrow Table on the driver."""
     import pyarrow as pa
@@ -200,6 +226,7 @@ def release(
     max_weight: Optional[float] = None,
     partitions: Optional[int] = None,
     bound_memory: int = 1 << 30,
+    group: Optional[bool] = None,
 ) -> pd.DataFrame:
     """Releases private answers from the records of a Spark DataFrame.
 
@@ -215,6 +242,14 @@ def release(
     ``spark.sql.shuffle.partitions``); ``bound_memory`` is what each of
     them may hold in memory before it spills to the executor's temporary
     directory.
+
+    Without a privacy unit or weights, Spark first groups identical
+    records (a GROUP BY of the columns read) and the reader counts each
+    group as a counts table's row — the same tables, without sending
+    every record through Python. ``group=None`` does so when every column
+    read holds text (of a binary collation), booleans or integers;
+    ``group=False`` counts the records one by one, and ``group=True``
+    insists (refused where those conditions do not hold).
     """
     from pyspark.sql import DataFrame
 
@@ -257,7 +292,7 @@ def release(
         max_weight=max_weight,
     )
     try:
-        jobs = _Jobs(prepared, frame, partitions, bound_memory)
+        jobs = _Jobs(prepared, frame, partitions, bound_memory, group, weight is not None)
         tables = _run(jobs.tables)
         return _answers(*prepared.finish(jobs.partitions, tables))
     finally:
@@ -290,10 +325,28 @@ class _Jobs:
     collected for the kernel's merge. `partitions` is their number when it
     is known before the jobs run (the shuffle by unit), else None."""
 
-    def __init__(self, prepared: Any, frame: Any, partitions: Optional[int], memory: int):
+    def __init__(
+        self,
+        prepared: Any,
+        frame: Any,
+        partitions: Optional[int],
+        memory: int,
+        group: Optional[bool] = None,
+        weighted: bool = False,
+    ):
         _local_python(frame)
         self.spec = prepared.spec()
-        self.source = frame.select(*[_column(c) for c in prepared.columns()])
+        columns = prepared.columns()
+        self.source = frame.select(*[_column(c) for c in columns])
+        # Identical records grouped by Spark first (one GROUP BY of the
+        # columns read, a counts table's rows for the reader): the same
+        # tables, without sending every record through Python.
+        why_not = _groupable(self.source, columns)
+        if prepared.bounds_units() or weighted:
+            why_not = "records with a privacy unit or weights are counted one by one"
+        if group and why_not is not None:
+            raise ValueError(f"group=True: {why_not}")
+        self.group = why_not is None if group is None else group
         self.memory = memory
         self.units = prepared.bounds_units()
         self.encoded_ddl = prepared.encoded_ddl()
@@ -316,6 +369,12 @@ class _Jobs:
                 partitions if partitions is not None else min(_shuffle_partitions(frame), cap)
             )
         else:
+            if self.group:
+                from pyspark.sql import functions as F
+
+                self.source = self.source.groupBy(*[_column(c) for c in columns]).agg(
+                    F.count(F.lit(1)).alias("count")
+                )
             # Coalescing never adds partitions: at most `cap`, no shuffle.
             self.source = self.source.coalesce(cap)
             self.partitions = None
@@ -330,5 +389,7 @@ class _Jobs:
                 _bounder(self.spec, _arrow_schema(encoded), self.memory), partial_ddl
             )
         else:
-            tables = self.source.mapInArrow(_counter(self.spec, source_schema), partial_ddl)
+            tables = self.source.mapInArrow(
+                _counter(self.spec, source_schema, self.group), partial_ddl
+            )
         return _collect(tables)

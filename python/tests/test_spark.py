@@ -58,6 +58,7 @@ def spark():
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.driver.memory", "2g")
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
@@ -73,8 +74,20 @@ def people() -> pd.DataFrame:
 
 
 def frame_of(spark, records: pd.DataFrame, parts: int = 5):
-    """A Spark DataFrame of the records in `parts` partitions."""
-    return spark.createDataFrame(records).repartition(parts)
+    """A Spark DataFrame of the records in `parts` partitions, computed
+    once (each test's neighbours are this frame and a few rows more)."""
+    return spark.createDataFrame(records).repartition(parts).localCheckpoint()
+
+
+@pytest.fixture(scope="module")
+def census(spark, people):
+    """The census records as a Spark DataFrame."""
+    return frame_of(spark, people)
+
+
+def plus(spark, frame, rows: pd.DataFrame):
+    """`frame` and `rows` (in partitions of their own)."""
+    return frame.unionByName(spark.createDataFrame(rows))
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +124,7 @@ def cells_of(records: pd.DataFrame) -> dict[int, int]:
     return {int(c): int(n) for c, n in counts.items()}
 
 
-def counted(tmp_path, spark_frame, setting, **kw) -> dict[int, int]:
+def counted(tmp_path, spark_frame, setting, group=None, **kw) -> dict[int, int]:
     """The exact tables dpmatrix.spark's jobs count (the full histogram:
     the extract's 50,880 cells fit), summed over the partitions as the
     kernel merges them; nothing is charged."""
@@ -125,7 +138,8 @@ def counted(tmp_path, spark_frame, setting, **kw) -> dict[int, int]:
         **kw,
     )
     try:
-        table = dms._Jobs(prepared, spark_frame, None, 1 << 30).tables().to_pandas()
+        jobs = dms._Jobs(prepared, spark_frame, None, 1 << 30, group, "weight" in kw)
+        table = jobs.tables().to_pandas()
     finally:
         prepared.close()
     assert set(table["_dpmm_table"]) == {-1, 0}, "one table: the full histogram"
@@ -137,14 +151,23 @@ def moved(a: dict[int, int], b: dict[int, int]) -> int:
     return sum(abs(a.get(c, 0) - b.get(c, 0)) for c in set(a) | set(b))
 
 
-def test_the_jobs_count_the_exact_tables_of_the_records(tmp_path, spark, people, setting):
+def test_the_jobs_count_the_exact_tables_of_the_records(tmp_path, spark, census, people, setting):
     truth = cells_of(people)
-    assert counted(tmp_path, frame_of(spark, people), setting) == truth
+    # Grouped by Spark first (text columns: the default) and one by one.
+    assert counted(tmp_path, census, setting) == truth
+    assert counted(tmp_path, census, setting, group=False) == truth
+    # Typed columns (integers for age and weeks) read as their text does.
+    from pyspark.sql import functions as F
+
+    typed = census.withColumn("age", F.col("age").cast("int")).withColumn(
+        "work", F.col("work").cast("long")
+    )
+    assert counted(tmp_path, typed, setting, group=True) == truth
     # Bounded per person (each has one record): the same tables.
     assert (
         counted(
             tmp_path,
-            frame_of(spark, people),
+            census,
             setting,
             privacy_unit="person",
             max_records_per_unit=K,
@@ -154,11 +177,11 @@ def test_the_jobs_count_the_exact_tables_of_the_records(tmp_path, spark, people,
 
 
 def test_one_added_row_moves_the_tables_by_one_and_the_answers_by_less_than_5(
-    tmp_path, spark, people, setting
+    tmp_path, spark, census, people, setting
 ):
-    added = pd.concat([people, people.iloc[[17]]], ignore_index=True)
-    a, b = frame_of(spark, people), frame_of(spark, added, parts=3)
-    assert moved(counted(tmp_path, a, setting), counted(tmp_path, b, setting)) == 1
+    a, b = census, plus(spark, census, people.iloc[[17]])
+    for group in (True, False):
+        assert moved(counted(tmp_path, a, setting, group), counted(tmp_path, b, setting, group)) == 1
     schema, workload = setting
     kw = dict(schema=schema, workload=workload, epsilon=50.0)
     x = dms.release(a, ledger=ledger(tmp_path, 50.0), **kw)
@@ -167,15 +190,17 @@ def test_one_added_row_moves_the_tables_by_one_and_the_answers_by_less_than_5(
 
 
 def test_one_added_person_of_fifty_rows_moves_the_tables_by_k_and_the_answers_by_less_than_8(
-    tmp_path, spark, people, setting
+    tmp_path, spark, census, people, setting
 ):
-    # Every other person has at most K records (three rows each of the
-    # first people), so their kept records are all of them: the tables
-    # differ by the added person's kept records alone.
-    grouped = people.assign(person=np.arange(len(people)) // K)
+    # Every other person has at most K records (the census's rows, K at a
+    # time), so their kept records are all of them: the tables differ by
+    # the added person's kept records alone.
+    from pyspark.sql import functions as F
+
+    a = census.withColumn("person", (F.col("person") / K).cast("long"))
     intruder = people.iloc[[5] * 25 + [9] * 25].assign(person=-1)
-    added = pd.concat([grouped, intruder], ignore_index=True)
-    a, b = frame_of(spark, grouped), frame_of(spark, added, parts=7)
+    # The intruder's rows in two partitions of their own.
+    b = plus(spark, plus(spark, a, intruder.iloc[:25]), intruder.iloc[25:])
     unit = dict(privacy_unit="person", max_records_per_unit=K)
     assert moved(counted(tmp_path, a, setting, **unit), counted(tmp_path, b, setting, **unit)) == K
     schema, workload = setting
@@ -201,10 +226,10 @@ def truth_of(records: pd.DataFrame, answers: pd.DataFrame) -> np.ndarray:
 
 
 def test_ten_releases_are_unbiased_with_honest_errors_and_agree_with_the_local_release(
-    tmp_path, spark, people, setting
+    tmp_path, spark, census, people, setting
 ):
     schema, workload = setting
-    frame = frame_of(spark, people)
+    frame = census
     book = ledger(tmp_path, 10.0)
     z = []
     for _ in range(10):
@@ -224,12 +249,12 @@ def test_ten_releases_are_unbiased_with_honest_errors_and_agree_with_the_local_r
 
 
 def test_refusals_come_before_any_job_and_a_failed_job_spends_nothing(
-    tmp_path, spark, people, setting
+    tmp_path, spark, census, people, setting
 ):
     from pyspark.sql import functions as F
 
     schema, workload = setting
-    frame = frame_of(spark, people)
+    frame = census
     book = ledger(tmp_path, 1.0)
     tracker = spark.sparkContext.statusTracker()
     spark.sparkContext.setJobGroup("refusals", "refusals")
@@ -257,10 +282,10 @@ def test_refusals_come_before_any_job_and_a_failed_job_spends_nothing(
     strict["domain"][3]["outside"] = "error"
     path = tmp_path / "strict.json"
     path.write_text(json.dumps(strict))
-    stray = pd.concat([people, people.iloc[[4]].assign(age="99")], ignore_index=True)
+    stray = plus(spark, census, people.iloc[[4]].assign(age="99"))
     with pytest.raises(RuntimeError) as failed:
         dms.release(
-            frame_of(spark, stray),
+            stray,
             schema=dm.Schema.from_json(path),
             workload=workload,
             epsilon=1.0,

@@ -8,6 +8,7 @@
 use std::path::PathBuf;
 
 use dpmm::Document;
+use dpmm::Rows;
 use dpmm::dpmm_records::Source;
 use dpmm::dpmm_records::arrow::{DataType, RecordBatch, Schema as ArrowSchema};
 use dpmm::dpmm_records::partition::{
@@ -179,19 +180,27 @@ fn source(stream: PyRecordBatchReader) -> PyResult<Source<'static>> {
     })
 }
 
-/// On an executor: partition `partition`'s records counted into its
+/// On an executor: partition `partition`'s records (with `counts`,
+/// groups of identical records and their `count`) counted into its
 /// sealed tables (a pyarrow RecordBatch).
 #[pyfunction]
+#[pyo3(signature = (spec, partition, stream, counts=false))]
 fn spark_count<'py>(
     py: Python<'py>,
     spec: &[u8],
     partition: u32,
     stream: PyRecordBatchReader,
+    counts: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
     let spec = spec_of(spec)?;
     let source = source(stream)?;
+    let rows = if counts {
+        Rows::CountsTable
+    } else {
+        Rows::Records
+    };
     let partial = py
-        .detach(|| count_partition(&spec, source, partition))
+        .detach(|| count_partition(&spec, source, partition, rows))
         .map_err(|e| py_err(e.into()))?;
     to_python(py, partial_batch(&partial))
 }

@@ -345,19 +345,29 @@ pub fn partial_batch(partial: &Partial) -> RecordBatch {
 
 /// Partition `partition`'s records (a source of the spec's columns)
 /// counted into its sealed tables: the one pass when records are not
-/// bounded per unit.
+/// bounded per unit. With `rows` [`Rows::CountsTable`] each row is a
+/// group of identical records (the spec's columns and a
+/// [`crate::COUNT_COLUMN`], as an engine's `GROUP BY` of the columns read
+/// gives it), read as a local release reads a counts table; records with
+/// weights are not grouped.
 pub fn count_partition(
     spec: &PartitionSpec,
     source: Source<'_>,
     partition: u32,
+    rows: Rows,
 ) -> Result<Partial, RecordsError> {
     if spec.bounds_units() {
         return Err(RecordsError::BadContributions(
             "records bounded per unit are encoded, brought together by unit, then bounded".into(),
         ));
     }
+    if rows == Rows::CountsTable && spec.people.weight.is_some() {
+        return Err(RecordsError::BadContributions(
+            "weighted records are counted one by one, not grouped".into(),
+        ));
+    }
     let reading = Reading {
-        rows: Rows::Records,
+        rows,
         time: None,
         people: &spec.people,
     };

@@ -132,7 +132,9 @@ fn partitions_counted_apart_are_the_local_tables() {
     let parts: Vec<RecordBatch> = split(&all, 3)
         .into_iter()
         .enumerate()
-        .map(|(p, b)| partial_batch(&count_partition(&worker, source(b), p as u32).unwrap()))
+        .map(|(p, b)| {
+            partial_batch(&count_partition(&worker, source(b), p as u32, Rows::Records).unwrap())
+        })
         .collect();
     let local_tables: Vec<Vec<u64>> = local.tables().iter().map(|t| t.counts.clone()).collect();
     assert_eq!(summed(&parts, &layout), local_tables);
@@ -279,5 +281,75 @@ fn specs_refuse_missing_columns_streams_and_foreign_bytes() {
     let bad = RecordBatch::try_new(e.schema(), columns).unwrap();
     assert!(e.num_rows() == 0 || bound_partition(&spec, [Ok(bad)], 0).is_err());
     // Without a unit, the one pass; with one, the two.
-    assert!(count_partition(&spec, source(records(5, 2, 2)), 0).is_err());
+    assert!(count_partition(&spec, source(records(5, 2, 2)), 0, Rows::Records).is_err());
+}
+
+/// Records grouped first (as Spark's GROUP BY of the columns read groups
+/// them: identical values together) and read as counts tables, in
+/// partitions: the local tables of the records one by one.
+#[test]
+fn groups_of_identical_records_counted_apart_are_the_local_tables() {
+    let all = records(3000, 400, 13);
+    let layout = layout();
+    let people = People::records();
+    let local = aggregate_people(
+        source(all.clone()),
+        &Schema::from_json(SCHEMA).unwrap(),
+        &layout,
+        Rows::Records,
+        &people,
+    )
+    .unwrap();
+    let sex = all.column(1).as_string::<i32>();
+    let age = all
+        .column(2)
+        .as_primitive::<arrow_array::types::Float64Type>();
+    let region = all.column(3).as_string::<i32>();
+    let mut groups: HashMap<(String, u64, Option<String>), i64> = HashMap::new();
+    for r in 0..all.num_rows() {
+        let key = (
+            sex.value(r).to_string(),
+            age.value(r).to_bits(),
+            region.is_valid(r).then(|| region.value(r).to_string()),
+        );
+        *groups.entry(key).or_default() += 1;
+    }
+    assert!(groups.len() < all.num_rows() / 5, "records repeat");
+    let groups: Vec<_> = groups.into_iter().collect();
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(StringArray::from_iter_values(
+            groups.iter().map(|g| g.0.0.as_str()),
+        )),
+        Arc::new(Float64Array::from_iter_values(
+            groups.iter().map(|g| f64::from_bits(g.0.1)),
+        )),
+        Arc::new(StringArray::from_iter(
+            groups.iter().map(|g| g.0.2.as_deref()),
+        )),
+        Arc::new(Int64Array::from_iter_values(groups.iter().map(|g| g.1))),
+    ];
+    let schema = arrow_schema::Schema::new(vec![
+        Field::new("sex", DataType::Utf8, false),
+        Field::new("age", DataType::Float64, false),
+        Field::new("region", DataType::Utf8, true),
+        Field::new("count", DataType::Int64, false),
+    ]);
+    let table = RecordBatch::try_new(Arc::new(schema), columns).unwrap();
+    let spec = PartitionSpec::new(SCHEMA, &layout, &people, &all.schema()).unwrap();
+    let parts: Vec<RecordBatch> = split(&table, 2)
+        .into_iter()
+        .enumerate()
+        .map(|(p, b)| {
+            partial_batch(&count_partition(&spec, source(b), p as u32, Rows::CountsTable).unwrap())
+        })
+        .collect();
+    let local_tables: Vec<Vec<u64>> = local.tables().iter().map(|t| t.counts.clone()).collect();
+    assert_eq!(summed(&parts, &layout), local_tables);
+    // Weighted records are not grouped.
+    let weighted = People {
+        weight: Some(("weight".into(), 2.0)),
+        ..People::records()
+    };
+    let spec = PartitionSpec::new(SCHEMA, &layout, &weighted, &all.schema()).unwrap();
+    assert!(count_partition(&spec, source(table), 0, Rows::CountsTable).is_err());
 }
