@@ -11,8 +11,11 @@ driver, where the kernel merges them (each partition once), charges the
 ledger, measures and reconstructs. docs/spark.md says what runs where and
 what must be kept secret.
 
-Without a privacy unit this is one pass over the data (a ``mapInArrow``
-and a collect of the partitions' tables). With one it is two: the records
+Without a privacy unit this is one pass over the data: Spark groups
+identical records (a GROUP BY of the columns read, where that is exact and
+no weights are counted) and a ``mapInArrow`` counts the groups (or the
+records one by one) into each partition's tables, which are collected.
+With a privacy unit it is two: the records
 are encoded (each unit replaced by its keyed 128-bit hash), shuffled by
 that hash so that every record of a unit is in one partition, and bounded
 there; ``partitions`` sets how many partitions the shuffle makes.
@@ -184,9 +187,16 @@ def _groupable(frame: Any, columns: list[str]) -> Optional[str]:
 
     if "count" in columns:
         return "a column read is named count"
+    if _runs_python(frame):
+        # Grouping adds a shuffle: a Python function Spark believes
+        # deterministic but is not could put one record in two groups
+        # when a lost partition is recomputed.
+        return "the frame's plan runs Python code"
     kinds = {f.name: f.dataType for f in frame.schema.fields}
     for name in columns:
         kind = kinds.get(name)
+        if kind is None:
+            return f"column {name} is not the frame's"
         if isinstance(kind, T.StringType) and getattr(kind, "collation", "UTF8_BINARY") not in (
             "UTF8_BINARY",
             None,
@@ -197,6 +207,16 @@ def _groupable(frame: Any, columns: list[str]) -> Optional[str]:
         if not isinstance(kind, (T.StringType, T.BooleanType, T.IntegralType, T.BinaryType)):
             return f"column {name} is of type {kind.simpleString()}"
     return None
+
+
+def _runs_python(frame: Any) -> bool:
+    """Whether Spark's optimized plan of the frame runs Python code (a UDF,
+    mapInPandas, …); True when it cannot say."""
+    try:
+        plan = frame._jdf.queryExecution().optimizedPlan().toString()
+    except Exception:
+        return True
+    return any(word in plan for word in ("EvalPython", "InPandas", "InArrow", "PythonUDF"))
 
 
 def _collect(frame: Any) -> Any:
@@ -226,7 +246,7 @@ def release(
     max_weight: Optional[float] = None,
     partitions: Optional[int] = None,
     bound_memory: int = 1 << 30,
-    group: Optional[bool] = None,
+    group: bool = True,
 ) -> pd.DataFrame:
     """Releases private answers from the records of a Spark DataFrame.
 
@@ -246,10 +266,10 @@ def release(
     Without a privacy unit or weights, Spark first groups identical
     records (a GROUP BY of the columns read) and the reader counts each
     group as a counts table's row — the same tables, without sending
-    every record through Python. ``group=None`` does so when every column
-    read holds text (of a binary collation), booleans or integers;
-    ``group=False`` counts the records one by one, and ``group=True``
-    insists (refused where those conditions do not hold).
+    every record through Python — when every column read holds text (of a
+    binary collation), booleans or integers and the frame's plan runs no
+    Python code; otherwise, or with ``group=False``, records are counted
+    one by one.
     """
     from pyspark.sql import DataFrame
 
@@ -311,8 +331,9 @@ def _run(job: Any) -> Any:
     except Exception as e:  # noqa: BLE001 - any failure of the job
         text = str(e)
         kind = type(e).__name__
-    # A missing module on the executors is the setup's, not the data's.
-    missing = re.search(r"No module named '[\w.]+'", text)
+    # A missing module on the executors is the setup's, not the data's:
+    # named when it is one dpmatrix needs (the message may quote a record).
+    missing = re.search(r"No module named '(dpmatrix|pyarrow|pandas|numpy|pyspark)[\w.]*'", text)
     raise RuntimeError(
         f"the Spark job failed ({kind}{': ' + missing.group(0) if missing else ''}); nothing "
         "was spent. Its message is withheld here (it may quote a record): Spark's logs on the "
@@ -331,7 +352,7 @@ class _Jobs:
         frame: Any,
         partitions: Optional[int],
         memory: int,
-        group: Optional[bool] = None,
+        group: bool = True,
         weighted: bool = False,
     ):
         _local_python(frame)
@@ -341,12 +362,12 @@ class _Jobs:
         # Identical records grouped by Spark first (one GROUP BY of the
         # columns read, a counts table's rows for the reader): the same
         # tables, without sending every record through Python.
-        why_not = _groupable(self.source, columns)
-        if prepared.bounds_units() or weighted:
-            why_not = "records with a privacy unit or weights are counted one by one"
-        if group and why_not is not None:
-            raise ValueError(f"group=True: {why_not}")
-        self.group = why_not is None if group is None else group
+        self.group = (
+            group
+            and not prepared.bounds_units()
+            and not weighted
+            and _groupable(self.source, columns) is None
+        )
         self.memory = memory
         self.units = prepared.bounds_units()
         self.encoded_ddl = prepared.encoded_ddl()

@@ -124,7 +124,7 @@ def cells_of(records: pd.DataFrame) -> dict[int, int]:
     return {int(c): int(n) for c, n in counts.items()}
 
 
-def counted(tmp_path, spark_frame, setting, group=None, **kw) -> dict[int, int]:
+def counted(tmp_path, spark_frame, setting, group=True, **kw) -> dict[int, int]:
     """The exact tables dpmatrix.spark's jobs count (the full histogram:
     the extract's 50,880 cells fit), summed over the partitions as the
     kernel merges them; nothing is charged."""
@@ -139,6 +139,8 @@ def counted(tmp_path, spark_frame, setting, group=None, **kw) -> dict[int, int]:
     )
     try:
         jobs = dms._Jobs(prepared, spark_frame, None, 1 << 30, group, "weight" in kw)
+        # Text and integer columns, no unit: grouped unless told not to.
+        assert jobs.group == (group and "privacy_unit" not in kw)
         table = jobs.tables().to_pandas()
     finally:
         prepared.close()
@@ -162,7 +164,7 @@ def test_the_jobs_count_the_exact_tables_of_the_records(tmp_path, spark, census,
     typed = census.withColumn("age", F.col("age").cast("int")).withColumn(
         "work", F.col("work").cast("long")
     )
-    assert counted(tmp_path, typed, setting, group=True) == truth
+    assert counted(tmp_path, typed, setting) == truth
     # Bounded per person (each has one record): the same tables.
     assert (
         counted(
