@@ -33,7 +33,7 @@
 //! data; saturating is a contraction, so the sensitivity holds.
 
 mod bound;
-mod partial;
+pub mod partial;
 mod tables;
 
 use std::hash::Hasher;
