@@ -299,7 +299,8 @@ def release(
         book,
         epsilon,
         _arrow_schema(frame),
-        sources=_input_paths(frame),
+        # Only a report is written: the frame's files are listed for it.
+        sources=_input_paths(frame) if report is not None else [],
         delta=delta,
         workload=None if workload is None else workload._native,
         plan=None if plan is None else plan._native,
