@@ -539,14 +539,7 @@ def release(
     non-negative, consistent tables estimated from the same answers
     (post-processing, no further budget; biased, so without error columns).
     """
-    if not isinstance(schema, Schema):
-        raise ValueError(f"schema must be a dpmatrix.Schema, got {type(schema).__name__}")
-    if plan is None and workload is None:
-        raise ValueError("give plan= or workload= (the queries to answer)")
-    if plan is not None and not isinstance(plan, Plan):
-        raise ValueError(f"plan must be a dpmatrix.Plan, got {type(plan).__name__}")
-    if workload is not None and not isinstance(workload, Workload):
-        raise ValueError(f"workload must be a dpmatrix.Workload, got {type(workload).__name__}")
+    _check_release(schema, plan, workload)
     if (data is None) == (counts is None):
         raise ValueError("give the records as data, or a counts table as counts=, not both")
     needed = _needed(schema, counts is not None, privacy_unit, weight)
@@ -572,6 +565,18 @@ def release(
         **source,
     )
     return _answers(*result)
+
+
+def _check_release(schema: Any, plan: Any, workload: Any) -> None:
+    """A release's schema and queries, checked before anything else."""
+    if not isinstance(schema, Schema):
+        raise ValueError(f"schema must be a dpmatrix.Schema, got {type(schema).__name__}")
+    if plan is None and workload is None:
+        raise ValueError("give plan= or workload= (the queries to answer)")
+    if plan is not None and not isinstance(plan, Plan):
+        raise ValueError(f"plan must be a dpmatrix.Plan, got {type(plan).__name__}")
+    if workload is not None and not isinstance(workload, Workload):
+        raise ValueError(f"workload must be a dpmatrix.Workload, got {type(workload).__name__}")
 
 
 def _answers(

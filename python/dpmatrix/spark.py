@@ -29,7 +29,7 @@ from typing import Any, Iterator, Optional, Union
 
 import pandas as pd
 
-from . import Ledger, Plan, Schema, Workload, _answers, _dpmatrix, _existing
+from . import Ledger, Plan, Schema, Workload, _answers, _check_release, _dpmatrix, _existing
 
 __all__ = ["release"]
 
@@ -275,14 +275,7 @@ def release(
 
     if not isinstance(frame, DataFrame):
         raise ValueError(f"frame must be a pyspark.sql.DataFrame, got {type(frame).__name__}")
-    if not isinstance(schema, Schema):
-        raise ValueError(f"schema must be a dpmatrix.Schema, got {type(schema).__name__}")
-    if plan is None and workload is None:
-        raise ValueError("give plan= or workload= (the queries to answer)")
-    if plan is not None and not isinstance(plan, Plan):
-        raise ValueError(f"plan must be a dpmatrix.Plan, got {type(plan).__name__}")
-    if workload is not None and not isinstance(workload, Workload):
-        raise ValueError(f"workload must be a dpmatrix.Workload, got {type(workload).__name__}")
+    _check_release(schema, plan, workload)
     if partitions is not None and (not isinstance(partitions, int) or partitions < 1):
         raise ValueError(f"partitions must be a positive whole number, got {partitions!r}")
     if partitions is not None and privacy_unit is None:

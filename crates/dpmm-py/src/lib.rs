@@ -543,10 +543,35 @@ fn release<'py>(
     let budget = budget(epsilon, delta)?;
     let people = people(privacy_unit, max_records_per_unit, weight, max_weight)?;
     let data = data(path, stream, counts)?;
+    let release = release_of(
+        schema,
+        ledger,
+        budget,
+        (workload, plan),
+        (max_memory, report, nonneg),
+        people,
+        stderr_is_terminal(py),
+    )?;
+    released(py, interruptible(py, || release.run(data))?)
+}
+
+/// The library's release of a Python call's arguments: the schema,
+/// ledger and budget, the queries (`workload` and/or `plan`), the
+/// options (`max_memory`, `report`, `nonneg`), who the records are about,
+/// and whether to show progress.
+fn release_of(
+    schema: &Schema,
+    ledger: PathBuf,
+    budget: PrivacyBudget,
+    (workload, plan): (Option<&Workload>, Option<&Plan>),
+    (max_memory, report, nonneg): (Option<u64>, Option<PathBuf>, bool),
+    people: dpmm::dpmm_records::People,
+    progress: bool,
+) -> PyResult<dpmm::Release> {
     let plan_doc = plan
         .map(|p| p.to_json().map(|t| Document::text(t, "the plan")))
         .transpose()?;
-    let release = dpmm::Release {
+    Ok(dpmm::Release {
         schema: schema.doc.clone(),
         workload: workload.map(|w| w.inner.document("the workload")),
         plan: plan_doc,
@@ -555,13 +580,12 @@ fn release<'py>(
         ledger,
         out: None,
         max_memory,
-        progress: stderr_is_terminal(py),
+        progress,
         report,
         nonneg,
         privacy_unit: people.unit,
         weight: people.weight,
-    };
-    released(py, interruptible(py, || release.run(data))?)
+    })
 }
 
 /// A release's outcome for Python: its answers (with a warning when an

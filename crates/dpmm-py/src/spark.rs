@@ -7,7 +7,6 @@
 
 use std::path::PathBuf;
 
-use dpmm::Document;
 use dpmm::Rows;
 use dpmm::dpmm_records::Source;
 use dpmm::dpmm_records::arrow::{DataType, RecordBatch, Schema as ArrowSchema};
@@ -19,7 +18,9 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use pyo3_arrow::{PyRecordBatch, PyRecordBatchReader, PySchema};
 
-use super::{Plan, Released, Schema, Workload, budget, interruptible, people, py_err, released};
+use super::{
+    Plan, Released, Schema, Workload, budget, interruptible, people, py_err, release_of, released,
+};
 
 /// A release prepared on the driver: checked (plan, budget, outputs, the
 /// DataFrame's columns) and holding the counting's spec; nothing charged
@@ -53,24 +54,15 @@ fn spark_prepare(
 ) -> PyResult<SparkRelease> {
     let budget = budget(epsilon, delta)?;
     let people = people(privacy_unit, max_records_per_unit, weight, max_weight)?;
-    let plan_doc = plan
-        .map(|p| p.to_json().map(|t| Document::text(t, "the plan")))
-        .transpose()?;
-    let release = dpmm::Release {
-        schema: schema.doc.clone(),
-        workload: workload.map(|w| w.inner.document("the workload")),
-        plan: plan_doc,
-        objective: None,
-        budget,
+    let release = release_of(
+        schema,
         ledger,
-        out: None,
-        max_memory,
-        progress: false,
-        report,
-        nonneg,
-        privacy_unit: people.unit,
-        weight: people.weight,
-    };
+        budget,
+        (workload, plan),
+        (max_memory, report, nonneg),
+        people,
+        false,
+    )?;
     let columns = columns.into_inner();
     let inner = release.distributed(&columns, &sources).map_err(py_err)?;
     Ok(SparkRelease { inner: Some(inner) })
@@ -202,7 +194,7 @@ fn spark_count<'py>(
     let partial = py
         .detach(|| count_partition(&spec, source, partition, rows))
         .map_err(|e| py_err(e.into()))?;
-    to_python(py, partial_batch(&partial))
+    to_python(py, partial_batch(&partial).map_err(|e| py_err(e.into()))?)
 }
 
 /// On an executor: a partition's records encoded for bounding by unit.
@@ -246,7 +238,7 @@ fn spark_bound<'py>(
             bound_partition(&spec, batches, partition)
         })
         .map_err(|e| py_err(e.into()))?;
-    to_python(py, partial_batch(&partial))
+    to_python(py, partial_batch(&partial).map_err(|e| py_err(e.into()))?)
 }
 
 pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

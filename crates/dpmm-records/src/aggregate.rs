@@ -229,6 +229,16 @@ impl People {
         }
     }
 
+    /// Where bounded records spill: `spill_dir`, or the system's
+    /// temporary directory when it is empty.
+    pub fn spill_to(&self) -> PathBuf {
+        if self.spill_dir.as_os_str().is_empty() {
+            std::env::temp_dir()
+        } else {
+            self.spill_dir.clone()
+        }
+    }
+
     /// The contributions the kernel bounds.
     pub fn contributions(&self) -> Contributions {
         Contributions {
@@ -622,16 +632,11 @@ pub(crate) fn count(
 ) -> Result<PrivateCounts, RecordsError> {
     check_layout(schema, layout)?;
     let people = reading.people;
-    let spill_dir = if people.spill_dir.as_os_str().is_empty() {
-        std::env::temp_dir()
-    } else {
-        people.spill_dir.clone()
-    };
     let counting = Counting::new(
         layout.kernel().clone(),
         people.contributions(),
         people.memory,
-        spill_dir,
+        people.spill_to(),
         crate::pipeline::workers(),
     )
     .map_err(|e| match e {

@@ -319,7 +319,7 @@ fn int_columns(batch: &RecordBatch, schema: &ArrowSchema) -> Option<Vec<Vec<i64>
 /// a row per non-zero cell, then the seal's row (table −1, the cells in
 /// the cell column, the seal's bits in the count column). Exact counts:
 /// for the driver's merge only.
-pub fn partial_batch(partial: &Partial) -> RecordBatch {
+pub fn partial_batch(partial: &Partial) -> Result<RecordBatch, RecordsError> {
     let n = partial.cells.len() + 1;
     let p = i32::try_from(partial.partition).unwrap_or(i32::MAX);
     let mut tables = Vec::with_capacity(n);
@@ -340,7 +340,7 @@ pub fn partial_batch(partial: &Partial) -> RecordBatch {
         Arc::new(Int64Array::from(counts)),
     ];
     RecordBatch::try_new(PartitionSpec::partial_schema(), columns)
-        .expect("columns of the partial schema's types and one length")
+        .map_err(|e| RecordsError::Internal(e.to_string()))
 }
 
 /// Partition `partition`'s records (a source of the spec's columns)
@@ -482,11 +482,7 @@ pub fn bound_partition(
         spec.layout.kernel().clone(),
         spec.people.contributions(),
         spec.people.memory,
-        if spec.people.spill_dir.as_os_str().is_empty() {
-            std::env::temp_dir()
-        } else {
-            spec.people.spill_dir.clone()
-        },
+        spec.people.spill_to(),
         1,
     )
     .map_err(kernel)?;

@@ -134,6 +134,7 @@ fn partitions_counted_apart_are_the_local_tables() {
         .enumerate()
         .map(|(p, b)| {
             partial_batch(&count_partition(&worker, source(b), p as u32, Rows::Records).unwrap())
+                .unwrap()
         })
         .collect();
     let local_tables: Vec<Vec<u64>> = local.tables().iter().map(|t| t.counts.clone()).collect();
@@ -171,7 +172,7 @@ fn bounded(spec: &PartitionSpec, inputs: &[RecordBatch], n: u64) -> Vec<RecordBa
                     Ok(select_rows(e, &rows))
                 })
                 .collect();
-            partial_batch(&bound_partition(spec, parts, p as u32).unwrap())
+            partial_batch(&bound_partition(spec, parts, p as u32).unwrap()).unwrap()
         })
         .collect()
 }
@@ -341,6 +342,7 @@ fn groups_of_identical_records_counted_apart_are_the_local_tables() {
         .enumerate()
         .map(|(p, b)| {
             partial_batch(&count_partition(&spec, source(b), p as u32, Rows::CountsTable).unwrap())
+                .unwrap()
         })
         .collect();
     let local_tables: Vec<Vec<u64>> = local.tables().iter().map(|t| t.counts.clone()).collect();

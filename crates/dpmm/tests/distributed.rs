@@ -68,6 +68,7 @@ fn partials(spec: &[u8], batch: &RecordBatch, parts: usize) -> Vec<RecordBatch> 
         .map(|p| {
             let slice = batch.slice(p * n / parts, (p + 1) * n / parts - p * n / parts);
             partial_batch(&count_partition(&spec, source(slice), p as u32, Rows::Records).unwrap())
+                .unwrap()
         })
         .collect()
 }
