@@ -49,6 +49,7 @@ __all__ = [
     "DpmmWarning",
     "FactorizeResult",
     "Ledger",
+    "Measurements",
     "OptimizeResult",
     "Plan",
     "Schema",
@@ -500,6 +501,7 @@ def release(
     max_records_per_unit: Optional[int] = None,
     weight: Optional[str] = None,
     max_weight: Optional[float] = None,
+    measurements: Optional[PathLike] = None,
 ) -> pd.DataFrame:
     """Releases private answers to the plan's (or the workload's) queries.
 
@@ -538,6 +540,10 @@ def release(
     ``nonneg=True`` (workloads of marginals only), a ``nonneg`` column holds
     non-negative, consistent tables estimated from the same answers
     (post-processing, no further budget; biased, so without error columns).
+    With ``measurements``, the release's measurement file is written there
+    (Parquet, checked writable before the charge): the noisy measurements
+    and how they were made, publishable with the answers, from which
+    :class:`Measurements` answers new queries at no privacy cost.
     """
     _check_release(schema, plan, workload)
     if (data is None) == (counts is None):
@@ -562,9 +568,83 @@ def release(
         max_records_per_unit=max_records_per_unit,
         weight=weight,
         max_weight=max_weight,
+        measurements=None if measurements is None else os.fspath(measurements),
         **source,
     )
     return _answers(*result)
+
+
+class Measurements:
+    """A release's measurement file (``release(measurements=…)``, ``dpmm
+    release --measurements``): the noisy measurements of the strategy, the
+    strategy exactly as measured and the noise law. Every linear query in
+    the row space of that strategy has an unbiased least-squares answer
+    with an exact standard error; :meth:`answer` computes them the way the
+    release does, reading no data and spending nothing (post-processing).
+    """
+
+    def __init__(self, native: Any) -> None:
+        self._native = native
+
+    @classmethod
+    def load(cls, path: PathLike) -> "Measurements":
+        """Reads and checks the measurement file at ``path``."""
+        return cls(_dpmatrix.Measurements.load(_existing(path)))
+
+    def answer(
+        self,
+        workload: Workload,
+        *,
+        nonneg: bool = False,
+        out: Optional[PathLike] = None,
+        report: Optional[PathLike] = None,
+        max_memory: Optional[int] = None,
+    ) -> pd.DataFrame:
+        """Answers ``workload`` (on the release's domain): the DataFrame
+        :func:`release` returns, ``attrs["sidecar"]`` saying how (nothing
+        charged). A query outside the row space of the measured strategy
+        raises ``ValueError`` naming the attribute interaction that was not
+        measured. With ``out`` (CSV, or Parquet by its name), the answers
+        and their sidecar are written as ``dpmm query`` writes them; with
+        ``report``, the HTML page; with ``nonneg`` (marginal workloads), a
+        ``nonneg`` column of non-negative consistent tables.
+        """
+        if not isinstance(workload, Workload):
+            raise ValueError(f"workload must be a dpmatrix.Workload, got {type(workload).__name__}")
+        result = self._native.answer(
+            workload._native,
+            nonneg=nonneg,
+            max_memory=max_memory,
+            out=None if out is None else os.fspath(out),
+            report=None if report is None else os.fspath(report),
+        )
+        return _answers(*result)
+
+    def estimable(self) -> list:
+        """The most specific marginals the file answers, as lists of
+        attribute names (every marginal inside one is answerable too)."""
+        return [list(s) for s in self._native.estimable()]
+
+    @property
+    def epsilon(self) -> float:
+        """The release's ε."""
+        return self._native.budget[0]
+
+    @property
+    def delta(self) -> Optional[float]:
+        """The release's δ (``None`` under pure ε-DP)."""
+        return self._native.budget[1]
+
+    @property
+    def domain(self) -> list:
+        """The release's domain: ``(attribute, size)`` in order."""
+        return list(self._native.domain)
+
+    def __len__(self) -> int:
+        return len(self._native)
+
+    def __repr__(self) -> str:
+        return f"Measurements({len(self)} measurements, epsilon={self.epsilon}, delta={self.delta})"
 
 
 def _check_release(schema: Any, plan: Any, workload: Any) -> None:

@@ -80,9 +80,31 @@ def release(
     max_records_per_unit: Optional[int] = None,
     weight: Optional[str] = None,
     max_weight: Optional[float] = None,
+    measurements: Optional[str] = None,
 ) -> tuple[
     list[str], np.ndarray, np.ndarray, np.ndarray, np.ndarray, str, list[str], Optional[np.ndarray]
 ]: ...
+
+class Measurements:
+    @staticmethod
+    def load(path: str) -> Measurements: ...
+    def answer(
+        self,
+        workload: Workload,
+        nonneg: bool = False,
+        max_memory: Optional[int] = None,
+        out: Optional[str] = None,
+        report: Optional[str] = None,
+    ) -> tuple[
+        list[str], np.ndarray, np.ndarray, np.ndarray, np.ndarray, str, list[str], Optional[np.ndarray]
+    ]: ...
+    def estimable(self) -> list[list[str]]: ...
+    def __len__(self) -> int: ...
+    @property
+    def budget(self) -> tuple[float, Optional[float]]: ...
+    @property
+    def domain(self) -> list[tuple[str, int]]: ...
+
 def check(
     schema: Schema,
     path: Optional[str] = None,
@@ -204,6 +226,7 @@ def spark_prepare(
     max_records_per_unit: Optional[int] = None,
     weight: Optional[str] = None,
     max_weight: Optional[float] = None,
+    measurements: Optional[str] = None,
 ) -> SparkRelease: ...
 def spark_partial_ddl() -> str: ...
 def spark_count(spec: bytes, partition: int, stream: Any) -> Any: ...

@@ -244,6 +244,7 @@ def release(
     max_records_per_unit: Optional[int] = None,
     weight: Optional[str] = None,
     max_weight: Optional[float] = None,
+    measurements: Optional[Union[os.PathLike, str]] = None,
     partitions: Optional[int] = None,
     bound_memory: int = 1 << 30,
     group: bool = True,
@@ -292,8 +293,9 @@ def release(
         book,
         epsilon,
         _arrow_schema(frame),
-        # Only a report is written: the frame's files are listed for it.
-        sources=_input_paths(frame) if report is not None else [],
+        # Only a report or a measurement file is written: the frame's files
+        # are listed for them (never overwritten).
+        sources=_input_paths(frame) if report is not None or measurements is not None else [],
         delta=delta,
         workload=None if workload is None else workload._native,
         plan=None if plan is None else plan._native,
@@ -304,6 +306,7 @@ def release(
         max_records_per_unit=max_records_per_unit,
         weight=weight,
         max_weight=max_weight,
+        measurements=None if measurements is None else os.fspath(measurements),
     )
     try:
         jobs = _Jobs(prepared, frame, partitions, bound_memory, group, weight is not None)

@@ -57,6 +57,11 @@ pub enum DpError {
         /// The tolerance it was compared with.
         tolerance: f64,
     },
+    /// A query outside the row space of the strategy measured: its least
+    /// squares estimate would be biased, so it is not answered (the
+    /// message names the query).
+    #[error("{0}")]
+    NotEstimable(String),
     /// A parameter outside its valid range.
     #[error("invalid {name}: {reason}")]
     InvalidParameter {

@@ -217,6 +217,77 @@ impl Reconstructor {
     }
 }
 
+/// Which marginals a measured strategy can estimate without bias, asked
+/// one attribute set at a time (what a measurement file can answer, and
+/// what a refused query did not measure). The marginal on `S` is in the
+/// row space of `Ã` exactly when every query product whose non-constant
+/// attributes are `S` is; the sets that are form a down-set (a marginal
+/// on a subset is a sum of the marginal on `S`).
+pub struct Estimable<'a> {
+    measured: &'a MeasuredStrategy,
+    domain: dp_workloads::domain::Domain,
+    /// The terms and their index, when the terms are mutually
+    /// orthogonal: then the check is by factors, `Πᵢ tr(Gᵢ) − Σ_t Πᵢ
+    /// tr(Gᵢ P_{t,i})` on the terms the marginal reads.
+    orthogonal: Option<(Vec<Term>, TermIndex)>,
+}
+
+impl<'a> Estimable<'a> {
+    /// Prepares the checks of `measured` on `domain` (refused when a
+    /// term does not fit it).
+    pub fn new(
+        measured: &'a MeasuredStrategy,
+        domain: &dp_workloads::domain::Domain,
+    ) -> Result<Self> {
+        let shape = domain.shape();
+        check_terms(measured, &shape)?;
+        let orthogonal = if orthogonal_terms(measured) {
+            let terms = build_terms(measured, &shape)?;
+            let index = TermIndex::new(&terms);
+            Some((terms, index))
+        } else {
+            None
+        };
+        Ok(Self {
+            measured,
+            domain: domain.clone(),
+            orthogonal,
+        })
+    }
+
+    /// Whether the marginal on `set` (attribute positions of the domain)
+    /// lies in the row space of the strategy. Orthogonal terms are checked
+    /// by factors; otherwise the marginal is reconstructed from
+    /// data-independent values, with the release's own check.
+    pub fn marginal(&self, set: &dp_workloads::structured::AttrSet) -> Result<bool> {
+        let workload =
+            StructuredWorkload::weighted_marginals(self.domain.clone(), &[(set.clone(), 1.0)])
+                .map_err(|e| invalid(e.to_string()))?;
+        if let Some((terms, index)) = &self.orthogonal {
+            let factors = workload.marginal_factors(set);
+            let product = QueryProduct::new(&factors, true)?;
+            let read: Vec<&Term> = index
+                .relevant(terms, &product)
+                .into_iter()
+                .map(|t| &terms[t])
+                .collect();
+            return Ok(check_row_space(0, &product, &read).is_ok());
+        }
+        let rows = check_terms(self.measured, &self.domain.shape())?;
+        let probe: Vec<f64> = (0..rows as u64)
+            .map(|i| {
+                let h = (i.wrapping_add(1)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 11;
+                2.0 * (h as f64 / (1u64 << 53) as f64) - 1.0
+            })
+            .collect();
+        match reconstruct(&workload, self.measured, &probe, 1.0) {
+            Ok(_) => Ok(true),
+            Err(DpError::NotEstimable(_)) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+}
+
 /// A hash of the strategy's supports and factor entries (their bits).
 fn fingerprint(measured: &MeasuredStrategy) -> u64 {
     use std::hash::{Hash, Hasher};
@@ -839,7 +910,7 @@ fn dense(problem: &Problem) -> Result<Reconstruction> {
 }
 
 fn not_estimable_row(r: usize) -> DpError {
-    invalid(format!(
+    DpError::NotEstimable(format!(
         "query {r} of the workload is not in the row space of the strategy (its estimate \
          would be biased): the plan does not fit this workload"
     ))

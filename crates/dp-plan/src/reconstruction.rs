@@ -147,7 +147,7 @@ pub(crate) fn is_identity(w: &Mat<f64>) -> bool {
 }
 
 pub(crate) fn not_estimable(p: usize) -> DpError {
-    invalid(format!(
+    DpError::NotEstimable(format!(
         "query product {p} of the workload is not in the row space of the strategy (its \
          estimate would be biased): the plan does not fit this workload"
     ))

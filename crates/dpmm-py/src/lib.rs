@@ -519,7 +519,7 @@ type Released<'py> = (
 /// written there; with `nonneg`, the non-negative consistent estimates
 /// are returned too.
 #[pyfunction]
-#[pyo3(signature = (schema, ledger, epsilon, delta=None, workload=None, plan=None, path=None, stream=None, counts=false, max_memory=None, report=None, nonneg=false, privacy_unit=None, max_records_per_unit=None, weight=None, max_weight=None))]
+#[pyo3(signature = (schema, ledger, epsilon, delta=None, workload=None, plan=None, path=None, stream=None, counts=false, max_memory=None, report=None, nonneg=false, privacy_unit=None, max_records_per_unit=None, weight=None, max_weight=None, measurements=None))]
 #[allow(clippy::too_many_arguments)] // Python keyword arguments
 fn release<'py>(
     py: Python<'py>,
@@ -539,6 +539,7 @@ fn release<'py>(
     max_records_per_unit: Option<u32>,
     weight: Option<String>,
     max_weight: Option<f64>,
+    measurements: Option<PathBuf>,
 ) -> PyResult<Released<'py>> {
     let budget = budget(epsilon, delta)?;
     let people = people(privacy_unit, max_records_per_unit, weight, max_weight)?;
@@ -548,7 +549,7 @@ fn release<'py>(
         ledger,
         budget,
         (workload, plan),
-        (max_memory, report, nonneg),
+        (max_memory, report, nonneg, measurements),
         people,
         stderr_is_terminal(py),
     )?;
@@ -557,14 +558,19 @@ fn release<'py>(
 
 /// The library's release of a Python call's arguments: the schema,
 /// ledger and budget, the queries (`workload` and/or `plan`), the
-/// options (`max_memory`, `report`, `nonneg`), who the records are about,
+/// options (`max_memory`, `report`, `nonneg`, `measurements`), who the records are about,
 /// and whether to show progress.
 fn release_of(
     schema: &Schema,
     ledger: PathBuf,
     budget: PrivacyBudget,
     (workload, plan): (Option<&Workload>, Option<&Plan>),
-    (max_memory, report, nonneg): (Option<u64>, Option<PathBuf>, bool),
+    (max_memory, report, nonneg, measurements): (
+        Option<u64>,
+        Option<PathBuf>,
+        bool,
+        Option<PathBuf>,
+    ),
     people: dpmm::dpmm_records::People,
     progress: bool,
 ) -> PyResult<dpmm::Release> {
@@ -585,6 +591,7 @@ fn release_of(
         nonneg,
         privacy_unit: people.unit,
         weight: people.weight,
+        measurements,
     })
 }
 
@@ -608,6 +615,11 @@ fn released<'py>(
                 .into(),
         );
     }
+    Ok(columns(py, &answers, warnings))
+}
+
+/// The answers as the columns Python builds its DataFrame from.
+fn columns<'py>(py: Python<'py>, answers: &dpmm::Answers, warnings: Vec<String>) -> Released<'py> {
     let n = answers.len();
     let (mut queries, mut answer, mut std_error, mut low, mut high) = (
         Vec::with_capacity(n),
@@ -623,7 +635,7 @@ fn released<'py>(
         low.push(a.ci_low);
         high.push(a.ci_high);
     }
-    Ok((
+    (
         queries,
         PyArray1::from_vec(py, answer),
         PyArray1::from_vec(py, std_error),
@@ -632,7 +644,95 @@ fn released<'py>(
         answers.sidecar().to_string(),
         warnings,
         answers.nonneg().map(|v| PyArray1::from_slice(py, v)),
-    ))
+    )
+}
+
+/// A release's measurement file, read and checked once: answers new
+/// queries in the row space of the strategy it measured, spending nothing.
+#[pyclass(frozen, module = "dpmatrix._dpmatrix")]
+struct Measurements {
+    inner: dpmm::Measurements,
+}
+
+#[pymethods]
+impl Measurements {
+    /// Reads the measurement file at `path`.
+    #[staticmethod]
+    fn load(py: Python<'_>, path: PathBuf) -> PyResult<Self> {
+        let inner = py
+            .detach(|| dpmm::Measurements::load(&path))
+            .map_err(py_err)?;
+        Ok(Self { inner })
+    }
+
+    /// The answers to `workload` (and with `out`, written there with
+    /// their sidecar; with `report`, the HTML page): refused, with
+    /// nothing written, for a query outside the strategy's row space.
+    #[pyo3(signature = (workload, nonneg=false, max_memory=None, out=None, report=None))]
+    fn answer<'py>(
+        &self,
+        py: Python<'py>,
+        workload: &Workload,
+        nonneg: bool,
+        max_memory: Option<u64>,
+        out: Option<PathBuf>,
+        report: Option<PathBuf>,
+    ) -> PyResult<Released<'py>> {
+        let options = dpmm::measurements::AnswerOptions { nonneg, max_memory };
+        let doc = workload.inner.document("the workload");
+        let (outcome, raised) = interruptible(py, || -> dpmm::Result<dpmm::Answers> {
+            if let Some(out) = &out {
+                dpmm::output::check_writable(out)?;
+            }
+            if let Some(report) = &report {
+                dpmm::output::check_writable(report)?;
+            }
+            let answers = self.inner.answer_with(doc, &options)?;
+            if let Some(out) = &out {
+                answers.write(out)?;
+            }
+            if let Some(report) = &report {
+                dpmm::output::write_atomically(report, answers.report_html(None).as_bytes())?;
+            }
+            Ok(answers)
+        })?;
+        if let Some(raised) = raised {
+            return Err(raised);
+        }
+        let answers = outcome.map_err(py_err)?;
+        let warnings = answers.warnings().to_vec();
+        Ok(columns(py, &answers, warnings))
+    }
+
+    /// The most specific marginals the file can answer (attribute names
+    /// in domain order; every marginal inside one is answerable too).
+    fn estimable(&self, py: Python<'_>) -> PyResult<Vec<Vec<String>>> {
+        py.detach(|| self.inner.estimable()).map_err(py_err)
+    }
+
+    /// The noisy measurements (strategy rows).
+    fn __len__(&self) -> usize {
+        self.inner.len()
+    }
+
+    /// The release's ε and δ (`None` under pure ε-DP).
+    #[getter]
+    fn budget(&self) -> PyResult<(f64, Option<f64>)> {
+        let b = self.inner.budget().map_err(py_err)?;
+        Ok((b.epsilon().get(), b.delta().map(|d| d.get())))
+    }
+
+    /// The release's domain: (attribute name, size) in order.
+    #[getter]
+    fn domain(&self) -> Vec<(String, usize)> {
+        self.inner
+            .schema()
+            .domain()
+            .attributes()
+            .iter()
+            .map(|a| (a.name.clone(), a.size))
+            .collect()
+    }
 }
 
 /// A continual release of running counts (`dpmm stream`) of records (a
@@ -1212,6 +1312,7 @@ fn _dpmatrix(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Schema>()?;
     m.add_class::<Plan>()?;
     m.add_class::<DpFtrl>()?;
+    m.add_class::<Measurements>()?;
     m.add_function(wrap_pyfunction!(plan, m)?)?;
     m.add_function(wrap_pyfunction!(ledger_create, m)?)?;
     m.add_function(wrap_pyfunction!(ledger_status, m)?)?;

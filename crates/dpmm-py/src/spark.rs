@@ -33,7 +33,7 @@ struct SparkRelease {
 /// Prepares a Spark release of records whose columns are `columns` (an
 /// Arrow schema): everything that can be refused is refused here.
 #[pyfunction]
-#[pyo3(signature = (schema, ledger, epsilon, columns, sources=Vec::new(), delta=None, workload=None, plan=None, max_memory=None, report=None, nonneg=false, privacy_unit=None, max_records_per_unit=None, weight=None, max_weight=None))]
+#[pyo3(signature = (schema, ledger, epsilon, columns, sources=Vec::new(), delta=None, workload=None, plan=None, max_memory=None, report=None, nonneg=false, privacy_unit=None, max_records_per_unit=None, weight=None, max_weight=None, measurements=None))]
 #[allow(clippy::too_many_arguments)] // Python keyword arguments
 fn spark_prepare(
     schema: &Schema,
@@ -51,6 +51,7 @@ fn spark_prepare(
     max_records_per_unit: Option<u32>,
     weight: Option<String>,
     max_weight: Option<f64>,
+    measurements: Option<PathBuf>,
 ) -> PyResult<SparkRelease> {
     let budget = budget(epsilon, delta)?;
     let people = people(privacy_unit, max_records_per_unit, weight, max_weight)?;
@@ -59,7 +60,7 @@ fn spark_prepare(
         ledger,
         budget,
         (workload, plan),
-        (max_memory, report, nonneg),
+        (max_memory, report, nonneg, measurements),
         people,
         false,
     )?;

@@ -182,6 +182,11 @@ pub struct Release {
     /// Weights: their column, and the bound each is clipped to. `None`:
     /// each record counts one.
     pub weight: Option<(String, f64)>,
+    /// Also write the measurement file here ([`crate::measurements`]: the
+    /// noisy measurements and how they were made, publishable, from which
+    /// `dpmm query` answers new queries at no cost): checked writable
+    /// before the charge, written before the answers.
+    pub measurements: Option<PathBuf>,
 }
 
 /// Everything validated before the data is read.
@@ -199,6 +204,8 @@ pub(crate) struct Prepared {
     pub(crate) cost: Cost,
     /// What the ledger is charged, in its unit.
     pub(crate) charge: f64,
+    /// The measurement file to write, prepared before the charge.
+    pub(crate) measurements: Option<crate::measurements::Draft>,
 }
 
 impl Prepared {
@@ -236,6 +243,7 @@ impl Release {
             nonneg: false,
             privacy_unit: None,
             weight: None,
+            measurements: None,
         }
     }
 
@@ -284,7 +292,7 @@ impl Release {
     /// charged (a release whose answers cannot be written would spend
     /// budget for nothing).
     pub(crate) fn checked(&self, inputs: &[PathBuf]) -> Result<(Prepared, Option<Marginals>)> {
-        let p = self.prepare()?;
+        let mut p = self.prepare()?;
         let nonneg = self
             .nonneg
             .then(|| Marginals::of(&p.workload))
@@ -304,9 +312,10 @@ impl Release {
             paths.extend(self.nonneg.then(|| nonneg_path(out)));
             paths
         });
-        for path in outputs.chain(self.report.clone()) {
-            crate::output::check_output(&path, inputs)?;
-            crate::output::check_writable(&path)?;
+        let outputs: Vec<PathBuf> = outputs.chain(self.report.clone()).collect();
+        for path in outputs.iter().chain(&self.measurements) {
+            crate::output::check_output(path, inputs)?;
+            crate::output::check_writable(path)?;
         }
         if let (Some(report), Some(out)) = (&self.report, &self.out)
             && (report == out || *report == sidecar_path(out))
@@ -315,6 +324,21 @@ impl Release {
                 report,
                 "is also the answers' or the sidecar's path",
             ));
+        }
+        if let Some(path) = &self.measurements {
+            if outputs.contains(path) {
+                return Err(Error::file(
+                    path,
+                    "is also the path of the answers, their sidecar, --nonneg's file or the report",
+                ));
+            }
+            p.measurements = Some(crate::measurements::Draft::new(
+                path,
+                &self.schema,
+                p.schema.domain(),
+                &p.strategy.method,
+                p.kernel_strategy.measured_strategy(),
+            )?);
         }
         Ok((p, nonneg))
     }
@@ -366,6 +390,10 @@ impl Release {
             .reconstructor
             .run(&p.workload, &m.strategy, &m.values, m.variance)?;
         let sidecar = sidecar(self, &p, &m, &rec, entry);
+        if let Some(draft) = p.measurements.take() {
+            let unit = sidecar["charged_unit"].as_str().unwrap_or_default();
+            draft.write(&m, self.budget, (p.charge, unit), entry, &sidecar)?;
+        }
         let mut answers = Answers {
             workload: p.workload,
             schema: p.schema,
@@ -485,6 +513,7 @@ impl Release {
             ledger,
             cost,
             charge,
+            measurements: None,
         })
     }
 }

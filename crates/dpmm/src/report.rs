@@ -588,6 +588,20 @@ fn spent(sidecar: &serde_json::Value, ledger: Option<&Status>) -> Vec<(&'static 
         )),
         None => rows.push(("ledger", "not read".into())),
     }
+    if let Some(m) = sidecar.get("measurements") {
+        rows.push((
+            "answered from",
+            format!(
+                "the measurement file {} of a release that charged {} {} (ledger entry {});                  these answers are post-processing of it and spent nothing",
+                esc(m.get("path").and_then(serde_json::Value::as_str).unwrap_or("–")),
+                figure(m.get("release_charged").and_then(serde_json::Value::as_f64)),
+                esc(text("charged_unit")),
+                m.get("release_ledger_entry")
+                    .and_then(serde_json::Value::as_u64)
+                    .map_or_else(|| "–".into(), |e| e.to_string()),
+            ),
+        ));
+    }
     rows.push(("privacy unit", privacy_unit(sidecar)));
     rows.push(("mechanism", esc(text("mechanism"))));
     rows.push(("intervals", esc(text("intervals"))));
@@ -672,7 +686,12 @@ impl Answers {
             })
             .collect();
         let sidecar = self.sidecar();
-        let mut body = String::from("<h1>dpmm release</h1>\n");
+        let title = if sidecar.get("measurements").is_some() {
+            "<h1>dpmm query</h1>\n"
+        } else {
+            "<h1>dpmm release</h1>\n"
+        };
+        let mut body = String::from(title);
         let _ = write!(
             body,
             "<p class=\"note\">{} answers. Every figure on this page is a released \

@@ -50,6 +50,10 @@ enum Command {
     /// aggregate, charge the ledger, measure (exact discrete noise),
     /// reconstruct, write answers with standard errors and 95% intervals.
     Release(ReleaseArgs),
+    /// Answer new linear queries from a release's measurement file by
+    /// least squares, with exact standard errors and 95% intervals: no
+    /// data is read and nothing is charged.
+    Query(QueryArgs),
     /// The persistent privacy budget: create a ledger, show it, verify it,
     /// repair a torn final line.
     #[command(subcommand)]
@@ -373,12 +377,50 @@ struct ReleaseArgs {
     /// error columns.
     #[arg(long)]
     nonneg: bool,
+    /// Also write the measurement file here (Parquet): the noisy
+    /// measurements, the strategy as measured, the noise law and what was
+    /// charged, nothing else derived from the data. It may be published
+    /// with the answers; `dpmm query` answers new queries from it at no
+    /// privacy cost.
+    #[arg(long, value_name = "FILE")]
+    measurements: Option<PathBuf>,
     /// The memory limit (`--max-memory`).
     #[command(flatten)]
     memory: MemoryArgs,
     /// The privacy unit and weights.
     #[command(flatten)]
     people: PeopleArgs,
+}
+
+/// `dpmm query`.
+#[derive(Args)]
+struct QueryArgs {
+    /// A release's measurement file (`dpmm release --measurements`).
+    #[arg(long, value_name = "FILE")]
+    measurements: PathBuf,
+    /// Print the marginals the file can answer (each with every marginal
+    /// inside it), one per line, and nothing else.
+    #[arg(long, conflicts_with_all = ["workload", "out", "report", "nonneg"])]
+    list: bool,
+    /// The workload spec to answer, on the release's domain: every query
+    /// must lie in the row space of the strategy measured.
+    #[arg(long, required_unless_present = "list")]
+    workload: Option<PathBuf>,
+    /// The answers: CSV, or a Parquet table when the name ends in
+    /// `.parquet`; a JSON sidecar is written beside it (`<out>.json`).
+    #[arg(long, required_unless_present = "list")]
+    out: Option<PathBuf>,
+    /// Also write an HTML report of the answers here (the release report's
+    /// page).
+    #[arg(long)]
+    report: Option<PathBuf>,
+    /// Also write non-negative, consistent tables estimated from the same
+    /// answers (marginal workloads only) beside `--out`.
+    #[arg(long)]
+    nonneg: bool,
+    /// The memory limit (`--max-memory`).
+    #[command(flatten)]
+    memory: MemoryArgs,
 }
 
 /// `dpmm ledger …`.
@@ -443,6 +485,7 @@ fn run(cli: Cli) -> Result<(), Error> {
     match cli.command {
         Command::Plan(args) => plan(&args),
         Command::Release(args) => release(args),
+        Command::Query(args) => query(&args),
         Command::Stream(args) => stream(&args),
         Command::Check(args) => check(args),
         Command::Ledger(command) => {
@@ -518,6 +561,7 @@ fn release(args: ReleaseArgs) -> Result<(), Error> {
         nonneg: args.nonneg,
         privacy_unit: args.people.unit(),
         weight: args.people.weight(),
+        measurements: args.measurements.clone(),
     };
     let answers = release.run(data)?;
     for warning in answers.warnings() {
@@ -534,6 +578,65 @@ fn release(args: ReleaseArgs) -> Result<(), Error> {
         answers.ledger_entry()
     );
     drop_note(&args.schema);
+    Ok(())
+}
+
+fn query(args: &QueryArgs) -> Result<(), Error> {
+    let measurements = dpmm::Measurements::load(&args.measurements)?;
+    if args.list {
+        for set in measurements.estimable()? {
+            println!(
+                "{}",
+                if set.is_empty() {
+                    "total".into()
+                } else {
+                    set.join(" × ")
+                }
+            );
+        }
+        return Ok(());
+    }
+    let (Some(workload), Some(out)) = (&args.workload, &args.out) else {
+        return Err(Error::BadInput(
+            "give --workload and --out, or --list".into(),
+        ));
+    };
+    let inputs = [args.measurements.clone(), workload.clone()];
+    let mut outputs = vec![out.clone(), dpmm::answers::sidecar_path(out)];
+    if args.nonneg {
+        outputs.push(dpmm::answers::nonneg_path(out));
+    }
+    for path in outputs.iter().chain(&args.report) {
+        dpmm::output::check_output(path, &inputs)?;
+        dpmm::output::check_writable(path)?;
+    }
+    if args.report.as_ref().is_some_and(|r| outputs.contains(r)) {
+        return Err(Error::BadInput(
+            "--report is also the path of the answers, their sidecar or --nonneg's file".into(),
+        ));
+    }
+    let options = dpmm::measurements::AnswerOptions {
+        nonneg: args.nonneg,
+        max_memory: Some(args.memory.limit()),
+    };
+    let answers = measurements.answer_with(workload.as_path(), &options)?;
+    for warning in answers.warnings() {
+        eprintln!("warning: {warning}");
+    }
+    answers.write(out)?;
+    if let Some(report) = &args.report {
+        dpmm::output::write_atomically(report, answers.report_html(None).as_bytes())?;
+    }
+    eprintln!(
+        "wrote {} ({} queries) and {}{}; nothing was charged",
+        out.display(),
+        answers.len(),
+        dpmm::answers::sidecar_path(out).display(),
+        args.report
+            .as_ref()
+            .map(|r| format!(" and {}", r.display()))
+            .unwrap_or_default(),
+    );
     Ok(())
 }
 
