@@ -243,7 +243,13 @@ def test_ten_releases_are_unbiased_with_honest_errors_and_agree_with_the_local_r
     assert abs(z.mean()) < 0.15, z.mean()
     assert 0.85 < z.std() < 1.15, z.std()
     # At ε = 100 the Spark release and the local one are within 1.
-    s = dms.release(frame, schema=schema, workload=workload, epsilon=100.0, ledger=ledger(tmp_path))
+    file = tmp_path / "spark.parquet"
+    s = dms.release(
+        frame, schema=schema, workload=workload, epsilon=100.0, ledger=ledger(tmp_path),
+        measurements=file,
+    )
+    # Its measurement file answers the release's workload as released.
+    pd.testing.assert_frame_equal(dm.Measurements.load(file).answer(workload), s, check_exact=True)
     local = dm.release(people, schema=schema, workload=workload, epsilon=100.0, ledger=ledger(tmp_path))
     assert list(s["query"]) == list(local["query"])
     assert np.abs(s["answer"] - local["answer"]).max() < 1
