@@ -19,6 +19,9 @@
 //!   or Gaussian noise) and reconstructs [`Answers`] by least squares;
 //!   they iterate in workload order or are written as CSV with a JSON
 //!   sidecar.
+//! * [`Measurements`] reads a release's measurement file (its noisy
+//!   measurements, publishable) and answers new queries in the row space
+//!   of the strategy it measured, with exact errors and no budget.
 //!
 //! The research layer is re-exported: [`dp_linalg`] (the dense matrices
 //! every layer passes), [`dp_core`] (the privacy kernel,
