@@ -504,3 +504,97 @@ fn a_prepared_reconstruction_is_reused_and_refuses_another_strategy() {
     let fewer = spec(DOMAIN, r#"[{"marginals":{"k":2}}]"#);
     assert!(prepared.run(&fewer, &m, &noise(rows, 1), 1.0).is_err());
 }
+
+/// `Estimable::marginal` against the dense truth, on every attribute set
+/// of a 2 × 3 × 4 domain and strategies of four kinds: contrast terms on a
+/// down-set of supports and on supports missing a subset (orthogonal: the
+/// check by factors), identity terms on two overlapping supports and an
+/// identity-by-prefix term beside a 1-way marginal (not orthogonal: the
+/// reconstruction's own check). Truth: the marginal `M_S` lies in the row
+/// space of the densified `Ã` iff `‖M_S − M_S Ã⁺Ã‖_F ≤ 1e-9 ‖M_S‖_F`.
+#[test]
+fn estimable_marginals_are_the_dense_row_space_s() {
+    use dp_core::MeasuredTerm;
+    use dp_workloads::structured::AttrSet;
+    let shape = [2usize, 3, 4];
+    let domain = spec(
+        r#"[{"name": "a", "size": 2}, {"name": "b", "size": 3}, {"name": "c", "size": 4}]"#,
+        r#"[{"marginal": []}]"#,
+    )
+    .domain()
+    .clone();
+    // Helmert-like contrasts: (n−1)×n, each row summing exactly to zero.
+    let contrast = |n: usize| {
+        Mat::from_fn(n - 1, n, |i, j| match j.cmp(&(i + 1)) {
+            std::cmp::Ordering::Less => 1.0,
+            std::cmp::Ordering::Equal => -((i + 1) as f64),
+            std::cmp::Ordering::Greater => 0.0,
+        })
+    };
+    let identity = |n: usize| Mat::from_fn(n, n, |i, j| f64::from(u8::from(i == j)));
+    let prefix = |n: usize| Mat::from_fn(n, n, |i, j| f64::from(u8::from(j <= i)));
+    let term = |support: &[usize], make: &dyn Fn(usize, usize) -> Mat<f64>| MeasuredTerm {
+        support: support.to_vec(),
+        factors: if support.is_empty() {
+            vec![Mat::from_fn(1, 1, |_, _| 2.0)]
+        } else {
+            support.iter().map(|&p| make(p, shape[p])).collect()
+        },
+    };
+    let contrasts = |_: usize, n: usize| contrast(n);
+    let families: Vec<Vec<MeasuredTerm>> = vec![
+        [&[][..], &[0], &[1], &[0, 1], &[2]]
+            .iter()
+            .map(|s| term(s, &contrasts))
+            .collect(),
+        // {b} is missing: {a, b} cannot be estimated, {a} and {c} can.
+        [&[][..], &[0], &[0, 1], &[2]]
+            .iter()
+            .map(|s| term(s, &contrasts))
+            .collect(),
+        vec![
+            term(&[0, 1], &|_, n| identity(n)),
+            term(&[1, 2], &|_, n| identity(n)),
+        ],
+        vec![
+            term(&[0, 2], &|p, n| {
+                if p == 0 { identity(n) } else { prefix(n) }
+            }),
+            term(&[1], &|_, n| identity(n)),
+        ],
+    ];
+    let mut seen = [0usize; 2];
+    for (f, terms) in families.into_iter().enumerate() {
+        let measured = MeasuredStrategy {
+            terms,
+            granularity: 1.0,
+        };
+        let check = Estimable::new(&measured, &domain).unwrap();
+        let a = densify(&measured, &shape);
+        let projector = dp_linalg::gemm(
+            dp_linalg::pseudo_inverse(a.as_ref(), None)
+                .unwrap()
+                .as_ref(),
+            a.as_ref(),
+            Par::Seq,
+        );
+        for mask in 0u32..8 {
+            let set = AttrSet::from_members((0..3).filter(|b| mask & (1 << b) != 0));
+            let w = StructuredWorkload::weighted_marginals(domain.clone(), &[(set.clone(), 1.0)])
+                .unwrap()
+                .dense_matrix()
+                .unwrap();
+            let wp = dp_linalg::gemm(w.as_ref(), projector.as_ref(), Par::Seq);
+            let gap = dp_linalg::frobenius_norm((&w - &wp).as_ref());
+            let truth = gap <= 1e-9 * dp_linalg::frobenius_norm(w.as_ref());
+            assert_eq!(
+                check.marginal(&set).unwrap(),
+                truth,
+                "family {f}, set {mask:03b}"
+            );
+            seen[usize::from(truth)] += 1;
+        }
+    }
+    // Both answers occur: the test can fail either way.
+    assert!(seen[0] >= 8 && seen[1] >= 8, "{seen:?}");
+}
