@@ -556,6 +556,7 @@ fn the_query_command_spends_nothing() {
     assert_eq!(release(&file).code, 0);
     let charged = std::fs::read(&book).unwrap();
     let again = dir.join("again.csv");
+    let page = dir.join("page.html");
     let run = dpmm(&[
         "query",
         "--measurements",
@@ -564,9 +565,13 @@ fn the_query_command_spends_nothing() {
         arg(&spec),
         "--out",
         arg(&again),
+        "--report",
+        arg(&page),
     ]);
     assert_eq!(run.code, 0, "{run:?}");
     assert!(run.stderr.contains("nothing was charged"));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("<h1>dpmm query</h1>") && html.contains("spent nothing"));
     assert_eq!(std::fs::read(&again).unwrap(), std::fs::read(&out).unwrap());
     let three = dir.join("three.json");
     let mut s: serde_json::Value =
