@@ -167,12 +167,20 @@ impl Ledger {
     pub fn init(path: &Path, budget: LedgerBudget) -> Result<()> {
         check_amount(budget, budget.total())?;
         let head = anchor::head_path(path);
+        if path.exists() {
+            return Err(DpError::Ledger(format!(
+                "{} already exists and is never overwritten (`dpmm ledger show` shows a \
+                 ledger's budget and charges); give a new path for a new ledger",
+                path.display()
+            )));
+        }
         if head.exists() {
             return Err(DpError::Ledger(format!(
-                "{} exists: a ledger was kept at {} before; remove its head too to start a \
-                 new one there",
-                head.display(),
-                path.display()
+                "{} is missing but its head {} exists: a ledger was kept there and is gone, and \
+                 starting one again would reset its budget; restore the ledger from a backup, \
+                 or give a new path for a new ledger",
+                path.display(),
+                head.display()
             )));
         }
         let file = open_locked(

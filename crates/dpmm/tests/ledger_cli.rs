@@ -262,3 +262,37 @@ fn the_output_may_not_be_the_ledgers_head() {
     assert_eq!(std::fs::read(&ledger).unwrap(), before);
     assert_eq!(std::fs::read(dir.join("ledger.jsonl.head")).unwrap(), head);
 }
+
+/// `dpmm ledger init` on a ledger that exists refuses, says that it
+/// exists and leaves it as it was; on a head whose ledger is gone it
+/// refuses too. Neither message advises removing the head (the guard
+/// against a ledger deleted and started again).
+#[test]
+fn init_never_replaces_a_ledger_nor_advises_removing_its_head() {
+    let (_, ledger) = setup("init-existing");
+    let head = format!("{}.head", ledger.display());
+    let (before, head_before) = (
+        std::fs::read(&ledger).unwrap(),
+        std::fs::read(&head).unwrap(),
+    );
+    let init = [
+        "ledger",
+        "init",
+        "--ledger",
+        arg(&ledger),
+        "--total-epsilon",
+        "5",
+    ];
+    let run = dpmm(&init);
+    assert!(run.is_refusal(), "{run:?}");
+    assert!(run.stderr.contains("already exists"), "{run:?}");
+    assert!(!run.stderr.contains("remove"), "{run:?}");
+    assert_eq!(std::fs::read(&ledger).unwrap(), before);
+    assert_eq!(std::fs::read(&head).unwrap(), head_before);
+    std::fs::remove_file(&ledger).unwrap();
+    let run = dpmm(&init);
+    assert!(run.is_refusal(), "{run:?}");
+    assert!(run.stderr.contains("is missing but its head"), "{run:?}");
+    assert!(!run.stderr.contains("remove"), "{run:?}");
+    assert!(!ledger.exists());
+}
