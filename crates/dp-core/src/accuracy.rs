@@ -228,6 +228,9 @@ pub fn svd_lower_bound(workload: MatRef<'_, f64>) -> Result<f64> {
 /// order `ε_mach·λ_max` into spurious singular values of order
 /// `√ε_mach·σ_max`, overstating the bound.
 pub fn svd_lower_bound_from_gram(gram: MatRef<'_, f64>) -> Result<f64> {
+    // An eigendecomposition of a large Gram takes seconds: not begun
+    // once the caller has asked to stop.
+    crate::interrupt::check()?;
     check_gram(gram)?;
     let eig = SymmetricEigen::values_only(gram)?;
     let top = eig.iter().fold(0.0_f64, |m, &l| m.max(l));
@@ -264,6 +267,7 @@ pub fn evaluate_strategy_gram_with_root(
     root: Option<MatRef<'_, f64>>,
     strategy: MatRef<'_, f64>,
 ) -> Result<StrategyEvaluation> {
+    crate::interrupt::check()?;
     check_gram(gram)?;
     check_nonzero_matrix("strategy", strategy)?;
     check_same_columns("Gram matrix", gram, strategy)?;

@@ -72,6 +72,13 @@ fn with_current<R>(token: Option<Interrupt>, f: impl FnOnce() -> R) -> R {
     f()
 }
 
+/// The calling thread's current token, to make current with
+/// [`Interrupt::run`] on the threads its work spreads to (a worker does
+/// not inherit it).
+pub fn current() -> Option<Interrupt> {
+    CURRENT.with(|c| c.borrow().clone())
+}
+
 /// Whether the calling thread's current token was triggered (`false`
 /// without one).
 pub fn interrupted() -> bool {
@@ -130,9 +137,16 @@ mod tests {
         token.run(|| {
             assert!(interrupted());
             assert_eq!(check(), Err(DpError::Interrupted));
-            // Another thread has no current token.
+            // Another thread has no current token, unless it is handed
+            // over.
             std::thread::scope(|s| {
                 assert!(!s.spawn(interrupted).join().unwrap());
+                let handed = current();
+                assert!(
+                    s.spawn(move || handed.unwrap().run(interrupted))
+                        .join()
+                        .unwrap()
+                );
             });
             // A triggered token refuses to commit.
             assert_eq!(commit(|| unreachable!()), Err(DpError::Interrupted));

@@ -202,6 +202,7 @@ fn solve_factor(
             ..Params::default()
         };
         let out = optimizer.build(&params)?.optimize(&problem, &mut ())?;
+        dp_core::interrupt::check()?;
         let lower = match (privacy, out.report.certificate) {
             (PrivacyModel::Approx, Some(c)) => Some(c.lower_bound),
             _ => Some(problem.svd_bound()?),

@@ -42,23 +42,28 @@ pub(crate) fn run<C: Send, A: Send>(
         stop_at.fetch_min(index, Ordering::SeqCst);
     };
     let mut interrupted = false;
+    // The workers check the caller's token too (a row group is read whole
+    // by one of them).
+    let token = dp_core::interrupt::current().unwrap_or_default();
     let accumulators = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..workers)
             .map(|_| {
                 scope.spawn(|| {
-                    let mut accumulator = make();
-                    loop {
-                        let message = receiver.lock().unwrap_or_else(|p| p.into_inner()).recv();
-                        let Ok((index, chunk)) = message else {
-                            return accumulator;
-                        };
-                        if index >= stop_at.load(Ordering::SeqCst) {
-                            continue;
+                    token.run(|| {
+                        let mut accumulator = make();
+                        loop {
+                            let message = receiver.lock().unwrap_or_else(|p| p.into_inner()).recv();
+                            let Ok((index, chunk)) = message else {
+                                return accumulator;
+                            };
+                            if index >= stop_at.load(Ordering::SeqCst) {
+                                continue;
+                            }
+                            if let Err(e) = work(&mut accumulator, chunk) {
+                                fail(index, e);
+                            }
                         }
-                        if let Err(e) = work(&mut accumulator, chunk) {
-                            fail(index, e);
-                        }
-                    }
+                    })
                 })
             })
             .collect();

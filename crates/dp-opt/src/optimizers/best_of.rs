@@ -32,6 +32,9 @@ pub fn choose(
     started: Instant,
     observer: &mut dyn Observer,
 ) -> Result<Optimized> {
+    // Candidates stopped by an interrupt are not evaluated (seconds each
+    // on a large problem): the caller asked to stop.
+    dp_core::interrupt::check()?;
     let mut reports = Vec::with_capacity(runs.len());
     let mut best: Option<(usize, f64, Optimized)> = None;
     for (index, run) in runs.into_iter().enumerate() {

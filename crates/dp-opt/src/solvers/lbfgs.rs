@@ -322,6 +322,13 @@ impl<E: FnMut(&[f64], &mut [f64]) -> f64> Solver for Lbfgs<E> {
         let mut step = 1.0;
         let mut accepted = None;
         for _ in 0..60 {
+            // One evaluation can take a second on a large problem: a
+            // caller's interrupt is honoured between them.
+            if dp_core::interrupt::interrupted() {
+                self.work.x_trial = x_new;
+                self.work.g_trial = g_new;
+                return Err(Termination::Interrupted);
+            }
             let d = &self.work.d;
             for i in 0..n {
                 x_new[i] = self.x[i] + step * d[i];
