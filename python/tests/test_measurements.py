@@ -174,3 +174,110 @@ def test_refusals_name_what_was_not_measured_and_spend_nothing(
         dm.Measurements.load(tmp_path / "answers.csv")
     with pytest.raises(FileNotFoundError):
         dm.Measurements.load(tmp_path / "missing.parquet")
+
+
+def _rewrite(src: Path, dst: Path, header=None, table=None, schema=None) -> Path:
+    """The measurement file at ``src`` written again to ``dst`` with its
+    header, table or Arrow schema changed."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(src)
+    h = json.loads(t.schema.metadata[b"dpmm.measurements"])
+    if header is not None:
+        h = header(h)
+    if table is not None:
+        t = table(t)
+    if schema is not None:
+        t = pa.table(t.to_pydict(), schema=schema)
+    t = t.replace_schema_metadata({"dpmm.measurements": json.dumps(h)})
+    pq.write_table(t, dst)
+    return dst
+
+
+def test_damaged_or_forged_files_are_refused_and_rewrites_are_read(tmp_path, census, spec_path):
+    import pyarrow as pa
+
+    schema, workload = census
+    ledger = dm.Ledger.create(tmp_path / "l.jsonl", total_epsilon=2.0, total_delta=1e-6)
+    file = tmp_path / "m.parquet"
+    released = dm.release(
+        str(REPO / "datasets" / "fertility1980.csv.gz"), schema=schema, workload=workload,
+        epsilon=1.0, delta=1e-9, ledger=ledger, measurements=file,
+    )
+    # A rewrite by pyarrow (nullable columns, no nulls) reads the same.
+    again = dm.Measurements.load(_rewrite(file, tmp_path / "nullable.parquet")).answer(workload)
+    pd.testing.assert_frame_equal(again, released, check_exact=True)
+    cases = {
+        "term is int64": dict(schema=pa.schema(
+            [("term", pa.int64()), ("row", pa.int64()), ("value", pa.float64())])),
+        "value is float32": dict(schema=pa.schema(
+            [("term", pa.int32()), ("row", pa.int64()), ("value", pa.float32())])),
+        "a null value": dict(table=lambda t: t.set_column(
+            2, "value", pa.array([None] + t["value"].to_pylist()[1:], pa.float64()))),
+        "huge values": dict(table=lambda t: t.set_column(
+            2, "value", pa.array([1e308] * len(t), pa.float64()))),
+        "off the grid": dict(table=lambda t: t.set_column(
+            2, "value", pa.array([3e-17] + t["value"].to_pylist()[1:], pa.float64()))),
+        "variance not the law's": dict(header=lambda h: {
+            **h, "noise": {**h["noise"], "variance_per_row": 2 * h["noise"]["variance_per_row"]}}),
+        "negative epsilon": dict(header=lambda h: {
+            **h, "privacy": {**h["privacy"], "epsilon": -1.0}}),
+    }
+    for name, change in cases.items():
+        bad = _rewrite(file, tmp_path / "bad.parquet", **change)
+        with pytest.raises(ValueError, match="bad.parquet"):
+            dm.Measurements.load(bad).answer(workload)
+            pytest.fail(name)
+    # The query's own outputs never overwrite the file, nor each other.
+    m = dm.Measurements.load(file)
+    before = file.read_bytes()
+    for out, report in ((None, file), (file, None), (tmp_path / "a.csv", tmp_path / "a.csv")):
+        with pytest.raises(ValueError):
+            m.answer(workload, out=out, report=report)
+    assert file.read_bytes() == before
+
+
+def test_attributes_of_one_value_and_a_strategy_without_the_total(tmp_path, spec_path):
+    import pyarrow as pa
+
+    schema_doc = json.loads((REPO / "examples/fertility1980/schema.json").read_text())
+    schema_doc["domain"][0]["values"] = ["no"]  # morekids: one value
+    spec = json.loads(spec_path.read_text())
+    spec["domain"][0]["size"] = 1
+    ledger = dm.Ledger.create(tmp_path / "l.jsonl", total_epsilon=2.0, total_delta=1e-6)
+    file = tmp_path / "m.parquet"
+    dm.release(
+        str(REPO / "datasets" / "fertility1980.csv.gz"), schema=dm.Schema.from_dict(schema_doc),
+        workload=dm.Workload.from_dict(spec), epsilon=1.0, delta=1e-9, ledger=ledger,
+        measurements=file,
+    )
+    m = dm.Measurements.load(file)
+    listed = m.estimable()
+    assert all(s[0] == "morekids" for s in listed) and ["morekids", "gender1", "gender2"] in listed
+    queries = {**spec, "queries": [{"marginal": ["morekids", "gender1", "gender2"]}]}
+    assert len(m.answer(dm.Workload.from_dict(queries))) == 4
+
+    # Without its grand-total term (and its row), no marginal is estimable.
+    def drop_total(h):
+        terms = h["strategy"]["terms"]
+        k = next(i for i, t in enumerate(terms) if not t["support"])
+        h["strategy"]["terms"] = terms[:k] + terms[k + 1:]
+        h["strategy"]["rows"] -= 1
+        return h
+
+    def drop_row(t):
+        terms = t["term"].to_pylist()
+        k = next(i for i, s in enumerate(json.loads(
+            t.schema.metadata[b"dpmm.measurements"])["strategy"]["terms"]) if not s["support"])
+        keep = [i for i, x in enumerate(terms) if x != k]
+        t = t.take(keep)
+        shifted = pa.array([x - (x > k) for x in t["term"].to_pylist()], pa.int32())
+        return t.set_column(0, "term", shifted)
+
+    forged = dm.Measurements.load(
+        _rewrite(file, tmp_path / "nototal.parquet", header=drop_total, table=drop_row)
+    )
+    assert forged.estimable() == []
+    with pytest.raises(ValueError, match="total"):
+        forged.answer(dm.Workload.from_dict({**spec, "queries": [{"marginal": ["age"]}]}))

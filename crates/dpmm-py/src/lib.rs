@@ -681,19 +681,10 @@ impl Measurements {
         let options = dpmm::measurements::AnswerOptions { nonneg, max_memory };
         let doc = workload.inner.document("the workload");
         let (outcome, raised) = interruptible(py, || -> dpmm::Result<dpmm::Answers> {
-            if let Some(out) = &out {
-                dpmm::output::check_writable(out)?;
-            }
-            if let Some(report) = &report {
-                dpmm::output::check_writable(report)?;
-            }
+            self.inner
+                .check_outputs(None, out.as_deref(), nonneg, report.as_deref())?;
             let answers = self.inner.answer_with(doc, &options)?;
-            if let Some(out) = &out {
-                answers.write(out)?;
-            }
-            if let Some(report) = &report {
-                dpmm::output::write_atomically(report, answers.report_html(None).as_bytes())?;
-            }
+            dpmm::Measurements::write(&answers, out.as_deref(), report.as_deref())?;
             Ok(answers)
         })?;
         if let Some(raised) = raised {

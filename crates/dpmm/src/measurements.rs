@@ -62,11 +62,19 @@ const VERSION: u32 = 1;
 /// (Arrow C++, and so pyarrow and DuckDB, at 10⁸ bytes by default).
 pub const MAX_HEADER_BYTES: usize = 64 << 20;
 
+/// What the header holds besides the strategy and the schema (the noise,
+/// the privacy lines, the note), generously.
+const HEADER_SLACK: usize = 64 << 10;
+
 /// Rows per row group.
 const GROUP_ROWS: usize = 1 << 20;
 
-/// Most attribute sets examined when listing what a file can estimate.
-const MAX_SETS_EXAMINED: usize = 1 << 16;
+/// Most attribute sets examined when listing what a file can estimate,
+/// or looking for the interaction a refused query missed.
+const MAX_SETS_EXAMINED: usize = 4096;
+
+/// The longest such a search runs.
+const SEARCH_SECONDS: f64 = 5.0;
 
 /// One attribute of the domain.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -230,7 +238,9 @@ impl Draft {
         };
         let bytes = serde_json::to_string(&draft.strategy)
             .map_err(|e| Error::Internal(e.to_string()))?
-            .len();
+            .len()
+            + draft.schema.to_string().len()
+            + HEADER_SLACK;
         if bytes > MAX_HEADER_BYTES {
             return Err(Error::BadInput(format!(
                 "{}: the measured strategy's factors would take {bytes} bytes of the file's \
@@ -239,6 +249,11 @@ impl Draft {
             )));
         }
         Ok(draft)
+    }
+
+    /// Where the file goes.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
     }
 
     /// Writes the file of measurement `m` (atomically: whole or absent).
@@ -409,12 +424,14 @@ impl Measurements {
         }
         let strategy = strategy_of(&header.strategy, schema.domain()).map_err(bad)?;
         let noise = noise_of(&header.noise).map_err(bad)?;
+        crate::privacy::budget(header.privacy.epsilon, header.privacy.delta)
+            .map_err(|e| bad(format!("its privacy: {e}")))?;
         let rows: Vec<usize> = strategy.terms.iter().map(term_rows).collect();
         let total: usize = rows.iter().sum();
         if total as u64 != header.strategy.rows {
             return Err(bad("its strategy's rows are not the header's".into()));
         }
-        let values = read_values(&reader, &rows).map_err(bad)?;
+        let values = read_values(&reader, &rows, header.noise.granularity).map_err(bad)?;
         Ok(Self {
             path: path.to_path_buf(),
             header,
@@ -511,12 +528,35 @@ impl Measurements {
         let rec = match rec {
             Ok(rec) => rec,
             Err(DpError::NotEstimable(why)) => {
-                return Err(self
-                    .not_measured(&workload, &spec)
-                    .unwrap_or(Error::BadInput(why)));
+                return Err(self.not_measured(&workload, &spec).unwrap_or_else(|| {
+                    Error::BadInput(format!(
+                        "{}: {why} (the strategy measured in {})",
+                        spec.name(),
+                        self.path.display()
+                    ))
+                }));
+            }
+            // A file that loads but cannot be solved was not written by a
+            // release (whose reconstruction was dry-run before its charge).
+            Err(e @ (DpError::Linalg(_) | DpError::NotConverged { .. })) => {
+                return Err(Error::BadInput(format!(
+                    "{}: its strategy and values cannot be reconstructed ({e})",
+                    self.path.display()
+                )));
             }
             Err(e) => return Err(e.into()),
         };
+        if rec
+            .answers
+            .iter()
+            .chain(&rec.variances)
+            .any(|v| !v.is_finite())
+        {
+            return Err(Error::BadInput(format!(
+                "{}: its values give answers that are not finite: it is not a release's file",
+                self.path.display()
+            )));
+        }
         let sidecar = self.sidecar(&workload, &rec);
         let mut answers = Answers {
             workload,
@@ -539,6 +579,64 @@ impl Measurements {
         Ok(answers)
     }
 
+    /// Checks, before anything is computed, the files a query would
+    /// write: `out` (and its sidecar, and with `nonneg` the non-negative
+    /// tables' file) and `report`, each writable, none a directory, this
+    /// measurement file or `workload`, and none the same as another.
+    pub fn check_outputs(
+        &self,
+        workload: Option<&Path>,
+        out: Option<&Path>,
+        nonneg: bool,
+        report: Option<&Path>,
+    ) -> Result<()> {
+        let inputs: Vec<PathBuf> = std::iter::once(self.path.clone())
+            .chain(workload.map(Path::to_path_buf))
+            .collect();
+        let mut outputs: Vec<PathBuf> = Vec::new();
+        if let Some(out) = out {
+            outputs.extend([out.to_path_buf(), crate::answers::sidecar_path(out)]);
+            if nonneg {
+                outputs.push(crate::answers::nonneg_path(out));
+            }
+        }
+        if let Some(report) = report {
+            if outputs.iter().any(|o| o == report) {
+                return Err(Error::file(
+                    report,
+                    "is also the answers', the sidecar's or the non-negative tables' path",
+                ));
+            }
+            outputs.push(report.to_path_buf());
+        }
+        for path in &outputs {
+            crate::output::check_output(path, &inputs)?;
+            crate::output::check_writable(path)?;
+        }
+        Ok(())
+    }
+
+    /// Writes `answers` (from [`Measurements::answer_with`]) to `out` as
+    /// a release writes them, and their HTML page to `report`; the page is
+    /// refused, before anything is written, past
+    /// [`crate::release::MAX_REPORT_ANSWERS`] answers.
+    pub fn write(answers: &Answers, out: Option<&Path>, report: Option<&Path>) -> Result<()> {
+        let queries = answers.len() as f64;
+        if report.is_some() && queries > crate::release::MAX_REPORT_ANSWERS {
+            return Err(Error::BadInput(format!(
+                "--report: {queries} answers are more than one page can show (at most {})",
+                crate::release::MAX_REPORT_ANSWERS
+            )));
+        }
+        if let Some(out) = out {
+            answers.write(out)?;
+        }
+        if let Some(report) = report {
+            crate::output::write_atomically(report, answers.report_html(None).as_bytes())?;
+        }
+        Ok(())
+    }
+
     /// The most specific marginals the file can answer, each as its
     /// attribute names in domain order (`[]`: the total alone): every
     /// marginal on a subset of one of them is estimable too, and no other
@@ -546,6 +644,12 @@ impl Measurements {
     pub fn estimable(&self) -> Result<Vec<Vec<String>>> {
         let sets = self.estimable_sets()?;
         Ok(sets.iter().map(|s| self.names(s)).collect())
+    }
+
+    /// The attributes of one value.
+    fn singletons(&self) -> Vec<usize> {
+        let attrs = self.schema.domain().attributes();
+        (0..attrs.len()).filter(|&i| attrs[i].size == 1).collect()
     }
 
     fn names(&self, set: &AttrSet) -> Vec<String> {
@@ -559,11 +663,19 @@ impl Measurements {
     /// only inside some term's support).
     fn estimable_sets(&self) -> Result<Vec<AttrSet>> {
         let check = Estimable::new(&self.strategy, self.schema.domain())?;
+        let started = std::time::Instant::now();
+        // An attribute of one value is summed out by its own marginal:
+        // every set may hold it.
+        let single: Vec<usize> = self.singletons();
         let supports: BTreeSet<Vec<usize>> = self
             .strategy
             .terms
             .iter()
-            .map(|t| t.support.clone())
+            .map(|t| {
+                let mut s: BTreeSet<usize> = t.support.iter().copied().collect();
+                s.extend(&single);
+                s.into_iter().collect()
+            })
             .collect();
         let mut queue: VecDeque<AttrSet> = supports
             .iter()
@@ -581,11 +693,13 @@ impl Measurements {
             if !seen.insert(members.clone()) || found.iter().any(|f| is_subset(&set, f)) {
                 continue;
             }
-            if seen.len() > MAX_SETS_EXAMINED {
+            if seen.len() > MAX_SETS_EXAMINED || started.elapsed().as_secs_f64() > SEARCH_SECONDS {
                 return Err(Error::BadInput(format!(
-                    "{}: more than {MAX_SETS_EXAMINED} attribute sets would be examined to \
-                     list what the measurements can estimate",
-                    self.path.display()
+                    "{}: listing what the measurements can estimate would examine more than \
+                     {} attribute sets or take more than {SEARCH_SECONDS} s; ask for the \
+                     marginals you need with a workload instead",
+                    self.path.display(),
+                    seen.len() - 1
                 )));
             }
             if check.marginal(&set)? {
@@ -610,12 +724,13 @@ impl Measurements {
     /// marginal is estimable (the row space is then missed otherwise).
     fn not_measured(&self, workload: &StructuredWorkload, spec: &Document) -> Option<Error> {
         let check = Estimable::new(&self.strategy, self.schema.domain()).ok()?;
+        let single = self.singletons();
         let mut missing: Option<AttrSet> = None;
         for (_, factors) in workload.products() {
             let free: Vec<usize> = factors
                 .iter()
                 .enumerate()
-                .filter(|(_, f)| !matches!(f, Factor::Total(_)))
+                .filter(|(i, f)| !matches!(f, Factor::Total(_)) && !single.contains(i))
                 .map(|(i, _)| i)
                 .collect();
             let set = AttrSet::from_members(free.iter().copied());
@@ -629,6 +744,13 @@ impl Measurements {
         }
         let missing = missing?;
         let measured = self.estimable_sets().ok()?;
+        if measured.is_empty() {
+            return Some(Error::BadInput(format!(
+                "{}: the strategy measured in {} estimates no marginal, not even the total",
+                spec.name(),
+                self.path.display()
+            )));
+        }
         let shown: Vec<String> = measured
             .iter()
             .take(12)
@@ -636,10 +758,13 @@ impl Measurements {
             .collect();
         let more = measured.len().saturating_sub(shown.len());
         Some(Error::BadInput(format!(
-            "{}: the interaction of {} was not measured, so it cannot be estimated without \
-             bias; measured: {}{}",
+            "{}: {} was not measured, so it cannot be estimated without bias; measured: {}{}",
             spec.name(),
-            join(&self.names(&missing)),
+            if missing.is_empty() {
+                "the total".to_string()
+            } else {
+                format!("the interaction of {}", join(&self.names(&missing)))
+            },
             shown.join(", "),
             if more > 0 {
                 format!(" and {more} more (`dpmm query --list`)")
@@ -715,12 +840,13 @@ fn join(names: &[String]) -> String {
 }
 
 /// The smallest subset of `free` whose marginal is not estimable, by
-/// increasing size (`None` past 16 attributes: then `free` itself).
+/// increasing size, the empty set (the total) first (`None` past 12
+/// attributes: then `free` itself).
 fn smallest_missing(check: &Estimable<'_>, free: &[usize]) -> Option<AttrSet> {
-    if free.len() > 16 {
+    if free.len() > 12 {
         return None;
     }
-    let mut masks: Vec<u32> = (1u32..(1 << free.len())).collect();
+    let mut masks: Vec<u32> = (0u32..(1 << free.len())).collect();
     masks.sort_by_key(|m| m.count_ones());
     masks.into_iter().find_map(|m| {
         let set = AttrSet::from_members(
@@ -801,13 +927,40 @@ fn noise_of(h: &NoiseHeader) -> std::result::Result<MeasurementNoise, String> {
                 .into(),
         );
     }
-    match h.law.as_str() {
-        "discrete Laplace" => Ok(MeasurementNoise::DiscreteLaplace { scale: h.scale }),
-        "discrete Gaussian" => Ok(MeasurementNoise::DiscreteGaussian { sigma: h.scale }),
-        other => Err(format!(
-            "noise law '{other}' (this dpmm reads 'discrete Laplace' and 'discrete Gaussian')"
-        )),
+    if h.granularity != 2f64.powi(h.granularity.log2().round() as i32) {
+        return Err(format!(
+            "the noise's grid {} is not a power of two",
+            h.granularity
+        ));
     }
+    let (noise, variance) = match h.law.as_str() {
+        "discrete Laplace" => {
+            // On the grid: the discrete Laplace of scale `scale / G`.
+            let t = h.scale / h.granularity;
+            let variance = dp_core::kernel::discrete_laplace_variance(t) * h.granularity.powi(2);
+            (
+                MeasurementNoise::DiscreteLaplace { scale: h.scale },
+                variance,
+            )
+        }
+        "discrete Gaussian" => (
+            MeasurementNoise::DiscreteGaussian { sigma: h.scale },
+            h.scale * h.scale,
+        ),
+        other => {
+            return Err(format!(
+                "noise law '{other}' (this dpmm reads 'discrete Laplace' and 'discrete Gaussian')"
+            ));
+        }
+    };
+    let off = (h.variance_per_row - variance).abs();
+    if off.is_nan() || off > 1e-9 * variance {
+        return Err(format!(
+            "the noise's variance per row {} is not that of its law and scale ({variance})",
+            h.variance_per_row
+        ));
+    }
+    Ok(noise)
 }
 
 /// The `value` column, checked: the columns are `term`, `row`, `value`,
@@ -815,6 +968,7 @@ fn noise_of(h: &NoiseHeader) -> std::result::Result<MeasurementNoise, String> {
 fn read_values(
     reader: &SerializedFileReader<std::fs::File>,
     term_rows: &[usize],
+    granularity: f64,
 ) -> std::result::Result<Vec<f64>, String> {
     use parquet::column::reader::get_typed_column_reader;
     let io = |e: parquet::errors::ParquetError| format!("unreadable ({e})");
@@ -823,6 +977,27 @@ fn read_values(
     if names != ["term", "row", "value"] {
         return Err(format!("its columns are {names:?}, not term, row, value"));
     }
+    use parquet::basic::Type;
+    for (c, want) in schema
+        .columns()
+        .iter()
+        .zip([Type::INT32, Type::INT64, Type::DOUBLE])
+    {
+        if c.physical_type() != want || c.max_rep_level() > 0 {
+            return Err(format!(
+                "its column {} is {} where the format has {want}",
+                c.name(),
+                c.physical_type()
+            ));
+        }
+    }
+    // Optional columns (a rewrite by pyarrow or DuckDB makes them so) are
+    // read with their definition levels; a null is refused.
+    let nullable: Vec<bool> = schema
+        .columns()
+        .iter()
+        .map(|c| c.max_def_level() > 0)
+        .collect();
     let total: usize = term_rows.iter().sum();
     let mut values: Vec<f64> = Vec::new();
     values
@@ -840,17 +1015,18 @@ fn read_values(
         }
         let (mut terms, mut rows, mut vals) = (Vec::new(), Vec::new(), Vec::new());
         let read = |i: usize| group.get_column_reader(i).map_err(io);
+        let (mut l0, mut l1, mut l2) = (Vec::new(), Vec::new(), Vec::new());
         get_typed_column_reader::<Int32Type>(read(0)?)
-            .read_records(n, None, None, &mut terms)
+            .read_records(n, nullable[0].then_some(&mut l0), None, &mut terms)
             .map_err(|e| format!("column term: {}", io(e)))?;
         get_typed_column_reader::<Int64Type>(read(1)?)
-            .read_records(n, None, None, &mut rows)
+            .read_records(n, nullable[1].then_some(&mut l1), None, &mut rows)
             .map_err(|e| format!("column row: {}", io(e)))?;
         get_typed_column_reader::<DoubleType>(read(2)?)
-            .read_records(n, None, None, &mut vals)
+            .read_records(n, nullable[2].then_some(&mut l2), None, &mut vals)
             .map_err(|e| format!("column value: {}", io(e)))?;
         if terms.len() != n || rows.len() != n || vals.len() != n {
-            return Err("a row group's columns are not whole".into());
+            return Err("a row group's columns are not whole (or hold a null)".into());
         }
         for ((t, r), v) in terms.iter().zip(&rows).zip(&vals) {
             if expected.next() != Some((*t, *r)) {
@@ -862,6 +1038,12 @@ fn read_values(
             }
             if !v.is_finite() {
                 return Err(format!("the value of term {t}, row {r} is not finite"));
+            }
+            // `granularity` is a power of two: the division is exact.
+            if (v / granularity).fract() != 0.0 {
+                return Err(format!(
+                    "the value of term {t}, row {r} is not a multiple of the noise's grid"
+                ));
             }
             values.push(*v);
         }

@@ -185,7 +185,8 @@ pub struct Release {
     /// Also write the measurement file here ([`crate::measurements`]: the
     /// noisy measurements and how they were made, publishable, from which
     /// `dpmm query` answers new queries at no cost): checked writable
-    /// before the charge, written before the answers.
+    /// before the charge, written after the answers (a failure to write
+    /// it then is a warning: the answers are kept).
     pub measurements: Option<PathBuf>,
 }
 
@@ -390,10 +391,7 @@ impl Release {
             .reconstructor
             .run(&p.workload, &m.strategy, &m.values, m.variance)?;
         let sidecar = sidecar(self, &p, &m, &rec, entry);
-        if let Some(draft) = p.measurements.take() {
-            let unit = sidecar["charged_unit"].as_str().unwrap_or_default();
-            draft.write(&m, self.budget, (p.charge, unit), entry, &sidecar)?;
-        }
+        let draft = p.measurements.take();
         let mut answers = Answers {
             workload: p.workload,
             schema: p.schema,
@@ -415,6 +413,21 @@ impl Release {
         if let Some(report) = &self.report {
             let html = answers.report_html(Some(&crate::ledger::Status::of_open(&p.ledger)));
             crate::output::write_atomically(report, html.as_bytes())?;
+        }
+        // Last, so that a file that cannot be written (a full disk) costs
+        // the answers nothing: it is a warning, the values are gone with it.
+        if let Some(draft) = draft {
+            let unit = answers.sidecar["charged_unit"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let path = draft.path().display().to_string();
+            if let Err(e) = draft.write(&m, self.budget, (p.charge, &unit), entry, &answers.sidecar)
+            {
+                answers.warnings.push(format!(
+                    "the measurement file {path} could not be written ({e}); the answers were"
+                ));
+            }
         }
         Ok(answers)
     }

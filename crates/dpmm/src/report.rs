@@ -592,8 +592,12 @@ fn spent(sidecar: &serde_json::Value, ledger: Option<&Status>) -> Vec<(&'static 
         rows.push((
             "answered from",
             format!(
-                "the measurement file {} of a release that charged {} {} (ledger entry {});                  these answers are post-processing of it and spent nothing",
-                esc(m.get("path").and_then(serde_json::Value::as_str).unwrap_or("–")),
+                "the measurement file {} of a release that charged {} {} (ledger entry {}); \
+                 these answers are post-processing of it and spent nothing",
+                esc(m
+                    .get("path")
+                    .and_then(serde_json::Value::as_str)
+                    .unwrap_or("–")),
                 figure(m.get("release_charged").and_then(serde_json::Value::as_f64)),
                 esc(text("charged_unit")),
                 m.get("release_ledger_entry")

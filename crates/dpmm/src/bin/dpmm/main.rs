@@ -584,7 +584,11 @@ fn release(args: ReleaseArgs) -> Result<(), Error> {
 fn query(args: &QueryArgs) -> Result<(), Error> {
     let measurements = dpmm::Measurements::load(&args.measurements)?;
     if args.list {
-        for set in measurements.estimable()? {
+        let sets = measurements.estimable()?;
+        if sets.is_empty() {
+            eprintln!("note: the strategy measured estimates no marginal, not even the total");
+        }
+        for set in sets {
             println!(
                 "{}",
                 if set.is_empty() {
@@ -601,20 +605,12 @@ fn query(args: &QueryArgs) -> Result<(), Error> {
             "give --workload and --out, or --list".into(),
         ));
     };
-    let inputs = [args.measurements.clone(), workload.clone()];
-    let mut outputs = vec![out.clone(), dpmm::answers::sidecar_path(out)];
-    if args.nonneg {
-        outputs.push(dpmm::answers::nonneg_path(out));
-    }
-    for path in outputs.iter().chain(&args.report) {
-        dpmm::output::check_output(path, &inputs)?;
-        dpmm::output::check_writable(path)?;
-    }
-    if args.report.as_ref().is_some_and(|r| outputs.contains(r)) {
-        return Err(Error::BadInput(
-            "--report is also the path of the answers, their sidecar or --nonneg's file".into(),
-        ));
-    }
+    measurements.check_outputs(
+        Some(workload),
+        Some(out),
+        args.nonneg,
+        args.report.as_deref(),
+    )?;
     let options = dpmm::measurements::AnswerOptions {
         nonneg: args.nonneg,
         max_memory: Some(args.memory.limit()),
@@ -623,10 +619,7 @@ fn query(args: &QueryArgs) -> Result<(), Error> {
     for warning in answers.warnings() {
         eprintln!("warning: {warning}");
     }
-    answers.write(out)?;
-    if let Some(report) = &args.report {
-        dpmm::output::write_atomically(report, answers.report_html(None).as_bytes())?;
-    }
+    dpmm::Measurements::write(&answers, Some(out), args.report.as_deref())?;
     eprintln!(
         "wrote {} ({} queries) and {}{}; nothing was charged",
         out.display(),
