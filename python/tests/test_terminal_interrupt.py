@@ -1,0 +1,145 @@
+"""Ctrl-C typed on a real terminal (a pty whose line discipline turns ^C
+into SIGINT for the foreground process group, as a person's terminal
+does), 3 s into a long plan and a long release (before its charge), in
+Python and in the command: the call ends within 1.5 s of the keystroke,
+with KeyboardInterrupt in Python, and the ledger is unchanged."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import pty
+import subprocess
+import sys
+import termios
+import time
+from pathlib import Path
+
+import pytest
+
+import dpmatrix as dm
+
+REPO = Path(__file__).resolve().parents[2]
+
+# OPT_⊗ with p-Identity factors under pure ε: the 4096-value factor takes
+# tens of seconds (its evaluations about a second each, an
+# eigendecomposition of its 4096×4096 Gram for the bound).
+SPEC = {
+    "domain": [{"name": "a", "size": 4096}, {"name": "b", "size": 64}],
+    "queries": [{"kron": {"a": "allrange", "b": "prefix"}}],
+}
+SCHEMA = {
+    "domain": [
+        {"name": "a", "column": "a", "bins": {"start": 0, "stop": 4096, "width": 1}},
+        {"name": "b", "column": "b", "bins": {"start": 0, "stop": 64, "width": 1}},
+    ]
+}
+AFTER = 3.0
+WITHIN = 1.5
+
+
+@pytest.fixture(scope="module")
+def case(tmp_path_factory):
+    d = tmp_path_factory.mktemp("terminal")
+    (d / "spec.json").write_text(json.dumps(SPEC))
+    (d / "schema.json").write_text(json.dumps(SCHEMA))
+    (d / "records.csv").write_text("a,b\n" + "".join(f"{i * 37 % 4096},{i % 64}\n" for i in range(500)))
+    return d
+
+
+def _controlling_terminal():
+    os.setsid()
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
+def ctrl_c_on_a_terminal(argv, cwd: Path) -> tuple[float, str]:
+    """Runs ``argv`` with a pty as its controlling terminal, types ^C
+    into it after ``AFTER`` seconds, and returns the seconds from the
+    keystroke to the process's end, and what it wrote."""
+    primary, secondary = pty.openpty()
+    proc = subprocess.Popen(
+        argv, cwd=cwd, stdin=secondary, stdout=secondary, stderr=secondary,
+        preexec_fn=_controlling_terminal, close_fds=True,
+    )
+    os.close(secondary)
+    time.sleep(AFTER)
+    assert proc.poll() is None, "the call ended before it was interrupted: not a long one"
+    os.write(primary, b"\x03")
+    typed = time.monotonic()
+    try:
+        proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    seconds = time.monotonic() - typed
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(primary, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(primary)
+    return seconds, seen.decode("utf-8", "replace")
+
+
+PYTHON_CALL = """
+import sys, dpmatrix as dm
+w = dm.Workload.from_json("spec.json")
+try:
+    if sys.argv[1] == "plan":
+        dm.plan(w, epsilon=1.0)
+    else:
+        dm.release("records.csv", schema=dm.Schema.from_json("schema.json"), workload=w,
+                   epsilon=1.0, ledger="ledger.jsonl", report="page.html")
+except KeyboardInterrupt:
+    print("KeyboardInterrupt", flush=True)
+    sys.exit(130)
+print("finished", flush=True)
+"""
+
+
+def _ledger(case: Path) -> bytes:
+    for name in ("ledger.jsonl", "ledger.jsonl.head"):
+        (case / name).unlink(missing_ok=True)
+    dm.Ledger.create(case / "ledger.jsonl", total_epsilon=2.0)
+    return (case / "ledger.jsonl").read_bytes()
+
+
+@pytest.mark.parametrize("call", ["plan", "release"])
+def test_ctrl_c_in_python(case, call):
+    before = _ledger(case)
+    seconds, seen = ctrl_c_on_a_terminal([sys.executable, "-c", PYTHON_CALL, call], case)
+    assert "KeyboardInterrupt" in seen, seen
+    assert seconds < WITHIN, seconds
+    assert (case / "ledger.jsonl").read_bytes() == before
+    assert not (case / "page.html").exists()
+
+
+@pytest.fixture(scope="module")
+def dpmm_command() -> Path:
+    for build in ("release", "debug"):
+        path = REPO / "target" / build / "dpmm"
+        if path.exists():
+            return path
+    if os.environ.get("DPMM_REQUIRE_XTASK"):
+        pytest.fail("no build of the dpmm command under target/")
+    pytest.skip("no build of the dpmm command")
+
+
+@pytest.mark.parametrize("call", ["plan", "release"])
+def test_ctrl_c_in_the_command(case, call, dpmm_command):
+    before = _ledger(case)
+    args = {
+        "plan": ["plan", "--workload", "spec.json", "--epsilon", "1", "--out", "plan.json"],
+        "release": ["release", "--data", "records.csv", "--schema", "schema.json",
+                    "--workload", "spec.json", "--epsilon", "1", "--ledger", "ledger.jsonl",
+                    "--out", "answers.csv"],
+    }[call]
+    seconds, seen = ctrl_c_on_a_terminal([dpmm_command, *args], case)
+    assert seconds < WITHIN, (seconds, seen)
+    assert (case / "ledger.jsonl").read_bytes() == before
+    assert not (case / "plan.json").exists() and not (case / "answers.csv").exists()
