@@ -143,3 +143,32 @@ def test_ctrl_c_in_the_command(case, call, dpmm_command):
     assert seconds < WITHIN, (seconds, seen)
     assert (case / "ledger.jsonl").read_bytes() == before
     assert not (case / "plan.json").exists() and not (case / "answers.csv").exists()
+
+
+def test_the_command_shows_how_far_a_long_plan_has_come(case, dpmm_command):
+    """Within 10 s of its start, `dpmm plan` on a terminal shows a
+    fraction and a percentage (passes and iterations against their
+    budgets)."""
+    import re
+    import select
+
+    primary, secondary = pty.openpty()
+    proc = subprocess.Popen(
+        [dpmm_command, "plan", "--workload", "spec.json", "--epsilon", "1", "--out", "p.json"],
+        cwd=case, stdin=secondary, stdout=secondary, stderr=secondary,
+        preexec_fn=_controlling_terminal, close_fds=True,
+    )
+    os.close(secondary)
+    seen, start = b"", time.monotonic()
+    shown = None
+    try:
+        while time.monotonic() - start < 10 and shown is None:
+            ready, _, _ = select.select([primary], [], [], 0.2)
+            if ready:
+                seen += os.read(primary, 65536)
+            shown = re.search(r"iterations \d+/\d+ \(\d+\.\d%\)", seen.decode("utf-8", "replace"))
+    finally:
+        os.write(primary, b"\x03")
+        proc.wait(timeout=60)
+        os.close(primary)
+    assert shown is not None, seen.decode("utf-8", "replace")[-500:]

@@ -48,6 +48,7 @@ mod least_squares;
 pub mod ledger;
 pub mod mechanism;
 pub mod privacy;
+pub mod progress;
 mod sampling;
 pub mod sensitivity;
 pub mod validate;

@@ -545,6 +545,10 @@ impl Solver for BlockCoordinate<'_> {
     /// The best pass (the start when no pass was made) and a pass's error.
     type Output = (Pass, Option<DpError>);
 
+    fn counts(&self) -> &'static str {
+        "passes"
+    }
+
     fn init(&mut self) -> f64 {
         reported(self.start_ln_obj())
     }

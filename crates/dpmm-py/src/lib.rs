@@ -472,7 +472,7 @@ fn plan(
     let w = &workload.inner;
     let spinner = spinner(py, "planning");
     let optimized = uninterrupted(py, || {
-        dpmm::Plan::optimize(w, budget, objective, max_memory)
+        spinner.show(|| dpmm::Plan::optimize(w, budget, objective, max_memory))
     });
     spinner.finish();
     let optimized = optimized?.map_err(py_err)?;
@@ -969,7 +969,7 @@ fn optimize<'py>(
     let wr = w.as_ref();
     let spinner = spinner(py, "optimizing");
     let o = uninterrupted(py, || {
-        dpmm::matrix::optimize(wr, optimizer, model, &params, &mut ())
+        spinner.show(|| dpmm::matrix::optimize(wr, optimizer, model, &params, &mut ()))
     });
     spinner.finish();
     let o = o?.map_err(dp_err)?;

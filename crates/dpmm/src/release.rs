@@ -477,7 +477,7 @@ impl Release {
                 } else {
                     Spinner::hidden()
                 };
-                let plan = plan_strategy(&workload, model, &options);
+                let plan = spinner.show(|| plan_strategy(&workload, model, &options));
                 spinner.finish();
                 (workload, Strategy::from_plan(&plan?))
             }

@@ -162,11 +162,13 @@ pub fn release_need(
 }
 
 /// A spinner with the elapsed time on stderr, only when stderr is a
-/// terminal (planning takes from milliseconds to minutes; the optimizers
-/// report no fraction done, so no bar can be honest). Planning reads no
-/// data and spends nothing: Ctrl-C during it ends the command with
-/// nothing charged.
-pub struct Spinner(Option<ProgressBar>);
+/// terminal, and inside [`Spinner::show`] how far the work has come
+/// ([`dp_core::progress`]: the planner's passes and the optimizer's
+/// iterations against their budgets; a run may converge long before its
+/// budget is spent, so the fraction is an upper bound on the time left).
+/// Planning reads no data and spends nothing: Ctrl-C during it ends the
+/// command with nothing charged.
+pub struct Spinner(Option<(ProgressBar, &'static str)>);
 
 impl Spinner {
     /// Starts the spinner with `message`.
@@ -182,7 +184,21 @@ impl Spinner {
         }
         bar.set_message(message);
         bar.enable_steady_tick(Duration::from_millis(200));
-        Self(Some(bar))
+        Self(Some((bar, message)))
+    }
+
+    /// Runs `f` (on this thread), the line showing the stages it opens.
+    pub fn show<R>(&self, f: impl FnOnce() -> R) -> R {
+        match &self.0 {
+            None => f(),
+            Some((bar, message)) => {
+                let (bar, message) = (bar.clone(), *message);
+                let sink = std::sync::Arc::new(move |stages: &[dp_core::progress::Stage]| {
+                    bar.set_message(format!("{message}: {}", dp_core::progress::line(stages)));
+                });
+                dp_core::progress::show(sink, f)
+            }
+        }
     }
 
     /// No spinner (a library call that was not asked for progress).
@@ -192,7 +208,7 @@ impl Spinner {
 
     /// Clears the spinner.
     pub fn finish(self) {
-        if let Some(bar) = self.0 {
+        if let Some((bar, _)) = self.0 {
             bar.finish_and_clear();
         }
     }

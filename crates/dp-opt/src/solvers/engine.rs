@@ -108,6 +108,11 @@ pub trait Solver {
     /// What the run hands back (the best iterate and its figures).
     type Output;
 
+    /// What its iterations are, in a progress line.
+    fn counts(&self) -> &'static str {
+        "iterations"
+    }
+
     /// Prepares the first iterate; returns its objective (a non-finite
     /// one ends the run as [`Termination::Stalled`]).
     fn init(&mut self) -> f64;
@@ -178,6 +183,12 @@ impl<'o> Executor<'o> {
     /// Runs `solver` to termination.
     pub fn run<S: Solver>(self, mut solver: S) -> Run<S::Output> {
         let clock = Clock::start(self.budget);
+        // Iterations against the budget, for a caller showing progress.
+        let total = u64::try_from(self.budget.max_iterations)
+            .ok()
+            .filter(|&t| t < u64::MAX / 2)
+            .unwrap_or(0);
+        let _stage = dp_core::progress::stage(solver.counts(), total);
         let mut current = solver.init();
         let mut history = Vec::new();
         let mut iterations = 0;
@@ -194,6 +205,7 @@ impl<'o> Executor<'o> {
                 Ok(objective) => {
                     current = objective;
                     iterations += 1;
+                    dp_core::progress::advance(iterations as u64);
                     let objective = objective * self.scale;
                     history.push(objective);
                     let iteration = self.offset + iterations;

@@ -514,7 +514,8 @@ fn plan(args: &PlanArgs) -> Result<(), Error> {
     let budget = args.privacy.budget()?;
     let spinner = Spinner::start("planning");
     let workload = Workload::load(args.workload.as_path())?;
-    let plan = Plan::optimize(&workload, budget, args.objective, Some(args.memory.limit()));
+    let plan = spinner
+        .show(|| Plan::optimize(&workload, budget, args.objective, Some(args.memory.limit())));
     spinner.finish();
     let plan = plan?;
     plan.save(&args.out)?;
