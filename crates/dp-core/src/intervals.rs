@@ -112,16 +112,17 @@ impl Interval {
     pub fn method(&self, fourth_known: bool) -> &'static str {
         match (self.noise, fourth_known) {
             (MeasurementNoise::DiscreteGaussian { .. }, _) => {
-                "exact 95%: answer ± 1.96 std_error; each answer's noise is a sum of discrete \
-                 Gaussian draws on a grid far finer than their standard deviation, normal to \
-                 within exp(-2π²σ²/G²)"
+                "95%: answer ± 1.96 std_error; each answer's noise is a sum of discrete \
+                 Gaussian draws on a grid far finer than their standard deviation, whose law is \
+                 the normal one to within exp(-2π²σ²/G²) (coverage 95% to that precision)"
             }
             (MeasurementNoise::DiscreteLaplace { .. }, true) => {
                 "95% from each answer's noise law: a sum of discrete Laplace draws. One draw: \
                  its exact quantile on the kernel's grid (coverage ≥ 95%). Several: the \
                  variance-gamma law with the answer's exact variance and fourth cumulant (a \
-                 normal whose variance is gamma-distributed, exact for equal weights), coverage \
-                 95% to 95.25% against the exact law of weighted Laplace sums"
+                 normal whose variance is gamma-distributed, exact for equal weights), whose \
+                 coverage measured against the exact law of weighted Laplace sums was 95.00% \
+                 to 95.25%"
             }
             (MeasurementNoise::DiscreteLaplace { .. }, false) => {
                 "conservative 95%: answer ± 2.118 std_error, the quantile of a single Laplace \

@@ -131,8 +131,9 @@ impl Answers {
         self.sidecar["nonneg"] = serde_json::json!({
             "method": "Euclidean projection of the answers onto the non-negative consistent \
                        tables (Dykstra's algorithm; local non-negativity as in Mullins et al., \
-                       NeurIPS 2024): post-processing, no further budget; never further from \
-                       the true tables than the unbiased answers in total squared error, but biased",
+                       NeurIPS 2024): post-processing, no further budget; once converged \
+                       (clipped 0) never further from the true tables than the unbiased \
+                       answers in total squared error, but biased",
             "iterations": how.iterations,
             "clipped": how.clipped,
         });

@@ -10,8 +10,11 @@
 //! al., NeurIPS 2024, rather than a non-negative data vector over the full
 //! domain, which would cost the domain's size). Because the true tables
 //! lie in `C ∩ K` and projection onto a closed convex set is non-expansive,
-//! the projection is never further from the truth than the unbiased
+//! the exact projection is never further from the truth than the unbiased
 //! answers: its total squared error is at most theirs, on every release.
+//! Dykstra's iterates reach it in the limit; the iteration cap stops them
+//! earlier on rare cases, and then the warning and the sidecar's `clipped`
+//! say how far the last iterate is from consistent.
 //! What is lost is unbiasedness (small cells are pulled up on average).
 //!
 //! The projection is computed by Dykstra's alternating projections between

@@ -150,8 +150,13 @@ impl Plan {
     pub fn report_json(&self, out: Option<&Path>) -> Result<String> {
         let internal = |e: serde_json::Error| Error::Internal(format!("cannot format output: {e}"));
         let mut value = serde_json::to_value(&self.report).map_err(internal)?;
-        if let (Some(obj), Some(out)) = (value.as_object_mut(), out) {
-            obj.insert("out".into(), out.display().to_string().into());
+        if let Some(obj) = value.as_object_mut() {
+            if let Some(out) = out {
+                obj.insert("out".into(), out.display().to_string().into());
+            }
+            if let Some(note) = lower_bound_note(&self.report.figures.privacy) {
+                obj.insert("lower_bound_note".into(), note.into());
+            }
         }
         serde_json::to_string_pretty(&value).map_err(internal)
     }
@@ -306,6 +311,17 @@ fn sig(x: f64) -> String {
     }
 }
 
+/// What a plan's lower bound is, where it is not the optimum of the
+/// program solved: under ε-DP it is the singular-value bound of the L2
+/// program (Li & Miklau), a lower bound here too because `‖A‖₁ ≥ ‖A‖₂`
+/// column by column, but a loose one.
+pub fn lower_bound_note(privacy: &str) -> Option<&'static str> {
+    (privacy == "pure").then_some(
+        "the singular-value bound of the (ε, δ) program, which bounds this ε-DP objective \
+         from below but loosely: the gap overstates how far the plan is from optimal",
+    )
+}
+
 /// The report as a table for people.
 fn human_report(r: &PlanReport) -> String {
     let budget = match (r.delta, r.calibration) {
@@ -313,7 +329,13 @@ fn human_report(r: &PlanReport) -> String {
         _ => format!("ε = {}", r.epsilon),
     };
     let certificate = match (r.figures.lower_bound, r.duality_gap) {
-        (Some(lb), Some(gap)) => format!("lower bound {}, relative gap {gap:.1e}", sig(lb)),
+        (Some(lb), Some(gap)) => format!(
+            "lower bound {}, relative gap {gap:.1e}{}",
+            sig(lb),
+            lower_bound_note(&r.figures.privacy)
+                .map(|n| format!(" ({n})"))
+                .unwrap_or_default()
+        ),
         _ => "no lower bound known for this workload".into(),
     };
     let mut out = format!(

@@ -706,8 +706,8 @@ impl Answers {
             points.len(),
             if self.nonneg().is_some() {
                 "; a red tick marks the non-negative, consistent estimate \
-                 (post-processing of the same answers: biased, never further from the \
-                 true tables in total squared error)"
+                 (post-processing of the same answers: biased; once converged, never \
+                 further from the true tables in total squared error)"
             } else {
                 ""
             },
@@ -940,7 +940,15 @@ impl PlanSummary {
                 "objective",
                 format!("{} = {}", esc(&self.objective_name), figure(self.objective)),
             ),
-            ("lower bound", figure(self.lower_bound)),
+            (
+                "lower bound",
+                match crate::plan::lower_bound_note(&self.privacy) {
+                    Some(note) if self.lower_bound.is_some() => {
+                        format!("{} ({})", figure(self.lower_bound), esc(note))
+                    }
+                    _ => figure(self.lower_bound),
+                },
+            ),
             ("relative gap", figure(self.duality_gap)),
             (
                 "privacy unit",

@@ -410,3 +410,49 @@ fn shared_and_inline_factors_read_as_the_same_plan() {
         assert!(e.contains("columns") || e.contains("entries"), "{e}");
     }
 }
+
+/// A pure-ε plan's lower bound is the singular-value bound of the (ε, δ)
+/// program, and its report, JSON and page say so; an (ε, δ) plan's bound
+/// is its own program's and carries no such note.
+#[test]
+fn a_pure_plan_says_what_its_lower_bound_is() {
+    let dir = scratch_dir("plan-bound-note");
+    let spec = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/fertility1980/spec.json");
+    for (privacy, noted) in [
+        (&["--epsilon", "1"][..], true),
+        (&["--epsilon", "1", "--delta", "1e-6"][..], false),
+    ] {
+        let out = dir.join("p.json");
+        let page = dir.join("p.html");
+        let _ = std::fs::remove_file(&out);
+        let mut args = vec![
+            "plan",
+            "--workload",
+            arg(&spec),
+            "--out",
+            arg(&out),
+            "--report",
+            arg(&page),
+        ];
+        args.extend(privacy);
+        let text = dpmm(&args);
+        assert_eq!(text.code, 0, "{text:?}");
+        assert_eq!(
+            text.stdout.contains("singular-value bound"),
+            noted,
+            "{}",
+            text.stdout
+        );
+        assert_eq!(
+            std::fs::read_to_string(&page)
+                .unwrap()
+                .contains("singular-value bound"),
+            noted
+        );
+        let _ = std::fs::remove_file(&out);
+        args.push("--json");
+        let json: Value = serde_json::from_str(&dpmm(&args).stdout).unwrap();
+        assert_eq!(json.get("lower_bound_note").is_some(), noted);
+    }
+}
