@@ -27,10 +27,11 @@
 //!   coverage lies between 95% and 95.25%: never below the target in any
 //!   case checked, and far tighter than a tail bound (Chernoff's gives
 //!   about 99.5%).
-//! * **Discrete Gaussian draws**: on the kernel's grid (spacing far below
-//!   `σ`) the law differs from the normal by terms of order
-//!   `exp(−2π²σ²/G²)`, so the normal quantile `1.96σ` is exact for any
-//!   weights.
+//! * **Discrete Gaussian draws**: a sum of them lives on a lattice of
+//!   spacing about `G`, far below `σ` on the kernel's grid (`σ/G` near
+//!   10¹⁴), so the coverage of `±1.96σ` is 95% up to terms of order `G/σ`
+//!   (a lattice's rounding), and the variance `σ²` exceeds the discrete
+//!   law's own by a relative `exp(−2π²σ²/G²)` at most.
 //!
 //! Without the fourth power sum (reconstructions that do not compute it)
 //! the Laplace interval takes the heaviest-tailed case, a single draw, and
@@ -113,8 +114,8 @@ impl Interval {
         match (self.noise, fourth_known) {
             (MeasurementNoise::DiscreteGaussian { .. }, _) => {
                 "95%: answer ± 1.96 std_error; each answer's noise is a sum of discrete \
-                 Gaussian draws on a grid far finer than their standard deviation, whose law is \
-                 the normal one to within exp(-2π²σ²/G²) (coverage 95% to that precision)"
+                 Gaussian draws on a grid far finer than their standard deviation (G/σ about \
+                 1e-14), so the coverage is 95% up to terms of order G/σ"
             }
             (MeasurementNoise::DiscreteLaplace { .. }, true) => {
                 "95% from each answer's noise law: a sum of discrete Laplace draws. One draw: \

@@ -150,7 +150,9 @@ impl Problem {
             return r;
         }
         let result = self.evaluate(strategy);
+        // An interrupt is the caller's, not the strategy's: never kept.
         if strategy.nrows() * strategy.ncols() <= MEMO_MAX_ENTRIES
+            && result != Err(DpError::Interrupted)
             && let Ok(mut memo) = self.evaluated.lock()
         {
             if memo.len() == MEMO_STRATEGIES {
@@ -192,6 +194,23 @@ impl Problem {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    /// An evaluation stopped by the caller's interrupt is not kept: the
+    /// same strategy evaluated afterwards, without a token, gets its
+    /// objective.
+    #[test]
+    fn an_interrupted_evaluation_is_not_remembered() {
+        let w = Mat::from_fn(6, 4, |i, j| ((i * 3 + j * 5) % 7) as f64 - 2.0);
+        let problem = Problem::from_workload(w.as_ref(), PrivacyModel::Approx).unwrap();
+        let a = Mat::from_fn(4, 4, |i, j| f64::from(u8::from(i == j)));
+        let token = dp_core::interrupt::Interrupt::new();
+        token.trigger();
+        assert_eq!(
+            token.run(|| problem.objective(a.as_ref())),
+            Err(DpError::Interrupted)
+        );
+        assert!(problem.objective(a.as_ref()).is_ok());
+    }
 
     /// The memo returns a strategy's own evaluation only: strategies that
     /// differ in one entry, or in shape, are evaluated afresh (and agree

@@ -154,7 +154,9 @@ impl Plan {
             if let Some(out) = out {
                 obj.insert("out".into(), out.display().to_string().into());
             }
-            if let Some(note) = lower_bound_note(&self.report.figures.privacy) {
+            if let Some(note) = lower_bound_note(&self.report.figures.privacy)
+                .filter(|_| self.report.figures.lower_bound.is_some())
+            {
                 obj.insert("lower_bound_note".into(), note.into());
             }
         }
@@ -318,7 +320,8 @@ fn sig(x: f64) -> String {
 pub fn lower_bound_note(privacy: &str) -> Option<&'static str> {
     (privacy == "pure").then_some(
         "the singular-value bound of the (ε, δ) program, which bounds this ε-DP objective \
-         from below but loosely: the gap overstates how far the plan is from optimal",
+         from below, often loosely: the gap never understates how far the plan is from \
+         optimal, and may overstate it",
     )
 }
 

@@ -742,6 +742,9 @@ fn sidecar(
             "objective_name": figures.objective_name,
             "objective": figures.objective,
             "lower_bound": figures.lower_bound,
+            "lower_bound_note": figures
+                .lower_bound
+                .and_then(|_| crate::plan::lower_bound_note(figures.privacy)),
             "duality_gap": figures.duality_gap,
             "figures": "recomputed from the strategy measured, on the queries answered; \
                         lower_bound only where it has a closed form (marginal workloads)",

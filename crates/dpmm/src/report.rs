@@ -668,7 +668,13 @@ fn plan_rows(sidecar: &serde_json::Value) -> Vec<(&'static str, String)> {
                 figure(value("objective"))
             ),
         ),
-        ("lower bound", figure(value("lower_bound"))),
+        (
+            "lower bound",
+            match get("lower_bound_note").and_then(serde_json::Value::as_str) {
+                Some(note) => format!("{} ({})", figure(value("lower_bound")), esc(note)),
+                None => figure(value("lower_bound")),
+            },
+        ),
         ("relative gap", figure(value("duality_gap"))),
     ]
 }

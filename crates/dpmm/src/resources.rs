@@ -164,8 +164,9 @@ pub fn release_need(
 /// A spinner with the elapsed time on stderr, only when stderr is a
 /// terminal, and inside [`Spinner::show`] how far the work has come
 /// ([`dp_core::progress`]: the planner's passes and the optimizer's
-/// iterations against their budgets; a run may converge long before its
-/// budget is spent, so the fraction is an upper bound on the time left).
+/// iterations against their budgets; the percentage is the innermost
+/// run's and starts again for each candidate, factor and pass, so it says
+/// that work goes on and how far the current run is, not the time left).
 /// Planning reads no data and spends nothing: Ctrl-C during it ends the
 /// command with nothing charged.
 pub struct Spinner(Option<(ProgressBar, &'static str)>);

@@ -44,6 +44,9 @@ pub fn choose(
         let checked = run
             .outcome
             .and_then(|o| problem.objective(o.strategy.as_ref()).map(|f| (f, o)));
+        if let Err(DpError::Interrupted) = checked {
+            return Err(DpError::Interrupted);
+        }
         let report = match &checked {
             Ok((f, o)) => CandidateReport {
                 name: run.name,

@@ -362,10 +362,10 @@ fn supported_strategy(
             let mut a = append_rows(l, &p, eta);
             let sensitivity = norm.max_column(a.as_ref());
             a *= dp_linalg::Scale(1.0 / sensitivity);
-            if let Ok(obj) = problem.objective(a.as_ref())
-                && best.as_ref().is_none_or(|b| obj < b.1)
-            {
-                best = Some((a, obj));
+            match problem.objective(a.as_ref()) {
+                Ok(obj) if best.as_ref().is_none_or(|b| obj < b.1) => best = Some((a, obj)),
+                Err(DpError::Interrupted) => return Err(DpError::Interrupted),
+                _ => {}
             }
         }
     }
