@@ -33,6 +33,7 @@ import errno
 import io
 import json
 import os
+import sys
 import tempfile
 import warnings
 from typing import Any, Mapping, Optional, Union
@@ -250,15 +251,78 @@ def plan(
     objective: str = "total",
     *,
     max_memory: Optional[int] = None,
+    progress: Any = None,
 ) -> Plan:
     """Optimizes the strategy for ``workload``: pure ε-DP, or (ε, δ) when
     ``delta`` is given; ``objective`` is ``"total"`` (the sum of the
     queries' variances) or ``"max"`` (the largest; (ε, δ) marginal
     workloads). Reads no data and spends nothing; ``max_memory`` in bytes
-    (default: half the physical memory)."""
+    (default: half the physical memory).
+
+    ``progress``: ``None`` (the default) shows a spinner with the planner's
+    passes and iterations against their budgets when ``sys.stderr`` is a
+    terminal; ``True`` shows them always (a ``tqdm`` bar when tqdm is
+    installed, so that a notebook shows it; else a line on stderr);
+    ``False`` shows nothing; a callable is called with each new progress
+    line (``"passes 1/20 › iterations 58/2000 (2.9%)"``, at most every
+    100 ms, on the calling thread; an exception it raises stops the plan
+    as Ctrl-C does)."""
     if not isinstance(workload, Workload):
         raise ValueError(f"workload must be a dpmatrix.Workload, got {type(workload).__name__}")
-    return Plan(_dpmatrix.plan(workload._native, epsilon, delta, objective, max_memory))
+    callback, spinner = _progress(progress, "planning")
+    try:
+        return Plan(
+            _dpmatrix.plan(
+                workload._native, epsilon, delta, objective, max_memory,
+                progress=callback, spinner=spinner,
+            )
+        )
+    finally:
+        if hasattr(callback, "close"):
+            callback.close()
+
+
+class _ProgressLine:
+    """Progress lines shown by tqdm when it is installed, else on stderr."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        try:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(bar_format="{desc} [{elapsed}]", desc=what)
+        except ImportError:
+            self.bar = None
+        self.shown = False
+
+    def __call__(self, line: str) -> None:
+        text = f"{self.what}: {line}"
+        if self.bar is not None:
+            self.bar.set_description_str(text)
+        else:
+            sys.stderr.write("\r" + text)
+            sys.stderr.flush()
+            self.shown = True
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+        elif self.shown:
+            sys.stderr.write("\n")
+
+
+def _progress(progress: Any, what: str):
+    """A call's ``progress=`` as (the callable the binding calls, whether
+    it shows its own spinner on a terminal)."""
+    if progress is None:
+        return None, True
+    if progress is False:
+        return None, False
+    if progress is True:
+        return _ProgressLine(what), False
+    if callable(progress):
+        return progress, False
+    raise ValueError(f"progress must be None, True, False or a callable, got {progress!r}")
 
 
 class Ledger:

@@ -1,6 +1,6 @@
 """Type stubs of the native module (crates/dpmm-py)."""
 
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 
@@ -60,6 +60,8 @@ def plan(
     delta: Optional[float] = None,
     objective: str = "total",
     max_memory: Optional[int] = None,
+    progress: Optional[Callable[[str], Any]] = None,
+    spinner: bool = True,
 ) -> Plan: ...
 def ledger_create(path: str, total_epsilon: float, total_delta: Optional[float] = None) -> str: ...
 def ledger_status(path: str) -> tuple[str, float, float, float, int]: ...

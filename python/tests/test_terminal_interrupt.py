@@ -172,3 +172,31 @@ def test_the_command_shows_how_far_a_long_plan_has_come(case, dpmm_command):
         proc.wait(timeout=60)
         os.close(primary)
     assert shown is not None, seen.decode("utf-8", "replace")[-500:]
+
+
+def test_plan_calls_its_progress_callable_and_stops_when_it_raises(case):
+    """``dm.plan(progress=f)`` hands ``f`` progress lines with fractions on
+    the calling thread; an exception ``f`` raises stops the plan as
+    Ctrl-C does, within a second of being raised."""
+    import re
+
+    w = dm.Workload.from_json(case / "spec.json")
+    lines: list[str] = []
+    start = time.monotonic()
+    raised_at = []
+
+    class Enough(Exception):
+        pass
+
+    def progress(line: str) -> None:
+        lines.append(line)
+        if time.monotonic() - start > 3.0:
+            raised_at.append(time.monotonic())
+            raise Enough
+
+    with pytest.raises(Enough):
+        dm.plan(w, epsilon=1.0, progress=progress)
+    assert time.monotonic() - raised_at[0] < WITHIN
+    assert any(re.fullmatch(r"passes \d+/\d+ › iterations \d+/\d+ \(\d+\.\d%\)", l) for l in lines), lines
+    with pytest.raises(ValueError):
+        dm.plan(w, epsilon=1.0, progress="yes")

@@ -75,14 +75,38 @@ fn interruptible<T: Send>(
     py: Python<'_>,
     work: impl FnOnce() -> T + Send,
 ) -> PyResult<(T, Option<PyErr>)> {
+    interruptible_with(py, None, work)
+}
+
+/// [`interruptible`], and with `progress`, a Python callable, called on
+/// the calling thread with the work's progress line
+/// ([`dpmm::dp_core::progress::line`]) when it changed, between two
+/// polls; an exception it raises stops the work as Ctrl-C does.
+fn interruptible_with<T: Send>(
+    py: Python<'_>,
+    progress: Option<&Bound<'_, PyAny>>,
+    work: impl FnOnce() -> T + Send,
+) -> PyResult<(T, Option<PyErr>)> {
     let token = Interrupt::new();
     let (done, mut finished) = channel::<()>();
+    let latest: std::sync::Arc<std::sync::Mutex<Option<String>>> = std::sync::Arc::default();
+    let shown = progress.is_some();
+    let sink_slot = latest.clone();
+    let sink: dpmm::dp_core::progress::Sink = std::sync::Arc::new(move |stages| {
+        if let Ok(mut slot) = sink_slot.lock() {
+            *slot = Some(dpmm::dp_core::progress::line(stages));
+        }
+    });
     std::thread::scope(|scope| {
         let worker = std::thread::Builder::new()
             .name("dpmatrix".into())
             .stack_size(WORKER_STACK)
             .spawn_scoped(scope, || {
-                let out = token.run(work);
+                let out = if shown {
+                    dpmm::dp_core::progress::show(sink, || token.run(work))
+                } else {
+                    token.run(work)
+                };
                 let _ = done.send(());
                 out
             })
@@ -97,6 +121,13 @@ fn interruptible<T: Send>(
             }
             if raised.is_none()
                 && let Err(e) = py.check_signals()
+            {
+                token.trigger();
+                raised = Some(e);
+            }
+            let line = latest.lock().ok().and_then(|mut l| l.take());
+            if let (Some(callback), Some(line), None) = (progress, line, &raised)
+                && let Err(e) = callback.call1((line,))
             {
                 token.trigger();
                 raised = Some(e);
@@ -450,7 +481,8 @@ impl Plan {
 /// Plans `workload` under ε (or (ε, δ)), minimizing `objective` (`total`:
 /// the sum of the queries' variances; `max`: the largest).
 #[pyfunction]
-#[pyo3(signature = (workload, epsilon, delta=None, objective="total", max_memory=None))]
+#[pyo3(signature = (workload, epsilon, delta=None, objective="total", max_memory=None, progress=None, spinner=true))]
+#[allow(clippy::too_many_arguments)] // Python keyword arguments
 fn plan(
     py: Python<'_>,
     workload: &Workload,
@@ -458,6 +490,8 @@ fn plan(
     delta: Option<f64>,
     objective: &str,
     max_memory: Option<u64>,
+    progress: Option<Bound<'_, PyAny>>,
+    spinner: bool,
 ) -> PyResult<Plan> {
     let budget = budget(epsilon, delta)?;
     let objective = match objective {
@@ -470,10 +504,17 @@ fn plan(
         }
     };
     let w = &workload.inner;
-    let spinner = spinner(py, "planning");
-    let optimized = uninterrupted(py, || {
+    let spinner = if spinner && progress.is_none() {
+        self::spinner(py, "planning")
+    } else {
+        Spinner::hidden()
+    };
+    let optimized = match interruptible_with(py, progress.as_ref(), || {
         spinner.show(|| dpmm::Plan::optimize(w, budget, objective, max_memory))
-    });
+    })? {
+        (_, Some(raised)) => Err(raised),
+        (out, None) => Ok(out),
+    };
     spinner.finish();
     let optimized = optimized?.map_err(py_err)?;
     Ok(Plan {
