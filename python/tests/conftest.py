@@ -45,6 +45,19 @@ def xtask() -> Path:
 
 
 @pytest.fixture(scope="session")
+def dpmm_command() -> Path:
+    """The `dpmm` command: the release build (CI builds it) or else the
+    debug one `cargo test` builds; a missing one fails under CI."""
+    for build in ("release", "debug"):
+        path = REPO / "target" / build / "dpmm"
+        if path.exists():
+            return path
+    if os.environ.get("DPMM_REQUIRE_XTASK"):
+        pytest.fail("no build of the dpmm command under target/")
+    pytest.skip("no build of the dpmm command")
+
+
+@pytest.fixture(scope="session")
 def duckdb_module():
     if os.environ.get("DPMM_REQUIRE_XTASK"):
         import duckdb  # CI installs it: a missing one fails

@@ -12,7 +12,6 @@ naming it, with nothing spent."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
@@ -30,22 +29,22 @@ def census(schema_path, spec_path):
     return dm.Schema.from_json(schema_path), dm.Workload.from_json(spec_path)
 
 
-@pytest.fixture(scope="module")
-def dpmm_binary() -> Path:
-    """The `dpmm` command (`cargo test` builds the debug one CI runs)."""
-    for build in ("release", "debug"):
-        path = REPO / "target" / build / "dpmm"
-        if path.exists():
-            return path
-    if os.environ.get("DPMM_REQUIRE_XTASK"):
-        pytest.fail("no build of the dpmm command under target/")
-    pytest.skip("no build of the dpmm command")
-
-
 def _spec(spec_path: Path, queries) -> dm.Workload:
     spec = json.loads(spec_path.read_text())
     spec["queries"] = queries
     return dm.Workload.from_dict(spec)
+
+
+def _release_with_file(tmp_path: Path, schema, workload):
+    """A (1, 10⁻⁹) release of the census extract on a fresh ledger, with
+    its measurement file: the file's path and the answers."""
+    ledger = dm.Ledger.create(tmp_path / "l.jsonl", total_epsilon=2.0, total_delta=1e-6)
+    file = tmp_path / "m.parquet"
+    released = dm.release(
+        str(REPO / "datasets" / "fertility1980.csv.gz"), schema=schema, workload=workload,
+        epsilon=1.0, delta=1e-9, ledger=ledger, measurements=file,
+    )
+    return file, released
 
 
 AGE_RANGES = [[0, 4], [5, 9], [10, 14]]
@@ -113,14 +112,9 @@ def test_new_queries_from_ten_releases_are_unbiased_with_their_stated_errors(
     assert 0.85 <= z.std() <= 1.15, z.std()
 
 
-def test_the_answers_are_the_commands(tmp_path, census, spec_path, dpmm_binary):
+def test_the_answers_are_the_commands(tmp_path, census, spec_path, dpmm_command):
     schema, workload = census
-    ledger = dm.Ledger.create(tmp_path / "l.jsonl", total_epsilon=2.0, total_delta=1e-6)
-    file = tmp_path / "m.parquet"
-    released = dm.release(
-        str(REPO / "datasets" / "fertility1980.csv.gz"), schema=schema, workload=workload,
-        epsilon=1.0, delta=1e-9, ledger=ledger, measurements=file,
-    )
+    file, released = _release_with_file(tmp_path, schema, workload)
     m = dm.Measurements.load(file)
     assert (m.epsilon, m.delta) == (1.0, 1e-9)
     assert m.domain == workload.domain
@@ -132,7 +126,7 @@ def test_the_answers_are_the_commands(tmp_path, census, spec_path, dpmm_binary):
     spec.write_text(json.dumps(new.to_dict()))
     out = tmp_path / "q.csv"
     subprocess.run(
-        [dpmm_binary, "query", "--measurements", file, "--workload", spec, "--out", out],
+        [dpmm_command, "query", "--measurements", file, "--workload", spec, "--out", out],
         check=True, capture_output=True,
     )
     ours = m.answer(new)
@@ -142,7 +136,7 @@ def test_the_answers_are_the_commands(tmp_path, census, spec_path, dpmm_binary):
     assert ours.attrs["sidecar"].keys() == sidecar.keys()
     assert ours.attrs["sidecar"]["groups"] == sidecar["groups"]
     listed = subprocess.run(
-        [dpmm_binary, "query", "--measurements", file, "--list"],
+        [dpmm_command, "query", "--measurements", file, "--list"],
         check=True, capture_output=True, text=True,
     ).stdout.splitlines()
     assert [" × ".join(s) for s in m.estimable()] == listed
@@ -199,12 +193,7 @@ def test_damaged_or_forged_files_are_refused_and_rewrites_are_read(tmp_path, cen
     import pyarrow as pa
 
     schema, workload = census
-    ledger = dm.Ledger.create(tmp_path / "l.jsonl", total_epsilon=2.0, total_delta=1e-6)
-    file = tmp_path / "m.parquet"
-    released = dm.release(
-        str(REPO / "datasets" / "fertility1980.csv.gz"), schema=schema, workload=workload,
-        epsilon=1.0, delta=1e-9, ledger=ledger, measurements=file,
-    )
+    file, released = _release_with_file(tmp_path, schema, workload)
     # A rewrite by pyarrow (nullable columns, no nulls) reads the same.
     again = dm.Measurements.load(_rewrite(file, tmp_path / "nullable.parquet")).answer(workload)
     pd.testing.assert_frame_equal(again, released, check_exact=True)

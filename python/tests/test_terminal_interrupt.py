@@ -119,17 +119,6 @@ def test_ctrl_c_in_python(case, call):
     assert not (case / "page.html").exists()
 
 
-@pytest.fixture(scope="module")
-def dpmm_command() -> Path:
-    for build in ("release", "debug"):
-        path = REPO / "target" / build / "dpmm"
-        if path.exists():
-            return path
-    if os.environ.get("DPMM_REQUIRE_XTASK"):
-        pytest.fail("no build of the dpmm command under target/")
-    pytest.skip("no build of the dpmm command")
-
-
 @pytest.mark.parametrize("call", ["plan", "release"])
 def test_ctrl_c_in_the_command(case, call, dpmm_command):
     before = _ledger(case)

@@ -274,18 +274,24 @@ impl<'a> Estimable<'a> {
             return Ok(check_row_space(0, &product, &read).is_ok());
         }
         let rows = check_terms(self.measured, &self.domain.shape())?;
-        let probe: Vec<f64> = (0..rows as u64)
-            .map(|i| {
-                let h = (i.wrapping_add(1)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 11;
-                2.0 * (h as f64 / (1u64 << 53) as f64) - 1.0
-            })
-            .collect();
+        let probe: Vec<f64> = (0..rows).map(probe_value).collect();
         match reconstruct(&workload, self.measured, &probe, 1.0) {
             Ok(_) => Ok(true),
             Err(DpError::NotEstimable(_)) => Ok(false),
             Err(e) => Err(e),
         }
     }
+}
+
+/// Value `i` of the data-independent values a reconstruction is dry-run
+/// on: a fixed pseudo-random sequence in [-1, 1] (never all zeros, so
+/// that an iterative solve has a right-hand side to converge on).
+pub fn probe_value(i: usize) -> f64 {
+    let h = (i as u64)
+        .wrapping_add(1)
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        >> 11;
+    2.0 * (h as f64 / (1u64 << 53) as f64) - 1.0
 }
 
 /// A hash of the strategy's supports and factor entries (their bits).

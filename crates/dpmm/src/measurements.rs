@@ -29,7 +29,7 @@ use dp_core::{
     Cost, DpError, MeasuredStrategy, MeasuredTerm, Measurement, MeasurementNoise, PrivacyBudget,
 };
 use dp_linalg::Mat;
-use dp_plan::reconstruct::{Estimable, Reconstruction, Reconstructor, VarianceMethod};
+use dp_plan::reconstruct::{Estimable, Reconstruction, Reconstructor};
 use dp_plan::resources::reconstruction_need;
 use dp_workloads::domain::Domain;
 use dp_workloads::structured::{AttrSet, Factor, StructuredWorkload};
@@ -810,13 +810,7 @@ impl Measurements {
             },
             "groups": group_rmse(workload, rec),
             "reconstruction": rec.method,
-            "variances": match rec.variance_method {
-                VarianceMethod::Exact => "exact",
-                VarianceMethod::SingleTermBound => {
-                    "upper bounds (the best single strategy term's Gauss-Markov variance): \
-                     std_error and the intervals are conservative"
-                }
-            },
+            "variances": crate::release::variances_text(rec.variance_method),
             "queries": rec.answers.len(),
             "intervals": Interval::new(self.noise, h.noise.granularity)
                 .method(rec.fourth_powers.is_some()),

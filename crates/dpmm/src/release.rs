@@ -571,10 +571,7 @@ impl Ready {
         probe
             .try_reserve_exact(rows)
             .map_err(|_| format!("the dry run's {rows} values cannot be allocated"))?;
-        probe.extend((0..rows as u64).map(|i| {
-            let h = (i.wrapping_add(1)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 11;
-            2.0 * (h as f64 / (1u64 << 53) as f64) - 1.0
-        }));
+        probe.extend((0..rows).map(dp_plan::reconstruct::probe_value));
         let measured = kernel_strategy.measured_strategy();
         let reconstructor = Reconstructor::new(workload, measured)?;
         let dry = match reconstructor.unit_variances() {
@@ -702,6 +699,17 @@ impl Release {
     }
 }
 
+/// The sidecar's `variances`: how the standard errors were computed.
+pub(crate) fn variances_text(method: VarianceMethod) -> &'static str {
+    match method {
+        VarianceMethod::Exact => "exact",
+        VarianceMethod::SingleTermBound => {
+            "upper bounds (the best single strategy term's Gauss-Markov variance): \
+             std_error and the intervals are conservative"
+        }
+    }
+}
+
 /// The sidecar: how the answers were made (nothing exact about the data).
 fn sidecar(
     release: &Release,
@@ -751,13 +759,7 @@ fn sidecar(
         },
         "groups": group_rmse(&p.workload, rec),
         "reconstruction": rec.method,
-        "variances": match rec.variance_method {
-            VarianceMethod::Exact => "exact",
-            VarianceMethod::SingleTermBound => {
-                "upper bounds (the best single strategy term's Gauss-Markov variance): \
-                 std_error and the intervals are conservative"
-            }
-        },
+        "variances": variances_text(rec.variance_method),
         "queries": rec.answers.len(),
         "intervals": Interval::new(m.noise, m.granularity).method(rec.fourth_powers.is_some()),
         "ledger": {"path": release.ledger.display().to_string(), "entry": entry},
