@@ -33,7 +33,14 @@ thread_local! {
 
 /// A cancellation flag: cloned handles share it.
 #[derive(Debug, Clone, Default)]
-pub struct Interrupt(Arc<AtomicBool>);
+pub struct Interrupt(Arc<State>);
+
+#[derive(Debug, Default)]
+struct State {
+    triggered: AtomicBool,
+    /// Whether work under this token has begun a [`commit`].
+    committed: AtomicBool,
+}
 
 impl Interrupt {
     /// A token not yet triggered.
@@ -43,12 +50,22 @@ impl Interrupt {
 
     /// Asks the work running under this token to stop at its next check.
     pub fn trigger(&self) {
-        self.0.store(true, Ordering::SeqCst);
+        self.0.triggered.store(true, Ordering::SeqCst);
     }
 
     /// Whether [`Self::trigger`] was called.
     pub fn is_triggered(&self) -> bool {
-        self.0.load(Ordering::SeqCst)
+        self.0.triggered.load(Ordering::SeqCst)
+    }
+
+    /// Whether work under this token has begun a [`commit`] (and so may
+    /// have charged a ledger). Read after [`Self::trigger`], `false` is
+    /// final: [`commit`] marks the token before it reads the trigger, so
+    /// work that had not begun one by then never will, and a caller may
+    /// stop waiting for it (it ends at its next check, having spent
+    /// nothing).
+    pub fn has_committed(&self) -> bool {
+        self.0.committed.load(Ordering::SeqCst)
     }
 
     /// Runs `f` with this token current on the calling thread (the one
@@ -101,8 +118,9 @@ pub fn check() -> Result<()> {
 /// result is [`DpError::Interrupted`]. While `f` runs, [`committed`] is
 /// true.
 ///
-/// The commitment is counted before the token is read, so a thread that
-/// triggers a token and then finds `committed()` false knows that the
+/// The commitment is counted, and the token marked
+/// ([`Interrupt::has_committed`]), before the token is read, so a thread
+/// that triggers a token and then finds `committed()` false knows that the
 /// work it interrupted will not charge anything.
 pub fn commit<R>(f: impl FnOnce() -> R) -> Result<R> {
     struct Section;
@@ -113,6 +131,11 @@ pub fn commit<R>(f: impl FnOnce() -> R) -> Result<R> {
     }
     COMMITTED.fetch_add(1, Ordering::SeqCst);
     let _section = Section;
+    CURRENT.with(|c| {
+        if let Some(token) = c.borrow().as_ref() {
+            token.0.committed.store(true, Ordering::SeqCst);
+        }
+    });
     check()?;
     Ok(with_current(None, f))
 }
@@ -183,7 +206,32 @@ mod tests {
             })
         });
         assert_eq!(inside, Ok((false, true)), "no token inside, counted");
+        assert!(token.has_committed(), "and the token marked");
         assert!(!token.run(|| commit(|| ()).is_ok()), "triggered now");
+        // A commit refused by its trigger still marks the token: the
+        // mark comes before the trigger is read.
+        let refused = Interrupt::new();
+        refused.trigger();
+        assert!(!refused.has_committed());
+        assert_eq!(refused.run(|| commit(|| ())), Err(DpError::Interrupted));
+        assert!(refused.has_committed());
+    }
+
+    #[test]
+    fn a_token_found_uncommitted_after_its_trigger_never_commits() {
+        // The race a caller that stops waiting relies on, run many times:
+        // the trigger lands before, during or after the worker's commit.
+        for _ in 0..2000 {
+            let token = Interrupt::new();
+            let remote = token.clone();
+            let (charged, abandonable) = std::thread::scope(|s| {
+                let worker = s.spawn(|| token.run(|| commit(|| ()).is_ok()));
+                remote.trigger();
+                let abandonable = !remote.has_committed();
+                (worker.join().unwrap(), abandonable)
+            });
+            assert!(!(charged && abandonable));
+        }
     }
 
     #[test]

@@ -26,6 +26,7 @@
 
 use std::path::PathBuf;
 use std::sync::mpsc::{RecvTimeoutError, channel};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dpmm::dp_core::interrupt::Interrupt;
@@ -68,12 +69,16 @@ const WORKER_STACK: usize = 8 << 20;
 
 /// Runs `work` on a worker thread under a fresh interrupt token, the GIL
 /// released; returns its result and, when a signal handler raised (Ctrl-C:
-/// `KeyboardInterrupt`) meanwhile, that exception. The token is triggered
-/// on the exception and the worker is always waited for, never abandoned:
-/// work past a ledger charge runs to its end ([`dpmm::dp_core::interrupt::commit`]).
-fn interruptible<T: Send>(
+/// `KeyboardInterrupt`) meanwhile, that exception. On the exception the
+/// token is triggered; work that had not begun its ledger charge
+/// ([`Interrupt::has_committed`]) never will, so the exception is raised
+/// at once and the worker left to end at its next check, having spent and
+/// written nothing. Work past a charge is waited for: it runs to its end
+/// ([`dpmm::dp_core::interrupt::commit`]) and its result is returned with
+/// the exception.
+fn interruptible<T: Send + 'static>(
     py: Python<'_>,
-    work: impl FnOnce() -> T + Send,
+    work: impl FnOnce() -> T + Send + 'static,
 ) -> PyResult<(T, Option<PyErr>)> {
     interruptible_with(py, None, work)
 }
@@ -82,62 +87,71 @@ fn interruptible<T: Send>(
 /// the calling thread with the work's progress line
 /// ([`dpmm::dp_core::progress::line`]) when it changed, between two
 /// polls; an exception it raises stops the work as Ctrl-C does.
-fn interruptible_with<T: Send>(
+fn interruptible_with<T: Send + 'static>(
     py: Python<'_>,
     progress: Option<&Bound<'_, PyAny>>,
-    work: impl FnOnce() -> T + Send,
+    work: impl FnOnce() -> T + Send + 'static,
 ) -> PyResult<(T, Option<PyErr>)> {
     let token = Interrupt::new();
-    let (done, mut finished) = channel::<()>();
-    let latest: std::sync::Arc<std::sync::Mutex<Option<String>>> = std::sync::Arc::default();
-    let shown = progress.is_some();
-    let sink_slot = latest.clone();
-    let sink: dpmm::dp_core::progress::Sink = std::sync::Arc::new(move |stages| {
-        if let Ok(mut slot) = sink_slot.lock() {
-            *slot = Some(dpmm::dp_core::progress::line(stages));
-        }
+    let (done, mut finished) = channel::<T>();
+    let latest: Arc<Mutex<Option<String>>> = Arc::default();
+    let sink: Option<dpmm::dp_core::progress::Sink> = progress.map(|_| {
+        let slot = latest.clone();
+        let sink: dpmm::dp_core::progress::Sink = Arc::new(move |stages| {
+            if let Ok(mut slot) = slot.lock() {
+                *slot = Some(dpmm::dp_core::progress::line(stages));
+            }
+        });
+        sink
     });
-    std::thread::scope(|scope| {
-        let worker = std::thread::Builder::new()
-            .name("dpmatrix".into())
-            .stack_size(WORKER_STACK)
-            .spawn_scoped(scope, || {
-                let out = if shown {
-                    dpmm::dp_core::progress::show(sink, || token.run(work))
-                } else {
-                    token.run(work)
+    let worker_token = token.clone();
+    let worker = std::thread::Builder::new()
+        .name("dpmatrix".into())
+        .stack_size(WORKER_STACK)
+        .spawn(move || {
+            let out = match sink {
+                Some(sink) => dpmm::dp_core::progress::show(sink, || worker_token.run(work)),
+                None => worker_token.run(work),
+            };
+            // The caller may have stopped waiting (an interrupt before
+            // any charge): the result is dropped here.
+            let _ = done.send(out);
+        })
+        .map_err(|e| PyRuntimeError::new_err(format!("cannot start a worker thread: {e}")))?;
+    let mut raised = None;
+    loop {
+        let wait;
+        (wait, finished) = py.detach(move || (finished.recv_timeout(SIGNAL_POLL), finished));
+        match wait {
+            Ok(out) => return Ok((out, raised)),
+            // The worker panicked before sending: its panic, here.
+            Err(RecvTimeoutError::Disconnected) => {
+                return match py.detach(|| worker.join()) {
+                    Err(panic) => std::panic::resume_unwind(panic),
+                    Ok(()) => Err(PyRuntimeError::new_err("the worker ended without a result")),
                 };
-                let _ = done.send(());
-                out
-            })
-            .map_err(|e| PyRuntimeError::new_err(format!("cannot start a worker thread: {e}")))?;
-        let mut raised = None;
-        loop {
-            // A worker that panicked drops its sender: finished too.
-            let wait;
-            (wait, finished) = py.detach(move || (finished.recv_timeout(SIGNAL_POLL), finished));
-            if !matches!(wait, Err(RecvTimeoutError::Timeout)) {
-                break;
             }
-            if raised.is_none()
-                && let Err(e) = py.check_signals()
-            {
-                token.trigger();
-                raised = Some(e);
-            }
-            let line = latest.lock().ok().and_then(|mut l| l.take());
-            if let (Some(callback), Some(line), None) = (progress, line, &raised)
-                && let Err(e) = callback.call1((line,))
-            {
-                token.trigger();
-                raised = Some(e);
-            }
+            Err(RecvTimeoutError::Timeout) => {}
         }
-        match py.detach(|| worker.join()) {
-            Ok(out) => Ok((out, raised)),
-            Err(panic) => std::panic::resume_unwind(panic),
+        if raised.is_none()
+            && let Err(e) = py.check_signals()
+        {
+            raised = Some(e);
         }
-    })
+        let line = latest.lock().ok().and_then(|mut l| l.take());
+        if let (Some(callback), Some(line), None) = (progress, line, &raised)
+            && let Err(e) = callback.call1((line,))
+        {
+            raised = Some(e);
+        }
+        if let Some(e) = raised.take() {
+            token.trigger();
+            if !token.has_committed() {
+                return Err(e);
+            }
+            raised = Some(e);
+        }
+    }
 }
 
 /// Whether `sys.stderr` is a terminal (pytest's capture and a notebook's
@@ -161,10 +175,10 @@ fn spinner(py: Python<'_>, message: &'static str) -> Spinner {
 }
 
 /// `work`'s result, or the exception a signal handler raised while it ran.
-fn uninterrupted<T>(py: Python<'_>, work: impl FnOnce() -> T + Send) -> PyResult<T>
-where
-    T: Send,
-{
+fn uninterrupted<T: Send + 'static>(
+    py: Python<'_>,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> PyResult<T> {
     match interruptible(py, work)? {
         (_, Some(raised)) => Err(raised),
         (out, None) => Ok(out),
@@ -503,14 +517,15 @@ fn plan(
             )));
         }
     };
-    let w = &workload.inner;
+    let w = workload.inner.clone();
     let spinner = if spinner && progress.is_none() {
         self::spinner(py, "planning")
     } else {
         Spinner::hidden()
     };
-    let optimized = match interruptible_with(py, progress.as_ref(), || {
-        spinner.show(|| dpmm::Plan::optimize(w, budget, objective, max_memory))
+    let shown = spinner.clone();
+    let optimized = match interruptible_with(py, progress.as_ref(), move || {
+        shown.show(|| dpmm::Plan::optimize(&w, budget, objective, max_memory))
     })? {
         (_, Some(raised)) => Err(raised),
         (out, None) => Ok(out),
@@ -594,7 +609,7 @@ fn release<'py>(
         people,
         stderr_is_terminal(py),
     )?;
-    released(py, interruptible(py, || release.run(data))?)
+    released(py, interruptible(py, move || release.run(data))?)
 }
 
 /// The library's release of a Python call's arguments: the schema,
@@ -692,7 +707,7 @@ fn columns<'py>(py: Python<'py>, answers: &dpmm::Answers, warnings: Vec<String>)
 /// queries in the row space of the strategy it measured, spending nothing.
 #[pyclass(frozen, module = "dpmatrix._dpmatrix")]
 struct Measurements {
-    inner: dpmm::Measurements,
+    inner: Arc<dpmm::Measurements>,
 }
 
 #[pymethods]
@@ -703,7 +718,9 @@ impl Measurements {
         let inner = py
             .detach(|| dpmm::Measurements::load(&path))
             .map_err(py_err)?;
-        Ok(Self { inner })
+        Ok(Self {
+            inner: Arc::new(inner),
+        })
     }
 
     /// The answers to `workload` (and with `out`, written there with
@@ -721,10 +738,10 @@ impl Measurements {
     ) -> PyResult<Released<'py>> {
         let options = dpmm::measurements::AnswerOptions { nonneg, max_memory };
         let doc = workload.inner.document("the workload");
-        let (outcome, raised) = interruptible(py, || -> dpmm::Result<dpmm::Answers> {
-            self.inner
-                .check_outputs(None, out.as_deref(), nonneg, report.as_deref())?;
-            let answers = self.inner.answer_with(doc, &options)?;
+        let inner = self.inner.clone();
+        let (outcome, raised) = interruptible(py, move || -> dpmm::Result<dpmm::Answers> {
+            inner.check_outputs(None, out.as_deref(), nonneg, report.as_deref())?;
+            let answers = inner.answer_with(doc, &options)?;
             dpmm::Measurements::write(&answers, out.as_deref(), report.as_deref())?;
             Ok(answers)
         })?;
@@ -854,7 +871,7 @@ fn stream(
         report,
     };
     let source = data.into_source(|f| Box::new(f)).map_err(py_err)?;
-    match interruptible(py, || run.run(source, &out))? {
+    match interruptible(py, move || run.run(source, &out))? {
         // Past its charge: the running counts are written.
         (Ok(summary), Some(_)) => Ok((describe(&summary), true)),
         (_, Some(raised)) => Err(raised),
@@ -936,9 +953,9 @@ fn check(
         }
     };
     let spec = workload.map(|w| w.inner.document("the workload"));
-    let doc = &schema.doc;
-    let report = uninterrupted(py, || {
-        dpmm::check::check(doc, data, spec.as_ref(), time.as_ref(), &people)
+    let doc = schema.doc.clone();
+    let report = uninterrupted(py, move || {
+        dpmm::check::check(&doc, data, spec.as_ref(), time.as_ref(), &people)
     })?
     .map_err(py_err)?;
     serde_json::to_string(&report).map_err(|e| PyRuntimeError::new_err(e.to_string()))
@@ -1006,11 +1023,13 @@ fn optimize<'py>(
         effort,
         ..Params::default()
     };
-    let w = matrix(&w)?;
-    let wr = w.as_ref();
+    // Owned: a worker interrupted before it ends is not waited for.
+    let w = matrix(&w)?.as_ref().to_owned();
+    let optimizer = optimizer.to_owned();
     let spinner = spinner(py, "optimizing");
-    let o = uninterrupted(py, || {
-        spinner.show(|| dpmm::matrix::optimize(wr, optimizer, model, &params, &mut ()))
+    let shown = spinner.clone();
+    let o = uninterrupted(py, move || {
+        shown.show(|| dpmm::matrix::optimize(w.as_ref(), &optimizer, model, &params, &mut ()))
     });
     spinner.finish();
     let o = o?.map_err(dp_err)?;

@@ -169,6 +169,7 @@ pub fn release_need(
 /// that work goes on and how far the current run is, not the time left).
 /// Planning reads no data and spends nothing: Ctrl-C during it ends the
 /// command with nothing charged.
+#[derive(Clone)]
 pub struct Spinner(Option<(ProgressBar, &'static str)>);
 
 impl Spinner {
