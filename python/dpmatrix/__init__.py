@@ -28,6 +28,7 @@ on valid input.
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import errno
 import io
@@ -43,6 +44,11 @@ import pandas as pd
 
 from . import _dpmatrix, workloads
 from ._dpmatrix import BudgetExceeded
+
+# A call interrupted before any charge returns at once and leaves its
+# worker to stop at its next check; one still holding Python objects (an
+# Arrow stream) is waited for before the interpreter finalizes.
+atexit.register(_dpmatrix._join_workers)
 
 __all__ = [
     "BudgetExceeded",
@@ -278,8 +284,7 @@ def plan(
             )
         )
     finally:
-        if hasattr(callback, "close"):
-            callback.close()
+        _close(callback)
 
 
 class _ProgressLine:
@@ -309,6 +314,12 @@ class _ProgressLine:
             self.bar.close()
         elif self.shown:
             sys.stderr.write("\n")
+
+
+def _close(callback: Any) -> None:
+    """Ends a progress line this package made (not a user's callable)."""
+    if isinstance(callback, _ProgressLine):
+        callback.close()
 
 
 def _progress(progress: Any, what: str):
@@ -566,6 +577,7 @@ def release(
     weight: Optional[str] = None,
     max_weight: Optional[float] = None,
     measurements: Optional[PathLike] = None,
+    progress: Any = None,
 ) -> pd.DataFrame:
     """Releases private answers to the plan's (or the workload's) queries.
 
@@ -608,6 +620,13 @@ def release(
     (Parquet, checked writable before the charge): the noisy measurements
     and how they were made, publishable with the answers, from which
     :class:`Measurements` answers new queries at no privacy cost.
+
+    ``progress`` is :func:`plan`'s: the planning's passes and iterations,
+    then the share of a file's records read (a percentage only: never a
+    count of records), then the query products reconstructed. A callable's
+    exception stops the release as Ctrl-C does: before the charge nothing
+    is spent; after it the release runs to its end and its answers are
+    returned with a warning.
     """
     _check_release(schema, plan, workload)
     if (data is None) == (counts is None):
@@ -617,24 +636,30 @@ def release(
         _source(data, "data", needed) if counts is None else _source(counts, "counts", needed)
     )
     book = ledger.path if isinstance(ledger, Ledger) else _existing(ledger)
-    result = _dpmatrix.release(
-        schema._native,
-        book,
-        epsilon,
-        delta,
-        workload=None if workload is None else workload._native,
-        plan=None if plan is None else plan._native,
-        counts=counts is not None,
-        max_memory=max_memory,
-        report=None if report is None else os.fspath(report),
-        nonneg=nonneg,
-        privacy_unit=privacy_unit,
-        max_records_per_unit=max_records_per_unit,
-        weight=weight,
-        max_weight=max_weight,
-        measurements=None if measurements is None else os.fspath(measurements),
-        **source,
-    )
+    callback, spinner = _progress(progress, "releasing")
+    try:
+        result = _dpmatrix.release(
+            schema._native,
+            book,
+            epsilon,
+            delta,
+            workload=None if workload is None else workload._native,
+            plan=None if plan is None else plan._native,
+            counts=counts is not None,
+            max_memory=max_memory,
+            report=None if report is None else os.fspath(report),
+            nonneg=nonneg,
+            privacy_unit=privacy_unit,
+            max_records_per_unit=max_records_per_unit,
+            weight=weight,
+            max_weight=max_weight,
+            measurements=None if measurements is None else os.fspath(measurements),
+            progress=callback,
+            spinner=spinner,
+            **source,
+        )
+    finally:
+        _close(callback)
     return _answers(*result)
 
 
@@ -663,6 +688,7 @@ class Measurements:
         out: Optional[PathLike] = None,
         report: Optional[PathLike] = None,
         max_memory: Optional[int] = None,
+        progress: Any = None,
     ) -> pd.DataFrame:
         """Answers ``workload`` (on the release's domain): the DataFrame
         :func:`release` returns, ``attrs["sidecar"]`` saying how (nothing
@@ -671,17 +697,24 @@ class Measurements:
         measured. With ``out`` (CSV, or Parquet by its name), the answers
         and their sidecar are written as ``dpmm query`` writes them; with
         ``report``, the HTML page; with ``nonneg`` (marginal workloads), a
-        ``nonneg`` column of non-negative consistent tables.
+        ``nonneg`` column of non-negative consistent tables. ``progress`` is
+        :func:`plan`'s (the query products answered).
         """
         if not isinstance(workload, Workload):
             raise ValueError(f"workload must be a dpmatrix.Workload, got {type(workload).__name__}")
-        result = self._native.answer(
-            workload._native,
-            nonneg=nonneg,
-            max_memory=max_memory,
-            out=None if out is None else os.fspath(out),
-            report=None if report is None else os.fspath(report),
-        )
+        callback, spinner = _progress(progress, "answering")
+        try:
+            result = self._native.answer(
+                workload._native,
+                nonneg=nonneg,
+                max_memory=max_memory,
+                out=None if out is None else os.fspath(out),
+                report=None if report is None else os.fspath(report),
+                progress=callback,
+                spinner=spinner,
+            )
+        finally:
+            _close(callback)
         return _answers(*result)
 
     def estimable(self) -> list:
@@ -773,6 +806,7 @@ def stream(
     min_separation: Optional[int] = None,
     out: Optional[PathLike] = None,
     report: Optional[PathLike] = None,
+    progress: Any = None,
 ) -> pd.DataFrame:
     """Releases the running counts of a workload of marginals at each of
     ``steps`` steps (``dpmm stream``): the same pipeline, kernel and
@@ -806,7 +840,7 @@ def stream(
     (``<out>.json`` the sidecar), or to a temporary directory removed
     afterwards. With ``report``, an HTML page is written there: what was
     spent and is left, and each table's running counts over the steps in
-    their 95% bands.
+    their 95% bands. ``progress`` is :func:`plan`'s (the steps written).
     """
     if not isinstance(schema, Schema):
         raise ValueError(f"schema must be a dpmatrix.Schema, got {type(schema).__name__}")
@@ -817,27 +851,33 @@ def stream(
     book = ledger.path if isinstance(ledger, Ledger) else _existing(ledger)
     with tempfile.TemporaryDirectory(prefix="dpmatrix-stream-") as scratch:
         target = os.fspath(out) if out is not None else os.path.join(scratch, "running.csv")
-        summary, late = _dpmatrix.stream(
-            schema._native,
-            workload._native,
-            book,
-            epsilon,
-            target,
-            time_column,
-            steps,
-            delta=delta,
-            start=None if start is None else str(start),
-            step=step,
-            timezone=timezone,
-            bands=bands,
-            nonneg=nonneg,
-            privacy_unit=privacy_unit,
-            max_records_per_unit=max_records_per_unit,
-            max_steps_per_unit=max_steps_per_unit,
-            min_separation=min_separation,
-            report=None if report is None else os.fspath(report),
-            **source,
-        )
+        callback, spinner = _progress(progress, "streaming")
+        try:
+            summary, late = _dpmatrix.stream(
+                schema._native,
+                workload._native,
+                book,
+                epsilon,
+                target,
+                time_column,
+                steps,
+                delta=delta,
+                start=None if start is None else str(start),
+                step=step,
+                timezone=timezone,
+                bands=bands,
+                nonneg=nonneg,
+                privacy_unit=privacy_unit,
+                max_records_per_unit=max_records_per_unit,
+                max_steps_per_unit=max_steps_per_unit,
+                min_separation=min_separation,
+                report=None if report is None else os.fspath(report),
+                progress=callback,
+                spinner=spinner,
+                **source,
+            )
+        finally:
+            _close(callback)
         types = {"step": "int64", "time": "string", "query": "string"}
         frame = pd.read_csv(target, dtype=types, keep_default_na=False)
         with open(target + ".json", encoding="utf-8") as f:

@@ -314,7 +314,8 @@ def release(
         return _answers(*prepared.finish(jobs.partitions, tables))
     finally:
         # A job that failed (or was interrupted) spent nothing, and the
-        # ledger is not held until the exception's frames are collected.
+        # ledger is not held until the exception's frames are collected
+        # (an interrupted finish's worker is waited for by the next call).
         prepared.close()
 
 

@@ -189,3 +189,51 @@ def test_plan_calls_its_progress_callable_and_stops_when_it_raises(case):
     assert any(re.fullmatch(r"passes \d+/\d+ › iterations \d+/\d+ \(\d+\.\d%\)", l) for l in lines), lines
     with pytest.raises(ValueError):
         dm.plan(w, epsilon=1.0, progress="yes")
+
+
+# A progress line: stages joined by ' › ', each a count, a fraction or
+# (the records read) a percentage alone, and the innermost fraction's
+# percentage.
+STAGE = r"[a-z' ]+ (\d+(/\d+)?|\d+\.\d%)"
+LINE = rf"{STAGE}( › {STAGE})*( \(\d+\.\d%\))?"
+
+
+def test_a_release_stopped_before_its_charge_spends_nothing_and_frees_its_ledger(case):
+    """``dm.release(progress=f)``: ``f``'s exception during planning stops
+    the release at once with nothing spent; the next release on the same
+    ledger starts at once (the stopped worker is waited for, so its ledger
+    lock is gone) and its progress lines show the records read as a
+    percentage only."""
+    import re
+
+    before = _ledger(case)
+    schema = dm.Schema.from_json(case / "schema.json")
+    long = dm.Workload.from_json(case / "spec.json")
+    start = time.monotonic()
+    raised_at = []
+
+    class Enough(Exception):
+        pass
+
+    def stop(line: str) -> None:
+        assert re.fullmatch(LINE, line), line
+        if time.monotonic() - start > 1.0:
+            raised_at.append(time.monotonic())
+            raise Enough
+
+    with pytest.raises(Enough):
+        dm.release(case / "records.csv", schema=schema, workload=long, epsilon=1.0,
+                   ledger=case / "ledger.jsonl", progress=stop)
+    assert time.monotonic() - raised_at[0] < 0.5
+    assert (case / "ledger.jsonl").read_bytes() == before
+
+    small = dm.Workload.from_dict({"domain": SPEC["domain"],
+                                   "queries": [{"kron": {"a": "identity", "b": "total"}}]})
+    lines: list[str] = []
+    answers = dm.release(case / "records.csv", schema=schema, workload=small, epsilon=0.5,
+                         ledger=case / "ledger.jsonl", progress=lines.append)
+    assert len(answers) == 4096
+    assert dm.Ledger(case / "ledger.jsonl").spent == pytest.approx(0.5)
+    for line in lines:
+        assert re.fullmatch(LINE, line), line
+        assert not re.search(r"read \d+/", line), line

@@ -681,29 +681,31 @@ pub(super) fn joint_spectrum(grams: &[Mat<f64>]) -> Option<Vec<(Vec<f64>, f64)>>
     }
     let eig = dp_linalg::SymmetricEigen::new(combo.as_ref()).ok()?;
     let scale: Vec<f64> = grams.iter().map(|g| g.norm_l2()).collect();
-    let mut classes: Vec<(Vec<f64>, f64)> = Vec::new();
-    for j in 0..n {
-        let v = eig.vectors.col(j);
-        let profile: Vec<f64> = grams
-            .iter()
-            .map(|g| {
-                let gv = g * v;
-                (0..n).map(|r| v[r] * gv[r]).sum::<f64>().max(0.0)
-            })
-            .collect();
-        // A generic combination can still repeat an eigenvalue across two
-        // joint classes, and then its eigenvectors mix them: keep only a
-        // basis whose every vector is an eigenvector of every Gram.
-        for (g, (&lambda, &s)) in grams.iter().zip(profile.iter().zip(&scale)) {
-            let gv = g * v;
+    // Per Gram, its eigenvalue on each basis vector (`vⱼᵀ G vⱼ`) and
+    // whether `vⱼ` is an eigenvector of it: one product `G V` each, not a
+    // matrix-vector product per vector.
+    let mut profiles = vec![Vec::with_capacity(grams.len()); n];
+    for (g, &s) in grams.iter().zip(&scale) {
+        let gv = g * &eig.vectors;
+        for (j, profile) in profiles.iter_mut().enumerate() {
+            let v = eig.vectors.col(j);
+            let lambda = (0..n).map(|r| v[r] * gv[(r, j)]).sum::<f64>().max(0.0);
+            // A generic combination can still repeat an eigenvalue across
+            // two joint classes, and then its eigenvectors mix them: keep
+            // only a basis whose every vector is an eigenvector of every
+            // Gram.
             let residual = (0..n)
-                .map(|r| (gv[r] - lambda * v[r]).powi(2))
+                .map(|r| (gv[(r, j)] - lambda * v[r]).powi(2))
                 .sum::<f64>()
                 .sqrt();
             if residual > 1e-8 * s {
                 return None;
             }
+            profile.push(lambda);
         }
+    }
+    let mut classes: Vec<(Vec<f64>, f64)> = Vec::new();
+    for profile in profiles {
         let same = |c: &(Vec<f64>, f64)| {
             c.0.iter()
                 .zip(&profile)

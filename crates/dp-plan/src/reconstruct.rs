@@ -546,9 +546,11 @@ impl OrthogonalPlan {
             .zip(split_by(&mut fourth, &sizes))
             .enumerate()
             .collect();
+        let progress = Products::new("query products' variances", work.len());
         let relevant = work
             .into_par_iter()
             .map(|(p, (((c, factors), var), quartic))| {
+                progress.check()?;
                 let product = QueryProduct::new(factors, true)?;
                 let reads = index.relevant(&terms, &product);
                 let read: Vec<&Term> = reads.iter().map(|&t| &terms[t]).collect();
@@ -571,6 +573,7 @@ impl OrthogonalPlan {
                         add_outer_product(out, s.powi(power), &sums);
                     }
                 }
+                progress.done();
                 Ok(reads)
             })
             .collect::<Result<Vec<_>>>()?;
@@ -592,8 +595,10 @@ impl OrthogonalPlan {
             .zip(&self.relevant)
             .zip(split_by(&mut answers, &sizes))
             .collect();
+        let progress = Products::new("query products answered", work.len());
         work.into_par_iter()
             .try_for_each(|(((c, factors), reads), ans)| -> Result<()> {
+                progress.check()?;
                 let product = QueryProduct::new(factors, false)?;
                 for t in reads.iter().map(|&t| &self.terms[t]) {
                     let (qs, scalar) = product.query_factors(t);
@@ -614,9 +619,40 @@ impl OrthogonalPlan {
                         *a += s * p;
                     }
                 }
+                progress.done();
                 Ok(())
             })?;
         Ok(answers)
+    }
+}
+
+/// The query products a parallel loop has done, shown as a progress stage
+/// ([`dp_core::progress`]), and the caller's interrupt, read on the
+/// loop's workers (rayon's threads have no current token). Inside a
+/// release's charge no token is current and nothing stops the loop.
+struct Products {
+    stage: dp_core::progress::StageGuard,
+    token: Option<dp_core::interrupt::Interrupt>,
+}
+
+impl Products {
+    fn new(what: &'static str, n: usize) -> Self {
+        Self {
+            stage: dp_core::progress::stage(what, n as u64),
+            token: dp_core::interrupt::current(),
+        }
+    }
+
+    /// [`DpError::Interrupted`] when the caller's token was triggered.
+    fn check(&self) -> Result<()> {
+        match &self.token {
+            Some(t) if t.is_triggered() => Err(DpError::Interrupted),
+            _ => Ok(()),
+        }
+    }
+
+    fn done(&self) {
+        self.stage.add(1);
     }
 }
 

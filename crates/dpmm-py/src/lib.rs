@@ -67,20 +67,69 @@ const SIGNAL_POLL: Duration = Duration::from_millis(50);
 /// The worker's stack: as the main thread's, for the planner's recursion.
 const WORKER_STACK: usize = 8 << 20;
 
+/// Workers a call stopped waiting for (interrupted before any charge),
+/// each with whether it holds Python objects (an Arrow stream read from
+/// Python).
+static ABANDONED: Mutex<Vec<(std::thread::JoinHandle<()>, bool)>> = Mutex::new(Vec::new());
+
+/// Waits, the GIL released, for the abandoned workers (all of them, or
+/// those holding Python objects), which end at their next interrupt
+/// check. Every call does this first for all of them, so that a call
+/// never runs beside one (its ledger lock, its memory); at exit the
+/// module does it for those that would call into a finalizing interpreter
+/// (and, off Unix, for all: their spill directories are removed on drop).
+fn join_abandoned(py: Python<'_>, only_python: bool) {
+    let mut waiting = Vec::new();
+    if let Ok(mut abandoned) = ABANDONED.lock() {
+        let all = std::mem::take(&mut *abandoned);
+        for (handle, python) in all {
+            if python || !only_python {
+                waiting.push(handle);
+            } else {
+                abandoned.push((handle, python));
+            }
+        }
+    }
+    if !waiting.is_empty() {
+        py.detach(move || {
+            for handle in waiting {
+                // A panic there was printed when it happened.
+                let _ = handle.join();
+            }
+        });
+    }
+}
+
+/// The module's exit hook ([`join_abandoned`]).
+#[pyfunction]
+fn _join_workers(py: Python<'_>) {
+    join_abandoned(py, cfg!(unix));
+}
+
+/// What a worker holds: only Rust values, or objects of the Python that
+/// called it (an Arrow stream whose batches Python produces).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Holds {
+    Rust,
+    Python,
+}
+
 /// Runs `work` on a worker thread under a fresh interrupt token, the GIL
 /// released; returns its result and, when a signal handler raised (Ctrl-C:
 /// `KeyboardInterrupt`) meanwhile, that exception. On the exception the
-/// token is triggered; work that had not begun its ledger charge
-/// ([`Interrupt::has_committed`]) never will, so the exception is raised
-/// at once and the worker left to end at its next check, having spent and
-/// written nothing. Work past a charge is waited for: it runs to its end
+/// token is triggered; work that had not begun its ledger charge or its
+/// writing ([`Interrupt::has_committed`]) never will, so the exception is
+/// raised at once and the worker left to end at its next check, having
+/// spent and written nothing ([`join_abandoned`] waits for it before the
+/// next call). Work past a charge is waited for: it runs to its end
 /// ([`dpmm::dp_core::interrupt::commit`]) and its result is returned with
 /// the exception.
 fn interruptible<T: Send + 'static>(
     py: Python<'_>,
+    holds: Holds,
     work: impl FnOnce() -> T + Send + 'static,
 ) -> PyResult<(T, Option<PyErr>)> {
-    interruptible_with(py, None, work)
+    interruptible_with(py, None, holds, work)
 }
 
 /// [`interruptible`], and with `progress`, a Python callable, called on
@@ -90,8 +139,10 @@ fn interruptible<T: Send + 'static>(
 fn interruptible_with<T: Send + 'static>(
     py: Python<'_>,
     progress: Option<&Bound<'_, PyAny>>,
+    holds: Holds,
     work: impl FnOnce() -> T + Send + 'static,
 ) -> PyResult<(T, Option<PyErr>)> {
+    join_abandoned(py, false);
     let token = Interrupt::new();
     let (done, mut finished) = channel::<T>();
     let latest: Arc<Mutex<Option<String>>> = Arc::default();
@@ -147,6 +198,9 @@ fn interruptible_with<T: Send + 'static>(
         if let Some(e) = raised.take() {
             token.trigger();
             if !token.has_committed() {
+                if let Ok(mut abandoned) = ABANDONED.lock() {
+                    abandoned.push((worker, holds == Holds::Python));
+                }
                 return Err(e);
             }
             raised = Some(e);
@@ -177,9 +231,10 @@ fn spinner(py: Python<'_>, message: &'static str) -> Spinner {
 /// `work`'s result, or the exception a signal handler raised while it ran.
 fn uninterrupted<T: Send + 'static>(
     py: Python<'_>,
+    holds: Holds,
     work: impl FnOnce() -> T + Send + 'static,
 ) -> PyResult<T> {
-    match interruptible(py, work)? {
+    match interruptible(py, holds, work)? {
         (_, Some(raised)) => Err(raised),
         (out, None) => Ok(out),
     }
@@ -379,6 +434,14 @@ fn data(
     }
 }
 
+/// What a worker given `data` holds: an Arrow stream is Python's.
+fn holds(data: &Data) -> Holds {
+    match data {
+        Data::Arrow { .. } => Holds::Python,
+        _ => Holds::Rust,
+    }
+}
+
 enum PlanSource {
     Optimized(Box<dpmm::Plan>),
     Saved(Box<dpmm::SavedPlan>),
@@ -524,7 +587,7 @@ fn plan(
         Spinner::hidden()
     };
     let shown = spinner.clone();
-    let optimized = match interruptible_with(py, progress.as_ref(), move || {
+    let optimized = match interruptible_with(py, progress.as_ref(), Holds::Rust, move || {
         shown.show(|| dpmm::Plan::optimize(&w, budget, objective, max_memory))
     })? {
         (_, Some(raised)) => Err(raised),
@@ -573,9 +636,11 @@ type Released<'py> = (
 /// or an Arrow `stream`), charged to the ledger at `ledger`; `workload`
 /// (planned now) or `plan` or both; with `report`, its HTML report is
 /// written there; with `nonneg`, the non-negative consistent estimates
-/// are returned too.
+/// are returned too. With `progress`, a Python callable, how far the
+/// release has come ([`interruptible_with`]); `spinner`: the command's
+/// progress lines on stderr when it is a terminal.
 #[pyfunction]
-#[pyo3(signature = (schema, ledger, epsilon, delta=None, workload=None, plan=None, path=None, stream=None, counts=false, max_memory=None, report=None, nonneg=false, privacy_unit=None, max_records_per_unit=None, weight=None, max_weight=None, measurements=None))]
+#[pyo3(signature = (schema, ledger, epsilon, delta=None, workload=None, plan=None, path=None, stream=None, counts=false, max_memory=None, report=None, nonneg=false, privacy_unit=None, max_records_per_unit=None, weight=None, max_weight=None, measurements=None, progress=None, spinner=true))]
 #[allow(clippy::too_many_arguments)] // Python keyword arguments
 fn release<'py>(
     py: Python<'py>,
@@ -596,6 +661,8 @@ fn release<'py>(
     weight: Option<String>,
     max_weight: Option<f64>,
     measurements: Option<PathBuf>,
+    progress: Option<Bound<'py, PyAny>>,
+    spinner: bool,
 ) -> PyResult<Released<'py>> {
     let budget = budget(epsilon, delta)?;
     let people = people(privacy_unit, max_records_per_unit, weight, max_weight)?;
@@ -607,9 +674,13 @@ fn release<'py>(
         (workload, plan),
         (max_memory, report, nonneg, measurements),
         people,
-        stderr_is_terminal(py),
+        spinner && progress.is_none() && stderr_is_terminal(py),
     )?;
-    released(py, interruptible(py, move || release.run(data))?)
+    let holds = holds(&data);
+    released(
+        py,
+        interruptible_with(py, progress.as_ref(), holds, move || release.run(data))?,
+    )
 }
 
 /// The library's release of a Python call's arguments: the schema,
@@ -726,7 +797,9 @@ impl Measurements {
     /// The answers to `workload` (and with `out`, written there with
     /// their sidecar; with `report`, the HTML page): refused, with
     /// nothing written, for a query outside the strategy's row space.
-    #[pyo3(signature = (workload, nonneg=false, max_memory=None, out=None, report=None))]
+    /// `progress` and `spinner` as [`plan`]'s.
+    #[pyo3(signature = (workload, nonneg=false, max_memory=None, out=None, report=None, progress=None, spinner=true))]
+    #[allow(clippy::too_many_arguments)] // Python keyword arguments
     fn answer<'py>(
         &self,
         py: Python<'py>,
@@ -735,16 +808,27 @@ impl Measurements {
         max_memory: Option<u64>,
         out: Option<PathBuf>,
         report: Option<PathBuf>,
+        progress: Option<Bound<'py, PyAny>>,
+        spinner: bool,
     ) -> PyResult<Released<'py>> {
         let options = dpmm::measurements::AnswerOptions { nonneg, max_memory };
         let doc = workload.inner.document("the workload");
         let inner = self.inner.clone();
-        let (outcome, raised) = interruptible(py, move || -> dpmm::Result<dpmm::Answers> {
+        let spinner = if spinner && progress.is_none() {
+            self::spinner(py, "answering")
+        } else {
+            Spinner::hidden()
+        };
+        let shown = spinner.clone();
+        let work = move || -> dpmm::Result<dpmm::Answers> {
             inner.check_outputs(None, out.as_deref(), nonneg, report.as_deref())?;
-            let answers = inner.answer_with(doc, &options)?;
+            let answers = shown.show(|| inner.answer_with(doc, &options))?;
             dpmm::Measurements::write(&answers, out.as_deref(), report.as_deref())?;
             Ok(answers)
-        })?;
+        };
+        let result = interruptible_with(py, progress.as_ref(), Holds::Rust, work);
+        spinner.finish();
+        let (outcome, raised) = result?;
         if let Some(raised) = raised {
             return Err(raised);
         }
@@ -791,7 +875,7 @@ impl Measurements {
 /// once charged the stream runs to its end and an interrupt is raised
 /// after it.
 #[pyfunction]
-#[pyo3(signature = (schema, workload, ledger, epsilon, out, time_column, steps, delta=None, path=None, stream=None, start=None, step=None, timezone=None, bands=None, nonneg=false, privacy_unit=None, max_records_per_unit=None, max_steps_per_unit=None, min_separation=None, report=None))]
+#[pyo3(signature = (schema, workload, ledger, epsilon, out, time_column, steps, delta=None, path=None, stream=None, start=None, step=None, timezone=None, bands=None, nonneg=false, privacy_unit=None, max_records_per_unit=None, max_steps_per_unit=None, min_separation=None, report=None, progress=None, spinner=true))]
 #[allow(clippy::too_many_arguments)] // Python keyword arguments
 fn stream(
     py: Python<'_>,
@@ -815,6 +899,8 @@ fn stream(
     max_steps_per_unit: Option<u32>,
     min_separation: Option<u32>,
     report: Option<PathBuf>,
+    progress: Option<Bound<'_, PyAny>>,
+    spinner: bool,
 ) -> PyResult<(String, bool)> {
     let budget = budget(epsilon, delta)?;
     if min_separation.is_some() && max_steps_per_unit.is_none() {
@@ -870,8 +956,19 @@ fn stream(
         people,
         report,
     };
+    let holds = holds(&data);
     let source = data.into_source(|f| Box::new(f)).map_err(py_err)?;
-    match interruptible(py, move || run.run(source, &out))? {
+    let spinner = if spinner && progress.is_none() && stderr_is_terminal(py) {
+        Spinner::plain("streaming")
+    } else {
+        Spinner::hidden()
+    };
+    let shown = spinner.clone();
+    let result = interruptible_with(py, progress.as_ref(), holds, move || {
+        shown.show(|| run.run(source, &out))
+    });
+    spinner.finish();
+    match result? {
         // Past its charge: the running counts are written.
         (Ok(summary), Some(_)) => Ok((describe(&summary), true)),
         (_, Some(raised)) => Err(raised),
@@ -954,7 +1051,8 @@ fn check(
     };
     let spec = workload.map(|w| w.inner.document("the workload"));
     let doc = schema.doc.clone();
-    let report = uninterrupted(py, move || {
+    let holds = holds(&data);
+    let report = uninterrupted(py, holds, move || {
         dpmm::check::check(&doc, data, spec.as_ref(), time.as_ref(), &people)
     })?
     .map_err(py_err)?;
@@ -1028,7 +1126,7 @@ fn optimize<'py>(
     let optimizer = optimizer.to_owned();
     let spinner = spinner(py, "optimizing");
     let shown = spinner.clone();
-    let o = uninterrupted(py, move || {
+    let o = uninterrupted(py, Holds::Rust, move || {
         shown.show(|| dpmm::matrix::optimize(w.as_ref(), &optimizer, model, &params, &mut ()))
     });
     spinner.finish();
@@ -1375,6 +1473,7 @@ fn _dpmatrix(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(optimizers, m)?)?;
     m.add_function(wrap_pyfunction!(workload_matrix, m)?)?;
     m.add_function(wrap_pyfunction!(factorize, m)?)?;
+    m.add_function(wrap_pyfunction!(_join_workers, m)?)?;
     spark::register(m)?;
     Ok(())
 }

@@ -19,7 +19,8 @@ use pyo3::types::PyBytes;
 use pyo3_arrow::{PyRecordBatch, PyRecordBatchReader, PySchema};
 
 use super::{
-    Plan, Released, Schema, Workload, budget, interruptible, people, py_err, release_of, released,
+    Holds, Plan, Released, Schema, Workload, budget, interruptible, people, py_err, release_of,
+    released,
 };
 
 /// A release prepared on the driver: checked (plan, budget, outputs, the
@@ -147,7 +148,7 @@ impl SparkRelease {
         let reader = stream.into_reader()?;
         released(
             py,
-            interruptible(py, move || inner.finish(partitions, reader))?,
+            interruptible(py, Holds::Python, move || inner.finish(partitions, reader))?,
         )
     }
 }

@@ -378,9 +378,12 @@ pub(crate) fn read<S: Sink>(
             let mask = ProjectionMask::roots(metadata.parquet_schema(), sorted.iter().copied());
             let groups = metadata.metadata().num_row_groups();
             let mut group = 0usize;
+            // The share of the row groups handed out (a percentage only).
+            let _read = dp_core::progress::share("read", groups as u64);
             let results = crate::pipeline::run(
                 || {
                     group += 1;
+                    dp_core::progress::advance((group - 1) as u64);
                     Ok((group <= groups).then_some(group - 1))
                 },
                 &make,

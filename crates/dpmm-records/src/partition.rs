@@ -249,6 +249,9 @@ impl PartitionSpec {
         let refused =
             |what: &str| RecordsError::BadContributions(format!("partial tables: {what}"));
         for batch in batches {
+            if dp_core::interrupt::interrupted() {
+                return Err(RecordsError::Interrupted);
+            }
             let batch = batch?;
             let columns = int_columns(&batch, &Self::partial_schema())
                 .ok_or_else(|| refused("columns other than dpmm's partial tables'"))?;

@@ -628,13 +628,18 @@ impl Measurements {
                 crate::release::MAX_REPORT_ANSWERS
             )));
         }
-        if let Some(out) = out {
-            answers.write(out)?;
-        }
-        if let Some(report) = report {
-            crate::output::write_atomically(report, answers.report_html(None).as_bytes())?;
-        }
-        Ok(())
+        // Once begun, the files are all written: an interrupt that came
+        // first writes none of them (and a caller that found the work not
+        // committed may stop waiting for it).
+        dp_core::interrupt::commit(|| {
+            if let Some(out) = out {
+                answers.write(out)?;
+            }
+            if let Some(report) = report {
+                crate::output::write_atomically(report, answers.report_html(None).as_bytes())?;
+            }
+            Ok(())
+        })?
     }
 
     /// The most specific marginals the file can answer, each as its

@@ -48,7 +48,6 @@ use dp_workloads::domain::Domain;
 use dp_workloads::spec::{load_spec, parse_spec};
 use dp_workloads::structured::StructuredWorkload;
 use dpmm_records::{Layout, People, PrivateCounts, Rows, Schema, Source, aggregate_people};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::json;
 
 use crate::answers::{Answers, nonneg_path, sidecar_path};
@@ -387,9 +386,13 @@ impl Release {
         let entry = p.ledger.entries().len() - 1;
         let m = session.measure_marginals(&p.kernel_strategy, &marginals, p.cost)?;
         drop(marginals);
-        let rec = p
-            .reconstructor
-            .run(&p.workload, &m.strategy, &m.values, m.variance)?;
+        let spinner = self.spinner("reconstructing", true);
+        let rec = spinner.show(|| {
+            p.reconstructor
+                .run(&p.workload, &m.strategy, &m.values, m.variance)
+        });
+        spinner.finish();
+        let rec = rec?;
         let sidecar = sidecar(self, &p, &m, &rec, entry);
         let draft = p.measurements.take();
         let mut answers = Answers {
@@ -633,46 +636,60 @@ pub(crate) fn load_workload(spec: &Document, schema: &Schema) -> Result<Structur
     Ok(workload)
 }
 
-/// A reader that advances a progress bar by the bytes it reads.
+/// A reader that moves the calling thread's innermost progress stage (a
+/// [`dp_core::progress::share`]) to the bytes it has read.
 struct Progress<R> {
     inner: R,
-    bar: ProgressBar,
+    read: u64,
 }
 
 impl<R: Read> Read for Progress<R> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         let n = self.inner.read(buf)?;
-        self.bar.inc(n as u64);
+        self.read += n as u64;
+        dp_core::progress::advance(self.read);
         Ok(n)
     }
 }
 
 impl Release {
+    /// A spinner on stderr when this release shows progress.
+    fn spinner(&self, message: &'static str, charged: bool) -> Spinner {
+        match (self.progress, charged) {
+            (false, _) => Spinner::hidden(),
+            (true, false) => Spinner::start(message),
+            (true, true) => Spinner::charged(message),
+        }
+    }
+
     fn aggregate(&self, data: Data, p: &Prepared) -> Result<PrivateCounts> {
         let rows = data.rows();
-        // Only a percentage of the input file, and only on a terminal: no
-        // count of records is shown.
-        let target = if self.progress {
-            ProgressDrawTarget::stderr()
-        } else {
-            ProgressDrawTarget::hidden()
-        };
-        let bar = ProgressBar::with_draw_target(None, target);
-        bar.set_style(
-            ProgressStyle::with_template("aggregating {wide_bar} {percent}%")
-                .map_err(|e| Error::Internal(e.to_string()))?,
-        );
-        let shown = bar.clone();
-        let source = data.into_source(move |file| {
-            shown.set_length(file.metadata().map(|m| m.len()).unwrap_or(0));
-            Box::new(Progress {
-                inner: std::io::BufReader::with_capacity(1 << 20, file),
-                bar: shown,
-            })
-        })?;
-        let counts = aggregate_people(source, &p.schema, &p.layout, rows, &self.people());
-        bar.finish_and_clear();
-        Ok(counts?)
+        // The share of a CSV file read (a percentage: no count of records
+        // or bytes is shown); a Parquet file's row groups are counted
+        // where they are read; a stream's length is not known.
+        let csv = data
+            .path()
+            .filter(|path| !dpmm_records::source::is_parquet(path))
+            .and_then(|path| std::fs::metadata(path).ok());
+        let spinner = self.spinner("reading the records", false);
+        let counts = spinner.show(|| {
+            let _read = csv.map(|m| dp_core::progress::share("read", m.len()));
+            let source = data.into_source(|file| {
+                Box::new(Progress {
+                    inner: std::io::BufReader::with_capacity(1 << 20, file),
+                    read: 0,
+                })
+            })?;
+            Ok::<_, Error>(aggregate_people(
+                source,
+                &p.schema,
+                &p.layout,
+                rows,
+                &self.people(),
+            )?)
+        });
+        spinner.finish();
+        counts
     }
 
     /// Every file this release reads or guards: the ledger and its head

@@ -164,24 +164,46 @@ pub fn release_need(
 /// A spinner with the elapsed time on stderr, only when stderr is a
 /// terminal, and inside [`Spinner::show`] how far the work has come
 /// ([`dp_core::progress`]: the planner's passes and the optimizer's
-/// iterations against their budgets; the percentage is the innermost
-/// run's and starts again for each candidate, factor and pass, so it says
-/// that work goes on and how far the current run is, not the time left).
-/// Planning reads no data and spends nothing: Ctrl-C during it ends the
-/// command with nothing charged.
+/// iterations against their budgets, the share of the records read, the
+/// query products reconstructed; a percentage is the innermost stage's and,
+/// in planning, starts again for each candidate, factor and pass, so it
+/// says that work goes on and how far the current run is, not the time
+/// left). Its note says what Ctrl-C does at that point: before a charge it
+/// ends the command with nothing spent; after it, the release runs on.
 #[derive(Clone)]
 pub struct Spinner(Option<(ProgressBar, &'static str)>);
 
 impl Spinner {
-    /// Starts the spinner with `message`.
+    /// Starts the spinner with `message`, for work before any charge.
     pub fn start(message: &'static str) -> Self {
+        Self::with_note(message, "Ctrl-C stops, nothing is spent")
+    }
+
+    /// Starts the spinner with `message`, for work after the ledger was
+    /// charged.
+    pub fn charged(message: &'static str) -> Self {
+        Self::with_note(message, "charged: runs to its end")
+    }
+
+    /// Starts the spinner with `message`, for work that may charge on
+    /// its way (a stream: the signal's effect is said when it comes).
+    pub fn plain(message: &'static str) -> Self {
+        Self::with_note(message, "")
+    }
+
+    fn with_note(message: &'static str, note: &str) -> Self {
         if !std::io::stderr().is_terminal() {
             return Self(None);
         }
         let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
-        if let Ok(style) = ProgressStyle::with_template(
-            "{spinner} {msg} [{elapsed}] (Ctrl-C stops, nothing is spent)",
-        ) {
+        let note = if note.is_empty() {
+            String::new()
+        } else {
+            format!(" ({note})")
+        };
+        if let Ok(style) =
+            ProgressStyle::with_template(&format!("{{spinner}} {{msg}} [{{elapsed}}]{note}"))
+        {
             bar.set_style(style);
         }
         bar.set_message(message);

@@ -631,7 +631,9 @@ impl StreamRelease {
             let mut half_widths: Vec<f64> = Vec::new();
             let mut text = String::new();
             let mut number = ryu::Buffer::new();
+            let steps = dp_core::progress::stage("steps", counts.steps() as u64);
             for (step, time) in times.iter().enumerate().take(counts.steps()) {
+                steps.set(step as u64);
                 let (values, se, half) = running.next(&counts)?;
                 text.clear();
                 for (q, r) in values.iter().enumerate() {

@@ -616,7 +616,10 @@ fn query(args: &QueryArgs) -> Result<(), Error> {
         nonneg: args.nonneg,
         max_memory: Some(args.memory.limit()),
     };
-    let answers = measurements.answer_with(workload.as_path(), &options)?;
+    let spinner = Spinner::start("answering");
+    let answers = spinner.show(|| measurements.answer_with(workload.as_path(), &options));
+    spinner.finish();
+    let answers = answers?;
     for warning in answers.warnings() {
         eprintln!("warning: {warning}");
     }
@@ -752,7 +755,10 @@ fn stream(args: &StreamArgs) -> Result<(), Error> {
         dpmm::output::check_output(path, &inputs)?;
         dpmm::output::check_writable(path)?;
     }
-    let summary = run.run(input, &args.out)?;
+    let spinner = Spinner::plain("streaming");
+    let summary = spinner.show(|| run.run(input, &args.out));
+    spinner.finish();
+    let summary = summary?;
     eprintln!(
         "wrote {} ({} steps × {} queries, {}); ledger entry {}",
         args.out.display(),
