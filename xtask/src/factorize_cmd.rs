@@ -96,14 +96,20 @@ pub fn run(args: &FactorizeArgs) -> Result<()> {
         ObjectiveArg::Max => Objective::Max,
     };
     let started = std::time::Instant::now();
-    let (f, _) = factorize(
-        &stream,
-        family,
-        args.bands,
-        args.buffers,
-        participation,
-        objective,
-    )?;
+    // How far the optimizer has come, on a terminal.
+    let spinner = dpmm::resources::Spinner::start("factorizing");
+    let factorized = spinner.show(|| {
+        factorize(
+            &stream,
+            family,
+            args.bands,
+            args.buffers,
+            participation,
+            objective,
+        )
+    });
+    spinner.finish();
+    let (f, _) = factorized?;
     let figures = f.figures(participation)?;
     // The factorization and its figures (a sensitivity can cost more
     // than the factors).
