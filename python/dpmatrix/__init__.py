@@ -220,7 +220,9 @@ class Plan:
     @property
     def groups(self) -> pd.DataFrame:
         """Per query group: label, queries, and the expected RMSE of its
-        answers as released (in counts)."""
+        answers (in counts) when released at the plan's own ``epsilon`` and
+        ``delta``. A release of this plan at another budget has other
+        errors: its answers' ``std_error`` column states them."""
         return pd.DataFrame(self._native.groups, columns=["label", "queries", "rmse"])
 
     @property
