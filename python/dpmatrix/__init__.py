@@ -1057,7 +1057,7 @@ def optimize(
     effort: Optional[float] = None,
 ) -> OptimizeResult:
     """Optimizes a strategy for the workload matrix ``W`` (m×n, float64;
-    read without copying when C- or Fortran-ordered) with the registered
+    copied once, so that the worker thread owns it) with the registered
     ``optimizer`` (:func:`optimizers`) under ``privacy`` (``"pure"`` or
     ``"approx"``)."""
     w = _matrix(W, "W")

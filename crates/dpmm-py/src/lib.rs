@@ -17,12 +17,14 @@
 //! * Optimization, planning and releases run with the GIL released, on a
 //!   worker thread under a [`dpmm::dp_core::interrupt`] token: the calling
 //!   thread wakes every 50 ms to run Python's signal handlers, and Ctrl-C
-//!   (a `KeyboardInterrupt`) triggers the token, so the work stops at its
-//!   next iteration and the exception is raised. A release interrupted
-//!   before its charge spends nothing; one past it runs to its end and
-//!   returns its answers, with a warning (its budget is spent).
-//! * A spinner shows on stderr while a plan or an optimization runs, when
-//!   `sys.stderr` is a terminal (not under pytest, not in a notebook).
+//!   (a `KeyboardInterrupt`) triggers the token. Work that has not begun
+//!   its charge never will: the exception is raised at once and the worker
+//!   stops at its next check, having spent nothing. Work past its charge
+//!   runs to its end (further Ctrl-Cs are absorbed) and returns its
+//!   answers, with a warning (its budget is spent).
+//! * How far the work has come (planning, reading, reconstructing, a
+//!   stream's steps) shows on stderr when `sys.stderr` is a terminal (not
+//!   under pytest, not in a notebook), or goes to a `progress=` callable.
 
 use std::path::PathBuf;
 use std::sync::mpsc::{RecvTimeoutError, channel};
@@ -184,8 +186,11 @@ fn interruptible_with<T: Send + 'static>(
             }
             Err(RecvTimeoutError::Timeout) => {}
         }
-        if raised.is_none()
-            && let Err(e) = py.check_signals()
+        // A later Ctrl-C, while committed work finishes, is absorbed: left
+        // pending it would be raised as the call returns, losing the
+        // answers of a budget already spent.
+        if let Err(e) = py.check_signals()
+            && raised.is_none()
         {
             raised = Some(e);
         }
