@@ -20,10 +20,14 @@ for a workload matrix with any registered optimizer, :func:`error` of a
 (workload, strategy) pair, :mod:`dpmatrix.workloads` for the classic
 workloads.
 
-Errors are exceptions and spend nothing: ``ValueError`` for bad input
-(the same one-line messages as the ``dpmm`` command), :class:`BudgetExceeded`
-for an overspend, ``OSError`` for files, ``RuntimeError`` for a failure
-on valid input.
+Errors are exceptions, one class per kind under :class:`DpmmError`
+(:mod:`dpmatrix.errors`), with the ``dpmm`` command's one-line messages:
+:class:`SchemaError`, :class:`WorkloadError`, :class:`DataError`,
+:class:`ParameterError`, :class:`LedgerError` and :class:`InputError` for
+bad input (each also a ``ValueError``), :class:`BudgetExceeded` for an
+overspend, :class:`InternalError` (a ``RuntimeError``) for a failure on
+valid input, :class:`Cancelled` (a ``KeyboardInterrupt``); ``OSError``
+for a missing file. Every refusal comes before a release's charge.
 """
 
 from __future__ import annotations
@@ -43,7 +47,18 @@ import numpy as np
 import pandas as pd
 
 from . import _dpmatrix, workloads
-from ._dpmatrix import BudgetExceeded
+from .errors import (
+    BudgetExceeded,
+    Cancelled,
+    DataError,
+    DpmmError,
+    InputError,
+    InternalError,
+    LedgerError,
+    ParameterError,
+    SchemaError,
+    WorkloadError,
+)
 
 # A call interrupted before any charge returns at once and leaves its
 # worker to stop at its next check; one still holding Python objects (an
@@ -52,8 +67,17 @@ atexit.register(_dpmatrix._join_workers)
 
 __all__ = [
     "BudgetExceeded",
+    "Cancelled",
+    "DataError",
     "DpFtrl",
+    "DpmmError",
     "DpmmWarning",
+    "InputError",
+    "InternalError",
+    "LedgerError",
+    "ParameterError",
+    "SchemaError",
+    "WorkloadError",
     "FactorizeResult",
     "Ledger",
     "Measurements",
@@ -90,13 +114,13 @@ def _existing(path: PathLike) -> str:
     return p
 
 
-def _json_text(value: Mapping[str, Any], what: str) -> str:
+def _json_text(value: Mapping[str, Any], what: str, error: type) -> str:
     if not isinstance(value, Mapping):
-        raise ValueError(f"{what} must be a dict, got {type(value).__name__}")
+        raise error(f"{what} must be a dict, got {type(value).__name__}")
     try:
         return json.dumps(value, allow_nan=False)
     except (TypeError, ValueError) as e:
-        raise ValueError(f"{what} is not JSON: {e}") from None
+        raise error(f"{what} is not JSON: {e}") from None
 
 
 class Workload:
@@ -113,7 +137,7 @@ class Workload:
     @classmethod
     def from_dict(cls, spec: Mapping[str, Any], base: PathLike = ".") -> "Workload":
         """The spec given as a dict; its ``.npy`` factors are relative to ``base``."""
-        text = _json_text(spec, "the workload spec")
+        text = _json_text(spec, "the workload spec", WorkloadError)
         return cls(_dpmatrix.Workload.from_text(text, "the workload spec", os.fspath(base)))
 
     @property
@@ -156,7 +180,7 @@ class Schema:
     @classmethod
     def from_dict(cls, schema: Mapping[str, Any]) -> "Schema":
         """The schema given as a dict."""
-        return cls(_dpmatrix.Schema.from_text(_json_text(schema, "the schema"), "the schema"))
+        return cls(_dpmatrix.Schema.from_text(_json_text(schema, "the schema", SchemaError), "the schema"))
 
     @property
     def domain(self) -> list[tuple[str, int]]:
@@ -276,7 +300,7 @@ def plan(
     100 ms, on the calling thread; an exception it raises stops the plan
     as Ctrl-C does)."""
     if not isinstance(workload, Workload):
-        raise ValueError(f"workload must be a dpmatrix.Workload, got {type(workload).__name__}")
+        raise ParameterError(f"workload must be a dpmatrix.Workload, got {type(workload).__name__}")
     callback, spinner = _progress(progress, "planning")
     try:
         return Plan(
@@ -335,7 +359,7 @@ def _progress(progress: Any, what: str):
         return _ProgressLine(what), False
     if callable(progress):
         return progress, False
-    raise ValueError(f"progress must be None, True, False or a callable, got {progress!r}")
+    raise ParameterError(f"progress must be None, True, False or a callable, got {progress!r}")
 
 
 class Ledger:
@@ -497,7 +521,7 @@ def _pandas_stream(frame: pd.DataFrame, needed: list[str]) -> Any:
     names = [c for c in needed if c in frame.columns]
     for c in names:
         if isinstance(frame[c], pd.DataFrame):
-            raise ValueError(f"the DataFrame has more than one column '{c}'")
+            raise DataError(f"the DataFrame has more than one column '{c}'")
     kinds = [_pandas_type(frame[c]) for c in names]
     schema = pa.schema([pa.field(c, k) for c, k in zip(names, kinds)])
 
@@ -539,7 +563,7 @@ def _arrow_stream(data: Any, what: str, needed: list[str]) -> Any:
         return data
     if hasattr(data, "to_reader"):  # pyarrow before the PyCapsule interface
         return data.to_reader()
-    raise ValueError(
+    raise ParameterError(
         f"{what} must be a path or a table exporting the Arrow C stream interface "
         f"(pyarrow, polars, DuckDB, pandas, Spark's toArrow()), got {kind.__name__}"
     )
@@ -632,7 +656,7 @@ def release(
     """
     _check_release(schema, plan, workload)
     if (data is None) == (counts is None):
-        raise ValueError("give the records as data, or a counts table as counts=, not both")
+        raise ParameterError("give the records as data, or a counts table as counts=, not both")
     needed = _needed(schema, counts is not None, privacy_unit, weight)
     source = (
         _source(data, "data", needed) if counts is None else _source(counts, "counts", needed)
@@ -703,7 +727,7 @@ class Measurements:
         :func:`plan`'s (the query products answered).
         """
         if not isinstance(workload, Workload):
-            raise ValueError(f"workload must be a dpmatrix.Workload, got {type(workload).__name__}")
+            raise ParameterError(f"workload must be a dpmatrix.Workload, got {type(workload).__name__}")
         callback, spinner = _progress(progress, "answering")
         try:
             result = self._native.answer(
@@ -749,13 +773,13 @@ class Measurements:
 def _check_release(schema: Any, plan: Any, workload: Any) -> None:
     """A release's schema and queries, checked before anything else."""
     if not isinstance(schema, Schema):
-        raise ValueError(f"schema must be a dpmatrix.Schema, got {type(schema).__name__}")
+        raise ParameterError(f"schema must be a dpmatrix.Schema, got {type(schema).__name__}")
     if plan is None and workload is None:
-        raise ValueError("give plan= or workload= (the queries to answer)")
+        raise ParameterError("give plan= or workload= (the queries to answer)")
     if plan is not None and not isinstance(plan, Plan):
-        raise ValueError(f"plan must be a dpmatrix.Plan, got {type(plan).__name__}")
+        raise ParameterError(f"plan must be a dpmatrix.Plan, got {type(plan).__name__}")
     if workload is not None and not isinstance(workload, Workload):
-        raise ValueError(f"workload must be a dpmatrix.Workload, got {type(workload).__name__}")
+        raise ParameterError(f"workload must be a dpmatrix.Workload, got {type(workload).__name__}")
 
 
 def _answers(
@@ -845,9 +869,9 @@ def stream(
     their 95% bands. ``progress`` is :func:`plan`'s (the steps written).
     """
     if not isinstance(schema, Schema):
-        raise ValueError(f"schema must be a dpmatrix.Schema, got {type(schema).__name__}")
+        raise ParameterError(f"schema must be a dpmatrix.Schema, got {type(schema).__name__}")
     if not isinstance(workload, Workload):
-        raise ValueError(f"workload must be a dpmatrix.Workload, got {type(workload).__name__}")
+        raise ParameterError(f"workload must be a dpmatrix.Workload, got {type(workload).__name__}")
     needed = _needed(schema, False, time_column, privacy_unit)
     source = _source(data, "data", needed)
     book = ledger.path if isinstance(ledger, Ledger) else _existing(ledger)
@@ -944,13 +968,13 @@ def check(
     against the schema's domain too.
     """
     if not isinstance(schema, Schema):
-        raise ValueError(f"schema must be a dpmatrix.Schema, got {type(schema).__name__}")
+        raise ParameterError(f"schema must be a dpmatrix.Schema, got {type(schema).__name__}")
     if workload is not None and not isinstance(workload, Workload):
-        raise ValueError(f"workload must be a dpmatrix.Workload, got {type(workload).__name__}")
+        raise ParameterError(f"workload must be a dpmatrix.Workload, got {type(workload).__name__}")
     if (data is None) == (counts is None):
-        raise ValueError("give the records as data, or a counts table as counts=, not both")
+        raise ParameterError("give the records as data, or a counts table as counts=, not both")
     if (time_column is None) != (steps is None):
-        raise ValueError("time_column and steps go together")
+        raise ParameterError("time_column and steps go together")
     needed = _needed(schema, counts is not None, time_column, privacy_unit, weight)
     source = (
         _source(data, "data", needed) if counts is None else _source(counts, "counts", needed)
@@ -1018,9 +1042,9 @@ def _matrix(m: Any, name: str) -> np.ndarray:
     try:
         a = np.asarray(m, dtype=np.float64)
     except (TypeError, ValueError) as e:
-        raise ValueError(f"{name} must be a 2-D array of numbers: {e}") from None
+        raise ParameterError(f"{name} must be a 2-D array of numbers: {e}") from None
     if a.ndim != 2:
-        raise ValueError(f"{name} must be a 2-D array, got {a.ndim} dimension(s)")
+        raise ParameterError(f"{name} must be a 2-D array, got {a.ndim} dimension(s)")
     return a
 
 
@@ -1085,9 +1109,9 @@ def error(
     1e-6 under ``privacy="approx"``; zCDP calibration, as a release adds
     noise), ``None`` when ``A`` does not support ``W``."""
     if privacy not in ("pure", "approx"):
-        raise ValueError(f"privacy must be 'pure' or 'approx', got {privacy!r}")
+        raise ParameterError(f"privacy must be 'pure' or 'approx', got {privacy!r}")
     if privacy == "pure" and delta is not None:
-        raise ValueError("privacy='pure' takes no delta")
+        raise ParameterError("privacy='pure' takes no delta")
     if privacy == "approx" and delta is None:
         delta = 1e-6
     return _dpmatrix.error(_matrix(W, "W"), _matrix(A, "A"), epsilon, delta)
@@ -1221,7 +1245,7 @@ class DpFtrl:
         if a.ndim == 1:
             a = a.reshape(1, -1)
         if a.ndim != 2:
-            raise ValueError(f"rows must be 2-D (n × dimension), got {a.ndim}-D")
+            raise ParameterError(f"rows must be 2-D (n × dimension), got {a.ndim}-D")
         return self._native.next(np.ascontiguousarray(a))
 
     @property

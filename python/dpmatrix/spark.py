@@ -30,6 +30,7 @@ from typing import Any, Iterator, Optional, Union
 import pandas as pd
 
 from . import Ledger, Plan, Schema, Workload, _answers, _check_release, _dpmatrix, _existing
+from .errors import ParameterError
 
 __all__ = ["release"]
 
@@ -275,15 +276,15 @@ def release(
     from pyspark.sql import DataFrame
 
     if not isinstance(frame, DataFrame):
-        raise ValueError(f"frame must be a pyspark.sql.DataFrame, got {type(frame).__name__}")
+        raise ParameterError(f"frame must be a pyspark.sql.DataFrame, got {type(frame).__name__}")
     _check_release(schema, plan, workload)
     if partitions is not None and (not isinstance(partitions, int) or partitions < 1):
-        raise ValueError(f"partitions must be a positive whole number, got {partitions!r}")
+        raise ParameterError(f"partitions must be a positive whole number, got {partitions!r}")
     if partitions is not None and privacy_unit is None:
-        raise ValueError("partitions= sets the shuffle by privacy unit: give privacy_unit= too")
+        raise ParameterError("partitions= sets the shuffle by privacy unit: give privacy_unit= too")
     book = ledger.path if isinstance(ledger, Ledger) else _existing(ledger)
     if _deterministic(frame) is False:
-        raise ValueError(
+        raise ParameterError(
             "the DataFrame's plan is not deterministic (rand(), uuid(), a UDF marked "
             "non-deterministic, …): a partition Spark recomputes could count a record twice. "
             "Materialize it first: frame = frame.localCheckpoint() (or checkpoint())"
@@ -375,12 +376,12 @@ class _Jobs:
         limit = _max_result_bytes(frame)
         cap = limit // (32 * prepared.cells() + 4096) if limit > 0 else 1 << 20
         if cap < 1:
-            raise ValueError(
+            raise ParameterError(
                 "one partition's tables could pass spark.driver.maxResultSize: raise it"
             )
         if self.units:
             if partitions is not None and partitions > cap:
-                raise ValueError(
+                raise ParameterError(
                     f"partitions={partitions}: the driver may collect the tables of at most "
                     f"{cap} (spark.driver.maxResultSize)"
                 )

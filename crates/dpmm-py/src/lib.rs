@@ -38,28 +38,53 @@ use dpmm::dp_opt::{Params, PrivacyModel};
 use dpmm::resources::Spinner;
 use dpmm::{Data, Document, Error, PlanObjective, PlanSummary, Rows};
 use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray2, PyUntypedArrayMethods};
-use pyo3::exceptions::{PyException, PyKeyboardInterrupt, PyRuntimeError, PyValueError};
+use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use pyo3_arrow::PyRecordBatchReader;
 
 mod spark;
 
-pyo3::create_exception!(
-    _dpmatrix,
-    BudgetExceeded,
-    PyException,
-    "A release would spend more privacy than the ledger has left; it was refused before any noise was drawn, and nothing was spent."
-);
-
-/// The Python exception for a library error.
+/// The Python exception for a library error: the class of its kind from
+/// `dpmatrix.errors` (`SchemaError`, `WorkloadError`, `DataError`,
+/// `ParameterError`, `LedgerError`, `InputError`, `BudgetExceeded`,
+/// `InternalError`, `Cancelled`, all under `DpmmError`), with its one-line
+/// message.
 fn py_err(e: Error) -> PyErr {
-    match e {
-        Error::BudgetExceeded(m) => BudgetExceeded::new_err(m),
-        Error::Internal(m) => PyRuntimeError::new_err(m),
-        e @ Error::Interrupted => PyKeyboardInterrupt::new_err(e.to_string()),
-        other => PyValueError::new_err(other.to_string()),
-    }
+    let class = match &e {
+        Error::Schema(_) => "SchemaError",
+        Error::Workload(_) => "WorkloadError",
+        Error::Data(_) => "DataError",
+        Error::Parameter(_) => "ParameterError",
+        Error::Ledger(_) => "LedgerError",
+        Error::BudgetExceeded(_) => "BudgetExceeded",
+        Error::Internal(_) => "InternalError",
+        Error::Interrupted => "Cancelled",
+        _ => "InputError",
+    };
+    let message = e.to_string();
+    Python::attach(|py| {
+        let typed = py
+            .import("dpmatrix.errors")
+            .and_then(|m| m.getattr(class))
+            .and_then(|c| Ok(c.cast_into::<pyo3::types::PyType>()?));
+        match typed {
+            Ok(class) => PyErr::from_type(class, message),
+            // The package's own module is missing (a bare extension):
+            // the builtin class the kind derives from.
+            Err(_) => match e {
+                Error::Internal(_) => PyRuntimeError::new_err(message),
+                Error::Interrupted => PyKeyboardInterrupt::new_err(message),
+                _ => PyValueError::new_err(message),
+            },
+        }
+    })
+}
+
+/// A Python argument out of its range or in a combination that does not
+/// go together: `dpmatrix.ParameterError`.
+fn parameter_err(message: impl Into<String>) -> PyErr {
+    py_err(Error::Parameter(message.into()))
 }
 
 /// How often the calling thread runs Python's signal handlers while the
@@ -259,7 +284,7 @@ fn privacy_model(privacy: &str) -> PyResult<PrivacyModel> {
     match privacy {
         "pure" => Ok(PrivacyModel::Pure),
         "approx" => Ok(PrivacyModel::Approx),
-        other => Err(PyValueError::new_err(format!(
+        other => Err(parameter_err(format!(
             "privacy must be 'pure' or 'approx', got '{other}'"
         ))),
     }
@@ -389,7 +414,7 @@ fn people(
         if a == b {
             Ok(())
         } else {
-            Err(PyValueError::new_err(format!("{what} go together")))
+            Err(parameter_err(format!("{what} go together")))
         }
     };
     pair(
@@ -433,7 +458,7 @@ fn data(
             .into(),
             rows,
         }),
-        _ => Err(PyValueError::new_err(
+        _ => Err(parameter_err(
             "give the data as a path or as an Arrow stream",
         )),
     }
@@ -580,7 +605,7 @@ fn plan(
         "total" => PlanObjective::TotalVariance,
         "max" => PlanObjective::MaxVariance,
         other => {
-            return Err(PyValueError::new_err(format!(
+            return Err(parameter_err(format!(
                 "objective must be 'total' or 'max', got '{other}'"
             )));
         }
@@ -909,9 +934,7 @@ fn stream(
 ) -> PyResult<(String, bool)> {
     let budget = budget(epsilon, delta)?;
     if min_separation.is_some() && max_steps_per_unit.is_none() {
-        return Err(PyValueError::new_err(
-            "min_separation goes with max_steps_per_unit",
-        ));
+        return Err(parameter_err("min_separation goes with max_steps_per_unit"));
     }
     let (start, calendar) =
         dpmm::stream::clock(start.as_deref(), step.as_deref(), timezone.as_deref())
@@ -938,7 +961,7 @@ fn stream(
         .chain(report.as_ref())
         .collect();
     if (1..outputs.len()).any(|i| outputs[..i].contains(&outputs[i])) {
-        return Err(PyValueError::new_err(
+        return Err(parameter_err(
             "the running counts, their sidecar, the nonneg file and the report need paths of \
              their own",
         ));
@@ -1017,14 +1040,12 @@ fn check(
     min_separation: Option<u32>,
 ) -> PyResult<String> {
     if max_steps_per_unit.is_some() && (privacy_unit.is_none() || time_column.is_none()) {
-        return Err(PyValueError::new_err(
+        return Err(parameter_err(
             "max_steps_per_unit bounds a stream's privacy unit: give time_column and privacy_unit",
         ));
     }
     if min_separation.is_some() && max_steps_per_unit.is_none() {
-        return Err(PyValueError::new_err(
-            "min_separation goes with max_steps_per_unit",
-        ));
+        return Err(parameter_err("min_separation goes with max_steps_per_unit"));
     }
     let people = dpmm::dpmm_records::People {
         steps: max_steps_per_unit.map(|max_steps| dpmm::dp_core::kernel::records::StepBound {
@@ -1045,13 +1066,13 @@ fn check(
             calendar,
         }),
         (None, None) if calendar.is_some() || start != 0 => {
-            return Err(PyValueError::new_err(
+            return Err(parameter_err(
                 "start, step and timezone place a stream's steps: give time_column and steps",
             ));
         }
         (None, None) => None,
         _ => {
-            return Err(PyValueError::new_err("time_column and steps go together"));
+            return Err(parameter_err("time_column and steps go together"));
         }
     };
     let spec = workload.map(|w| w.inner.document("the workload"));
@@ -1083,9 +1104,7 @@ impl Matrix<'_> {
 fn matrix<'a>(a: &'a PyReadonlyArray2<'_, f64>) -> PyResult<Matrix<'a>> {
     let (m, n) = (a.shape()[0], a.shape()[1]);
     if a.is_c_contiguous() || a.is_fortran_contiguous() {
-        let data = a
-            .as_slice()
-            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let data = a.as_slice().map_err(|e| parameter_err(e.to_string()))?;
         return Ok(Matrix::View(if a.is_c_contiguous() {
             MatRef::from_row_major_slice(data, m, n)
         } else {
@@ -1232,20 +1251,14 @@ fn factorize<'py>(
             separation: b,
         },
         _ => {
-            return Err(PyValueError::new_err(
-                "participations and separation go together",
-            ));
+            return Err(parameter_err("participations and separation go together"));
         }
     };
     if bands.is_some() && family != Family::Banded {
-        return Err(PyValueError::new_err(
-            "bands applies to family 'banded' only",
-        ));
+        return Err(parameter_err("bands applies to family 'banded' only"));
     }
     if buffers.is_some() && family != Family::Blt {
-        return Err(PyValueError::new_err(
-            "buffers applies to family 'blt' only",
-        ));
+        return Err(parameter_err("buffers applies to family 'blt' only"));
     }
     let (f, figures, seconds) = py
         .detach(|| {
@@ -1327,7 +1340,7 @@ impl DpFtrl {
         let budget = budget(epsilon, Some(delta))?;
         let objective = Objective::from_name(objective).map_err(dp_err)?;
         if participations == 0 || separation == 0 {
-            return Err(PyValueError::new_err(
+            return Err(parameter_err(
                 "participations and separation must be at least 1",
             ));
         }
@@ -1340,9 +1353,7 @@ impl DpFtrl {
             }
         };
         if coefficients.is_some() && bands.is_some() {
-            return Err(PyValueError::new_err(
-                "give coefficients or bands, not both",
-            ));
+            return Err(parameter_err("give coefficients or bands, not both"));
         }
         let (inner, ledger_entry) = py
             .detach(|| -> dpmm::Result<_> {
@@ -1391,7 +1402,7 @@ impl DpFtrl {
             Some(a) => {
                 let (n, d) = (a.shape()[0], a.shape()[1]);
                 if d != self.inner.dimension() && n > 0 {
-                    return Err(PyValueError::new_err(format!(
+                    return Err(parameter_err(format!(
                         "rows have {d} columns for a stream of dimension {}",
                         self.inner.dimension()
                     )));
@@ -1461,7 +1472,6 @@ impl DpFtrl {
 /// The module.
 #[pymodule]
 fn _dpmatrix(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add("BudgetExceeded", m.py().get_type::<BudgetExceeded>())?;
     m.add_class::<Workload>()?;
     m.add_class::<Schema>()?;
     m.add_class::<Plan>()?;

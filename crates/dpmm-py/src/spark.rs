@@ -13,7 +13,6 @@ use dpmm::dpmm_records::arrow::{DataType, RecordBatch, Schema as ArrowSchema};
 use dpmm::dpmm_records::partition::{
     PartitionSpec, bound_partition, count_partition, encode_partition, partial_batch,
 };
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use pyo3_arrow::{PyRecordBatch, PyRecordBatchReader, PySchema};
@@ -91,9 +90,11 @@ fn ddl(schema: &ArrowSchema) -> String {
 
 impl SparkRelease {
     fn inner(&self) -> PyResult<&dpmm::Distributed> {
-        self.inner
-            .as_ref()
-            .ok_or_else(|| PyValueError::new_err("this Spark release has finished"))
+        self.inner.as_ref().ok_or_else(|| {
+            py_err(dpmm::Error::BadInput(
+                "this Spark release has finished".into(),
+            ))
+        })
     }
 }
 
@@ -141,10 +142,11 @@ impl SparkRelease {
         partitions: Option<u32>,
         stream: PyRecordBatchReader,
     ) -> PyResult<Released<'py>> {
-        let inner = self
-            .inner
-            .take()
-            .ok_or_else(|| PyValueError::new_err("this Spark release has finished"))?;
+        let inner = self.inner.take().ok_or_else(|| {
+            py_err(dpmm::Error::BadInput(
+                "this Spark release has finished".into(),
+            ))
+        })?;
         let reader = stream.into_reader()?;
         released(
             py,

@@ -1,12 +1,17 @@
 //! The library's one error type: every fallible function of `dpmm`
-//! returns [`Result`], whose error says whether the caller's input was
-//! wrong ([`Error::BadInput`]), would spend more privacy than the ledger
-//! holds ([`Error::BudgetExceeded`], a refusal of valid input that spends
-//! nothing), or dpmm failed on valid input ([`Error::Internal`]: a solver
-//! or factorization that failed, no operating-system entropy, a bug). Its
-//! message is one line, fit for a
-//! command line (the `dpmm` binary exits with status 2 or 1 accordingly)
-//! or a Python exception.
+//! returns [`Result`], whose error says which of the caller's inputs was
+//! wrong (the schema [`Error::Schema`], the workload spec
+//! [`Error::Workload`], the records or counts [`Error::Data`], ε, δ or an
+//! option [`Error::Parameter`], the ledger [`Error::Ledger`], another input
+//! such as a plan file, an output path or a memory limit
+//! [`Error::BadInput`]), that a release would spend more privacy than the
+//! ledger holds ([`Error::BudgetExceeded`], a refusal of valid input that
+//! spends nothing), that the caller interrupted it, or that dpmm failed on
+//! valid input ([`Error::Internal`]: a solver or factorization that
+//! failed, no operating-system entropy, a bug). Its message is one line,
+//! fit for a command line (the `dpmm` binary exits with status 2 for the
+//! input's kinds and an overspend, 1 otherwise) or a Python exception (one
+//! class per kind).
 
 use std::fmt;
 
@@ -17,7 +22,21 @@ use dpmm_records::{RecordsError, SchemaError};
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Error {
-    /// The caller's input is wrong (the `dpmm` binary: exit status 2).
+    /// The schema is wrong: its JSON, a column, a domain, a policy.
+    Schema(String),
+    /// The workload spec is wrong, or does not fit the schema's domain.
+    Workload(String),
+    /// The records or counts cannot be read as the schema says: a file
+    /// that cannot be opened or parsed, a missing column, a malformed
+    /// record under the `error` policy.
+    Data(String),
+    /// ε, δ or an option is out of its range.
+    Parameter(String),
+    /// The ledger cannot be created, opened, verified or written.
+    Ledger(String),
+    /// Another input is wrong: a plan or measurement file, an output path,
+    /// a memory limit (the `dpmm` binary: exit status 2, as for every
+    /// kind of input above).
     BadInput(String),
     /// The release costs more than the ledger (or session) has left; it
     /// was refused before any noise was drawn and nothing was spent (the
@@ -34,11 +53,50 @@ impl Error {
     /// The same error, its message followed by `(warning: …)`: a warning
     /// that must reach the caller even though the operation failed.
     pub fn with_warning(self, warning: &str) -> Self {
+        self.map_message(|m| format!("{m} (warning: {warning})"))
+    }
+
+    /// The same kind of error with its message rewritten by `f`.
+    pub fn map_message(self, f: impl FnOnce(String) -> String) -> Self {
         match self {
-            Self::BadInput(m) => Self::BadInput(format!("{m} (warning: {warning})")),
-            Self::BudgetExceeded(m) => Self::BudgetExceeded(format!("{m} (warning: {warning})")),
-            Self::Internal(m) => Self::Internal(format!("{m} (warning: {warning})")),
+            Self::Schema(m) => Self::Schema(f(m)),
+            Self::Workload(m) => Self::Workload(f(m)),
+            Self::Data(m) => Self::Data(f(m)),
+            Self::Parameter(m) => Self::Parameter(f(m)),
+            Self::Ledger(m) => Self::Ledger(f(m)),
+            Self::BadInput(m) => Self::BadInput(f(m)),
+            Self::BudgetExceeded(m) => Self::BudgetExceeded(f(m)),
+            Self::Internal(m) => Self::Internal(f(m)),
             Self::Interrupted => Self::Interrupted,
+        }
+    }
+
+    /// Whether the caller's input is at fault (every kind but an
+    /// overspend, an interrupt and an internal failure).
+    pub fn is_input(&self) -> bool {
+        matches!(
+            self,
+            Self::Schema(_)
+                | Self::Workload(_)
+                | Self::Data(_)
+                | Self::Parameter(_)
+                | Self::Ledger(_)
+                | Self::BadInput(_)
+        )
+    }
+
+    /// The kind's name, as the Python exception class names it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Schema(_) => "schema",
+            Self::Workload(_) => "workload",
+            Self::Data(_) => "data",
+            Self::Parameter(_) => "parameter",
+            Self::Ledger(_) => "ledger",
+            Self::BadInput(_) => "input",
+            Self::BudgetExceeded(_) => "budget",
+            Self::Internal(_) => "internal",
+            Self::Interrupted => "cancelled",
         }
     }
 
@@ -54,7 +112,15 @@ impl fmt::Display for Error {
     /// operating system's) become `"; "`. Without a prefix: the `dpmm`
     /// binary prints `error: …` or `internal error: …`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (Self::BadInput(m) | Self::BudgetExceeded(m) | Self::Internal(m)) = self else {
+        let (Self::Schema(m)
+        | Self::Workload(m)
+        | Self::Data(m)
+        | Self::Parameter(m)
+        | Self::Ledger(m)
+        | Self::BadInput(m)
+        | Self::BudgetExceeded(m)
+        | Self::Internal(m)) = self
+        else {
             return write!(f, "interrupted: nothing was spent");
         };
         let one_line: Vec<&str> = m.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
@@ -75,6 +141,12 @@ impl From<DpError> for Error {
             }
             DpError::BudgetExceeded { .. } => Self::BudgetExceeded(e.to_string()),
             DpError::Interrupted => Self::Interrupted,
+            DpError::InvalidEpsilon(_)
+            | DpError::InvalidDelta(_)
+            | DpError::CalibrationOutOfRange { .. } => Self::Parameter(e.to_string()),
+            DpError::Ledger(_) => Self::Ledger(e.to_string()),
+            // The workload asks what the strategy did not measure.
+            DpError::NotEstimable(_) => Self::Workload(e.to_string()),
             _ => Self::BadInput(e.to_string()),
         }
     }
@@ -95,7 +167,7 @@ impl From<&str> for Error {
 
 impl From<SchemaError> for Error {
     fn from(e: SchemaError) -> Self {
-        Self::BadInput(e.to_string())
+        Self::Schema(e.to_string())
     }
 }
 
@@ -104,7 +176,16 @@ impl From<RecordsError> for Error {
         match e {
             RecordsError::Interrupted => Self::Interrupted,
             RecordsError::Internal(m) => Self::Internal(m),
-            e => Self::BadInput(e.to_string()),
+            RecordsError::TooManyCells { .. } | RecordsError::OutOfMemory { .. } => {
+                Self::BadInput(e.to_string())
+            }
+            RecordsError::BadMarginal { .. } | RecordsError::LayoutMismatch => {
+                Self::Workload(e.to_string())
+            }
+            RecordsError::BadContributions(_) | RecordsError::BadTiming(_) => {
+                Self::Parameter(e.to_string())
+            }
+            e => Self::Data(e.to_string()),
         }
     }
 }
@@ -119,7 +200,17 @@ mod tests {
         assert_eq!(f.to_string(), "a; b; c");
         assert!(matches!(f, Error::BadInput(_)));
         let f: Error = DpError::InvalidEpsilon(0.0).into();
-        assert!(matches!(f, Error::BadInput(_)));
+        assert!(matches!(f, Error::Parameter(_)) && f.is_input());
+        let f: Error = DpError::Ledger("torn".into()).into();
+        assert!(matches!(f, Error::Ledger(_)) && f.is_input());
+        let f: Error = DpError::NotEstimable("a × b".into()).into();
+        assert!(matches!(f, Error::Workload(_)));
+        let f: Error = RecordsError::MissingValue {
+            column: "c".into(),
+            attribute: "a".into(),
+        }
+        .into();
+        assert!(matches!(f, Error::Data(_)) && f.kind() == "data");
         let f: Error = DpError::NotConverged {
             solver: "s",
             reason: "r".into(),

@@ -34,7 +34,7 @@ use crate::{Error, Result};
 pub(crate) fn open_for(path: &Path, cost: dp_core::Cost, what: &str) -> Result<(Ledger, f64)> {
     let ledger = Ledger::open(path)?;
     let charge = crate::privacy::charge(ledger.budget(), cost)
-        .map_err(|e| Error::BadInput(format!("{}: {e}", path.display())))?;
+        .map_err(|e| Error::Ledger(format!("{}: {e}", path.display())))?;
     if charge > ledger.remaining() {
         return Err(Error::BudgetExceeded(format!(
             "budget exceeded: {what} needs {charge} but {} has {} left",
@@ -101,7 +101,7 @@ fn totals_line(path: &Path, v: &Verification) -> String {
 pub fn verify(path: &Path) -> Result<String> {
     let v = Ledger::verify(path)?;
     if let Some(torn) = &v.torn {
-        return Err(Error::BadInput(format!(
+        return Err(Error::Ledger(format!(
             "{} line {}: a torn final line ({}, {} bytes), never completely written, so no \
              noise was drawn for it; `dpmm ledger repair --ledger {}` removes it",
             path.display(),
@@ -196,7 +196,7 @@ pub fn create(path: &Path, budget: PrivacyBudget) -> Result<String> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| Error::file(dir, e))?;
     }
-    Ledger::init(path, held).map_err(|e| Error::BadInput(e.to_string()))?;
+    Ledger::init(path, held).map_err(|e| Error::Ledger(e.to_string()))?;
     Ok(match held {
         LedgerBudget::PureDp { epsilon } => {
             format!("created {}: pure ε = {epsilon}", path.display())

@@ -215,10 +215,6 @@ impl Prepared {
     }
 }
 
-fn text(e: impl std::fmt::Display) -> String {
-    e.to_string()
-}
-
 impl Release {
     /// A release of `budget` answering the workload spec at `workload`
     /// (planned now) from records read through `schema`, charged to
@@ -441,7 +437,8 @@ impl Release {
         let model = PrivacyModel::of(self.budget);
         let schema = match &args.schema {
             Document::File(path) => Schema::from_path(path)?,
-            doc => Schema::from_json(&doc.read()?)?,
+            doc => Schema::from_json(&doc.read()?)
+                .map_err(|e| Error::Schema(format!("{}: {e}", doc.name())))?,
         };
         let limit = args.max_memory.unwrap_or_else(default_memory_limit);
         // The workload a plan file carries, when another one is released.
@@ -626,9 +623,9 @@ pub(crate) fn load_workload(spec: &Document, schema: &Schema) -> Result<Structur
         Document::File(path) => load_spec(path),
         doc => parse_spec(&doc.read()?, doc.base()),
     }
-    .map_err(text)?;
+    .map_err(|e| Error::Workload(e.to_string()))?;
     if workload.domain() != schema.domain() {
-        return Err(Error::BadInput(format!(
+        return Err(Error::Workload(format!(
             "{}: its domain (names and sizes, in order) is not the schema's",
             spec.name()
         )));

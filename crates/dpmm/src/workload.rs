@@ -25,7 +25,7 @@ impl Workload {
             Document::File(path) => load_spec_inlined(path),
             doc => parse_spec_inlined(&doc.read()?, doc.base()),
         }
-        .map_err(DpError::from)?;
+        .map_err(|e| crate::Error::Workload(DpError::from(e).to_string()))?;
         Ok(Self {
             structured,
             spec: json,
