@@ -4,8 +4,6 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-class BudgetExceeded(Exception): ...
-
 class Workload:
     @staticmethod
     def from_path(path: str) -> Workload: ...
@@ -83,6 +81,8 @@ def release(
     weight: Optional[str] = None,
     max_weight: Optional[float] = None,
     measurements: Optional[str] = None,
+    progress: Optional[Callable[[str], Any]] = None,
+    spinner: bool = True,
 ) -> tuple[
     list[str], np.ndarray, np.ndarray, np.ndarray, np.ndarray, str, list[str], Optional[np.ndarray]
 ]: ...
@@ -97,6 +97,8 @@ class Measurements:
         max_memory: Optional[int] = None,
         out: Optional[str] = None,
         report: Optional[str] = None,
+        progress: Optional[Callable[[str], Any]] = None,
+        spinner: bool = True,
     ) -> tuple[
         list[str], np.ndarray, np.ndarray, np.ndarray, np.ndarray, str, list[str], Optional[np.ndarray]
     ]: ...
@@ -146,6 +148,8 @@ def stream(
     max_steps_per_unit: Optional[int] = None,
     min_separation: Optional[int] = None,
     report: Optional[str] = None,
+    progress: Optional[Callable[[str], Any]] = None,
+    spinner: bool = True,
 ) -> tuple[str, bool]: ...
 def optimize(
     w: np.ndarray,
@@ -236,3 +240,4 @@ def spark_encode(spec: bytes, stream: Any) -> Any: ...
 def spark_bound(
     spec: bytes, partition: int, stream: Any, memory: int = ..., spill_dir: Optional[str] = None
 ) -> Any: ...
+def _join_workers() -> None: ...
