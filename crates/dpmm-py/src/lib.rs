@@ -3,11 +3,13 @@
 //! see (pandas data frames, dataclasses, paths); everything here is a thin
 //! call into `dpmm`, which it reimplements nothing of.
 //!
-//! * Errors cross as Python exceptions: the caller's bad input is a
-//!   `ValueError` with the same one-line message as the `dpmm` command's,
-//!   an overspend is [`BudgetExceeded`], a failure on valid input a
-//!   `RuntimeError`. Nothing is spent on any of them (the library refuses
-//!   before it charges).
+//! * Errors cross as Python exceptions ([`py_err`]), one class per kind of
+//!   [`dpmm::Error`] from `dpmatrix.errors`, all under `DpmmError`, with
+//!   the same one-line message as the `dpmm` command's: the input kinds
+//!   (`SchemaError`, `WorkloadError`, `DataError`, `ParameterError`,
+//!   `LedgerError`, `InputError`) are also `ValueError`s, an overspend is
+//!   `BudgetExceeded`, a failure on valid input `InternalError` (a
+//!   `RuntimeError`). Every refusal comes before a release's charge.
 //! * Records cross as Arrow: any object exporting the Arrow C stream
 //!   interface is read batch by batch by the library's own door (the
 //!   Python package turns a pandas DataFrame into such a stream, chunk by
