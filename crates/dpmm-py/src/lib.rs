@@ -3,7 +3,7 @@
 //! see (pandas data frames, dataclasses, paths); everything here is a thin
 //! call into `dpmm`, which it reimplements nothing of.
 //!
-//! * Errors cross as Python exceptions ([`py_err`]), one class per kind of
+//! * Errors cross as Python exceptions (`py_err`), one class per kind of
 //!   [`dpmm::Error`] from `dpmatrix.errors`, all under `DpmmError`, with
 //!   the same one-line message as the `dpmm` command's: the input kinds
 //!   (`SchemaError`, `WorkloadError`, `DataError`, `ParameterError`,
