@@ -158,7 +158,7 @@ def test_refusals_name_what_was_not_measured_and_spend_nothing(
     dm.release(data, schema=schema, workload=workload, epsilon=1.0, delta=1e-9, ledger=ledger,
                measurements=file)
     m = dm.Measurements.load(file)
-    with pytest.raises(ValueError, match="interaction of morekids × age × work was not measured"):
+    with pytest.raises(dm.WorkloadError, match="interaction of morekids × age × work was not measured"):
         m.answer(_spec(spec_path, [{"marginal": ["morekids", "age", "work"]}]))
     with pytest.raises(ValueError, match="not the schema's"):
         m.answer(dm.Workload.from_dict({"domain": [{"name": "x", "size": 2}],

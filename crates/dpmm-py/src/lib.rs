@@ -197,7 +197,11 @@ fn interruptible_with<T: Send + 'static>(
             // any charge): the result is dropped here.
             let _ = done.send(out);
         })
-        .map_err(|e| PyRuntimeError::new_err(format!("cannot start a worker thread: {e}")))?;
+        .map_err(|e| {
+            py_err(Error::Internal(format!(
+                "cannot start a worker thread: {e}"
+            )))
+        })?;
     let mut raised = None;
     loop {
         let wait;
@@ -208,7 +212,9 @@ fn interruptible_with<T: Send + 'static>(
             Err(RecvTimeoutError::Disconnected) => {
                 return match py.detach(|| worker.join()) {
                     Err(panic) => std::panic::resume_unwind(panic),
-                    Ok(()) => Err(PyRuntimeError::new_err("the worker ended without a result")),
+                    Ok(()) => Err(py_err(Error::Internal(
+                        "the worker ended without a result".into(),
+                    ))),
                 };
             }
             Err(RecvTimeoutError::Timeout) => {}
@@ -1084,7 +1090,7 @@ fn check(
         dpmm::check::check(&doc, data, spec.as_ref(), time.as_ref(), &people)
     })?
     .map_err(py_err)?;
-    serde_json::to_string(&report).map_err(|e| PyRuntimeError::new_err(e.to_string()))
+    serde_json::to_string(&report).map_err(|e| py_err(Error::Internal(e.to_string())))
 }
 
 /// A float64 array's entries as a matrix: a view of its memory when it is

@@ -143,6 +143,7 @@ impl From<DpError> for Error {
             DpError::Interrupted => Self::Interrupted,
             DpError::InvalidEpsilon(_)
             | DpError::InvalidDelta(_)
+            | DpError::InvalidParameter { .. }
             | DpError::CalibrationOutOfRange { .. } => Self::Parameter(e.to_string()),
             DpError::Ledger(_) => Self::Ledger(e.to_string()),
             // The workload asks what the strategy did not measure.

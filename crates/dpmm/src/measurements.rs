@@ -529,7 +529,7 @@ impl Measurements {
             Ok(rec) => rec,
             Err(DpError::NotEstimable(why)) => {
                 return Err(self.not_measured(&workload, &spec).unwrap_or_else(|| {
-                    Error::BadInput(format!(
+                    Error::Workload(format!(
                         "{}: {why} (the strategy measured in {})",
                         spec.name(),
                         self.path.display()
@@ -750,7 +750,7 @@ impl Measurements {
         let missing = missing?;
         let measured = self.estimable_sets().ok()?;
         if measured.is_empty() {
-            return Some(Error::BadInput(format!(
+            return Some(Error::Workload(format!(
                 "{}: the strategy measured in {} estimates no marginal, not even the total",
                 spec.name(),
                 self.path.display()
@@ -762,7 +762,7 @@ impl Measurements {
             .map(|s| join(&self.names(s)))
             .collect();
         let more = measured.len().saturating_sub(shown.len());
-        Some(Error::BadInput(format!(
+        Some(Error::Workload(format!(
             "{}: {} was not measured, so it cannot be estimated without bias; measured: {}{}",
             spec.name(),
             if missing.is_empty() {

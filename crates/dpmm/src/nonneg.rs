@@ -84,7 +84,7 @@ fn log_sum_exp(xs: &[f64]) -> f64 {
 
 impl Marginals {
     /// The workload's tables, when every product is a marginal (identity
-    /// or total on each attribute); `BadInput` otherwise.
+    /// or total on each attribute); `Workload` otherwise.
     pub fn of(workload: &StructuredWorkload) -> Result<Self> {
         let shape = workload.domain().shape();
         let ln_n: Vec<f64> = shape.iter().map(|&n| (n as f64).ln()).collect();
@@ -97,7 +97,7 @@ impl Marginals {
                     Factor::Identity(_) => attributes.push(a),
                     Factor::Total(_) => {}
                     _ => {
-                        return Err(Error::BadInput(
+                        return Err(Error::Workload(
                             "non-negative tables need a workload of marginals only (a product \
                              has a prefix, range or matrix factor)"
                                 .into(),
@@ -570,6 +570,6 @@ mod tests {
         let spec =
             r#"{"domain": [{"name": "a", "size": 4}], "queries": [{"kron": {"a": "prefix"}}]}"#;
         let w = parse_spec(spec, Path::new(".")).unwrap();
-        assert!(matches!(Marginals::of(&w), Err(Error::BadInput(_))));
+        assert!(matches!(Marginals::of(&w), Err(Error::Workload(_))));
     }
 }

@@ -120,7 +120,8 @@ impl Data {
                 if dpmm_records::source::is_parquet(&path) {
                     Source::Parquet(path)
                 } else {
-                    let file = std::fs::File::open(&path).map_err(|e| Error::file(&path, e))?;
+                    let file = std::fs::File::open(&path)
+                        .map_err(|e| Error::Data(format!("{}: {e}", path.display())))?;
                     Source::Csv {
                         reader: wrap(file),
                         name: path.display().to_string(),

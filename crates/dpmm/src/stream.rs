@@ -162,14 +162,14 @@ pub fn clock(
 ) -> Result<(i64, Option<dpmm_records::Calendar>)> {
     let Some(step) = step else {
         if timezone.is_some() {
-            return Err(Error::BadInput(
+            return Err(Error::Parameter(
                 "a time zone places a calendar's steps: give the step too".into(),
             ));
         }
         let start = match start {
             None => 0,
             Some(s) => s.trim().parse().map_err(|_| {
-                Error::BadInput(format!(
+                Error::Parameter(format!(
                     "start: '{s}' is not a whole number (give a step to read dates and times)"
                 ))
             })?,
@@ -398,14 +398,14 @@ impl StreamRelease {
     pub fn run(&self, input: Source<'_>, out: &Path) -> Result<StreamSummary> {
         let cost = crate::privacy::cost(self.budget)?;
         if matches!(cost, Cost::Epsilon(_)) && self.bands.is_some() {
-            return Err(Error::BadInput(
+            return Err(Error::Parameter(
                 "--bands sets the Gaussian factorization of an (ε, δ) stream; a pure ε stream \
                  is measured by a tree"
                     .into(),
             ));
         }
         if self.steps == 0 || self.steps > MAX_STEPS {
-            return Err(Error::BadInput(format!(
+            return Err(Error::Parameter(format!(
                 "--steps must be in 1..={MAX_STEPS}, got {}",
                 self.steps
             )));
@@ -413,31 +413,31 @@ impl StreamRelease {
         if let Some(b) = self.bands
             && (b == 0 || b > MAX_BANDS)
         {
-            return Err(Error::BadInput(format!(
+            return Err(Error::Parameter(format!(
                 "--bands must be in 1..={MAX_BANDS}"
             )));
         }
         if self.people.weight.is_some() {
-            return Err(Error::BadInput(
+            return Err(Error::Parameter(
                 "a stream's records carry no weights: --weight is for release".into(),
             ));
         }
         match (&self.people.unit, self.people.steps) {
             (Some(_), None) => {
-                return Err(Error::BadInput(
+                return Err(Error::Parameter(
                     "a stream's privacy unit needs --max-steps-per-unit (and --min-separation)"
                         .into(),
                 ));
             }
             (None, Some(_)) => {
-                return Err(Error::BadInput(
+                return Err(Error::Parameter(
                     "--max-steps-per-unit bounds a privacy unit: give --privacy-unit".into(),
                 ));
             }
             _ => {}
         }
         if self.start.checked_add(self.steps as i64).is_none() {
-            return Err(Error::BadInput(
+            return Err(Error::Parameter(
                 "--start + --steps is beyond 64-bit integers".into(),
             ));
         }
@@ -807,7 +807,7 @@ fn tables(workload: &StructuredWorkload) -> Result<(Vec<Table>, usize)> {
                 support.push(a);
                 size = size.saturating_mul(f.num_queries());
             } else if !f.is_total() {
-                return Err(Error::BadInput(
+                return Err(Error::Workload(
                     "dpmm stream releases running counts of marginals: the workload may hold \
                      marginals and Kronecker products of identity and total only"
                         .into(),

@@ -318,7 +318,7 @@ fn a_release_with_nonneg_writes_consistent_non_negative_tables() {
         ..release
     }
     .run(Data::Records(dir.join("records.csv")));
-    assert!(matches!(refused, Err(dpmm::Error::BadInput(_))));
+    assert!(matches!(refused, Err(dpmm::Error::Workload(_))));
     assert_eq!(std::fs::read(&book).unwrap(), before);
     std::fs::remove_dir_all(dir).unwrap();
 }

@@ -176,11 +176,8 @@ impl ClockArgs {
             self.step.as_deref(),
             self.timezone.as_deref(),
         )
-        .map_err(|e| match e {
-            // The flags' names, as the command line gives them.
-            Error::BadInput(m) => Error::BadInput(m.replace("start: ", "--start: ")),
-            e => e,
-        })
+        // The flags' names, as the command line gives them.
+        .map_err(|e| e.map_message(|m| m.replace("start: ", "--start: ")))
     }
 
     fn given(&self) -> bool {
